@@ -1,0 +1,123 @@
+//! `toolgate run`: one `stream_text` call, printed as JSON lines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use futures::StreamExt;
+use toolgate::approval::ApprovalSigner;
+use toolgate::protocol::parse_messages_str;
+use toolgate::{EngineError, RecordingModel, TextRequest, stream_text};
+
+use crate::model_spec::model_from_spec;
+
+/// What `toolgate run` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Emit {
+    /// The stream parts, one per line.
+    Parts,
+    /// The response messages, one per line.
+    Messages,
+    /// The prompt of each model call, one per line.
+    Prompts,
+}
+
+/// Arguments of `toolgate run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The model, e.g. `script:examples/request-approval/script.json`.
+    #[arg(long)]
+    model: String,
+    /// A JSON file holding an array of AI SDK ModelMessages.
+    #[arg(long)]
+    messages: PathBuf,
+    /// The toolkit to offer the model.
+    #[arg(long, value_enum, default_value_t = Tools::Demo)]
+    tools: Tools,
+    /// Sign approval requests with this secret and require valid signatures on approvals.
+    #[arg(long, env = "TOOLGATE_APPROVAL_SECRET", hide_env_values = true)]
+    approval_secret: Option<String>,
+    /// Also write the AI SDK's separate `signature` field on approval requests.
+    #[arg(long, requires = "approval_secret")]
+    signature_field: bool,
+    /// Hold a step's other calls while some of them wait for approval.
+    #[arg(long)]
+    hold_batch: bool,
+    /// Model steps at most.
+    #[arg(long, default_value_t = toolgate::DEFAULT_MAX_STEPS)]
+    max_steps: usize,
+    /// A system prompt.
+    #[arg(long)]
+    system: Option<String>,
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = Emit::Parts)]
+    emit: Emit,
+}
+
+/// Built-in toolkits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tools {
+    /// get_weather, delete_file, transfer_money, ask_user.
+    Demo,
+    /// No tools.
+    None,
+}
+
+/// Runs the command; exit code 1 with a message on stderr when the history is rejected or the model fails.
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.messages)
+        .with_context(|| format!("cannot read --messages {}", args.messages.display()))?;
+    let messages = parse_messages_str(&text).with_context(|| format!("--messages {}", args.messages.display()))?;
+    let model = RecordingModel::new(model_from_spec(&args.model)?);
+
+    let mut request = TextRequest::new(messages).max_steps(args.max_steps).hold_batch_for_approval(args.hold_batch);
+    if args.tools == Tools::Demo {
+        request = request.toolkit(toolgate::demo::toolkit());
+    }
+    if let Some(system) = args.system {
+        request = request.system(system);
+    }
+    if let Some(secret) = &args.approval_secret {
+        let signer = ApprovalSigner::new(secret).context("--approval-secret")?;
+        request = request.approval_signer(signer.with_signature_field(args.signature_field));
+    }
+
+    let mut stdout = std::io::stdout().lock();
+    let mut stream = match stream_text(&model, request).await {
+        Ok(stream) => stream,
+        Err(error) => bail!("the history was rejected: {error}"),
+    };
+    while let Some(part) = stream.next().await {
+        if args.emit == Emit::Parts {
+            writeln!(stdout, "{}", serde_json::to_string(&part)?)?;
+        }
+    }
+    let (messages, failure) = match stream.finish().await {
+        Ok(result) => (result.response_messages, None),
+        Err(EngineError::Model { source, response_messages }) => (response_messages, Some(source)),
+        Err(other) => bail!("{other}"),
+    };
+    match args.emit {
+        Emit::Parts => {}
+        Emit::Messages => {
+            for message in &messages {
+                writeln!(stdout, "{}", serde_json::to_string(message)?)?;
+            }
+        }
+        Emit::Prompts => {
+            for request in model.requests() {
+                writeln!(stdout, "{}", serde_json::to_string(&request.prompt)?)?;
+            }
+        }
+    }
+    stdout.flush()?;
+    match failure {
+        None => Ok(ExitCode::SUCCESS),
+        Some(error) => {
+            eprintln!("toolgate: the model failed: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

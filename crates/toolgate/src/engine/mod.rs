@@ -1,0 +1,87 @@
+//! `generate_text` and `stream_text`: run a model with tools and approvals.
+//!
+//! One call goes through three stages:
+//! 1. **Prepare** (nothing runs yet): normalize older approval encodings,
+//!    collect approval answers anywhere in the history, and check them all
+//!    (signatures, schemas, policies) and the prompt they lead to. Any
+//!    problem is an [`EngineError`] and nothing executes.
+//! 2. **Pre-resolve**: before the model is called, approved calls run (with
+//!    the person's edit, if any), denied and unanswered ones become
+//!    `execution-denied` results, provider-executed answers are forwarded.
+//!    The results form one tool message, first in `response_messages`; in
+//!    the stream they come before the first `start-step`.
+//! 3. **Steps**: call the model, run automatic calls, issue approval requests
+//!    for gated ones, and loop while every local call got a result, up to
+//!    `max_steps` or a stop condition. A pending approval or client-executed
+//!    call ends the loop with the model's finish reason (`tool-calls`).
+
+mod execute;
+mod request;
+mod result;
+mod run;
+mod step;
+mod stream;
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::{ModelMessage, ToolPart, ToolResultOutput, normalize_approvals};
+
+pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, TextRequest};
+pub use result::{ApprovalRequest, StepResult, TextResult};
+pub use stream::TextStream;
+
+use crate::approval::{Resolved, collect, resolve};
+use crate::model::LanguageModel;
+use crate::prompt::build_prompt;
+use crate::EngineError;
+use run::Prepared;
+use stream::Emitter;
+
+/// Runs the model to completion and returns what it produced.
+pub async fn generate_text<M: LanguageModel>(model: M, request: TextRequest) -> Result<TextResult, EngineError> {
+    let prepared = prepare(request).await?;
+    run::drive(&model, prepared, false, CancellationToken::new(), Emitter::silent()).await
+}
+
+/// Runs the model as a stream of parts. Errors in the history are returned
+/// here, before anything runs; a model failure later ends the stream with an
+/// `error` part and makes [`TextStream::finish`] return it.
+pub async fn stream_text<'a, M: LanguageModel + 'a>(model: M, request: TextRequest) -> Result<TextStream<'a>, EngineError> {
+    let prepared = prepare(request).await?;
+    let cancellation = CancellationToken::new();
+    let token = cancellation.clone();
+    Ok(TextStream::new(cancellation, move |emitter| {
+        async move { run::drive(&model, prepared, true, token, emitter).await }.boxed()
+    }))
+}
+
+/// Stage 1: everything that can fail before anything runs.
+async fn prepare(request: TextRequest) -> Result<Prepared, EngineError> {
+    let history = normalize_approvals(request.messages.clone())?;
+    let plan = {
+        let collected = collect(&history)?;
+        resolve(collected, &history, request.toolkit.as_ref(), request.signer.as_ref()).await?
+    };
+    let plan: Vec<Resolved> = plan.into_iter().map(|(_, resolved)| resolved).collect();
+    check_prompt_after(&history, &plan)?;
+    Ok(Prepared { request, history: Arc::from(history), plan })
+}
+
+/// Fails if the prompt would still miss tool results once the plan is carried out.
+fn check_prompt_after(history: &[ModelMessage], plan: &[Resolved]) -> Result<(), EngineError> {
+    let placeholders: Vec<ToolPart> = plan
+        .iter()
+        .filter(|resolved| !matches!(resolved, Resolved::ForwardDenial { .. }))
+        .map(|resolved| {
+            ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None)))
+        })
+        .collect();
+    if placeholders.is_empty() {
+        return build_prompt(history).map(drop);
+    }
+    let mut planned = history.to_vec();
+    planned.push(ModelMessage::tool(placeholders));
+    build_prompt(&planned).map(drop)
+}

@@ -1,0 +1,148 @@
+//! Stages 2 and 3 of an engine call: pre-resolution, then the step loop.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::{FinishReason, ModelMessage, ModelRequest, StreamPart, ToolPart, ToolResultOutput, Usage};
+
+use super::execute::{ToolRun, execute_all, result_part};
+use super::step::{StepContext, run_step};
+use super::stream::Emitter;
+use super::{StepResult, TextRequest, TextResult};
+use crate::approval::Resolved;
+use crate::model::LanguageModel;
+use crate::prompt::build_prompt;
+use crate::EngineError;
+
+/// A checked request, ready to run.
+pub(crate) struct Prepared {
+    pub request: TextRequest,
+    pub history: Arc<[ModelMessage]>,
+    pub plan: Vec<Resolved>,
+}
+
+/// Runs stages 2 and 3, writing stream parts to `out`.
+pub(crate) async fn drive<M: LanguageModel>(
+    model: &M,
+    prepared: Prepared,
+    streaming: bool,
+    cancellation: CancellationToken,
+    out: Emitter,
+) -> Result<TextResult, EngineError> {
+    let Prepared { request, history, plan } = prepared;
+    out.emit(StreamPart::Start).await;
+    let (preresolved, mut response_messages) = preresolve(plan, &request, &cancellation, &out).await;
+
+    let mut steps: Vec<StepResult> = Vec::new();
+    let mut total_usage = Usage::default();
+    loop {
+        let conversation: Arc<[ModelMessage]> = history.iter().chain(response_messages.iter()).cloned().collect();
+        let prompt = build_prompt(&conversation)?;
+        let model_request = model_request(&request, prompt);
+        out.emit(StreamPart::StartStep).await;
+        let context = StepContext {
+            request: &request,
+            toolkit: request.toolkit.as_ref(),
+            messages: conversation,
+            cancellation: &cancellation,
+            step_number: steps.len(),
+            streaming,
+        };
+        let step = run_step(model, model_request, context, &out).await;
+        response_messages.extend(step.messages);
+        total_usage = total_usage.add(step.result.usage);
+        out.emit(StreamPart::FinishStep { finish_reason: step.result.finish_reason, usage: step.result.usage }).await;
+        if let Some(source) = step.error {
+            tracing::warn!(error = %source, "model step failed");
+            out.emit(StreamPart::Error { error: source.to_string() }).await;
+            out.emit(StreamPart::Finish { finish_reason: FinishReason::Error, total_usage }).await;
+            return Err(EngineError::Model { source, response_messages });
+        }
+        let continues = every_local_call_answered(&step.result);
+        steps.push(step.result);
+        if !continues || steps.len() >= request.max_steps || request.stop_when.iter().any(|c| c.is_met(&steps)) {
+            break;
+        }
+    }
+    let finish_reason = steps.last().map_or(FinishReason::Stop, |step| step.finish_reason);
+    out.emit(StreamPart::Finish { finish_reason, total_usage }).await;
+    Ok(TextResult { preresolved, steps, response_messages, finish_reason, total_usage })
+}
+
+/// True when the step called local tools and each of them has a result.
+fn every_local_call_answered(step: &StepResult) -> bool {
+    let local_calls = step.tool_calls().filter(|call| !call.is_provider_executed()).count();
+    local_calls > 0 && local_calls == step.tool_results.len() && step.finish_reason.allows_tool_execution()
+}
+
+fn model_request(request: &TextRequest, mut prompt: Vec<ModelMessage>) -> ModelRequest {
+    if let Some(system) = &request.system {
+        prompt.insert(0, ModelMessage::system(system.clone()));
+    }
+    ModelRequest {
+        prompt,
+        tools: request.toolkit.as_ref().map(|toolkit| toolkit.specs()).unwrap_or_default(),
+        tool_choice: request.tool_choice.clone(),
+        max_output_tokens: request.max_output_tokens,
+        temperature: request.temperature,
+        stop_sequences: Vec::new(),
+        provider_options: request.provider_options.clone(),
+    }
+}
+
+/// Stage 2: carries out the plan; returns the results and the tool message holding them.
+async fn preresolve(
+    plan: Vec<Resolved>,
+    request: &TextRequest,
+    cancellation: &CancellationToken,
+    out: &Emitter,
+) -> (Vec<toolgate_protocol::ToolResultPart>, Vec<ModelMessage>) {
+    if plan.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut runs = Vec::new();
+    for resolved in &plan {
+        match resolved {
+            Resolved::Run { call, tool, messages } => {
+                runs.push(ToolRun { call: call.clone(), tool: tool.clone(), messages: Arc::clone(messages) })
+            }
+            Resolved::Deny { call, .. } => {
+                out.emit(StreamPart::ToolOutputDenied {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    provider_executed: None,
+                })
+                .await
+            }
+            Resolved::ForwardDenial { call, .. } => {
+                out.emit(StreamPart::ToolOutputDenied {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    provider_executed: Some(true),
+                })
+                .await
+            }
+        }
+    }
+    let mut outcomes = execute_all(runs, request.tool_concurrency, cancellation, out).await.into_iter();
+    let mut results = Vec::new();
+    let mut parts = Vec::new();
+    for resolved in plan {
+        match resolved {
+            Resolved::Run { .. } => {
+                if let Some(outcome) = outcomes.next() {
+                    let part = outcome.to_result_part();
+                    results.push(part.clone());
+                    parts.push(ToolPart::ToolResult(part));
+                }
+            }
+            Resolved::Deny { call, reason } => {
+                let part = result_part(&call, ToolResultOutput::denied(reason));
+                results.push(part.clone());
+                parts.push(ToolPart::ToolResult(part));
+            }
+            Resolved::ForwardDenial { response, .. } => parts.push(ToolPart::ToolApprovalResponse(response)),
+        }
+    }
+    (results, vec![ModelMessage::tool(parts)])
+}

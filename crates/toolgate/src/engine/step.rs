@@ -1,0 +1,470 @@
+//! One model step: call the model, follow its parts, then act on its tool calls.
+//!
+//! Each complete tool call is classified when it arrives:
+//! - *invalid* (unknown tool, input that is not JSON or fails the schema):
+//!   a `tool-error` result at once, nothing runs;
+//! - *provider-executed*: nothing runs here; the provider's result or
+//!   approval request follows in the stream;
+//! - *client-executed*: handed back to the caller;
+//! - *local*: the approval policy decides between *gated* and *automatic*.
+//!
+//! After the model finishes, automatic calls run (only when the finish reason
+//! is `stop` or `tool-calls`; otherwise they get a "not run" error result),
+//! unless the batch is held for a pending approval. Then every gated call gets
+//! an approval request (after the step's results), so a decision can still be
+//! made even when the stream was cut.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::{
+    AssistantContent, AssistantMessage, AssistantPart, FinishReason, ModelContent, ModelMessage, ModelRequest,
+    ModelResponse, ModelStreamPart, ModelToolCall, ModelToolResult, ReasoningPart, StreamPart, TextPart,
+    ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
+};
+
+use super::execute::{ToolRun, execute_all, result_part};
+use super::stream::Emitter;
+use super::{ApprovalRequest, StepResult, TextRequest};
+use crate::approval::unsigned_approval_id;
+use crate::model::{LanguageModel, ModelError, ModelStream};
+use crate::tool::{ApprovalContext, Tool, Toolkit};
+
+/// What a step needs besides the model.
+pub(crate) struct StepContext<'a> {
+    pub request: &'a TextRequest,
+    pub toolkit: Option<&'a Toolkit>,
+    /// The conversation so far (no system prompt), for policies and handlers.
+    pub messages: Arc<[ModelMessage]>,
+    pub cancellation: &'a CancellationToken,
+    pub step_number: usize,
+    pub streaming: bool,
+}
+
+/// A finished step.
+pub(crate) struct StepOutput {
+    pub result: StepResult,
+    pub messages: Vec<ModelMessage>,
+    pub error: Option<ModelError>,
+}
+
+enum CallClass {
+    Invalid(String),
+    Provider,
+    Client,
+    Local { tool: Tool, gated: bool },
+}
+
+struct Call {
+    part: ToolCallPart,
+    class: CallClass,
+}
+
+#[derive(Default)]
+struct Transcript {
+    content: Vec<AssistantPart>,
+    open_blocks: HashMap<String, usize>,
+    calls: Vec<Call>,
+    provider_approvals: Vec<ApprovalRequest>,
+    finish: Option<(FinishReason, Usage)>,
+}
+
+impl Transcript {
+    fn append(&mut self, id: &str, delta: &str, reasoning: bool) {
+        let index = *self.open_blocks.entry(id.to_owned()).or_insert_with(|| {
+            self.content.push(if reasoning {
+                AssistantPart::Reasoning(ReasoningPart { text: String::new(), provider_options: None })
+            } else {
+                AssistantPart::Text(TextPart::new(""))
+            });
+            self.content.len() - 1
+        });
+        if let Some(AssistantPart::Text(TextPart { text, .. }) | AssistantPart::Reasoning(ReasoningPart { text, .. })) =
+            self.content.get_mut(index)
+        {
+            text.push_str(delta);
+        }
+    }
+
+    fn call_info(&self, tool_call_id: &str) -> Option<ToolCallInfo> {
+        self.calls.iter().find(|call| call.part.tool_call_id == tool_call_id).map(|call| info(&call.part, &call.class))
+    }
+}
+
+/// Runs one step; see the module docs.
+pub(crate) async fn run_step<M: LanguageModel>(
+    model: &M,
+    model_request: ModelRequest,
+    context: StepContext<'_>,
+    out: &Emitter,
+) -> StepOutput {
+    let mut transcript = Transcript::default();
+    let mut error = None;
+    match open_model_stream(model, model_request, &context).await {
+        Err(failure) => error = Some(failure),
+        Ok(mut parts) => {
+            while let Some(part) = parts.next().await {
+                match part {
+                    Ok(part) => follow(part, &mut transcript, &context, out).await,
+                    Err(failure) => {
+                        error = Some(failure);
+                        break;
+                    }
+                }
+            }
+            if error.is_none() && transcript.finish.is_none() {
+                error = Some(ModelError::StreamInterrupted { message: "the stream ended without a finish part".into() });
+            }
+        }
+    }
+    let (finish_reason, usage) = match (&error, transcript.finish) {
+        (None, Some(finish)) => finish,
+        (_, finish) => (FinishReason::Error, finish.map(|(_, usage)| usage).unwrap_or_default()),
+    };
+    act_on_calls(transcript, finish_reason, usage, &context, out).await.with_error(error)
+}
+
+impl StepOutput {
+    fn with_error(mut self, error: Option<ModelError>) -> Self {
+        self.error = error;
+        self
+    }
+}
+
+async fn open_model_stream<M: LanguageModel>(
+    model: &M,
+    request: ModelRequest,
+    context: &StepContext<'_>,
+) -> Result<ModelStream, ModelError> {
+    if context.streaming {
+        model.stream(request).await
+    } else {
+        let response = model.generate(request).await?;
+        Ok(Box::pin(futures::stream::iter(response_parts(response, &context.request.id_generator).into_iter().map(Ok))))
+    }
+}
+
+/// The parts a streamed response with the same content would have.
+fn response_parts(response: ModelResponse, ids: &super::IdGenerator) -> Vec<ModelStreamPart> {
+    let mut parts = Vec::with_capacity(response.content.len() + 1);
+    for content in response.content {
+        match content {
+            ModelContent::Text { text } => {
+                let id = ids();
+                parts.push(ModelStreamPart::TextStart { id: id.clone() });
+                parts.push(ModelStreamPart::TextDelta { id: id.clone(), delta: text });
+                parts.push(ModelStreamPart::TextEnd { id });
+            }
+            ModelContent::Reasoning { text } => {
+                let id = ids();
+                parts.push(ModelStreamPart::ReasoningStart { id: id.clone() });
+                parts.push(ModelStreamPart::ReasoningDelta { id: id.clone(), delta: text });
+                parts.push(ModelStreamPart::ReasoningEnd { id });
+            }
+            ModelContent::ToolCall(call) => parts.push(ModelStreamPart::ToolCall(call)),
+            ModelContent::ToolApprovalRequest { approval_id, tool_call_id } => {
+                parts.push(ModelStreamPart::ToolApprovalRequest { approval_id, tool_call_id })
+            }
+            ModelContent::ToolResult(result) => parts.push(ModelStreamPart::ToolResult(result)),
+        }
+    }
+    parts.push(ModelStreamPart::Finish {
+        finish_reason: response.finish_reason,
+        usage: response.usage,
+        provider_metadata: response.provider_metadata,
+    });
+    parts
+}
+
+async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &StepContext<'_>, out: &Emitter) {
+    let emitted = match part {
+        ModelStreamPart::TextStart { id } => StreamPart::TextStart { id },
+        ModelStreamPart::TextDelta { id, delta } => {
+            transcript.append(&id, &delta, false);
+            StreamPart::TextDelta { id, text: delta }
+        }
+        ModelStreamPart::TextEnd { id } => StreamPart::TextEnd { id },
+        ModelStreamPart::ReasoningStart { id } => StreamPart::ReasoningStart { id },
+        ModelStreamPart::ReasoningDelta { id, delta } => {
+            transcript.append(&id, &delta, true);
+            StreamPart::ReasoningDelta { id, text: delta }
+        }
+        ModelStreamPart::ReasoningEnd { id } => StreamPart::ReasoningEnd { id },
+        ModelStreamPart::ToolInputStart { id, tool_name, provider_executed } => {
+            let dynamic = is_dynamic(context.toolkit, &tool_name);
+            StreamPart::ToolInputStart { id, tool_name, provider_executed, dynamic }
+        }
+        ModelStreamPart::ToolInputDelta { id, delta } => StreamPart::ToolInputDelta { id, delta },
+        ModelStreamPart::ToolInputEnd { id } => StreamPart::ToolInputEnd { id },
+        ModelStreamPart::ToolCall(call) => {
+            let call = classify(call, context).await;
+            out.emit(StreamPart::ToolCall(info(&call.part, &call.class))).await;
+            if let CallClass::Invalid(error) = &call.class {
+                out.emit(error_part(&call.part, Value::String(error.clone()))).await;
+            }
+            transcript.content.push(AssistantPart::ToolCall(call.part.clone()));
+            transcript.calls.push(call);
+            return;
+        }
+        ModelStreamPart::ToolApprovalRequest { approval_id, tool_call_id } => {
+            let Some(tool_call) = transcript.call_info(&tool_call_id) else {
+                let error = format!("Tool call \"{tool_call_id}\" not found for approval request \"{approval_id}\".");
+                out.emit(StreamPart::Error { error }).await;
+                return;
+            };
+            transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
+                approval_id: approval_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                signature: None,
+            }));
+            if let Some(call) = transcript.calls.iter().find(|call| call.part.tool_call_id == tool_call_id) {
+                transcript.provider_approvals.push(ApprovalRequest {
+                    approval_id: approval_id.clone(),
+                    signature: None,
+                    tool_call: call.part.clone(),
+                    provider_executed: true,
+                });
+            }
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None }
+        }
+        ModelStreamPart::ToolResult(result) => {
+            let part = provider_result(result, transcript);
+            transcript.content.push(AssistantPart::ToolResult(part.0));
+            part.1
+        }
+        ModelStreamPart::Finish { finish_reason, usage, .. } => {
+            transcript.finish = Some((finish_reason, usage));
+            return;
+        }
+    };
+    out.emit(emitted).await;
+}
+
+fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolResultPart, StreamPart) {
+    let input = transcript
+        .calls
+        .iter()
+        .find(|call| call.part.tool_call_id == result.tool_call_id)
+        .map(|call| call.part.input.clone())
+        .unwrap_or(Value::Null);
+    let output =
+        if result.is_error { ToolResultOutput::error_json(result.result.clone()) } else { ToolResultOutput::json(result.result.clone()) };
+    let stream_part = if result.is_error {
+        StreamPart::ToolError {
+            tool_call_id: result.tool_call_id.clone(),
+            tool_name: result.tool_name.clone(),
+            input,
+            error: result.result,
+            provider_executed: Some(true),
+            dynamic: None,
+        }
+    } else {
+        StreamPart::ToolResult {
+            tool_call_id: result.tool_call_id.clone(),
+            tool_name: result.tool_name.clone(),
+            input,
+            output: result.result,
+            provider_executed: Some(true),
+            preliminary: None,
+            dynamic: None,
+        }
+    };
+    let part = ToolResultPart {
+        tool_call_id: result.tool_call_id,
+        tool_name: result.tool_name,
+        output,
+        provider_options: result.provider_metadata,
+    };
+    (part, stream_part)
+}
+
+fn is_dynamic(toolkit: Option<&Toolkit>, tool_name: &str) -> Option<bool> {
+    toolkit.and_then(|toolkit| toolkit.get(tool_name)).filter(|tool| tool.is_dynamic()).map(|_| true)
+}
+
+fn info(part: &ToolCallPart, class: &CallClass) -> ToolCallInfo {
+    let (invalid, error, dynamic) = match class {
+        CallClass::Invalid(error) => (Some(true), Some(error.clone()), None),
+        CallClass::Local { tool, .. } => (None, None, tool.is_dynamic().then_some(true)),
+        CallClass::Provider | CallClass::Client => (None, None, None),
+    };
+    ToolCallInfo {
+        tool_call_id: part.tool_call_id.clone(),
+        tool_name: part.tool_name.clone(),
+        input: part.input.clone(),
+        provider_executed: part.provider_executed,
+        dynamic,
+        invalid,
+        error,
+    }
+}
+
+fn error_part(call: &ToolCallPart, error: Value) -> StreamPart {
+    StreamPart::ToolError {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        input: call.input.clone(),
+        error,
+        provider_executed: None,
+        dynamic: None,
+    }
+}
+
+async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
+    let parsed = if call.input.trim().is_empty() {
+        Ok(Value::Object(Default::default()))
+    } else {
+        serde_json::from_str::<Value>(&call.input)
+    };
+    let part = ToolCallPart {
+        tool_call_id: call.tool_call_id,
+        tool_name: call.tool_name,
+        input: parsed.as_ref().cloned().unwrap_or_else(|_| Value::Object(Default::default())),
+        provider_executed: call.provider_executed,
+        provider_options: call.provider_metadata,
+    };
+    let class = if part.is_provider_executed() {
+        CallClass::Provider
+    } else {
+        match (context.toolkit.and_then(|toolkit| toolkit.get(&part.tool_name)), parsed) {
+            (None, _) => CallClass::Invalid(format!(
+                "Model tried to call unavailable tool '{}'. Available tools: {}.",
+                part.tool_name,
+                context.toolkit.map(Toolkit::names).unwrap_or_default().join(", ")
+            )),
+            (Some(_), Err(error)) => {
+                CallClass::Invalid(format!("Invalid input for tool {}: input is not JSON ({error}): {}", part.tool_name, call.input))
+            }
+            (Some(tool), Ok(input)) => match tool.validate_input(&input) {
+                Err(detail) => CallClass::Invalid(format!("Invalid input for tool {}: {detail}", part.tool_name)),
+                Ok(()) if tool.is_client_executed() => CallClass::Client,
+                Ok(()) if tool.is_provider_executed() => CallClass::Provider,
+                Ok(()) => {
+                    let approval = ApprovalContext {
+                        tool_call_id: part.tool_call_id.clone(),
+                        messages: Arc::clone(&context.messages),
+                    };
+                    let gated = tool.requires_approval(&input, approval).await;
+                    CallClass::Local { tool: tool.clone(), gated }
+                }
+            },
+        }
+    };
+    Call { part, class }
+}
+
+/// Runs, refuses, holds or gates the step's calls, and assembles the step's messages.
+async fn act_on_calls(
+    mut transcript: Transcript,
+    finish_reason: FinishReason,
+    usage: Usage,
+    context: &StepContext<'_>,
+    out: &Emitter,
+) -> StepOutput {
+    let runnable = finish_reason.allows_tool_execution();
+    let any_gated = transcript.calls.iter().any(|call| matches!(call.class, CallClass::Local { gated: true, .. }));
+    let hold = context.request.hold_batch_for_approval && any_gated;
+
+    let mut results: Vec<(usize, ToolResultPart)> = Vec::new();
+    let mut runs = Vec::new();
+    let mut run_positions = Vec::new();
+    let mut gated = Vec::new();
+    let mut client_tool_calls = Vec::new();
+    let mut held_tool_calls = Vec::new();
+    for (position, call) in transcript.calls.iter().enumerate() {
+        match &call.class {
+            CallClass::Invalid(error) => results.push((position, result_part(&call.part, ToolResultOutput::error_text(error.clone())))),
+            CallClass::Provider => {}
+            CallClass::Client => client_tool_calls.push(call.part.clone()),
+            CallClass::Local { gated: true, .. } => gated.push(call.part.clone()),
+            CallClass::Local { .. } if hold => held_tool_calls.push(call.part.clone()),
+            CallClass::Local { tool, .. } if runnable => {
+                run_positions.push(position);
+                runs.push(ToolRun { call: call.part.clone(), tool: tool.clone(), messages: Arc::clone(&context.messages) });
+            }
+            CallClass::Local { .. } => {
+                let error = format!("Tool call was not run because the model response ended with finish reason `{}`.", reason_name(finish_reason));
+                out.emit(error_part(&call.part, Value::String(error.clone()))).await;
+                results.push((position, result_part(&call.part, ToolResultOutput::error_text(error))));
+            }
+        }
+    }
+
+    let outcomes = execute_all(runs, context.request.tool_concurrency, context.cancellation, out).await;
+    results.extend(run_positions.into_iter().zip(outcomes.iter().map(|outcome| outcome.to_result_part())));
+    results.sort_by_key(|(position, _)| *position);
+    let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
+
+    let mut approval_requests = std::mem::take(&mut transcript.provider_approvals);
+    for call in gated {
+        let request = issue_approval(&call, context.request);
+        out.emit(StreamPart::ToolApprovalRequest {
+            approval_id: request.approval_id.clone(),
+            tool_call: transcript.call_info(&call.tool_call_id).unwrap_or_else(|| info(&call, &CallClass::Provider)),
+            signature: request.signature.clone(),
+        })
+        .await;
+        transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
+            approval_id: request.approval_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            signature: request.signature.clone(),
+        }));
+        approval_requests.push(request);
+    }
+
+    transcript.content.retain(|part| match part {
+        AssistantPart::Text(text) => !text.text.is_empty(),
+        AssistantPart::Reasoning(reasoning) => !reasoning.text.is_empty(),
+        _ => true,
+    });
+    let mut messages = Vec::with_capacity(2);
+    if !transcript.content.is_empty() {
+        messages.push(ModelMessage::Assistant(AssistantMessage {
+            content: AssistantContent::Parts(transcript.content.clone()),
+            provider_options: None,
+        }));
+    }
+    if !tool_results.is_empty() {
+        messages.push(ModelMessage::tool(tool_results.iter().cloned().map(toolgate_protocol::ToolPart::ToolResult).collect()));
+    }
+    StepOutput {
+        result: StepResult {
+            step_number: context.step_number,
+            content: transcript.content,
+            tool_results,
+            approval_requests,
+            client_tool_calls,
+            held_tool_calls,
+            finish_reason,
+            usage,
+        },
+        messages,
+        error: None,
+    }
+}
+
+fn issue_approval(call: &ToolCallPart, request: &TextRequest) -> ApprovalRequest {
+    let nonce = (request.id_generator)();
+    let (approval_id, signature) = match &request.signer {
+        Some(signer) => {
+            let issued = signer.issue(&nonce, &call.tool_call_id, &call.tool_name, &call.input);
+            (issued.approval_id, issued.signature)
+        }
+        None => (unsigned_approval_id(&nonce), None),
+    };
+    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false }
+}
+
+fn reason_name(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ContentFilter => "content-filter",
+        FinishReason::ToolCalls => "tool-calls",
+        FinishReason::Error => "error",
+        FinishReason::Other => "other",
+    }
+}

@@ -1,0 +1,163 @@
+//! Builds the clean prompt a model receives from a history.
+//!
+//! Contract of [`build_prompt`]:
+//! - Approval requests are removed; approval responses are removed except
+//!   for provider-executed calls, which the provider must see.
+//! - Every tool result is moved into one tool message right after the
+//!   assistant message holding its call, in call order, so consecutive tool
+//!   messages merge and results that arrived later in the history (e.g. an
+//!   approval answered after more messages) sit where providers expect them.
+//! - An approved call whose input the person edited shows the edited input,
+//!   so the model sees the call that actually ran.
+//! - Every local (non-provider) call must end up with exactly one result;
+//!   otherwise [`EngineError::MissingToolResults`] names the calls. Duplicate
+//!   results keep the first; results for unknown calls are dropped.
+//! - Messages left empty are dropped.
+//!
+//! It runs in time linear in the history size.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use toolgate_protocol::{
+    AssistantContent, AssistantMessage, AssistantPart, ModelMessage, ToolApprovalResponsePart, ToolMessage, ToolPart,
+    ToolResultPart, UserContent, UserMessage, UserPart,
+};
+
+use crate::EngineError;
+
+/// Builds the model prompt from a normalized history (see the module docs).
+pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
+    let index = HistoryIndex::new(history);
+    let mut prompt = Vec::with_capacity(history.len());
+    let mut missing = Vec::new();
+    for message in history {
+        match message {
+            ModelMessage::System(_) => prompt.push(message.clone()),
+            ModelMessage::User(user) => {
+                if let Some(user) = without_approval_parts(user) {
+                    prompt.push(ModelMessage::User(user));
+                }
+            }
+            ModelMessage::Tool(_) => {}
+            ModelMessage::Assistant(assistant) => {
+                let (assistant, tool_parts) = index.rewrite_assistant(assistant, &mut missing);
+                if let Some(assistant) = assistant {
+                    prompt.push(ModelMessage::Assistant(assistant));
+                }
+                if !tool_parts.is_empty() {
+                    prompt.push(ModelMessage::Tool(ToolMessage { content: tool_parts, provider_options: None }));
+                }
+            }
+        }
+    }
+    if missing.is_empty() { Ok(prompt) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
+}
+
+struct HistoryIndex<'h> {
+    results: HashMap<&'h str, &'h ToolResultPart>,
+    call_of_approval: HashMap<&'h str, &'h str>,
+    provider_responses: HashMap<&'h str, Vec<&'h ToolApprovalResponsePart>>,
+    edited_inputs: HashMap<&'h str, &'h Value>,
+}
+
+impl<'h> HistoryIndex<'h> {
+    fn new(history: &'h [ModelMessage]) -> Self {
+        let mut index = Self {
+            results: HashMap::new(),
+            call_of_approval: HashMap::new(),
+            provider_responses: HashMap::new(),
+            edited_inputs: HashMap::new(),
+        };
+        let mut responses = Vec::new();
+        for message in history {
+            match message {
+                ModelMessage::Assistant(assistant) => {
+                    for part in assistant.part_slice() {
+                        if let AssistantPart::ToolApprovalRequest(request) = part {
+                            index.call_of_approval.insert(&request.approval_id, &request.tool_call_id);
+                        }
+                    }
+                }
+                ModelMessage::Tool(tool) => {
+                    for part in &tool.content {
+                        match part {
+                            ToolPart::ToolResult(result) => {
+                                index.results.entry(&result.tool_call_id).or_insert(result);
+                            }
+                            ToolPart::ToolApprovalResponse(response) => responses.push(response),
+                        }
+                    }
+                }
+                ModelMessage::System(_) | ModelMessage::User(_) => {}
+            }
+        }
+        for response in responses {
+            let Some(&call_id) = index.call_of_approval.get(response.approval_id.as_str()) else { continue };
+            index.provider_responses.entry(call_id).or_default().push(response);
+            if response.approved
+                && let Some(edited) = &response.edited_input
+            {
+                index.edited_inputs.insert(call_id, edited);
+            }
+        }
+        index
+    }
+
+    /// The assistant message as the model sees it, and the tool parts that follow it.
+    fn rewrite_assistant(
+        &self,
+        assistant: &AssistantMessage,
+        missing: &mut Vec<String>,
+    ) -> (Option<AssistantMessage>, Vec<ToolPart>) {
+        let parts = match &assistant.content {
+            AssistantContent::Text(text) if text.is_empty() => return (None, Vec::new()),
+            AssistantContent::Text(_) => return (Some(assistant.clone()), Vec::new()),
+            AssistantContent::Parts(parts) => parts,
+        };
+        let mut kept = Vec::with_capacity(parts.len());
+        let mut tool_parts = Vec::new();
+        for part in parts {
+            match part {
+                AssistantPart::ToolApprovalRequest(_) => {}
+                AssistantPart::ToolCall(call) => {
+                    let mut call = call.clone();
+                    if call.is_provider_executed() {
+                        let responses = self.provider_responses.get(call.tool_call_id.as_str());
+                        tool_parts.extend(responses.into_iter().flatten().map(|response| {
+                            ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
+                                edited_input: None,
+                                provider_executed: Some(true),
+                                ..(*response).clone()
+                            })
+                        }));
+                    } else {
+                        if let Some(&edited) = self.edited_inputs.get(call.tool_call_id.as_str()) {
+                            call.input = edited.clone();
+                        }
+                        match self.results.get(call.tool_call_id.as_str()) {
+                            Some(&result) => tool_parts.push(ToolPart::ToolResult(result.clone())),
+                            None => missing.push(call.tool_call_id.clone()),
+                        }
+                    }
+                    kept.push(AssistantPart::ToolCall(call));
+                }
+                other => kept.push(other.clone()),
+            }
+        }
+        let assistant = (!kept.is_empty()).then(|| AssistantMessage {
+            content: AssistantContent::Parts(kept),
+            provider_options: assistant.provider_options.clone(),
+        });
+        (assistant, tool_parts)
+    }
+}
+
+/// A user message without leftover approval parts; `None` if nothing is left.
+fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
+    let UserContent::Parts(parts) = &user.content else {
+        return Some(user.clone());
+    };
+    let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
+    (!kept.is_empty()).then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
+}

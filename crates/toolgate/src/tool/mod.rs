@@ -1,0 +1,303 @@
+//! Tools: what the model may call, who runs it, and whether a person must approve.
+//!
+//! A [`Tool`] is built in one of four ways:
+//! - [`Tool::function`]: typed input (`Deserialize + JsonSchema`), the schema
+//!   is generated, input is checked by decoding it; run by a [`Tool::handler`].
+//! - [`Tool::dynamic`]: a JSON Schema known only at runtime (e.g. MCP),
+//!   checked with a JSON Schema validator.
+//! - `.client_executed()` on either: the caller runs it; the engine stops
+//!   and hands the call back.
+//! - [`Tool::provider`]: hosted by the model provider; never run here.
+//!
+//! Approval ([`Tool::needs_approval`], [`Tool::approval_when`],
+//! [`Tool::approval_when_async`]) is decided per call and **fails closed**:
+//! input that does not decode, a policy that errors, and a policy that panics
+//! all mean "approval required".
+
+mod context;
+mod error;
+mod policy;
+mod toolkit;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use toolgate_protocol::ToolSpec;
+
+pub use context::{ApprovalContext, ToolContext};
+pub(crate) use context::PreliminarySink;
+pub use error::ToolError;
+pub use policy::ApprovalPolicy;
+pub use toolkit::{Toolkit, ToolkitError};
+
+type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
+type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
+/// Who runs a tool.
+#[derive(Clone)]
+pub(crate) enum Execution {
+    /// toolgate runs it with this handler.
+    Local(Handler),
+    /// The caller runs it.
+    Client,
+    /// The model provider runs it.
+    Provider { id: String, args: Value },
+    /// Nothing was configured: a toolkit refuses such a tool.
+    Unset,
+}
+
+/// A tool definition with its schema, runner and approval policy.
+#[derive(Clone)]
+pub struct Tool {
+    name: String,
+    description: Option<String>,
+    input_schema: Value,
+    validator: Result<Validator, String>,
+    execution: Execution,
+    approval: ApprovalPolicy,
+    dynamic: bool,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.name)
+            .field("kind", &self.kind_name())
+            .field("approval", &self.approval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// A tool with a typed input. Its JSON Schema comes from `I`, and an input
+    /// is valid when it decodes into `I`.
+    pub fn function<I: DeserializeOwned + JsonSchema + 'static>(name: impl Into<String>) -> Self {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<I>();
+        let validator: Validator = Arc::new(|input| decode::<I>(input).map(drop));
+        Self::with_schema(name.into(), schema.to_value(), Ok(validator), false)
+    }
+
+    /// A tool whose input schema is only known at runtime. An input is valid
+    /// when it satisfies `input_schema`; a schema that does not compile makes
+    /// the toolkit refuse the tool.
+    pub fn dynamic(name: impl Into<String>, input_schema: Value) -> Self {
+        let validator = jsonschema::validator_for(&input_schema)
+            .map(|compiled| {
+                let validator: Validator = Arc::new(move |input| {
+                    let errors: Vec<String> = compiled
+                        .iter_errors(input)
+                        .map(|error| {
+                            let path = error.instance_path().to_string();
+                            if path.is_empty() { error.to_string() } else { format!("{path}: {error}") }
+                        })
+                        .collect();
+                    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+                });
+                validator
+            })
+            .map_err(|error| error.to_string());
+        Self::with_schema(name.into(), input_schema, validator, true)
+    }
+
+    /// A tool the model provider hosts and runs (e.g. `openai.mcp`). toolgate
+    /// never runs it; approvals for it come from the provider and the answers
+    /// go back to the provider.
+    pub fn provider(name: impl Into<String>, id: impl Into<String>, args: Value) -> Self {
+        let accept_any: Validator = Arc::new(|_| Ok(()));
+        let mut tool = Self::with_schema(name.into(), Value::Object(Default::default()), Ok(accept_any), true);
+        tool.execution = Execution::Provider { id: id.into(), args };
+        tool
+    }
+
+    fn with_schema(name: String, input_schema: Value, validator: Result<Validator, String>, dynamic: bool) -> Self {
+        Self {
+            name,
+            description: None,
+            input_schema,
+            validator,
+            execution: Execution::Unset,
+            approval: ApprovalPolicy::Never,
+            dynamic,
+        }
+    }
+
+    /// Sets what the tool does, as the model reads it.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// Sets the async handler. It receives the input decoded as `I` (use
+    /// `serde_json::Value` for dynamic tools) and returns a serializable
+    /// output or an error that converts into [`ToolError`].
+    pub fn handler<I, O, E, F, Fut>(mut self, handler: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + 'static,
+        E: Into<ToolError> + 'static,
+        F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.execution = Execution::Local(Arc::new(move |input: Value, context: ToolContext| {
+            let handler = Arc::clone(&handler);
+            async move {
+                let input = decode::<I>(&input).map_err(ToolError::text)?;
+                let output = handler(input, context).await.map_err(Into::into)?;
+                serde_json::to_value(output).map_err(|e| ToolError::text(format!("tool output is not JSON: {e}")))
+            }
+            .boxed()
+        }));
+        self
+    }
+
+    /// Declares that the caller runs this tool: the engine returns its calls
+    /// instead of running them. Client-executed tools take no approval policy;
+    /// the client runs them in front of the person.
+    pub fn client_executed(mut self) -> Self {
+        self.execution = Execution::Client;
+        self.approval = ApprovalPolicy::Never;
+        self
+    }
+
+    /// Every call needs approval (`true`) or none does (`false`, the default).
+    pub fn needs_approval(mut self, always: bool) -> Self {
+        self.approval = if always { ApprovalPolicy::Always } else { ApprovalPolicy::Never };
+        self
+    }
+
+    /// Approval decided per call by a function of the decoded input.
+    pub fn approval_when<I, F>(mut self, policy: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: Fn(&I, &ApprovalContext) -> bool + Send + Sync + 'static,
+    {
+        self.approval = ApprovalPolicy::when(policy);
+        self
+    }
+
+    /// Approval decided per call by an async function of the decoded input,
+    /// which may consult application state (capture it in the closure).
+    pub fn approval_when_async<I, F, Fut, E>(mut self, policy: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: Fn(I, ApprovalContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<bool, E>> + Send + 'static,
+        E: std::fmt::Display + 'static,
+    {
+        self.approval = ApprovalPolicy::when_async(policy);
+        self
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The JSON Schema of the input.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// The approval policy.
+    pub fn approval_policy(&self) -> &ApprovalPolicy {
+        &self.approval
+    }
+
+    /// True for tools built with [`Tool::dynamic`] or [`Tool::provider`].
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
+    }
+
+    /// True when toolgate runs this tool itself.
+    pub fn is_local(&self) -> bool {
+        matches!(self.execution, Execution::Local(_))
+    }
+
+    /// True when the caller runs this tool.
+    pub fn is_client_executed(&self) -> bool {
+        matches!(self.execution, Execution::Client)
+    }
+
+    /// True when the model provider runs this tool.
+    pub fn is_provider_executed(&self) -> bool {
+        matches!(self.execution, Execution::Provider { .. })
+    }
+
+    /// Checks an input against the tool's schema.
+    pub fn validate_input(&self, input: &Value) -> Result<(), String> {
+        match &self.validator {
+            Ok(validate) => validate(input),
+            Err(schema_error) => Err(format!("the tool's input schema is invalid: {schema_error}")),
+        }
+    }
+
+    /// Whether this call needs a person's approval. Fails closed: see the module docs.
+    pub async fn requires_approval(&self, input: &Value, context: ApprovalContext) -> bool {
+        self.approval.requires_approval(&self.name, input, context).await
+    }
+
+    /// How the model sees this tool.
+    pub fn spec(&self) -> ToolSpec {
+        match &self.execution {
+            Execution::Provider { id, args } => {
+                ToolSpec::Provider { name: self.name.clone(), id: id.clone(), args: args.clone() }
+            }
+            Execution::Local(_) | Execution::Client | Execution::Unset => ToolSpec::Function {
+                name: self.name.clone(),
+                description: self.description.clone(),
+                input_schema: self.input_schema.clone(),
+            },
+        }
+    }
+
+    /// Runs the handler, turning a panic into an error. Not for client or provider tools.
+    pub(crate) async fn run(&self, input: Value, context: ToolContext) -> Result<Value, ToolError> {
+        let Execution::Local(handler) = &self.execution else {
+            return Err(ToolError::text(format!("tool `{}` is not executed by toolgate", self.name)));
+        };
+        let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(input, context)));
+        let future = match started {
+            Ok(future) => future,
+            Err(panic) => return Err(panicked(&self.name, panic.as_ref())),
+        };
+        match std::panic::AssertUnwindSafe(future).catch_unwind().await {
+            Ok(outcome) => outcome,
+            Err(panic) => Err(panicked(&self.name, panic.as_ref())),
+        }
+    }
+
+    fn kind_name(&self) -> &'static str {
+        match self.execution {
+            Execution::Local(_) => "local",
+            Execution::Client => "client",
+            Execution::Provider { .. } => "provider",
+            Execution::Unset => "unset",
+        }
+    }
+}
+
+fn decode<I: DeserializeOwned>(input: &Value) -> Result<I, String> {
+    I::deserialize(input).map_err(|e| e.to_string())
+}
+
+fn panicked(tool_name: &str, payload: &(dyn std::any::Any + Send)) -> ToolError {
+    tracing::error!(tool = tool_name, "tool handler panicked");
+    ToolError::text(format!("tool `{tool_name}` failed: {}", panic_message(payload)))
+}
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic".to_owned()
+    }
+}
