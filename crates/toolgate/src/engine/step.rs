@@ -143,23 +143,23 @@ async fn open_model_stream<M: LanguageModel>(
         model.stream(request).await
     } else {
         let response = model.generate(request).await?;
-        Ok(Box::pin(futures::stream::iter(response_parts(response, &context.request.id_generator).into_iter().map(Ok))))
+        Ok(Box::pin(futures::stream::iter(response_parts(response).into_iter().map(Ok))))
     }
 }
 
-/// The parts a streamed response with the same content would have.
-fn response_parts(response: ModelResponse, ids: &super::IdGenerator) -> Vec<ModelStreamPart> {
+/// The parts a streamed response with the same content would have
+/// (block ids are the content positions).
+fn response_parts(response: ModelResponse) -> Vec<ModelStreamPart> {
     let mut parts = Vec::with_capacity(response.content.len() + 1);
-    for content in response.content {
+    for (position, content) in response.content.into_iter().enumerate() {
+        let id = position.to_string();
         match content {
             ModelContent::Text { text } => {
-                let id = ids();
                 parts.push(ModelStreamPart::TextStart { id: id.clone() });
                 parts.push(ModelStreamPart::TextDelta { id: id.clone(), delta: text });
                 parts.push(ModelStreamPart::TextEnd { id });
             }
             ModelContent::Reasoning { text } => {
-                let id = ids();
                 parts.push(ModelStreamPart::ReasoningStart { id: id.clone() });
                 parts.push(ModelStreamPart::ReasoningDelta { id: id.clone(), delta: text });
                 parts.push(ModelStreamPart::ReasoningEnd { id });
