@@ -6,7 +6,9 @@ use toolgate::{ScriptedModel, SharedModel};
 /// Builds the model a `--model` value names. Supported: `script:FILE`.
 pub fn model_from_spec(spec: &str) -> anyhow::Result<SharedModel> {
     let Some((provider, rest)) = spec.split_once(':') else {
-        bail!("--model must look like PROVIDER:MODEL (for example script:examples/request-approval/script.json), got `{spec}`");
+        bail!(
+            "--model must look like PROVIDER:MODEL (for example script:examples/request-approval/script.json), got `{spec}`"
+        );
     };
     match provider {
         "script" => {

@@ -23,10 +23,9 @@ mod parse;
 mod stream;
 
 pub use message::{
-    AssistantContent, AssistantMessage, AssistantPart, FilePart, ImagePart, LegacyToolApprovalPart,
-    ModelMessage, ProviderOptions, ReasoningPart, SystemMessage, TextPart, ToolApprovalRequestPart,
-    ToolApprovalResponsePart, ToolCallPart, ToolMessage, ToolPart, ToolResultPart, UserContent, UserMessage,
-    UserPart,
+    AssistantContent, AssistantMessage, AssistantPart, FilePart, ImagePart, LegacyToolApprovalPart, ModelMessage,
+    ProviderOptions, ReasoningPart, SystemMessage, TextPart, ToolApprovalRequestPart, ToolApprovalResponsePart,
+    ToolCallPart, ToolMessage, ToolPart, ToolResultPart, UserContent, UserMessage, UserPart,
 };
 pub use model::{
     FinishReason, ModelContent, ModelRequest, ModelResponse, ModelStreamPart, ModelToolCall, ModelToolResult,

@@ -58,9 +58,11 @@ pub struct Usage {
     pub cached_input_tokens: Option<u64>,
 }
 
-impl Usage {
-    /// The sum of two usages; a count is present if either side has it.
-    pub fn add(self, other: Usage) -> Usage {
+/// The sum of two usages; a count is present if either side has it.
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
         fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
             match (a, b) {
                 (None, None) => None,

@@ -34,7 +34,9 @@ pub const LEGACY_APPROVAL_TOOL_NAME: &str = "approval";
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum NormalizeError {
     /// The approval names a tool call that no earlier assistant message contains.
-    #[error("message {message_index}: approval for tool call `{tool_call_id}`, which no earlier assistant message contains")]
+    #[error(
+        "message {message_index}: approval for tool call `{tool_call_id}`, which no earlier assistant message contains"
+    )]
     ToolCallNotFound {
         /// Index of the message holding the approval.
         message_index: usize,
@@ -127,9 +129,14 @@ pub fn normalize_approvals(messages: Vec<ModelMessage>) -> Result<Vec<ModelMessa
                 let mut rest = Vec::new();
                 for part in parts {
                     match part {
-                        UserPart::ToolApproval(approval) => responses.push(ToolPart::ToolApprovalResponse(
-                            index.response(message_index, &approval.tool_call_id, approval.approved, approval.reason)?,
-                        )),
+                        UserPart::ToolApproval(approval) => {
+                            responses.push(ToolPart::ToolApprovalResponse(index.response(
+                                message_index,
+                                &approval.tool_call_id,
+                                approval.approved,
+                                approval.reason,
+                            )?))
+                        }
                         other => rest.push(other),
                     }
                 }

@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::message::{
-    AssistantContent, AssistantMessage, AssistantPart, ModelMessage, SystemMessage, ToolMessage, ToolPart,
-    UserContent, UserMessage, UserPart,
+    AssistantContent, AssistantMessage, AssistantPart, ModelMessage, SystemMessage, ToolMessage, ToolPart, UserContent,
+    UserMessage, UserPart,
 };
 
 /// A malformed message, with where it is.

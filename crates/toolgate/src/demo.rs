@@ -51,11 +51,11 @@ pub const TRANSFER_APPROVAL_THRESHOLD: f64 = 1000.0;
 /// The demo tools.
 pub fn tools() -> Vec<Tool> {
     vec![
-        Tool::function::<WeatherInput>("get_weather")
-            .description("Get the current weather for a city.")
-            .handler(|input: WeatherInput, _| async move {
+        Tool::function::<WeatherInput>("get_weather").description("Get the current weather for a city.").handler(
+            |input: WeatherInput, _| async move {
                 Ok::<_, ToolError>(json!({"city": input.city, "temperatureC": 21, "condition": "sunny"}))
-            }),
+            },
+        ),
         Tool::function::<DeleteFileInput>("delete_file")
             .description("Delete a file. Always asks a person first.")
             .needs_approval(true)

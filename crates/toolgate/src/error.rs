@@ -32,7 +32,9 @@ pub enum EngineError {
         available_tools: Vec<String>,
     },
     /// An approval response names an approval nobody requested.
-    #[error("tool approval response references unknown approval `{approval_id}`: no matching tool-approval-request in the history")]
+    #[error(
+        "tool approval response references unknown approval `{approval_id}`: no matching tool-approval-request in the history"
+    )]
     UnknownApprovalId {
         /// The approval id.
         approval_id: String,
@@ -74,7 +76,9 @@ pub enum EngineError {
         approval_id: String,
     },
     /// A signing secret is configured and an approval's signature is missing or wrong.
-    #[error("tool approval signature verification failed for approval `{approval_id}` (tool call `{tool_call_id}`): {reason}")]
+    #[error(
+        "tool approval signature verification failed for approval `{approval_id}` (tool call `{tool_call_id}`): {reason}"
+    )]
     InvalidApprovalSignature {
         /// The approval id.
         approval_id: String,

@@ -26,7 +26,7 @@
 //!     .handler(|input: DeleteFile, _ctx| async move {
 //!         Ok::<_, toolgate::ToolError>(serde_json::json!({ "deleted": input.path }))
 //!     })])?;
-//! let model = ScriptedModel::from_file("examples/delete-file.script.json")?;
+//! let model = ScriptedModel::from_file("examples/request-approval/script.json")?;
 //! let result = generate_text(&model, TextRequest::new(vec![ModelMessage::user("delete notes.txt")]).toolkit(toolkit)).await?;
 //! for request in result.approval_requests() {
 //!     println!("approve {} for {}?", request.approval_id, request.tool_call.tool_name);
@@ -46,7 +46,7 @@ pub use toolgate_protocol as protocol;
 pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, ToolResultOutput, Usage};
 
 pub use engine::{
-    ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, TextRequest,
+    ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn, TextRequest,
     TextResult, TextStream, generate_text, stream_text,
 };
 pub use error::EngineError;

@@ -159,5 +159,6 @@ fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
         return Some(user.clone());
     };
     let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
-    (!kept.is_empty()).then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
+    (!kept.is_empty())
+        .then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
 }

@@ -33,7 +33,8 @@ async fn gated_call_yields_an_approval_request_instead_of_running() {
         {"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}},
         {"type": "finish", "finishReason": "tool-calls"}
     ]]));
-    let request = TextRequest::new(user("delete notes.txt")).toolkit(toolkit(&log)).max_steps(5).id_generator(counter_ids());
+    let request =
+        TextRequest::new(user("delete notes.txt")).toolkit(toolkit(&log)).max_steps(5).id_generator(counter_ids());
     let result = generate_text(&model, request).await.unwrap();
 
     assert!(log.all().is_empty(), "a gated call must not run");
@@ -69,7 +70,16 @@ async fn siblings_that_need_no_approval_run_and_requests_follow_the_results() {
     let tail: Vec<String> = kinds(&parts).into_iter().filter(|k| !k.starts_with("tool-input")).collect();
     assert_eq!(
         tail,
-        ["start", "start-step", "tool-call", "tool-call", "tool-result", "tool-approval-request", "finish-step", "finish"]
+        [
+            "start",
+            "start-step",
+            "tool-call",
+            "tool-call",
+            "tool-result",
+            "tool-approval-request",
+            "finish-step",
+            "finish"
+        ]
     );
     assert_eq!(result.finish_reason, FinishReason::ToolCalls);
     assert_eq!(
@@ -109,11 +119,14 @@ async fn async_policy_reads_application_state_and_the_call_context() {
     let toolkit = Toolkit::new([tool]).unwrap();
     let turn = json!([[{"type": "tool-call", "toolCallId": "c1", "toolName": "archive", "input": {"path": "x"}}]]);
 
-    let gated = generate_text(&script(turn.clone()), TextRequest::new(user("archive x")).toolkit(toolkit.clone())).await.unwrap();
+    let gated = generate_text(&script(turn.clone()), TextRequest::new(user("archive x")).toolkit(toolkit.clone()))
+        .await
+        .unwrap();
     assert_eq!(gated.approval_requests().len(), 1);
 
     locked.store(false, Ordering::SeqCst);
-    let free = generate_text(&script(turn), TextRequest::new(user("archive x")).toolkit(toolkit).max_steps(1)).await.unwrap();
+    let free =
+        generate_text(&script(turn), TextRequest::new(user("archive x")).toolkit(toolkit).max_steps(1)).await.unwrap();
     assert!(free.approval_requests().is_empty());
     assert_eq!(results(&free.response_messages)[0].1, ToolResultOutput::json(json!({"archived": "x"})));
     assert_eq!(seen.lock().unwrap()[0], ("c1".to_owned(), 1, "x".to_owned()));
@@ -133,8 +146,12 @@ async fn policies_fail_closed() {
     let panics_sync = Tool::dynamic("t", json!({})).approval_when(|_: &Value, _| panic!("policy bug"));
     assert!(panics_sync.requires_approval(&json!({}), context()).await);
 
-    let panics_async = Tool::dynamic("t", json!({}))
-        .approval_when_async(|_: Value, _| async { if true { panic!("async policy bug") } Ok::<bool, String>(false) });
+    let panics_async = Tool::dynamic("t", json!({})).approval_when_async(|_: Value, _| async {
+        if true {
+            panic!("async policy bug")
+        }
+        Ok::<bool, String>(false)
+    });
     assert!(panics_async.requires_approval(&json!({}), context()).await);
 
     // Through the engine: a panicking policy gates the call instead of running it.
@@ -147,7 +164,8 @@ async fn policies_fail_closed() {
             async { Ok::<_, ToolError>(json!(null)) }
         });
     let model = script(json!([[{"type": "tool-call", "toolCallId": "c1", "toolName": "risky", "input": {}}]]));
-    let result = generate_text(&model, TextRequest::new(user("go")).toolkit(Toolkit::new([tool]).unwrap())).await.unwrap();
+    let result =
+        generate_text(&model, TextRequest::new(user("go")).toolkit(Toolkit::new([tool]).unwrap())).await.unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     assert_eq!(result.approval_requests().len(), 1);
 }
@@ -160,7 +178,8 @@ async fn client_executed_calls_are_handed_back_and_their_results_continue_the_tu
          {"type": "tool-call", "toolCallId": "w-1", "toolName": "get_weather", "input": {"city": "Oslo"}}],
         [{"type": "text", "text": "Thanks."}]
     ]));
-    let first = generate_text(&model, TextRequest::new(user("help")).toolkit(toolkit(&log)).max_steps(4)).await.unwrap();
+    let first =
+        generate_text(&model, TextRequest::new(user("help")).toolkit(toolkit(&log)).max_steps(4)).await.unwrap();
     assert_eq!(first.steps.len(), 1, "a client call ends the loop");
     assert_eq!(first.client_tool_calls()[0].tool_call_id, "ask-1");
     assert_eq!(log.call_ids(), vec!["w-1"]);
@@ -204,7 +223,8 @@ async fn held_batch_runs_after_the_decision() {
          {"type": "tool-call", "toolCallId": "call-d", "toolName": "delete_file", "input": {"path": "a"}}],
         [{"type": "text", "text": "done"}]
     ]));
-    let request = TextRequest::new(user("go")).toolkit(toolkit(&log)).hold_batch_for_approval(true).id_generator(counter_ids());
+    let request =
+        TextRequest::new(user("go")).toolkit(toolkit(&log)).hold_batch_for_approval(true).id_generator(counter_ids());
     let first = generate_text(&model, request).await.unwrap();
     assert!(log.all().is_empty(), "held calls wait for the decision");
     assert_eq!(first.steps[0].held_tool_calls[0].tool_call_id, "call-w");
@@ -215,7 +235,9 @@ async fn held_batch_runs_after_the_decision() {
     history.extend(messages(json!([{"role": "tool", "content": [
         {"type": "tool-approval-response", "approvalId": "apr_1", "approved": true}
     ]}])));
-    let second = generate_text(&model, TextRequest::new(history).toolkit(toolkit(&log)).hold_batch_for_approval(true)).await.unwrap();
+    let second = generate_text(&model, TextRequest::new(history).toolkit(toolkit(&log)).hold_batch_for_approval(true))
+        .await
+        .unwrap();
     let mut ran = log.call_ids();
     ran.sort();
     assert_eq!(ran, vec!["call-d", "call-w"]);
@@ -243,7 +265,8 @@ async fn concurrency_limit_is_honoured() {
             .map(|i| json!({"type": "tool-call", "toolCallId": format!("c{i}"), "toolName": "slow", "input": {}}))
             .collect();
         let model = script(json!([calls]));
-        let request = TextRequest::new(user("go")).toolkit(Toolkit::new([tool]).unwrap()).tool_concurrency(limit).max_steps(1);
+        let request =
+            TextRequest::new(user("go")).toolkit(Toolkit::new([tool]).unwrap()).tool_concurrency(limit).max_steps(1);
         let result = generate_text(&model, request).await.unwrap();
         assert_eq!(result.steps[0].tool_results.len(), 6);
         peak.load(Ordering::SeqCst)
@@ -275,7 +298,10 @@ async fn preliminary_results_stream_before_the_final_one() {
         outputs,
         vec![(json!({"progress": 1}), Some(true)), (json!({"progress": 2}), Some(true)), (json!({"hits": 3}), None)]
     );
-    assert_eq!(results(&outcome.unwrap().response_messages), vec![("s1".to_owned(), ToolResultOutput::json(json!({"hits": 3})))]);
+    assert_eq!(
+        results(&outcome.unwrap().response_messages),
+        vec![("s1".to_owned(), ToolResultOutput::json(json!({"hits": 3})))]
+    );
 }
 
 #[tokio::test]
@@ -324,11 +350,16 @@ async fn invalid_calls_get_error_results_and_nothing_runs() {
     let result = outcome.unwrap();
     assert!(log.all().is_empty());
     assert!(result.steps[0].approval_requests.is_empty(), "invalid input is refused, not sent for approval");
-    let invalid = parts.iter().filter(|p| matches!(p, StreamPart::ToolCall(info) if info.invalid == Some(true))).count();
+    let invalid =
+        parts.iter().filter(|p| matches!(p, StreamPart::ToolCall(info) if info.invalid == Some(true))).count();
     assert_eq!(invalid, 2);
     let outputs = results(&result.response_messages);
-    assert!(matches!(&outputs[0].1, ToolResultOutput::ErrorText { value, .. } if value.contains("unavailable tool 'format_disk'")));
-    assert!(matches!(&outputs[1].1, ToolResultOutput::ErrorText { value, .. } if value.contains("Invalid input for tool delete_file")));
+    assert!(
+        matches!(&outputs[0].1, ToolResultOutput::ErrorText { value, .. } if value.contains("unavailable tool 'format_disk'"))
+    );
+    assert!(
+        matches!(&outputs[1].1, ToolResultOutput::ErrorText { value, .. } if value.contains("Invalid input for tool delete_file"))
+    );
     assert_eq!(result.text(), "sorry");
 }
 
@@ -350,7 +381,10 @@ async fn a_cut_stream_keeps_what_was_said_and_the_pending_approval() {
     let Err(EngineError::Model { source, response_messages }) = outcome else { panic!("expected a model error") };
     assert!(source.to_string().contains("connection reset"));
     let json = to_json(&response_messages);
-    assert_eq!(json[0]["content"][3], json!({"type": "tool-approval-request", "approvalId": "apr_1", "toolCallId": "call-d"}));
+    assert_eq!(
+        json[0]["content"][3],
+        json!({"type": "tool-approval-request", "approvalId": "apr_1", "toolCallId": "call-d"})
+    );
     assert!(matches!(&results(&response_messages)[0], (id, ToolResultOutput::ErrorText { .. }) if id == "call-w"));
 }
 
@@ -379,7 +413,10 @@ async fn stop_conditions_end_the_loop() {
 fn toolkits_refuse_unusable_tools() {
     let no_handler = Toolkit::new([Tool::dynamic("orphan", json!({}))]).unwrap_err();
     assert_eq!(no_handler, ToolkitError::MissingHandler { name: "orphan".into() });
-    let twice = Toolkit::new([Tool::function::<PathInput>("a").client_executed(), Tool::function::<PathInput>("a").client_executed()]);
+    let twice = Toolkit::new([
+        Tool::function::<PathInput>("a").client_executed(),
+        Tool::function::<PathInput>("a").client_executed(),
+    ]);
     assert_eq!(twice.unwrap_err(), ToolkitError::DuplicateTool { name: "a".into() });
     let bad_schema = Toolkit::new([Tool::dynamic("bad", json!({"type": 7})).client_executed()]).unwrap_err();
     assert!(matches!(bad_schema, ToolkitError::InvalidSchema { name, .. } if name == "bad"));

@@ -52,7 +52,11 @@ async fn approved_call_runs_before_the_model_which_sees_its_result() {
         );
         assert_eq!(result.text(), "ok");
         if !kinds.is_empty() {
-            assert_eq!(&kinds[..3], ["start", "tool-result", "start-step"], "pre-resolved output precedes the first step");
+            assert_eq!(
+                &kinds[..3],
+                ["start", "tool-result", "start-step"],
+                "pre-resolved output precedes the first step"
+            );
         }
     }
     assert_eq!(log.call_ids(), vec!["call-1", "call-1"], "once per engine call (two modes)");
@@ -61,8 +65,9 @@ async fn approved_call_runs_before_the_model_which_sees_its_result() {
 #[tokio::test]
 async fn denied_call_becomes_execution_denied_with_or_without_a_reason() {
     let log = Executions::default();
-    let with_reason =
-        answered(json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": false, "reason": "keep it"}));
+    let with_reason = answered(
+        json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": false, "reason": "keep it"}),
+    );
     for (result, prompt, kinds) in both_modes(with_reason, &log).await {
         assert_eq!(prompt, prompt_with(json!({"type": "execution-denied", "reason": "keep it"})));
         assert_eq!(result.preresolved[0].output, ToolResultOutput::denied(Some("keep it".into())));
@@ -104,7 +109,9 @@ async fn a_batch_of_many_answers_resolves_in_call_order() {
     let mut answers = Vec::new();
     for i in 0..12 {
         calls.push(json!({"type": "tool-call", "toolCallId": format!("c{i}"), "toolName": "delete_file", "input": {"path": format!("f{i}")}}));
-        calls.push(json!({"type": "tool-approval-request", "approvalId": format!("a{i}"), "toolCallId": format!("c{i}")}));
+        calls.push(
+            json!({"type": "tool-approval-request", "approvalId": format!("a{i}"), "toolCallId": format!("c{i}")}),
+        );
         answers.push(json!({"type": "tool-approval-response", "approvalId": format!("a{i}"), "approved": i % 3 != 0}));
     }
     let history = messages(json!([
@@ -113,7 +120,8 @@ async fn a_batch_of_many_answers_resolves_in_call_order() {
         {"role": "tool", "content": answers}
     ]));
     for (result, prompt, _) in both_modes(history, &log).await {
-        let ids: Vec<&str> = prompt[2]["content"].as_array().unwrap().iter().map(|p| p["toolCallId"].as_str().unwrap()).collect();
+        let ids: Vec<&str> =
+            prompt[2]["content"].as_array().unwrap().iter().map(|p| p["toolCallId"].as_str().unwrap()).collect();
         assert_eq!(ids, (0..12).map(|i| format!("c{i}")).collect::<Vec<_>>());
         let denied = result.preresolved.iter().filter(|r| r.output.is_denied()).count();
         assert_eq!(denied, 4);

@@ -15,7 +15,9 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use toolgate_protocol::{AssistantPart, ModelMessage, ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart, ToolPart};
+use toolgate_protocol::{
+    AssistantPart, ModelMessage, ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart, ToolPart,
+};
 
 use crate::EngineError;
 
@@ -142,7 +144,10 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
     for RequestRef { message_index, request } in &requests {
         let Some(call) = calls.get(request.tool_call_id.as_str()) else { continue };
         let call_id = call.call.tool_call_id.as_str();
-        if answers.contains_key(request.approval_id.as_str()) || decided_calls.contains(call_id) || results.contains(call_id) {
+        if answers.contains_key(request.approval_id.as_str())
+            || decided_calls.contains(call_id)
+            || results.contains(call_id)
+        {
             continue;
         }
         decided_calls.insert(call_id);

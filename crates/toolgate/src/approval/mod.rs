@@ -7,8 +7,8 @@ mod signing;
 
 pub(crate) use collect::collect;
 pub(crate) use resolve::{Resolved, resolve};
-pub use signing::{ApprovalSigner, IssuedApproval, SignatureError, SignerError, input_digest};
 pub(crate) use signing::unsigned_approval_id;
+pub use signing::{ApprovalSigner, IssuedApproval, SignatureError, SignerError, input_digest};
 
 /// The denial reason for an approval the person never answered before the
 /// conversation moved on.

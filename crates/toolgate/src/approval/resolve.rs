@@ -19,8 +19,8 @@ use toolgate_protocol::{ModelMessage, ToolApprovalResponsePart, ToolCallPart};
 
 use super::collect::{Answer, CallRef, Collected};
 use super::{ApprovalSigner, NO_ANSWER_REASON};
-use crate::tool::{ApprovalContext, Tool, Toolkit};
 use crate::EngineError;
+use crate::tool::{ApprovalContext, Tool, Toolkit};
 
 /// One thing to do before the model is called, in the order of the calls.
 #[derive(Debug, Clone)]
@@ -149,9 +149,13 @@ pub(crate) async fn resolve(
             continue;
         };
         let messages = prefixes.before(sibling.message_index);
-        let context = ApprovalContext { tool_call_id: sibling.call.tool_call_id.clone(), messages: Arc::clone(&messages) };
-        if tool.validate_input(&sibling.call.input).is_ok() && !tool.requires_approval(&sibling.call.input, context).await {
-            resolved.push((position(*sibling), Resolved::Run { call: sibling.call.clone(), tool: tool.clone(), messages }));
+        let context =
+            ApprovalContext { tool_call_id: sibling.call.tool_call_id.clone(), messages: Arc::clone(&messages) };
+        if tool.validate_input(&sibling.call.input).is_ok()
+            && !tool.requires_approval(&sibling.call.input, context).await
+        {
+            resolved
+                .push((position(*sibling), Resolved::Run { call: sibling.call.clone(), tool: tool.clone(), messages }));
         } else {
             let reason = "This call was held while other calls awaited approval, and it now needs approval itself; it did not run.";
             resolved.push(deny(*sibling, Some(reason.to_owned())));

@@ -188,7 +188,10 @@ mod tests {
 
     #[test]
     fn digest_ignores_key_order() {
-        assert_eq!(input_digest(&json!({"a": 1, "b": {"x": [1, 2], "y": null}})), input_digest(&json!({"b": {"y": null, "x": [1, 2]}, "a": 1})));
+        assert_eq!(
+            input_digest(&json!({"a": 1, "b": {"x": [1, 2], "y": null}})),
+            input_digest(&json!({"b": {"y": null, "x": [1, 2]}, "a": 1}))
+        );
         assert_ne!(input_digest(&json!({"a": 1})), input_digest(&json!({"a": 2})));
     }
 
@@ -212,7 +215,10 @@ mod tests {
             signer.verify(&request("appr-1", "call-2", Some(legacy)), "delete_file", &input),
             Err(SignatureError::Invalid)
         );
-        assert_eq!(signer.verify(&request("appr-1", "call-1", None), "delete_file", &input), Err(SignatureError::Missing));
+        assert_eq!(
+            signer.verify(&request("appr-1", "call-1", None), "delete_file", &input),
+            Err(SignatureError::Missing)
+        );
         assert_eq!(
             signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input),
             Err(SignatureError::Invalid)

@@ -69,7 +69,12 @@ pub(crate) fn result_part(call: &ToolCallPart, output: ToolResultOutput) -> Tool
     }
 }
 
-fn result_stream_part(call: &ToolCallPart, output: Value, preliminary: Option<bool>, dynamic: Option<bool>) -> StreamPart {
+fn result_stream_part(
+    call: &ToolCallPart,
+    output: Value,
+    preliminary: Option<bool>,
+    dynamic: Option<bool>,
+) -> StreamPart {
     StreamPart::ToolResult {
         tool_call_id: call.tool_call_id.clone(),
         tool_name: call.tool_name.clone(),

@@ -28,14 +28,14 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{ModelMessage, ToolPart, ToolResultOutput, normalize_approvals};
 
-pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, TextRequest};
+pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, StopFn, TextRequest};
 pub use result::{ApprovalRequest, StepResult, TextResult};
 pub use stream::TextStream;
 
+use crate::EngineError;
 use crate::approval::{Resolved, collect, resolve};
 use crate::model::LanguageModel;
 use crate::prompt::build_prompt;
-use crate::EngineError;
 use run::Prepared;
 use stream::Emitter;
 
@@ -48,7 +48,10 @@ pub async fn generate_text<M: LanguageModel>(model: M, request: TextRequest) -> 
 /// Runs the model as a stream of parts. Errors in the history are returned
 /// here, before anything runs; a model failure later ends the stream with an
 /// `error` part and makes [`TextStream::finish`] return it.
-pub async fn stream_text<'a, M: LanguageModel + 'a>(model: M, request: TextRequest) -> Result<TextStream<'a>, EngineError> {
+pub async fn stream_text<'a, M: LanguageModel + 'a>(
+    model: M,
+    request: TextRequest,
+) -> Result<TextStream<'a>, EngineError> {
     let prepared = prepare(request).await?;
     let cancellation = CancellationToken::new();
     let token = cancellation.clone();
@@ -74,9 +77,7 @@ fn check_prompt_after(history: &[ModelMessage], plan: &[Resolved]) -> Result<(),
     let placeholders: Vec<ToolPart> = plan
         .iter()
         .filter(|resolved| !matches!(resolved, Resolved::ForwardDenial { .. }))
-        .map(|resolved| {
-            ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None)))
-        })
+        .map(|resolved| ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None))))
         .collect();
     if placeholders.is_empty() {
         return build_prompt(history).map(drop);

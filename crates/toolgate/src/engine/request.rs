@@ -16,21 +16,24 @@ pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
 /// Makes unique ids (approval nonces, text block ids).
 pub type IdGenerator = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// A custom stop condition: given the steps so far, stop now?
+pub type StopFn = Arc<dyn Fn(&[StepResult]) -> bool + Send + Sync>;
+
 /// When to stop the step loop early (any condition met stops it).
 #[derive(Clone)]
 pub enum StopCondition {
     /// Stop once a step called this tool.
     ToolCalled(String),
     /// Stop when the function says so, given the steps so far.
-    Custom(Arc<dyn Fn(&[StepResult]) -> bool + Send + Sync>),
+    Custom(StopFn),
 }
 
 impl StopCondition {
     pub(crate) fn is_met(&self, steps: &[StepResult]) -> bool {
         match self {
-            Self::ToolCalled(name) => steps.last().is_some_and(|step| {
-                step.tool_calls().any(|call| &call.tool_name == name)
-            }),
+            Self::ToolCalled(name) => {
+                steps.last().is_some_and(|step| step.tool_calls().any(|call| &call.tool_name == name))
+            }
             Self::Custom(condition) => condition(steps),
         }
     }

@@ -9,10 +9,10 @@ use super::execute::{ToolRun, execute_all, result_part};
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
 use super::{StepResult, TextRequest, TextResult};
+use crate::EngineError;
 use crate::approval::Resolved;
 use crate::model::LanguageModel;
 use crate::prompt::build_prompt;
-use crate::EngineError;
 
 /// A checked request, ready to run.
 pub(crate) struct Prepared {
@@ -50,7 +50,7 @@ pub(crate) async fn drive<M: LanguageModel>(
         };
         let step = run_step(model, model_request, context, &out).await;
         response_messages.extend(step.messages);
-        total_usage = total_usage.add(step.result.usage);
+        total_usage = total_usage + step.result.usage;
         out.emit(StreamPart::FinishStep { finish_reason: step.result.finish_reason, usage: step.result.usage }).await;
         if let Some(source) = step.error {
             tracing::warn!(error = %source, "model step failed");

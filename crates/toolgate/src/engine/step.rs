@@ -116,7 +116,8 @@ pub(crate) async fn run_step<M: LanguageModel>(
                 }
             }
             if error.is_none() && transcript.finish.is_none() {
-                error = Some(ModelError::StreamInterrupted { message: "the stream ended without a finish part".into() });
+                error =
+                    Some(ModelError::StreamInterrupted { message: "the stream ended without a finish part".into() });
             }
         }
     }
@@ -250,8 +251,11 @@ fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolRes
         .find(|call| call.part.tool_call_id == result.tool_call_id)
         .map(|call| call.part.input.clone())
         .unwrap_or(Value::Null);
-    let output =
-        if result.is_error { ToolResultOutput::error_json(result.result.clone()) } else { ToolResultOutput::json(result.result.clone()) };
+    let output = if result.is_error {
+        ToolResultOutput::error_json(result.result.clone())
+    } else {
+        ToolResultOutput::json(result.result.clone())
+    };
     let stream_part = if result.is_error {
         StreamPart::ToolError {
             tool_call_id: result.tool_call_id.clone(),
@@ -335,9 +339,10 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                 part.tool_name,
                 context.toolkit.map(Toolkit::names).unwrap_or_default().join(", ")
             )),
-            (Some(_), Err(error)) => {
-                CallClass::Invalid(format!("Invalid input for tool {}: input is not JSON ({error}): {}", part.tool_name, call.input))
-            }
+            (Some(_), Err(error)) => CallClass::Invalid(format!(
+                "Invalid input for tool {}: input is not JSON ({error}): {}",
+                part.tool_name, call.input
+            )),
             (Some(tool), Ok(input)) => match tool.validate_input(&input) {
                 Err(detail) => CallClass::Invalid(format!("Invalid input for tool {}: {detail}", part.tool_name)),
                 Ok(()) if tool.is_client_executed() => CallClass::Client,
@@ -376,17 +381,26 @@ async fn act_on_calls(
     let mut held_tool_calls = Vec::new();
     for (position, call) in transcript.calls.iter().enumerate() {
         match &call.class {
-            CallClass::Invalid(error) => results.push((position, result_part(&call.part, ToolResultOutput::error_text(error.clone())))),
+            CallClass::Invalid(error) => {
+                results.push((position, result_part(&call.part, ToolResultOutput::error_text(error.clone()))))
+            }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
             CallClass::Local { gated: true, .. } => gated.push(call.part.clone()),
             CallClass::Local { .. } if hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
-                runs.push(ToolRun { call: call.part.clone(), tool: tool.clone(), messages: Arc::clone(&context.messages) });
+                runs.push(ToolRun {
+                    call: call.part.clone(),
+                    tool: tool.clone(),
+                    messages: Arc::clone(&context.messages),
+                });
             }
             CallClass::Local { .. } => {
-                let error = format!("Tool call was not run because the model response ended with finish reason `{}`.", reason_name(finish_reason));
+                let error = format!(
+                    "Tool call was not run because the model response ended with finish reason `{}`.",
+                    reason_name(finish_reason)
+                );
                 out.emit(error_part(&call.part, Value::String(error.clone()))).await;
                 results.push((position, result_part(&call.part, ToolResultOutput::error_text(error))));
             }
@@ -428,7 +442,9 @@ async fn act_on_calls(
         }));
     }
     if !tool_results.is_empty() {
-        messages.push(ModelMessage::tool(tool_results.iter().cloned().map(toolgate_protocol::ToolPart::ToolResult).collect()));
+        messages.push(ModelMessage::tool(
+            tool_results.iter().cloned().map(toolgate_protocol::ToolPart::ToolResult).collect(),
+        ));
     }
     StepOutput {
         result: StepResult {

@@ -50,10 +50,7 @@ pub struct TextStream<'a> {
 }
 
 impl<'a> TextStream<'a> {
-    pub(crate) fn new(
-        cancellation: CancellationToken,
-        driver: impl FnOnce(Emitter) -> Driver<'a>,
-    ) -> Self {
+    pub(crate) fn new(cancellation: CancellationToken, driver: impl FnOnce(Emitter) -> Driver<'a>) -> Self {
         let (sender, parts) = mpsc::channel(CHANNEL_CAPACITY);
         let driver = driver(Emitter { sender: Some(sender) });
         Self { driver: Some(driver), parts, outcome: None, _cancel_on_drop: cancellation.drop_guard() }

@@ -300,8 +300,9 @@ impl LanguageModel for ScriptedModel {
             match part {
                 ScriptPart::Text { text } => content.push(ModelContent::Text { text: text.clone() }),
                 ScriptPart::Reasoning { text } => content.push(ModelContent::Reasoning { text: text.clone() }),
-                ScriptPart::ToolCall { tool_call_id, tool_name, input, provider_executed } => content
-                    .push(ModelContent::ToolCall(model_call(tool_call_id, tool_name, input, *provider_executed))),
+                ScriptPart::ToolCall { tool_call_id, tool_name, input, provider_executed } => {
+                    content.push(ModelContent::ToolCall(model_call(tool_call_id, tool_name, input, *provider_executed)))
+                }
                 ScriptPart::ToolApprovalRequest { approval_id, tool_call_id } => {
                     content.push(ModelContent::ToolApprovalRequest {
                         approval_id: approval_id.clone(),
@@ -324,7 +325,12 @@ impl LanguageModel for ScriptedModel {
                 }
             }
         }
-        Ok(ModelResponse { content, finish_reason: inferred_finish(turn), usage: Usage::default(), provider_metadata: None })
+        Ok(ModelResponse {
+            content,
+            finish_reason: inferred_finish(turn),
+            usage: Usage::default(),
+            provider_metadata: None,
+        })
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {

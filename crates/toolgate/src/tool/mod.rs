@@ -30,8 +30,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use toolgate_protocol::ToolSpec;
 
-pub use context::{ApprovalContext, ToolContext};
 pub(crate) use context::PreliminarySink;
+pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
 pub use policy::ApprovalPolicy;
 pub use toolkit::{Toolkit, ToolkitError};
@@ -52,9 +52,14 @@ pub(crate) enum Execution {
     Unset,
 }
 
-/// A tool definition with its schema, runner and approval policy.
+/// A tool definition with its schema, runner and approval policy. Cheap to clone.
 #[derive(Clone)]
 pub struct Tool {
+    def: Arc<ToolDef>,
+}
+
+#[derive(Clone)]
+struct ToolDef {
     name: String,
     description: Option<String>,
     input_schema: Value,
@@ -67,9 +72,9 @@ pub struct Tool {
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tool")
-            .field("name", &self.name)
+            .field("name", &self.def.name)
             .field("kind", &self.kind_name())
-            .field("approval", &self.approval)
+            .field("approval", &self.def.approval)
             .finish_non_exhaustive()
     }
 }
@@ -110,33 +115,40 @@ impl Tool {
     /// go back to the provider.
     pub fn provider(name: impl Into<String>, id: impl Into<String>, args: Value) -> Self {
         let accept_any: Validator = Arc::new(|_| Ok(()));
-        let mut tool = Self::with_schema(name.into(), Value::Object(Default::default()), Ok(accept_any), true);
-        tool.execution = Execution::Provider { id: id.into(), args };
-        tool
+        let execution = Execution::Provider { id: id.into(), args };
+        Self::with_schema(name.into(), Value::Object(Default::default()), Ok(accept_any), true)
+            .edit(|def| def.execution = execution)
     }
 
     fn with_schema(name: String, input_schema: Value, validator: Result<Validator, String>, dynamic: bool) -> Self {
         Self {
-            name,
-            description: None,
-            input_schema,
-            validator,
-            execution: Execution::Unset,
-            approval: ApprovalPolicy::Never,
-            dynamic,
+            def: Arc::new(ToolDef {
+                name,
+                description: None,
+                input_schema,
+                validator,
+                execution: Execution::Unset,
+                approval: ApprovalPolicy::Never,
+                dynamic,
+            }),
         }
     }
 
-    /// Sets what the tool does, as the model reads it.
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
+    fn edit(mut self, change: impl FnOnce(&mut ToolDef)) -> Self {
+        change(Arc::make_mut(&mut self.def));
         self
+    }
+
+    /// Sets what the tool does, as the model reads it.
+    pub fn description(self, description: impl Into<String>) -> Self {
+        let description = description.into();
+        self.edit(|def| def.description = Some(description))
     }
 
     /// Sets the async handler. It receives the input decoded as `I` (use
     /// `serde_json::Value` for dynamic tools) and returns a serializable
     /// output or an error that converts into [`ToolError`].
-    pub fn handler<I, O, E, F, Fut>(mut self, handler: F) -> Self
+    pub fn handler<I, O, E, F, Fut>(self, handler: F) -> Self
     where
         I: DeserializeOwned + Send + 'static,
         O: Serialize + 'static,
@@ -145,7 +157,7 @@ impl Tool {
         Fut: Future<Output = Result<O, E>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.execution = Execution::Local(Arc::new(move |input: Value, context: ToolContext| {
+        let execution = Execution::Local(Arc::new(move |input: Value, context: ToolContext| {
             let handler = Arc::clone(&handler);
             async move {
                 let input = decode::<I>(&input).map_err(ToolError::text)?;
@@ -154,85 +166,85 @@ impl Tool {
             }
             .boxed()
         }));
-        self
+        self.edit(|def| def.execution = execution)
     }
 
     /// Declares that the caller runs this tool: the engine returns its calls
     /// instead of running them. Client-executed tools take no approval policy;
     /// the client runs them in front of the person.
-    pub fn client_executed(mut self) -> Self {
-        self.execution = Execution::Client;
-        self.approval = ApprovalPolicy::Never;
-        self
+    pub fn client_executed(self) -> Self {
+        self.edit(|def| {
+            def.execution = Execution::Client;
+            def.approval = ApprovalPolicy::Never;
+        })
     }
 
     /// Every call needs approval (`true`) or none does (`false`, the default).
-    pub fn needs_approval(mut self, always: bool) -> Self {
-        self.approval = if always { ApprovalPolicy::Always } else { ApprovalPolicy::Never };
-        self
+    pub fn needs_approval(self, always: bool) -> Self {
+        self.edit(|def| def.approval = if always { ApprovalPolicy::Always } else { ApprovalPolicy::Never })
     }
 
     /// Approval decided per call by a function of the decoded input.
-    pub fn approval_when<I, F>(mut self, policy: F) -> Self
+    pub fn approval_when<I, F>(self, policy: F) -> Self
     where
         I: DeserializeOwned + Send + 'static,
         F: Fn(&I, &ApprovalContext) -> bool + Send + Sync + 'static,
     {
-        self.approval = ApprovalPolicy::when(policy);
-        self
+        let policy = ApprovalPolicy::when(policy);
+        self.edit(|def| def.approval = policy)
     }
 
     /// Approval decided per call by an async function of the decoded input,
     /// which may consult application state (capture it in the closure).
-    pub fn approval_when_async<I, F, Fut, E>(mut self, policy: F) -> Self
+    pub fn approval_when_async<I, F, Fut, E>(self, policy: F) -> Self
     where
         I: DeserializeOwned + Send + 'static,
         F: Fn(I, ApprovalContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<bool, E>> + Send + 'static,
         E: std::fmt::Display + 'static,
     {
-        self.approval = ApprovalPolicy::when_async(policy);
-        self
+        let policy = ApprovalPolicy::when_async(policy);
+        self.edit(|def| def.approval = policy)
     }
 
     /// The tool's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.def.name
     }
 
     /// The JSON Schema of the input.
     pub fn input_schema(&self) -> &Value {
-        &self.input_schema
+        &self.def.input_schema
     }
 
     /// The approval policy.
     pub fn approval_policy(&self) -> &ApprovalPolicy {
-        &self.approval
+        &self.def.approval
     }
 
     /// True for tools built with [`Tool::dynamic`] or [`Tool::provider`].
     pub fn is_dynamic(&self) -> bool {
-        self.dynamic
+        self.def.dynamic
     }
 
     /// True when toolgate runs this tool itself.
     pub fn is_local(&self) -> bool {
-        matches!(self.execution, Execution::Local(_))
+        matches!(self.def.execution, Execution::Local(_))
     }
 
     /// True when the caller runs this tool.
     pub fn is_client_executed(&self) -> bool {
-        matches!(self.execution, Execution::Client)
+        matches!(self.def.execution, Execution::Client)
     }
 
     /// True when the model provider runs this tool.
     pub fn is_provider_executed(&self) -> bool {
-        matches!(self.execution, Execution::Provider { .. })
+        matches!(self.def.execution, Execution::Provider { .. })
     }
 
     /// Checks an input against the tool's schema.
     pub fn validate_input(&self, input: &Value) -> Result<(), String> {
-        match &self.validator {
+        match &self.def.validator {
             Ok(validate) => validate(input),
             Err(schema_error) => Err(format!("the tool's input schema is invalid: {schema_error}")),
         }
@@ -240,41 +252,41 @@ impl Tool {
 
     /// Whether this call needs a person's approval. Fails closed: see the module docs.
     pub async fn requires_approval(&self, input: &Value, context: ApprovalContext) -> bool {
-        self.approval.requires_approval(&self.name, input, context).await
+        self.def.approval.requires_approval(&self.def.name, input, context).await
     }
 
     /// How the model sees this tool.
     pub fn spec(&self) -> ToolSpec {
-        match &self.execution {
+        match &self.def.execution {
             Execution::Provider { id, args } => {
-                ToolSpec::Provider { name: self.name.clone(), id: id.clone(), args: args.clone() }
+                ToolSpec::Provider { name: self.def.name.clone(), id: id.clone(), args: args.clone() }
             }
             Execution::Local(_) | Execution::Client | Execution::Unset => ToolSpec::Function {
-                name: self.name.clone(),
-                description: self.description.clone(),
-                input_schema: self.input_schema.clone(),
+                name: self.def.name.clone(),
+                description: self.def.description.clone(),
+                input_schema: self.def.input_schema.clone(),
             },
         }
     }
 
     /// Runs the handler, turning a panic into an error. Not for client or provider tools.
     pub(crate) async fn run(&self, input: Value, context: ToolContext) -> Result<Value, ToolError> {
-        let Execution::Local(handler) = &self.execution else {
-            return Err(ToolError::text(format!("tool `{}` is not executed by toolgate", self.name)));
+        let Execution::Local(handler) = &self.def.execution else {
+            return Err(ToolError::text(format!("tool `{}` is not executed by toolgate", self.def.name)));
         };
         let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(input, context)));
         let future = match started {
             Ok(future) => future,
-            Err(panic) => return Err(panicked(&self.name, panic.as_ref())),
+            Err(panic) => return Err(panicked(&self.def.name, panic.as_ref())),
         };
         match std::panic::AssertUnwindSafe(future).catch_unwind().await {
             Ok(outcome) => outcome,
-            Err(panic) => Err(panicked(&self.name, panic.as_ref())),
+            Err(panic) => Err(panicked(&self.def.name, panic.as_ref())),
         }
     }
 
     fn kind_name(&self) -> &'static str {
-        match self.execution {
+        match self.def.execution {
             Execution::Local(_) => "local",
             Execution::Client => "client",
             Execution::Provider { .. } => "provider",

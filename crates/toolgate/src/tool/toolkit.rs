@@ -49,17 +49,17 @@ impl Toolkit {
         let tools: Vec<Tool> = tools.into_iter().collect();
         let mut by_name = HashMap::with_capacity(tools.len());
         for (index, tool) in tools.iter().enumerate() {
-            if tool.name.is_empty() {
+            if tool.def.name.is_empty() {
                 return Err(ToolkitError::EmptyName);
             }
-            if let Err(detail) = &tool.validator {
-                return Err(ToolkitError::InvalidSchema { name: tool.name.clone(), detail: detail.clone() });
+            if let Err(detail) = &tool.def.validator {
+                return Err(ToolkitError::InvalidSchema { name: tool.def.name.clone(), detail: detail.clone() });
             }
-            if matches!(tool.execution, Execution::Unset) {
-                return Err(ToolkitError::MissingHandler { name: tool.name.clone() });
+            if matches!(tool.def.execution, Execution::Unset) {
+                return Err(ToolkitError::MissingHandler { name: tool.def.name.clone() });
             }
-            if by_name.insert(tool.name.clone(), index).is_some() {
-                return Err(ToolkitError::DuplicateTool { name: tool.name.clone() });
+            if by_name.insert(tool.def.name.clone(), index).is_some() {
+                return Err(ToolkitError::DuplicateTool { name: tool.def.name.clone() });
             }
         }
         Ok(Self { tools: tools.into(), by_name: Arc::new(by_name) })
@@ -77,7 +77,7 @@ impl Toolkit {
 
     /// The tool names, in the order given.
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|tool| tool.name.clone()).collect()
+        self.tools.iter().map(|tool| tool.def.name.clone()).collect()
     }
 
     /// How the model sees these tools.

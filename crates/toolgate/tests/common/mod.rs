@@ -4,10 +4,10 @@
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use serde::Deserialize;
 use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate::protocol::{parse_messages, AssistantPart, ModelMessage, ToolPart, ToolResultOutput};
+use toolgate::protocol::{AssistantPart, ModelMessage, ToolPart, ToolResultOutput, parse_messages};
 use toolgate::{EngineError, ScriptedModel, StreamPart, TextResult, TextStream, Tool, ToolError, Toolkit};
 
 /// Parses AI SDK ModelMessage JSON.
