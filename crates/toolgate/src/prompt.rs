@@ -28,10 +28,19 @@ use crate::EngineError;
 
 /// Builds the model prompt from a normalized history (see the module docs).
 pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
-    let index = HistoryIndex::new(history);
-    let mut prompt = Vec::with_capacity(history.len());
+    build_prompt_from(history, &[])
+}
+
+/// [`build_prompt`] over `history` followed by `more`, without joining them.
+pub(crate) fn build_prompt_from(
+    history: &[ModelMessage],
+    more: &[ModelMessage],
+) -> Result<Vec<ModelMessage>, EngineError> {
+    let messages = || history.iter().chain(more);
+    let index = HistoryIndex::new(messages());
+    let mut prompt = Vec::with_capacity(history.len() + more.len());
     let mut missing = Vec::new();
-    for message in history {
+    for message in messages() {
         match message {
             ModelMessage::System(_) => prompt.push(message.clone()),
             ModelMessage::User(user) => {
@@ -57,16 +66,16 @@ pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, Engin
 struct HistoryIndex<'h> {
     results: HashMap<&'h str, &'h ToolResultPart>,
     call_of_approval: HashMap<&'h str, &'h str>,
-    provider_responses: HashMap<&'h str, Vec<&'h ToolApprovalResponsePart>>,
+    responses_by_call: HashMap<&'h str, Vec<&'h ToolApprovalResponsePart>>,
     edited_inputs: HashMap<&'h str, &'h Value>,
 }
 
 impl<'h> HistoryIndex<'h> {
-    fn new(history: &'h [ModelMessage]) -> Self {
+    fn new(history: impl Iterator<Item = &'h ModelMessage>) -> Self {
         let mut index = Self {
             results: HashMap::new(),
             call_of_approval: HashMap::new(),
-            provider_responses: HashMap::new(),
+            responses_by_call: HashMap::new(),
             edited_inputs: HashMap::new(),
         };
         let mut responses = Vec::new();
@@ -94,7 +103,7 @@ impl<'h> HistoryIndex<'h> {
         }
         for response in responses {
             let Some(&call_id) = index.call_of_approval.get(response.approval_id.as_str()) else { continue };
-            index.provider_responses.entry(call_id).or_default().push(response);
+            index.responses_by_call.entry(call_id).or_default().push(response);
             if response.approved
                 && let Some(edited) = &response.edited_input
             {
@@ -123,7 +132,7 @@ impl<'h> HistoryIndex<'h> {
                 AssistantPart::ToolCall(call) => {
                     let mut call = call.clone();
                     if call.is_provider_executed() {
-                        let responses = self.provider_responses.get(call.tool_call_id.as_str());
+                        let responses = self.responses_by_call.get(call.tool_call_id.as_str());
                         tool_parts.extend(responses.into_iter().flatten().map(|response| {
                             ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
                                 edited_input: None,
@@ -161,4 +170,84 @@ fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
     let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
     (!kept.is_empty())
         .then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+    use toolgate_protocol::parse_messages;
+
+    fn prompt_of(history: Value) -> Result<Value, EngineError> {
+        build_prompt(&parse_messages(history).unwrap()).map(|prompt| serde_json::to_value(prompt).unwrap())
+    }
+
+    #[test]
+    fn strips_approval_parts_moves_results_and_drops_leftovers() {
+        let prompt = prompt_of(json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "tool-approval-request", "approvalId": "orphan", "toolCallId": "nothing"}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "working"},
+                {"type": "tool-call", "toolCallId": "a", "toolName": "t", "input": {}},
+                {"type": "tool-call", "toolCallId": "b", "toolName": "t", "input": {}},
+                {"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "b"}
+            ]},
+            {"role": "tool", "content": [
+                {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "text", "value": "A"}},
+                {"type": "tool-result", "toolCallId": "ghost", "toolName": "t", "output": {"type": "text", "value": "?"}}
+            ]},
+            {"role": "user", "content": "and?"},
+            {"role": "tool", "content": [
+                {"type": "tool-approval-response", "approvalId": "ap", "approved": false},
+                {"type": "tool-result", "toolCallId": "b", "toolName": "t", "output": {"type": "execution-denied"}},
+                {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "text", "value": "dup"}}
+            ]},
+            {"role": "assistant", "content": ""}
+        ]))
+        .unwrap();
+        assert_eq!(
+            prompt,
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "working"},
+                    {"type": "tool-call", "toolCallId": "a", "toolName": "t", "input": {}},
+                    {"type": "tool-call", "toolCallId": "b", "toolName": "t", "input": {}}
+                ]},
+                {"role": "tool", "content": [
+                    {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "text", "value": "A"}},
+                    {"type": "tool-result", "toolCallId": "b", "toolName": "t", "output": {"type": "execution-denied"}}
+                ]},
+                {"role": "user", "content": "and?"}
+            ])
+        );
+    }
+
+    #[test]
+    fn provider_results_stay_with_the_assistant_and_missing_results_are_named() {
+        let prompt = prompt_of(json!([
+            {"role": "assistant", "content": [
+                {"type": "tool-call", "toolCallId": "p", "toolName": "web_search", "input": {}, "providerExecuted": true},
+                {"type": "tool-result", "toolCallId": "p", "toolName": "web_search", "output": {"type": "json", "value": []}}
+            ]}
+        ]))
+        .unwrap();
+        assert_eq!(prompt.as_array().unwrap().len(), 1);
+        let missing = prompt_of(json!([
+            {"role": "assistant", "content": [
+                {"type": "tool-call", "toolCallId": "x", "toolName": "t", "input": {}},
+                {"type": "tool-call", "toolCallId": "y", "toolName": "t", "input": {}}
+            ]}
+        ]));
+        assert_eq!(
+            missing.unwrap_err(),
+            EngineError::MissingToolResults { tool_call_ids: vec!["x".into(), "y".into()] }
+        );
+    }
 }

@@ -35,7 +35,7 @@ pub use stream::TextStream;
 use crate::EngineError;
 use crate::approval::{Resolved, collect, resolve};
 use crate::model::LanguageModel;
-use crate::prompt::build_prompt;
+use crate::prompt::build_prompt_from;
 use run::Prepared;
 use stream::Emitter;
 
@@ -61,8 +61,8 @@ pub async fn stream_text<'a, M: LanguageModel + 'a>(
 }
 
 /// Stage 1: everything that can fail before anything runs.
-async fn prepare(request: TextRequest) -> Result<Prepared, EngineError> {
-    let history = normalize_approvals(request.messages.clone())?;
+async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
+    let history = normalize_approvals(std::mem::take(&mut request.messages))?;
     let plan = {
         let collected = collect(&history)?;
         resolve(collected, &history, request.toolkit.as_ref(), request.signer.as_ref()).await?
@@ -79,10 +79,6 @@ fn check_prompt_after(history: &[ModelMessage], plan: &[Resolved]) -> Result<(),
         .filter(|resolved| !matches!(resolved, Resolved::ForwardDenial { .. }))
         .map(|resolved| ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None))))
         .collect();
-    if placeholders.is_empty() {
-        return build_prompt(history).map(drop);
-    }
-    let mut planned = history.to_vec();
-    planned.push(ModelMessage::tool(placeholders));
-    build_prompt(&planned).map(drop)
+    let planned = if placeholders.is_empty() { Vec::new() } else { vec![ModelMessage::tool(placeholders)] };
+    build_prompt_from(history, &planned).map(drop)
 }

@@ -12,7 +12,7 @@ use super::{StepResult, TextRequest, TextResult};
 use crate::EngineError;
 use crate::approval::Resolved;
 use crate::model::LanguageModel;
-use crate::prompt::build_prompt;
+use crate::prompt::build_prompt_from;
 
 /// A checked request, ready to run.
 pub(crate) struct Prepared {
@@ -36,8 +36,8 @@ pub(crate) async fn drive<M: LanguageModel>(
     let mut steps: Vec<StepResult> = Vec::new();
     let mut total_usage = Usage::default();
     loop {
+        let prompt = build_prompt_from(&history, &response_messages)?;
         let conversation: Arc<[ModelMessage]> = history.iter().chain(response_messages.iter()).cloned().collect();
-        let prompt = build_prompt(&conversation)?;
         let model_request = model_request(&request, prompt);
         out.emit(StreamPart::StartStep).await;
         let context = StepContext {
