@@ -27,6 +27,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{ModelMessage, ToolPart, ToolResultOutput, normalize_approvals};
+use tracing::Instrument;
 
 pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, StopFn, TextRequest};
 pub use result::{ApprovalRequest, StepResult, TextResult};
@@ -41,8 +42,13 @@ use stream::Emitter;
 
 /// Runs the model to completion and returns what it produced.
 pub async fn generate_text<M: LanguageModel>(model: M, request: TextRequest) -> Result<TextResult, EngineError> {
-    let prepared = prepare(request).await?;
-    run::drive(&model, prepared, false, CancellationToken::new(), Emitter::silent()).await
+    let span = tracing::info_span!("generate_text", model = model.model_id());
+    async move {
+        let prepared = prepare(request).await?;
+        run::drive(&model, prepared, false, CancellationToken::new(), Emitter::silent()).await
+    }
+    .instrument(span)
+    .await
 }
 
 /// Runs the model as a stream of parts. Errors in the history are returned
@@ -52,11 +58,12 @@ pub async fn stream_text<'a, M: LanguageModel + 'a>(
     model: M,
     request: TextRequest,
 ) -> Result<TextStream<'a>, EngineError> {
-    let prepared = prepare(request).await?;
+    let span = tracing::info_span!("stream_text", model = model.model_id());
+    let prepared = prepare(request).instrument(span.clone()).await?;
     let cancellation = CancellationToken::new();
     let token = cancellation.clone();
     Ok(TextStream::new(cancellation, move |emitter| {
-        async move { run::drive(&model, prepared, true, token, emitter).await }.boxed()
+        async move { run::drive(&model, prepared, true, token, emitter).await }.instrument(span).boxed()
     }))
 }
 

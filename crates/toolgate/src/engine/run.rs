@@ -102,6 +102,13 @@ async fn preresolve(
     }
     let mut runs = Vec::new();
     for resolved in &plan {
+        let call = resolved.call();
+        let action = match resolved {
+            Resolved::Run { .. } => "run",
+            Resolved::Deny { .. } => "deny",
+            Resolved::ForwardDenial { .. } => "forward denial",
+        };
+        tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, action, "resolving approval answer");
         match resolved {
             Resolved::Run { call, tool, messages } => {
                 runs.push(ToolRun { call: call.clone(), tool: tool.clone(), messages: Arc::clone(messages) })

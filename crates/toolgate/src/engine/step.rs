@@ -415,6 +415,7 @@ async fn act_on_calls(
     let mut approval_requests = std::mem::take(&mut transcript.provider_approvals);
     for call in gated {
         let request = issue_approval(&call, context.request);
+        tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
         out.emit(StreamPart::ToolApprovalRequest {
             approval_id: request.approval_id.clone(),
             tool_call: transcript.call_info(&call.tool_call_id).unwrap_or_else(|| info(&call, &CallClass::Provider)),
