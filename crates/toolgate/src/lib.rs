@@ -46,8 +46,8 @@ pub use toolgate_protocol as protocol;
 pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, ToolResultOutput, Usage};
 
 pub use engine::{
-    ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn, TextRequest,
-    TextResult, TextStream, generate_text, stream_text,
+    ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn,
+    TextRequest, TextResult, TextStream, generate_text, stream_text,
 };
 pub use error::EngineError;
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};

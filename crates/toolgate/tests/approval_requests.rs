@@ -421,3 +421,35 @@ fn toolkits_refuse_unusable_tools() {
     let bad_schema = Toolkit::new([Tool::dynamic("bad", json!({"type": 7})).client_executed()]).unwrap_err();
     assert!(matches!(bad_schema, ToolkitError::InvalidSchema { name, .. } if name == "bad"));
 }
+
+#[tokio::test]
+async fn a_provider_approval_stops_the_loop_even_when_other_calls_ran() {
+    let log = Executions::default();
+    let model = script(json!([
+        [{"type": "tool-call", "toolCallId": "p1", "toolName": "mcp.x", "input": {}, "providerExecuted": true},
+         {"type": "tool-approval-request", "approvalId": "prov-apr", "toolCallId": "p1"},
+         {"type": "tool-call", "toolCallId": "w", "toolName": "get_weather", "input": {"city": "A"}}],
+        [{"type": "text", "text": "next"}]
+    ]));
+    let result = generate_text(&model, TextRequest::new(user("go")).toolkit(toolkit(&log))).await.unwrap();
+    assert_eq!(result.steps.len(), 1, "the model is not called while an approval is pending");
+    assert_eq!(result.approval_requests()[0].approval_id, "prov-apr");
+    assert_eq!(log.call_ids(), vec!["w"]);
+}
+
+#[tokio::test]
+async fn calls_of_a_truncated_response_are_not_held_for_later() {
+    let log = Executions::default();
+    let model = script(json!([[
+        {"type": "tool-call", "toolCallId": "w", "toolName": "get_weather", "input": {"city": "A"}},
+        {"type": "tool-call", "toolCallId": "d", "toolName": "delete_file", "input": {"path": "a"}},
+        {"type": "finish", "finishReason": "length"}
+    ]]));
+    let request = TextRequest::new(user("go")).toolkit(toolkit(&log)).hold_batch_for_approval(true);
+    let result = generate_text(&model, request).await.unwrap();
+    assert!(result.steps[0].held_tool_calls.is_empty());
+    assert!(matches!(&results(&result.response_messages)[0], (id, ToolResultOutput::ErrorText { value, .. })
+        if id == "w" && value.contains("finish reason `length`")));
+    assert_eq!(result.approval_requests().len(), 1, "the complete gated call can still be decided");
+    assert!(log.all().is_empty());
+}

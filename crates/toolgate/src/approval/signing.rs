@@ -168,8 +168,10 @@ fn payload(domain: &str, approval_id: &str, tool_call_id: &str, tool_name: &str,
     serde_json::to_vec(&[domain, approval_id, tool_call_id, tool_name, digest]).unwrap_or_default()
 }
 
+/// Decodes base64url exactly as issued: no padding, no other spelling of the same bytes,
+/// so an approval id has one valid form.
 fn decode_base64url(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    URL_SAFE_NO_PAD.decode(text.trim_end_matches('='))
+    URL_SAFE_NO_PAD.decode(text)
 }
 
 /// A fresh unsigned approval id, `apr_<nonce>`.
@@ -223,6 +225,21 @@ mod tests {
             signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input),
             Err(SignatureError::Invalid)
         );
+    }
+
+    #[test]
+    fn an_approval_id_has_one_valid_spelling() {
+        let signer = ApprovalSigner::new("secret").unwrap();
+        let input = json!({"path": "a"});
+        let id = signer.issue("n1", "call-1", "delete_file", &input).approval_id;
+        assert_eq!(signer.verify(&request(&id, "call-1", None), "delete_file", &input), Ok(()));
+        for variant in [format!("{id}="), format!("{id}=="), format!("{id} "), id.replacen('.', "..", 1)] {
+            assert_eq!(
+                signer.verify(&request(&variant, "call-1", None), "delete_file", &input),
+                Err(SignatureError::Invalid),
+                "{variant}"
+            );
+        }
     }
 
     #[test]

@@ -69,10 +69,14 @@ pub(crate) async fn drive<M: LanguageModel>(
     Ok(TextResult { preresolved, steps, response_messages, finish_reason, total_usage })
 }
 
-/// True when the step called local tools and each of them has a result.
+/// True when the step called local tools, each of them has a result, and no
+/// approval (local or provider-issued) is pending.
 fn every_local_call_answered(step: &StepResult) -> bool {
     let local_calls = step.tool_calls().filter(|call| !call.is_provider_executed()).count();
-    local_calls > 0 && local_calls == step.tool_results.len() && step.finish_reason.allows_tool_execution()
+    local_calls > 0
+        && local_calls == step.tool_results.len()
+        && step.approval_requests.is_empty()
+        && step.finish_reason.allows_tool_execution()
 }
 
 fn model_request(request: &TextRequest, mut prompt: Vec<ModelMessage>) -> ModelRequest {

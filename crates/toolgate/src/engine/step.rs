@@ -387,7 +387,7 @@ async fn act_on_calls(
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
             CallClass::Local { gated: true, .. } => gated.push(call.part.clone()),
-            CallClass::Local { .. } if hold => held_tool_calls.push(call.part.clone()),
+            CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
                 runs.push(ToolRun {
