@@ -63,6 +63,28 @@ pub(crate) fn build_prompt_from(
     if missing.is_empty() { Ok(prompt) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
 }
 
+/// Fails as [`build_prompt_from`] would on missing results, without building the prompt.
+pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> Result<(), EngineError> {
+    let messages = || history.iter().chain(more);
+    let index = HistoryIndex::new(messages());
+    let missing: Vec<String> = messages()
+        .filter_map(|message| match message {
+            ModelMessage::Assistant(assistant) => Some(assistant.part_slice()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|part| match part {
+            AssistantPart::ToolCall(call)
+                if !call.is_provider_executed() && !index.results.contains_key(call.tool_call_id.as_str()) =>
+            {
+                Some(call.tool_call_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    if missing.is_empty() { Ok(()) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
+}
+
 struct HistoryIndex<'h> {
     results: HashMap<&'h str, &'h ToolResultPart>,
     call_of_approval: HashMap<&'h str, &'h str>,

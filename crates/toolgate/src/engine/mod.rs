@@ -36,7 +36,7 @@ pub use stream::TextStream;
 use crate::EngineError;
 use crate::approval::{Resolved, collect, resolve};
 use crate::model::LanguageModel;
-use crate::prompt::build_prompt_from;
+use crate::prompt::check_results;
 use run::Prepared;
 use stream::Emitter;
 
@@ -87,5 +87,5 @@ fn check_prompt_after(history: &[ModelMessage], plan: &[Resolved]) -> Result<(),
         .map(|resolved| ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None))))
         .collect();
     let planned = if placeholders.is_empty() { Vec::new() } else { vec![ModelMessage::tool(placeholders)] };
-    build_prompt_from(history, &planned).map(drop)
+    check_results(history, &planned)
 }
