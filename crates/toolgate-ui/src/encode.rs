@@ -1,0 +1,120 @@
+//! The engine's stream parts as UI message stream chunks.
+//!
+//! Contract: `start` carries the response message id; on a continuation it
+//! is the id of the assistant message being continued, so the client extends
+//! that message instead of adding a second one. Pre-resolution outputs come
+//! before the first `start-step` because the engine emits them first. Text
+//! and reasoning part ids are made unique per step. `tool-input-end` has no
+//! UI chunk. Errors of tools are passed on as `errorText` strings.
+
+use serde_json::Value;
+use toolgate_protocol::StreamPart;
+
+use crate::chunk::UiChunk;
+
+/// How to encode a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncoderOptions {
+    /// The response message id.
+    pub message_id: String,
+    /// Send the AI SDK `signature` field on approval requests (clients ai >= 6.0.231 only).
+    pub signature_field: bool,
+}
+
+/// Turns stream parts into UI chunks, one response at a time.
+#[derive(Debug, Clone)]
+pub struct UiStreamEncoder {
+    options: EncoderOptions,
+    step: usize,
+}
+
+impl UiStreamEncoder {
+    /// An encoder for one response.
+    pub fn new(options: EncoderOptions) -> Self {
+        Self { options, step: 0 }
+    }
+
+    /// The chunks for one stream part (none for parts the UI stream does not carry).
+    pub fn encode(&mut self, part: &StreamPart) -> Vec<UiChunk> {
+        let chunk = match part {
+            StreamPart::Start => UiChunk::Start { message_id: Some(self.options.message_id.clone()) },
+            StreamPart::StartStep => {
+                self.step += 1;
+                UiChunk::StartStep
+            }
+            StreamPart::FinishStep { .. } => UiChunk::FinishStep,
+            StreamPart::Finish { finish_reason, .. } => UiChunk::Finish { finish_reason: Some(*finish_reason) },
+            StreamPart::Error { error } => UiChunk::Error { error_text: error.clone() },
+            StreamPart::TextStart { id } => UiChunk::TextStart { id: self.block_id(id) },
+            StreamPart::TextDelta { id, text } => UiChunk::TextDelta { id: self.block_id(id), delta: text.clone() },
+            StreamPart::TextEnd { id } => UiChunk::TextEnd { id: self.block_id(id) },
+            StreamPart::ReasoningStart { id } => UiChunk::ReasoningStart { id: self.block_id(id) },
+            StreamPart::ReasoningDelta { id, text } => {
+                UiChunk::ReasoningDelta { id: self.block_id(id), delta: text.clone() }
+            }
+            StreamPart::ReasoningEnd { id } => UiChunk::ReasoningEnd { id: self.block_id(id) },
+            StreamPart::ToolInputStart { id, tool_name, provider_executed, dynamic } => UiChunk::ToolInputStart {
+                tool_call_id: id.clone(),
+                tool_name: tool_name.clone(),
+                provider_executed: *provider_executed,
+                dynamic: *dynamic,
+            },
+            StreamPart::ToolInputDelta { id, delta } => {
+                UiChunk::ToolInputDelta { tool_call_id: id.clone(), input_text_delta: delta.clone() }
+            }
+            StreamPart::ToolInputEnd { .. } => return Vec::new(),
+            StreamPart::ToolCall(call) => match &call.error {
+                Some(error) if call.invalid == Some(true) => UiChunk::ToolInputError {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    input: call.input.clone(),
+                    error_text: error.clone(),
+                    provider_executed: call.provider_executed,
+                    dynamic: call.dynamic,
+                },
+                _ => UiChunk::ToolInputAvailable {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    input: call.input.clone(),
+                    provider_executed: call.provider_executed,
+                    dynamic: call.dynamic,
+                },
+            },
+            StreamPart::ToolResult { tool_call_id, output, provider_executed, preliminary, dynamic, .. } => {
+                UiChunk::ToolOutputAvailable {
+                    tool_call_id: tool_call_id.clone(),
+                    output: output.clone(),
+                    provider_executed: *provider_executed,
+                    dynamic: *dynamic,
+                    preliminary: *preliminary,
+                }
+            }
+            StreamPart::ToolError { tool_call_id, error, provider_executed, dynamic, .. } => UiChunk::ToolOutputError {
+                tool_call_id: tool_call_id.clone(),
+                error_text: error_text(error),
+                provider_executed: *provider_executed,
+                dynamic: *dynamic,
+            },
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature } => UiChunk::ToolApprovalRequest {
+                approval_id: approval_id.clone(),
+                tool_call_id: tool_call.tool_call_id.clone(),
+                signature: signature.clone().filter(|_| self.options.signature_field),
+            },
+            StreamPart::ToolOutputDenied { tool_call_id, .. } => {
+                UiChunk::ToolOutputDenied { tool_call_id: tool_call_id.clone() }
+            }
+        };
+        vec![chunk]
+    }
+
+    fn block_id(&self, id: &str) -> String {
+        format!("{}-{id}", self.step)
+    }
+}
+
+fn error_text(error: &Value) -> String {
+    match error {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
