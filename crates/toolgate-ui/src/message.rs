@@ -60,7 +60,7 @@ pub enum UiPart {
         filename: Option<String>,
     },
     /// A tool invocation (`tool-<name>` or `dynamic-tool`).
-    Tool(UiToolPart),
+    Tool(Box<UiToolPart>),
     /// `source-*` and `data-*` parts, kept as they came.
     Other(Value),
 }
@@ -305,7 +305,7 @@ fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String
         ToolState::OutputError if fields.error_text.is_none() => return Err(needs("`errorText`")),
         _ => {}
     }
-    Ok(UiPart::Tool(UiToolPart {
+    Ok(UiPart::Tool(Box::new(UiToolPart {
         tool_name,
         dynamic,
         tool_call_id: fields.tool_call_id,
@@ -318,7 +318,7 @@ fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String
         approval: fields.approval,
         call_provider_metadata: fields.call_provider_metadata,
         preliminary: fields.preliminary,
-    }))
+    })))
 }
 
 fn state_name(state: ToolState) -> String {
