@@ -2,6 +2,7 @@
 
 mod model_spec;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -19,11 +20,13 @@ struct Cli {
 enum Command {
     /// Run one `stream_text` call over a history and print what happens, as JSON lines.
     Run(run::RunArgs),
+    /// Serve the chat endpoints and the web page.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Serve(args) => serve::run(args).await,
         }
     });
     match outcome {

@@ -3,12 +3,13 @@
 //! Every check runs before anything executes, so a request either passes
 //! all of them or runs nothing:
 //! 1. Local answers need a toolkit.
-//! 2. With a signer, every approved local call must carry a valid signature.
-//! 3. The tool must exist and be run by toolgate.
-//! 4. The call's input, and the person's edit of it, must pass the schema.
-//! 5. The approval policy is run again on the original input: an approval
+//! 2. The tool must exist and be run by toolgate.
+//! 3. The call's input, and the person's edit of it, must pass the schema.
+//! 4. The approval policy is run again on the original input: an approval
 //!    for a call that needs none becomes a denial (a forged approval cannot
 //!    run a tool that was never gated).
+//! 5. With a signer, every approved call that would run must carry a valid
+//!    signature binding it to a request this server issued.
 //!
 //! Provider-executed answers are not acted on here: the prompt forwards them.
 
@@ -101,15 +102,6 @@ pub(crate) async fn resolve(
             }
             Answer::Approved { edited_input } => edited_input,
         };
-        if let Some(signer) = signer {
-            signer.verify(answered.request, &call.tool_name, &call.input).map_err(|reason| {
-                EngineError::InvalidApprovalSignature {
-                    approval_id: approval_id.clone(),
-                    tool_call_id: call.tool_call_id.clone(),
-                    reason,
-                }
-            })?;
-        }
         let tool = runnable_tool(toolkit, &call.tool_name)?;
         check_input(tool, call, &call.input, "")?;
         if let Some(edited) = edited_input {
@@ -121,6 +113,15 @@ pub(crate) async fn resolve(
             let reason = format!("Tool \"{}\" does not require approval", call.tool_name);
             resolved.push(deny(answered.call, Some(reason)));
             continue;
+        }
+        if let Some(signer) = signer {
+            signer.verify(answered.request, &call.tool_name, &call.input).map_err(|reason| {
+                EngineError::InvalidApprovalSignature {
+                    approval_id: approval_id.clone(),
+                    tool_call_id: call.tool_call_id.clone(),
+                    reason,
+                }
+            })?;
         }
         let mut run = call.clone();
         if let Some(edited) = edited_input {

@@ -1,0 +1,77 @@
+//! `toolgate serve`: the HTTP server with the web page.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve, shutdown_signal};
+
+use crate::model_spec::model_from_spec;
+use crate::run::Tools;
+
+/// Arguments of `toolgate serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// The model, e.g. `script:examples/request-approval/script.json`.
+    #[arg(long)]
+    model: String,
+    /// The toolkit to offer the model.
+    #[arg(long, value_enum, default_value_t = Tools::Demo)]
+    tools: Tools,
+    /// The approval signing secret (else `TOOLGATE_APPROVAL_SECRET`, else one generated and kept in the data directory).
+    #[arg(long)]
+    approval_secret: Option<String>,
+    /// Also send the AI SDK `signature` field (for clients from ai@6.0.231 on; older ones reject it).
+    #[arg(long)]
+    signature_field: bool,
+    /// Append every model prompt to this file as JSON lines.
+    #[arg(long)]
+    trace_prompts: Option<PathBuf>,
+    /// Where the generated approval secret is kept.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Model steps per request at most.
+    #[arg(long, default_value_t = toolgate::DEFAULT_MAX_STEPS)]
+    max_steps: usize,
+    /// A system prompt.
+    #[arg(long)]
+    system: Option<String>,
+    /// The largest accepted request body, in bytes.
+    #[arg(long, default_value_t = toolgate_server::DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+}
+
+/// The default data directory: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`.
+fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("toolgate");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/toolgate")
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let model = model_from_spec(&args.model)?;
+    let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
+    let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
+    let toolkit = match args.tools {
+        Tools::Demo => toolgate::demo::toolkit(),
+        Tools::None => toolgate::Toolkit::default(),
+    };
+    let mut config = ServerConfig::new(args.addr, toolkit, secret);
+    config.signature_field = args.signature_field;
+    config.trace_prompts = args.trace_prompts;
+    config.max_steps = args.max_steps;
+    config.system = args.system;
+    config.max_body_bytes = args.max_body_bytes;
+    let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
+    eprintln!("toolgate: serving on http://{} (Ctrl-C to stop)", args.addr);
+    serve(state, shutdown_signal()).await.with_context(|| format!("cannot serve on {}", args.addr))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,152 @@
+//! The router, its shared state, and serving with graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use toolgate::{SharedModel, TextRequest, Toolkit};
+use toolgate_protocol::ModelMessage;
+use tower_http::trace::TraceLayer;
+
+use crate::secret::ApprovalSecret;
+use crate::trace::PromptTracer;
+use crate::{chat, page};
+
+/// Request bodies larger than this are refused with 413 unless configured otherwise.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The tools offered to the model.
+    pub toolkit: Toolkit,
+    /// The approval signing secret (signing is always on).
+    pub secret: ApprovalSecret,
+    /// Also send the AI SDK `signature` field (for clients from ai@6.0.231 on).
+    pub signature_field: bool,
+    /// Append every model prompt to this file as JSON lines.
+    pub trace_prompts: Option<PathBuf>,
+    /// The largest accepted request body.
+    pub max_body_bytes: usize,
+    /// A system prompt for every model call.
+    pub system: Option<String>,
+    /// Model steps per request at most.
+    pub max_steps: usize,
+}
+
+impl ServerConfig {
+    /// A configuration with defaults for everything but the essentials.
+    pub fn new(addr: SocketAddr, toolkit: Toolkit, secret: ApprovalSecret) -> Self {
+        Self {
+            addr,
+            toolkit,
+            secret,
+            signature_field: false,
+            trace_prompts: None,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            system: None,
+            max_steps: toolgate::DEFAULT_MAX_STEPS,
+        }
+    }
+}
+
+/// What every request handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ServerConfig,
+    model: SharedModel,
+}
+
+impl AppState {
+    /// State for this configuration and model; opens the prompt trace file if one is configured.
+    pub fn new(config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
+        let model: SharedModel = match &config.trace_prompts {
+            Some(path) => Arc::new(PromptTracer::new(model, path)?),
+            None => model,
+        };
+        Ok(Self { inner: Arc::new(Inner { config, model }) })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// The model (traced when configured).
+    pub fn model(&self) -> SharedModel {
+        Arc::clone(&self.inner.model)
+    }
+
+    /// An engine request over `messages` with the server's settings.
+    pub fn text_request(&self, messages: Vec<ModelMessage>) -> TextRequest {
+        let config = self.config();
+        let mut request = TextRequest::new(messages)
+            .toolkit(config.toolkit.clone())
+            .max_steps(config.max_steps)
+            .approval_signer(config.secret.signer().with_signature_field(config.signature_field));
+        if let Some(system) = &config.system {
+            request = request.system(system.clone());
+        }
+        request
+    }
+}
+
+/// The HTTP routes.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config().max_body_bytes;
+    Router::new()
+        .route("/", get(page::index))
+        .route("/app.js", get(page::script))
+        .route("/app.css", get(page::styles))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/api/chat", post(chat::chat))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Serves until `shutdown` completes, then finishes the requests in flight.
+pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
+    tracing::info!(addr = %listener.local_addr()?, secret = ?state.config().secret.source(), "toolgate serving");
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,74 @@
+//! JSON errors with the status code that fits them.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use toolgate::EngineError;
+use toolgate_ui::ConvertError;
+
+/// An error answered as `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable machine-readable code.
+    pub code: &'static str,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        (self.status, body).into_response()
+    }
+}
+
+impl From<ConvertError> for ApiError {
+    fn from(error: ConvertError) -> Self {
+        let code = match error {
+            ConvertError::InvalidJson(_) => "invalid_json",
+            ConvertError::InvalidBody(_) => "invalid_body",
+            ConvertError::InvalidMessage { .. } => "invalid_message",
+        };
+        Self::new(StatusCode::BAD_REQUEST, code, error.to_string())
+    }
+}
+
+/// The stable code of an engine error.
+pub fn engine_error_code(error: &EngineError) -> &'static str {
+    match error {
+        EngineError::InvalidMessages(_) => "invalid_messages",
+        EngineError::InvalidApproval(_) => "invalid_approval",
+        EngineError::ToolkitRequired { .. } => "toolkit_required",
+        EngineError::ToolNotFound { .. } => "tool_not_found",
+        EngineError::UnknownApprovalId { .. } => "unknown_approval",
+        EngineError::ToolCallNotFoundForApproval { .. } => "tool_call_not_found",
+        EngineError::ConflictingApprovalResponses { .. } => "conflicting_approvals",
+        EngineError::UnansweredApprovals { .. } => "unanswered_approvals",
+        EngineError::InvalidToolInput { .. } => "invalid_tool_input",
+        EngineError::EditNotSupported { .. } => "edit_not_supported",
+        EngineError::InvalidApprovalSignature { .. } => "invalid_approval_signature",
+        EngineError::MissingToolResults { .. } => "missing_tool_results",
+        EngineError::Model { .. } => "model_error",
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        let status = match error {
+            EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        Self::new(status, engine_error_code(&error), error.to_string())
+    }
+}

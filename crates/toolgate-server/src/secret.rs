@@ -1,0 +1,115 @@
+//! Where the approval signing secret comes from.
+//!
+//! In order: an explicit secret (`--approval-secret`), the environment
+//! (`TOOLGATE_APPROVAL_SECRET`), or a file in the data directory, created once
+//! with 32 random bytes (mode 0600 on Unix) so restarts keep pending
+//! approvals valid.
+
+use std::path::{Path, PathBuf};
+
+use toolgate::approval::ApprovalSigner;
+
+/// The environment variable holding the secret.
+pub const SECRET_ENV: &str = "TOOLGATE_APPROVAL_SECRET";
+const SECRET_FILE: &str = "approval-secret";
+
+/// A secret that cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The secret file cannot be read or written.
+    #[error("approval secret file {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The secret is empty.
+    #[error("the approval secret is empty")]
+    Empty,
+    /// The system random source failed.
+    #[error("cannot generate an approval secret: {0}")]
+    Random(String),
+}
+
+/// Where the secret came from, for the startup log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// Given explicitly.
+    Explicit,
+    /// From `TOOLGATE_APPROVAL_SECRET`.
+    Environment,
+    /// Read from this file.
+    File(PathBuf),
+    /// Generated into this file.
+    Generated(PathBuf),
+}
+
+/// The approval signing secret.
+#[derive(Clone)]
+pub struct ApprovalSecret {
+    bytes: Vec<u8>,
+    source: SecretSource,
+}
+
+impl std::fmt::Debug for ApprovalSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalSecret").field("source", &self.source).finish_non_exhaustive()
+    }
+}
+
+impl ApprovalSecret {
+    /// Resolves the secret: `explicit`, else the environment, else the file in `data_dir`.
+    pub fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<Self, SecretError> {
+        if let Some(secret) = explicit {
+            return Self::from_text(secret, SecretSource::Explicit);
+        }
+        if let Ok(secret) = std::env::var(SECRET_ENV) {
+            return Self::from_text(&secret, SecretSource::Environment);
+        }
+        let path = data_dir.join(SECRET_FILE);
+        let io = |source| SecretError::Io { path: path.display().to_string(), source };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::from_text(text.trim(), SecretSource::File(path.clone())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                let mut bytes = [0u8; 32];
+                getrandom::fill(&mut bytes).map_err(|e| SecretError::Random(e.to_string()))?;
+                let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                std::fs::create_dir_all(data_dir).map_err(io)?;
+                write_private(&path, &text).map_err(io)?;
+                Self::from_text(&text, SecretSource::Generated(path.clone()))
+            }
+            Err(error) => Err(io(error)),
+        }
+    }
+
+    fn from_text(text: &str, source: SecretSource) -> Result<Self, SecretError> {
+        if text.is_empty() {
+            return Err(SecretError::Empty);
+        }
+        Ok(Self { bytes: text.as_bytes().to_vec(), source })
+    }
+
+    /// Where it came from.
+    pub fn source(&self) -> &SecretSource {
+        &self.source
+    }
+
+    /// A signer using this secret.
+    pub fn signer(&self) -> ApprovalSigner {
+        ApprovalSigner::new(&self.bytes).expect("the secret is never empty")
+    }
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    std::fs::write(path, text)
+}
