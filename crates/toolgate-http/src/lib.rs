@@ -1,0 +1,38 @@
+//! Shared HTTP plumbing for toolgate's model providers.
+//!
+//! - [`HttpClient`]: a `reqwest` client that POSTs JSON and retries with
+//!   exponential backoff and jitter (honouring `retry-after`) on 429, 5xx and
+//!   connection failures, but only **before the first byte** of a successful
+//!   response: once a 2xx response has arrived, nothing is retried.
+//! - [`sse_events`]: decodes a `text/event-stream` body; a body that breaks
+//!   off mid-way ends the stream with [`ModelError::StreamInterrupted`].
+//! - [`error`]: maps HTTP failures and provider error payloads to the typed
+//!   [`toolgate::ModelError`] (401/403 authentication, other 4xx bad request
+//!   with the provider's message, 429 rate limited, 5xx server).
+//! - [`decode_sse`]: turns an event stream into a [`toolgate::ModelStream`]
+//!   through a provider's [`StreamDecoder`].
+
+mod client;
+mod decode;
+pub mod error;
+mod retry;
+mod sse;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+pub use client::{HttpClient, HttpOptions};
+pub use decode::{Parts, StreamDecoder, decode_sse};
+pub use retry::RetryPolicy;
+pub use sse::{SseEvent, SseStream, sse_events};
+pub use toolgate::ModelError;
+
+/// Reads a 2xx response body as JSON; a body that does not decode is an
+/// [`ModelError::InvalidResponse`].
+pub async fn read_json<T: serde::de::DeserializeOwned>(response: reqwest::Response) -> Result<T, ModelError> {
+    let bytes = response.bytes().await.map_err(|error| ModelError::StreamInterrupted {
+        message: format!("reading the response body failed: {error}"),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|error| ModelError::InvalidResponse {
+        message: format!("the response body is not the expected JSON: {error}"),
+    })
+}
