@@ -1,0 +1,341 @@
+//! Responses API: recorded streams replayed part by part (hosted MCP approval
+//! turns, a function call), the non-streamed form, request bodies and errors.
+
+mod common;
+
+use common::part::*;
+use common::*;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use toolgate::protocol::{
+    FinishReason, ModelContent, ModelRequest, ModelStreamPart, ModelToolCall, ModelToolResult, ProviderOptions,
+    ToolChoice, ToolSpec, Usage, parse_messages,
+};
+use toolgate::{LanguageModel, ModelError};
+use toolgate_openai::OpenAiResponsesModel;
+use toolgate_openai::responses::{ApprovalMode, McpServer, RequireApproval};
+
+const ROUTE: &str = "/v1/responses";
+const MCPR_1: &str = "mcpr_04a97b4fce127879006949a83ac9308195a7f7b69ea82e91fe";
+const MCPR_3: &str = "mcpr_04a97b4fce127879006949a8672ac081959f95aa8ceedb7cd9";
+const ARGS: &str = r#"{"alias":"","description":"Shortened link for ai-sdk.dev","max_clicks":100,"password":"","url":"https://ai-sdk.dev/"}"#;
+
+fn openai(key: &str, value: &str) -> Option<ProviderOptions> {
+    json!({"openai": {key: value}}).as_object().cloned()
+}
+
+fn full_usage(input: u64, output: u64, total: u64) -> Usage {
+    Usage { cached_input_tokens: Some(0), reasoning_tokens: Some(0), ..usage(input, output, total) }
+}
+
+fn approval_call(id: &str, approval: &str) -> ModelStreamPart {
+    ModelStreamPart::ToolCall(ModelToolCall {
+        tool_call_id: id.into(),
+        tool_name: "mcp.create_short_url".into(),
+        input: ARGS.into(),
+        provider_executed: Some(true),
+        provider_metadata: openai("approvalRequestId", approval),
+    })
+}
+
+fn finished(reason: FinishReason, usage: Usage, response_id: &str) -> ModelStreamPart {
+    ModelStreamPart::Finish { finish_reason: reason, usage, provider_metadata: openai("responseId", response_id) }
+}
+
+/// The text deltas of a recorded stream, read straight from its events.
+fn recorded_text(name: &str) -> (String, Vec<String>) {
+    let mut item = String::new();
+    let mut deltas = Vec::new();
+    for line in fixture(name).lines().filter(|line| !line.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line).unwrap();
+        if event["type"] == "response.output_text.delta" {
+            item = event["item_id"].as_str().unwrap().to_owned();
+            deltas.push(event["delta"].as_str().unwrap().to_owned());
+        }
+    }
+    (item, deltas)
+}
+
+async fn stream_fixture(name: &str, request: ModelRequest) -> Vec<ModelStreamPart> {
+    let server = server_with(ROUTE, sse(sse_fixture(name, false))).await;
+    let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
+    parts(model.stream(request).await.unwrap()).await
+}
+
+#[tokio::test]
+async fn turn_one_approval_request_becomes_a_provider_call_and_an_approval_request() {
+    let parts = stream_fixture("openai-mcp-tool-approval.1.chunks.txt", ModelRequest::default()).await;
+    assert_eq!(
+        parts,
+        vec![
+            approval_call("id-0", MCPR_1),
+            ModelStreamPart::ToolApprovalRequest { approval_id: MCPR_1.into(), tool_call_id: "id-0".into() },
+            finished(
+                FinishReason::ToolCalls,
+                full_usage(422, 48, 470),
+                "resp_04a97b4fce127879006949a837a3a48195b37f26ae73f550c0"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn turn_two_denied_streams_text_only() {
+    let parts = stream_fixture("openai-mcp-tool-approval.2.chunks.txt", ModelRequest::default()).await;
+    let (item, deltas) = recorded_text("openai-mcp-tool-approval.2.chunks.txt");
+    assert_eq!(deltas.len(), 109);
+    let mut expected = vec![text_start(&item)];
+    expected.extend(deltas.iter().map(|delta| text(&item, delta)));
+    expected.push(text_end(&item));
+    let (last, body) = parts.split_last().unwrap();
+    assert_eq!(body, expected.as_slice());
+    assert!(matches!(last, ModelStreamPart::Finish { finish_reason: FinishReason::Stop, .. }), "{last:?}");
+}
+
+#[tokio::test]
+async fn turn_three_new_approval_request() {
+    let parts = stream_fixture("openai-mcp-tool-approval.3.chunks.txt", ModelRequest::default()).await;
+    assert_eq!(
+        parts,
+        vec![
+            approval_call("id-0", MCPR_3),
+            ModelStreamPart::ToolApprovalRequest { approval_id: MCPR_3.into(), tool_call_id: "id-0".into() },
+            finished(
+                FinishReason::ToolCalls,
+                full_usage(609, 48, 657),
+                "resp_04a97b4fce127879006949a864795c8195a77efd798149326b"
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn turn_four_mcp_call_is_aliased_to_the_call_in_the_prompt() {
+    let prompt = parse_messages(json!([
+        {"role": "user", "content": "shorten it"},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "earlier-call", "toolName": "mcp.create_short_url",
+            "input": {}, "providerExecuted": true, "providerOptions": {"openai": {"approvalRequestId": MCPR_3}}}]},
+        {"role": "tool", "content": [{"type": "tool-approval-response", "approvalId": MCPR_3, "approved": true, "providerExecuted": true}]}
+    ]))
+    .unwrap();
+    let parts =
+        stream_fixture("openai-mcp-tool-approval.4.chunks.txt", ModelRequest { prompt, ..ModelRequest::default() })
+            .await;
+    let mcp_id = "mcp_04a97b4fce127879006949a87c14248195ac23dfe0854c03d3";
+    let output = fixture("openai-mcp-tool-approval.4.chunks.txt")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["type"] == "response.output_item.done" && event["item"]["type"] == "mcp_call")
+        .unwrap()["item"]["output"]
+        .clone();
+    let (item, deltas) = recorded_text("openai-mcp-tool-approval.4.chunks.txt");
+    let mut expected = vec![
+        ModelStreamPart::ToolCall(ModelToolCall {
+            tool_call_id: "earlier-call".into(),
+            tool_name: "mcp.create_short_url".into(),
+            input: ARGS.into(),
+            provider_executed: Some(true),
+            provider_metadata: openai("itemId", mcp_id),
+        }),
+        ModelStreamPart::ToolResult(ModelToolResult {
+            tool_call_id: "earlier-call".into(),
+            tool_name: "mcp.create_short_url".into(),
+            result: json!({"type": "call", "serverLabel": "zip1", "name": "create_short_url", "arguments": ARGS, "output": output}),
+            is_error: false,
+            provider_metadata: openai("itemId", mcp_id),
+        }),
+        text_start(&item),
+    ];
+    expected.extend(deltas.iter().map(|delta| text(&item, delta)));
+    expected.push(text_end(&item));
+    expected.push(finished(
+        FinishReason::Stop,
+        full_usage(779, 69, 848),
+        "resp_04a97b4fce127879006949a87ab0cc8195b3175edc260d6a88",
+    ));
+    assert_eq!(parts, expected);
+}
+
+#[tokio::test]
+async fn azure_function_call_streams_its_arguments() {
+    let parts = stream_fixture("azure-tool-call.1.chunks.txt", ModelRequest::default()).await;
+    let id = "call_H5DxLSFnsGhiROnUiDHmgyc8";
+    let mut expected = vec![input_start(id, "weather")];
+    expected.extend(["{\"", "location", "\":\"", "San", " Francisco", "\"}"].iter().map(|d| input(id, d)));
+    expected.push(input_end(id));
+    expected.push(ModelStreamPart::ToolCall(ModelToolCall {
+        tool_call_id: id.into(),
+        tool_name: "weather".into(),
+        input: "{\"location\":\"San Francisco\"}".into(),
+        provider_executed: None,
+        provider_metadata: openai("itemId", "fc_04041325ab8ae30400698c51c5468c8197a395f18875a5339f"),
+    }));
+    expected.push(finished(
+        FinishReason::ToolCalls,
+        full_usage(45, 24, 69),
+        "resp_04041325ab8ae30400698c519fb7fc81979972618138fc336d",
+    ));
+    assert_eq!(parts, expected);
+}
+
+#[tokio::test]
+async fn generate_reads_the_recorded_response_object() {
+    let body: Value = serde_json::from_str(&fixture("openai-mcp-tool-approval.1.json")).unwrap();
+    let server = server_with(ROUTE, wiremock::ResponseTemplate::new(200).set_body_json(body)).await;
+    let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
+    let response = model.generate(ModelRequest::default()).await.unwrap();
+    let approval = "mcpr_04f6b17429cf2b02006949a6712b1081968b3c7a72dec695d8";
+    assert_eq!(
+        response.content,
+        vec![
+            ModelContent::ToolCall(ModelToolCall {
+                tool_call_id: "id-0".into(),
+                tool_name: "mcp.create_short_url".into(),
+                input: r#"{"alias":"","description":"","max_clicks":100,"password":"","url":"https://ai-sdk.dev/"}"#
+                    .into(),
+                provider_executed: Some(true),
+                provider_metadata: openai("approvalRequestId", approval),
+            }),
+            ModelContent::ToolApprovalRequest { approval_id: approval.into(), tool_call_id: "id-0".into() },
+        ]
+    );
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(
+        response.provider_metadata,
+        openai("responseId", "resp_04f6b17429cf2b02006949a66d56088196a2d1b86e820556ce")
+    );
+    assert_eq!(bodies(&server).await[0]["stream"], json!(false));
+}
+
+fn mcp_tool() -> ToolSpec {
+    ToolSpec::Provider {
+        name: "zip1".into(),
+        id: "openai.mcp".into(),
+        args: McpServer::new("zip1", "https://zip1.io/mcp")
+            .require_approval(RequireApproval::Mode(ApprovalMode::Always))
+            .description("Link shortener")
+            .args(),
+    }
+}
+
+async fn request_body(request: ModelRequest) -> Value {
+    let server = server_with(ROUTE, sse(sse_fixture("openai-mcp-tool-approval.3.chunks.txt", false))).await;
+    let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
+    drop(model.stream(request).await.unwrap());
+    bodies(&server).await.remove(0)
+}
+
+fn approval_history() -> Vec<toolgate::ModelMessage> {
+    parse_messages(json!([
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "shorten https://ai-sdk.dev/ and check the weather"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool-call", "toolCallId": "call_w", "toolName": "weather", "input": {"location": "SF"}},
+            {"type": "tool-call", "toolCallId": "id-9", "toolName": "mcp.create_short_url", "input": {},
+             "providerExecuted": true, "providerOptions": {"openai": {"approvalRequestId": MCPR_1}}}
+        ]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": "call_w", "toolName": "weather", "output": {"type": "execution-denied", "reason": "no"}},
+            {"type": "tool-approval-response", "approvalId": MCPR_1, "approved": false, "reason": "not that link", "providerExecuted": true},
+            {"type": "tool-approval-response", "approvalId": MCPR_1, "approved": false, "providerExecuted": true}
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "toolCallId": "id-8", "toolName": "mcp.create_short_url", "input": {}, "providerExecuted": true},
+            {"type": "tool-result", "toolCallId": "id-8", "toolName": "mcp.create_short_url", "output": {"type": "json", "value": {}},
+             "providerOptions": {"openai": {"itemId": "mcp_1"}}},
+            {"type": "text", "text": "Done."}
+        ]}
+    ]))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn request_body_sends_tools_outputs_references_and_approval_responses() {
+    let request = ModelRequest {
+        prompt: approval_history(),
+        tools: vec![
+            ToolSpec::Function { name: "weather".into(), description: None, input_schema: json!({"type": "object"}) },
+            mcp_tool(),
+        ],
+        tool_choice: ToolChoice::Tool { tool_name: "zip1".into() },
+        max_output_tokens: Some(64),
+        provider_options: json!({"openai": {"parallelToolCalls": false, "reasoningEffort": "low"}})
+            .as_object()
+            .cloned(),
+        ..ModelRequest::default()
+    };
+    assert_eq!(
+        request_body(request).await,
+        json!({
+            "model": "gpt-5-mini",
+            "input": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": [{"type": "input_text", "text": "shorten https://ai-sdk.dev/ and check the weather"}]},
+                {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+                {"type": "function_call", "call_id": "call_w", "name": "weather", "arguments": "{\"location\":\"SF\"}"},
+                {"type": "function_call_output", "call_id": "call_w", "output": "no"},
+                {"type": "item_reference", "id": MCPR_1},
+                {"type": "mcp_approval_response", "approval_request_id": MCPR_1, "approve": false, "reason": "not that link"},
+                {"type": "item_reference", "id": "mcp_1"},
+                {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}
+            ],
+            "tools": [
+                {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": false},
+                {"type": "mcp", "server_label": "zip1", "server_url": "https://zip1.io/mcp",
+                 "server_description": "Link shortener", "require_approval": "always"}
+            ],
+            "tool_choice": {"type": "mcp", "server_label": "zip1"},
+            "parallel_tool_calls": false,
+            "max_output_tokens": 64,
+            "reasoning": {"effort": "low"},
+            "stream": true
+        })
+    );
+}
+
+#[tokio::test]
+async fn no_item_references_without_server_side_storage() {
+    for options in [json!({"openai": {"store": false}}), json!({"openai": {"previousResponseId": "resp_1"}})] {
+        let request = ModelRequest {
+            prompt: approval_history(),
+            provider_options: options.as_object().cloned(),
+            ..ModelRequest::default()
+        };
+        let body = request_body(request).await;
+        let types: Vec<&str> =
+            body["input"].as_array().unwrap().iter().filter_map(|item| item["type"].as_str()).collect();
+        assert_eq!(types, ["function_call", "function_call_output", "mcp_approval_response"], "{options}");
+        assert_eq!(body.get("store"), options["openai"].get("store"));
+        assert_eq!(body.get("previous_response_id"), options["openai"].get("previousResponseId"));
+    }
+}
+
+#[tokio::test]
+async fn failures_in_the_stream_are_typed_errors() {
+    let failed = r#"data: {"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"boom"}}}"#;
+    let error_event = r#"data: {"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}"#;
+    let garbage = r#"data: {"type":"response.output_item.done","item":{"type":"function_call"}}"#;
+    let cases = [
+        (failed, ModelError::Server { status: 500, message: "boom".into() }),
+        (error_event, ModelError::RateLimited { message: "slow down".into(), retry_after: None }),
+    ];
+    for (event, expected) in cases {
+        let server = server_with(ROUTE, sse(format!("{event}\n\n"))).await;
+        let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();
+        assert_eq!(collect(model.stream(ModelRequest::default()).await.unwrap()).await, vec![Err(expected)]);
+    }
+    let server = server_with(ROUTE, sse(format!("{garbage}\n\n"))).await;
+    let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();
+    let items = collect(model.stream(ModelRequest::default()).await.unwrap()).await;
+    assert!(matches!(items.as_slice(), [Err(ModelError::InvalidResponse { .. })]), "{items:?}");
+    // A stream that ends without `response.completed` is cut.
+    let cut = sse_fixture("openai-mcp-tool-approval.1.chunks.txt", false);
+    let cut = cut.split("data: {\"type\":\"response.completed\"").next().unwrap().to_owned();
+    let server = server_with(ROUTE, sse(cut)).await;
+    let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();
+    let items = collect(model.stream(ModelRequest::default()).await.unwrap()).await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert!(matches!(items[1], Ok(ModelStreamPart::ToolApprovalRequest { .. })));
+    assert!(matches!(items[2], Err(ModelError::StreamInterrupted { .. })));
+}
