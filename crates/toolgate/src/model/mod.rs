@@ -39,35 +39,31 @@ pub trait LanguageModel: Send + Sync {
     fn stream(&self, request: ModelRequest) -> impl Future<Output = Result<ModelStream, ModelError>> + Send;
 }
 
-impl<M: LanguageModel + ?Sized> LanguageModel for &M {
-    fn provider(&self) -> &str {
-        (**self).provider()
-    }
-    fn model_id(&self) -> &str {
-        (**self).model_id()
-    }
-    fn generate(&self, request: ModelRequest) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
-        (**self).generate(request)
-    }
-    fn stream(&self, request: ModelRequest) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
-        (**self).stream(request)
-    }
+/// Implements [`LanguageModel`] for a pointer to a model by forwarding to it.
+macro_rules! forward_language_model {
+    ($pointer:ty) => {
+        impl<M: LanguageModel + ?Sized> LanguageModel for $pointer {
+            fn provider(&self) -> &str {
+                (**self).provider()
+            }
+            fn model_id(&self) -> &str {
+                (**self).model_id()
+            }
+            fn generate(
+                &self,
+                request: ModelRequest,
+            ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
+                (**self).generate(request)
+            }
+            fn stream(&self, request: ModelRequest) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
+                (**self).stream(request)
+            }
+        }
+    };
 }
 
-impl<M: LanguageModel + ?Sized> LanguageModel for Arc<M> {
-    fn provider(&self) -> &str {
-        (**self).provider()
-    }
-    fn model_id(&self) -> &str {
-        (**self).model_id()
-    }
-    fn generate(&self, request: ModelRequest) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
-        (**self).generate(request)
-    }
-    fn stream(&self, request: ModelRequest) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
-        (**self).stream(request)
-    }
-}
+forward_language_model!(&M);
+forward_language_model!(Arc<M>);
 
 /// The object-safe form of [`LanguageModel`], for models chosen at runtime.
 /// Every `LanguageModel` is one.
