@@ -1,0 +1,273 @@
+// `@ag-ui/client` (HttpAgent, AG-UI 1.0) against `POST /ag-ui`: approvals as interrupts, resumed by a new run
+// on the same thread with `resume` entries; the server is stateless and relies on the state and messages
+// snapshots it sent before the interrupting RUN_FINISHED, which HttpAgent keeps and sends back.
+
+import { before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { prompts, server } from '../lib/servers.js';
+import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
+import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
+
+const RESPONSE_SCHEMA_KEYS = ['approved', 'editedArgs', 'reason'];
+
+let routeMissing = false;
+
+/** Checks every run has: RUN_STARTED first, one terminal event last, nothing after it. */
+function assertRunShape(run) {
+  const types = eventTypes(run);
+  assert.equal(types[0], 'RUN_STARTED', types.join(' '));
+  const terminals = types.filter((type) => type === 'RUN_FINISHED' || type === 'RUN_ERROR');
+  assert.equal(terminals.length, 1, `exactly one terminal event: ${types.join(' ')}`);
+  assert.ok(['RUN_FINISHED', 'RUN_ERROR'].includes(types.at(-1)), types.join(' '));
+}
+
+/** The first run of a thread paused on approvals: snapshots, then RUN_FINISHED {outcome: interrupt}. */
+function assertInterrupted(thread, run, expected) {
+  assert.equal(run.error, undefined, run.error?.stack);
+  assertRunShape(run);
+  const types = eventTypes(run);
+  assert.deepEqual(types.slice(-3), ['MESSAGES_SNAPSHOT', 'STATE_SNAPSHOT', 'RUN_FINISHED'], types.join(' '));
+  const outcome = terminal(run).outcome;
+  assert.equal(outcome.type, 'interrupt');
+  assert.equal(outcome.interrupts.length, expected.length);
+  outcome.interrupts.forEach((interrupt, index) => {
+    const { toolCallId, toolName, input } = expected[index];
+    assert.match(interrupt.id, /^apr_[^.]+\.[^.]+$/, 'the interrupt id is the signed approval id');
+    assert.equal(interrupt.reason, 'tool_call');
+    assert.equal(interrupt.toolCallId, toolCallId);
+    assert.equal(interrupt.responseSchema.type, 'object');
+    assert.deepEqual(Object.keys(interrupt.responseSchema.properties).sort(), RESPONSE_SCHEMA_KEYS);
+    assert.deepEqual(interrupt.responseSchema.required, ['approved']);
+    assert.deepEqual(interrupt.metadata, { toolName, input });
+  });
+  // HttpAgent keeps what it needs to resume.
+  assert.deepEqual(
+    thread.agent.pendingInterrupts.map((i) => i.id),
+    outcome.interrupts.map((i) => i.id),
+  );
+  assert.deepEqual(
+    thread.agent.state.toolgate.pendingApprovals.map((p) => [p.interruptId, p.toolCallId, p.toolName]),
+    expected.map((e, index) => [outcome.interrupts[index].id, e.toolCallId, e.toolName]),
+  );
+  const calls = thread.agent.messages.filter((m) => m.role === 'assistant').flatMap((m) => m.toolCalls ?? []);
+  for (const { toolCallId, toolName, input } of expected) {
+    const call = calls.find((c) => c.id === toolCallId);
+    assert.ok(call, `the agent's messages hold call ${toolCallId}`);
+    assert.equal(call.function.name, toolName);
+    assert.deepEqual(JSON.parse(call.function.arguments), input);
+  }
+  return outcome.interrupts;
+}
+
+/** A resumed run: the request carried the state and messages back; results come without TOOL_CALL_START. */
+function assertResumed(thread, run, { results }) {
+  assert.equal(run.error, undefined, run.error?.stack);
+  assertRunShape(run);
+  const request = thread.requests.at(-1).body;
+  assert.ok(Array.isArray(request.resume) && request.resume.length > 0, 'the request carried resume entries');
+  assert.ok(request.state?.toolgate?.pendingApprovals?.length > 0, 'the request carried the state snapshot back');
+  assert.equal(request.threadId, thread.requests[0].body.threadId, 'same thread');
+  assert.notEqual(request.runId, thread.requests.at(-2).body.runId, 'a new run');
+  const startedCalls = eventsOf(run, 'TOOL_CALL_START').map((e) => e.toolCallId);
+  const got = {};
+  for (const event of eventsOf(run, 'TOOL_CALL_RESULT')) {
+    assert.ok(!startedCalls.includes(event.toolCallId), `no TOOL_CALL_START re-emitted for ${event.toolCallId}`);
+    got[event.toolCallId] = JSON.parse(event.content);
+  }
+  assert.deepEqual(got, results);
+  const finished = terminal(run);
+  assert.equal(finished.type, 'RUN_FINISHED');
+  assert.equal(finished.outcome.type, 'success');
+  assert.deepEqual(thread.agent.pendingInterrupts, [], 'no interrupt left');
+  assert.equal(thread.agent.state.toolgate, undefined, "toolgate's pending list was cleared from the state");
+  const snapshot = eventsOf(run, 'STATE_SNAPSHOT').at(-1);
+  assert.ok(snapshot && snapshot.snapshot.toolgate === undefined, 'a STATE_SNAPSHOT cleared the pending list');
+}
+
+/** The agent's tool message for a call, parsed. */
+function toolMessage(thread, toolCallId) {
+  const message = thread.agent.messages.find((m) => m.role === 'tool' && m.toolCallId === toolCallId);
+  assert.ok(message, `the agent holds a tool message for ${toolCallId}`);
+  return JSON.parse(message.content);
+}
+
+function assistantText(run) {
+  return eventsOf(run, 'TEXT_MESSAGE_CONTENT')
+    .map((e) => e.delta)
+    .join('');
+}
+
+describe('@ag-ui/client HttpAgent against /ag-ui', () => {
+  before(async () => {
+    routeMissing = !(await hasAguiRoute(server('approve').url));
+  });
+
+  function skipIfNoRoute(t) {
+    if (routeMissing) {
+      t.skip('POST /ag-ui is not wired in this build of toolgate serve (404)');
+      return true;
+    }
+    return false;
+  }
+
+  test('approve: the call runs on resume, the model sees its result', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('approve').url });
+    thread.say('delete notes.txt');
+    const first = await thread.run();
+    const [interrupt] = assertInterrupted(thread, first, [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    assert.equal(assistantText(first), 'I will delete notes.txt.');
+    const parent = eventsOf(first, 'TOOL_CALL_START')[0].parentMessageId;
+    assert.ok(thread.agent.messages.some((m) => m.id === parent && m.role === 'assistant'), 'the call sits in its step');
+    assert.equal(prompts('approve').length, 1);
+
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
+    assertResumed(thread, second, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
+    assert.equal(assistantText(second), 'notes.txt is deleted.');
+    assert.deepEqual(
+      thread.agent.messages.map((m) => m.role),
+      ['user', 'assistant', 'tool', 'assistant'],
+    );
+    assert.deepEqual(toolMessage(thread, 'call-del-1'), { deleted: 'notes.txt' });
+
+    const all = prompts('approve');
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
+    assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes.txt' } });
+  });
+
+  test('deny with a reason: no run, the model sees execution-denied with the reason', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('deny').url });
+    thread.say('delete notes.txt');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: false, reason: 'keep it' })] });
+    assertResumed(thread, second, { results: { 'call-del-1': { denied: true, reason: 'keep it' } } });
+    assert.equal(assistantText(second), 'Understood, notes.txt stays.');
+
+    const all = prompts('deny');
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'execution-denied', reason: 'keep it' });
+  });
+
+  test('edit (payload.editedArgs): the edit runs, the snapshot and every later prompt show the edited call', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('edit').url });
+    thread.say('delete notes.txt');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    const second = await thread.run({
+      resume: [resolved(interrupt.id, { approved: true, editedArgs: { path: 'notes-old.txt' } })],
+    });
+    assertResumed(thread, second, { results: { 'call-del-1': { deleted: 'notes-old.txt' } } });
+    assert.ok(eventTypes(second).includes('MESSAGES_SNAPSHOT'), 'the edited call is sent back as a snapshot');
+    const call = thread.agent.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === 'call-del-1');
+    assert.deepEqual(JSON.parse(call.function.arguments), { path: 'notes-old.txt' }, 'the client holds the edited call');
+
+    let all = prompts('edit');
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(toolCalls(all[1])[0].input, { path: 'notes-old.txt' }, 'the model sees the edited call');
+    assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes-old.txt' } });
+
+    thread.say('thanks');
+    const third = await thread.run();
+    assert.equal(third.error, undefined, third.error?.stack);
+    assert.equal(terminal(third).outcome.type, 'success');
+    assert.equal(assistantText(third), 'You are welcome.');
+    all = prompts('edit');
+    assert.equal(all.length, 3);
+    assertCleanPrompt(all[2]);
+    assert.deepEqual(roles(all[2]), ['user', 'assistant', 'tool', 'assistant', 'user']);
+    assert.equal(userText(all[2][4]), 'thanks');
+    assert.deepEqual(toolCalls(all[2])[0].input, { path: 'notes-old.txt' }, 'later prompts keep the edited call');
+    assert.deepEqual(toolResults(all[2])['call-del-1'].output, { type: 'json', value: { deleted: 'notes-old.txt' } });
+  });
+
+  test('two interrupts answered in one resume (approve one, deny the other)', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('two-interrupts').url });
+    thread.say('delete a.txt and send Bob 5000');
+    const [del, pay] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'a.txt' } },
+      { toolCallId: 'call-pay-1', toolName: 'transfer_money', input: { amount: 5000, to: 'Bob' } },
+    ]);
+    assert.notEqual(del.id, pay.id);
+
+    // HttpAgent itself refuses a resume that leaves an interrupt open; nothing is sent.
+    const partial = await thread.run({ resume: [resolved(del.id, { approved: true })] });
+    assert.ok(partial.error, 'the client refused a partial resume');
+    assert.match(String(partial.error.message), /pending interrupt/);
+    assert.equal(thread.requests.length, 1, 'no request was made');
+
+    const second = await thread.run({
+      resume: [resolved(del.id, { approved: true }), resolved(pay.id, { approved: false, reason: 'too much' })],
+    });
+    assertResumed(thread, second, {
+      results: { 'call-del-1': { deleted: 'a.txt' }, 'call-pay-1': { denied: true, reason: 'too much' } },
+    });
+    const all = prompts('two-interrupts');
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
+    const results = toolResults(all[1]);
+    assert.deepEqual(results['call-del-1'].output, { type: 'json', value: { deleted: 'a.txt' } });
+    assert.deepEqual(results['call-pay-1'].output, { type: 'execution-denied', reason: 'too much' });
+  });
+
+  test('a malformed resume entry is a denial: the call does not run', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('malformed').url });
+    thread.say('delete notes.txt');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: 'yes' })] });
+    assert.equal(second.error, undefined, second.error?.stack);
+    const result = JSON.parse(eventsOf(second, 'TOOL_CALL_RESULT')[0].content);
+    assert.equal(result.denied, true);
+    assert.match(result.reason, /malformed/);
+    assert.match(result.reason, /approved/);
+    assert.equal(terminal(second).outcome.type, 'success');
+
+    const all = prompts('malformed');
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    const output = toolResults(all[1])['call-del-1'].output;
+    assert.equal(output.type, 'execution-denied', JSON.stringify(output));
+    assert.match(output.reason, /malformed/);
+  });
+
+  test('an unknown interruptId: RUN_ERROR, nothing runs, the thread can still be resumed', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('unknown-interrupt').url });
+    thread.say('delete notes.txt');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    const bogus = `apr_0000000000000000.${'A'.repeat(43)}`;
+    const second = await thread.run({
+      resume: [resolved(interrupt.id, { approved: true }), resolved(bogus, { approved: true })],
+    });
+    assertRunShape(second);
+    const error = terminal(second);
+    assert.equal(error.type, 'RUN_ERROR', eventTypes(second).join(' '));
+    assert.equal(error.code, 'unknown_interrupt');
+    assert.match(error.message, new RegExp(bogus.replace('.', '\\.')));
+    assert.ok(second.error, 'runAgent reported the run error');
+    assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
+    assert.equal(prompts('unknown-interrupt').length, 1, 'the model was not called');
+
+    const third = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
+    assertResumed(thread, third, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
+    assert.equal(prompts('unknown-interrupt').length, 2);
+  });
+});
+
