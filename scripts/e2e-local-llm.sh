@@ -65,10 +65,36 @@ if [ "${1:-}" = "--setup-only" ]; then
 fi
 
 # 3. Start the server on a free loopback port; always stop it on exit.
+# llama.cpp repacks Q4_1 weights for AMX on CPUs that have it, and that path segfaults on
+# multi-token batches (llama-cpp-python 0.3.36); the launcher turns weight repacking off
+# (`use_extra_bufts = false`) unless TOOLGATE_E2E_REPACK=1.
+LAUNCHER="$CACHE/run_server.py"
+cat >"$LAUNCHER" <<'PY'
+import os
+import runpy
+import sys
+
+import llama_cpp.llama_cpp as lc
+
+if os.environ.get("TOOLGATE_E2E_REPACK") != "1":
+    _default_params = lc.llama_model_default_params
+
+    def _params_without_repacking():
+        params = _default_params()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    lc.llama_model_default_params = _params_without_repacking
+
+sys.argv[0] = "llama_cpp.server"
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+PY
+
 PORT="$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
 SERVER_LOG="$CACHE/server.log"
 MODEL_ALIAS="smollm2-135m"
-"$VENV/bin/python" -m llama_cpp.server --model "$GGUF" --model_alias "$MODEL_ALIAS" \
+"$VENV/bin/python" "$LAUNCHER" --model "$GGUF" --model_alias "$MODEL_ALIAS" \
   --chat_format chatml-function-calling --host 127.0.0.1 --port "$PORT" \
   --n_ctx 2048 --n_threads 2 >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!

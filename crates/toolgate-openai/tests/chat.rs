@@ -131,7 +131,7 @@ async fn request_body_carries_tools_choice_results_and_denials() {
                 {"role": "tool", "tool_call_id": "c2", "content": "keep b"},
                 {"role": "tool", "tool_call_id": "c3", "content": "service down"},
                 {"role": "user", "content": "and c.txt?"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "c4", "type": "function", "function": {"name": "delete_file", "arguments": "{\"path\":\"c.txt\"}"}}
                 ]},
                 {"role": "tool", "tool_call_id": "c4", "content": "Tool call execution denied."}

@@ -107,8 +107,7 @@ fn messages(prompt: &[ModelMessage]) -> Result<Vec<ChatMessage>, ModelError> {
                     }
                 }
                 if !text.is_empty() || !tool_calls.is_empty() {
-                    let content = (!text.is_empty()).then_some(text);
-                    out.push(ChatMessage::Assistant { content, tool_calls });
+                    out.push(ChatMessage::Assistant { content: text, tool_calls });
                 }
             }
             ModelMessage::Tool(tool) => {

@@ -66,10 +66,11 @@ pub enum ChatMessage {
         /// Text or parts.
         content: ChatUserContent,
     },
-    /// The model; `content` is `null` when it only called tools.
+    /// The model; `content` is `""` when it only called tools (some
+    /// compatible servers reject `null`).
     Assistant {
         /// The text.
-        content: Option<String>,
+        content: String,
         /// Its tool calls.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ChatToolCall>,
