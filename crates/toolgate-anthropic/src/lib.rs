@@ -1,0 +1,77 @@
+//! The Anthropic Messages API (`POST {base}/messages`) as a toolgate model.
+//!
+//! Approvals are toolgate's: Anthropic has no provider-side approval step,
+//! so the engine gates calls itself, and a denied call reaches the model as
+//! a `tool_result` with `is_error: true` whose text is the reason (or "Tool
+//! call execution denied."). See [`request`] and [`stream`] for the exact
+//! mapping.
+//!
+//! ```no_run
+//! use toolgate_anthropic::AnthropicModel;
+//! let model = AnthropicModel::from_env("claude-haiku-4-5")?;
+//! # Ok::<(), toolgate::ModelError>(())
+//! ```
+
+mod config;
+pub mod request;
+pub mod response;
+pub mod stream;
+pub mod wire;
+
+use toolgate::protocol::{ModelRequest, ModelResponse};
+use toolgate::{LanguageModel, ModelError, ModelStream};
+use toolgate_http::{HttpClient, decode_sse, read_json};
+
+pub use config::{AnthropicConfig, DEFAULT_API_VERSION, DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS};
+pub use toolgate_http::{HttpOptions, RetryPolicy};
+
+/// An Anthropic model.
+#[derive(Debug, Clone)]
+pub struct AnthropicModel {
+    config: AnthropicConfig,
+    model: String,
+    http: HttpClient,
+}
+
+impl AnthropicModel {
+    /// A model reached with `config`.
+    pub fn new(config: AnthropicConfig, model: impl Into<String>) -> Result<Self, ModelError> {
+        let http = HttpClient::new(&config.http)?;
+        Ok(Self { config, model: model.into(), http })
+    }
+
+    /// `model`, configured from the environment (see [`AnthropicConfig::from_env`]).
+    pub fn from_env(model: impl Into<String>) -> Result<Self, ModelError> {
+        Self::new(AnthropicConfig::from_env()?, model)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
+        let body = request::messages_request(&self.model, request, self.config.max_tokens, stream)?;
+        self.http.post_json(&self.config.url(), &self.config.header_map()?, &body).await
+    }
+}
+
+impl LanguageModel for AnthropicModel {
+    fn provider(&self) -> &str {
+        "anthropic"
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model
+    }
+
+    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
+        let response = self.post(&request, false).await?;
+        Ok(response::messages_response(read_json(response).await?))
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let response = self.post(&request, true).await?;
+        Ok(decode_sse(response, stream::AnthropicDecoder::new()))
+    }
+}
