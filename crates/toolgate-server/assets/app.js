@@ -1,0 +1,955 @@
+// toolgate web client.
+//
+// A small, dependency-free chat client that speaks the Vercel AI SDK v6 UI
+// message stream and keeps the same client-side state the SDK's `Chat` keeps:
+// a list of UIMessages whose parts (`step-start`, `text`, `reasoning`,
+// `tool-<name>` / `dynamic-tool`) are built up chunk by chunk. The person
+// answers approval requests on tool cards; once every pending decision of
+// the last assistant message is made, the whole history is POSTed again and
+// the response continues that same assistant message.
+
+const API = 'api/chat';
+
+// Tools the browser itself answers (client-executed tools of the demo toolkit).
+const CLIENT_TOOLS = new Set(['ask_user']);
+
+// ---------------------------------------------------------------------------
+// State
+
+const state = {
+  chatId: newId('chat'),
+  messages: [], // UIMessage[], exactly what is POSTed
+  status: 'ready', // 'ready' | 'submitted' | 'streaming' | 'error'
+  error: null, // {title, detail, retry} shown in the banner
+  abort: null, // AbortController of the request in flight
+};
+
+// UI-only state, kept out of the messages so they stay protocol-clean.
+const drafts = new Map(); // toolCallId -> {mode: 'deny' | 'edit', reason, text, error}
+const streamedInput = new Map(); // toolCallId -> input JSON text received so far
+const unsentOutputs = new Set(); // toolCallIds of client tool outputs not yet sent
+
+function newId(prefix) {
+  const random = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+  return `${prefix}-${random}`;
+}
+
+const isToolPart = (part) => part.type === 'dynamic-tool' || part.type.startsWith('tool-');
+const toolName = (part) => (part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length));
+const busy = () => state.status === 'submitted' || state.status === 'streaming';
+const lastMessage = () => state.messages.at(-1);
+
+function findToolPart(message, toolCallId) {
+  if (!message) return undefined;
+  // Newest first, like the SDK: a call id is looked up in the message being streamed.
+  for (let i = message.parts.length - 1; i >= 0; i--) {
+    const part = message.parts[i];
+    if (isToolPart(part) && part.toolCallId === toolCallId) return part;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------
+// The UI message stream: SSE frames `data: <chunk json>\n\n`, ended by `data: [DONE]`.
+
+async function* readChunks(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n/g, '\n');
+    let cut;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const frame = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = frame
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (data && data !== '[DONE]') yield JSON.parse(data);
+    }
+  }
+}
+
+// Applies one chunk to the response being streamed. `run` holds the message
+// the response writes into and the open text/reasoning parts by chunk id.
+function applyChunk(run, chunk) {
+  if (chunk.type !== 'start' && !run.message) startMessage(run, undefined);
+  switch (chunk.type) {
+    case 'start':
+      return startMessage(run, chunk.messageId);
+    case 'start-step':
+      run.blocks.clear(); // text ids are only unique within a step
+      return run.message.parts.push({ type: 'step-start' });
+    case 'text-start':
+    case 'reasoning-start': {
+      const part = { type: chunk.type.split('-')[0], text: '', state: 'streaming' };
+      run.blocks.set(chunk.id, part);
+      return run.message.parts.push(part);
+    }
+    case 'text-delta':
+    case 'reasoning-delta':
+      return void (blockPart(run, chunk).text += chunk.delta);
+    case 'text-end':
+    case 'reasoning-end':
+      return void (blockPart(run, chunk).state = 'done');
+    case 'tool-input-start':
+      return startToolPart(run, chunk);
+    case 'tool-input-delta': {
+      const text = (streamedInput.get(chunk.toolCallId) ?? '') + chunk.inputTextDelta;
+      streamedInput.set(chunk.toolCallId, text);
+      return void (toolPart(run, chunk.toolCallId).input = parseLoosely(text));
+    }
+    case 'tool-input-available': {
+      const part = findToolPart(run.message, chunk.toolCallId) ?? startToolPart(run, chunk);
+      return Object.assign(part, { state: 'input-available', input: chunk.input });
+    }
+    case 'tool-input-error': {
+      const part = findToolPart(run.message, chunk.toolCallId) ?? startToolPart(run, chunk);
+      return Object.assign(part, { state: 'output-error', input: chunk.input, errorText: chunk.errorText });
+    }
+    case 'tool-approval-request': {
+      // The call waits for a person. The approval id (not the call id) is what the answer refers to.
+      const part = toolPart(run, chunk.toolCallId);
+      part.state = 'approval-requested';
+      part.approval = { id: chunk.approvalId, ...(chunk.signature ? { signature: chunk.signature } : {}) };
+      return;
+    }
+    case 'tool-output-available': {
+      // Updates the existing part in place, so an earlier `approval` object is kept.
+      const part = toolPart(run, chunk.toolCallId);
+      part.state = 'output-available';
+      part.output = chunk.output;
+      if (chunk.preliminary) part.preliminary = true;
+      else delete part.preliminary;
+      return;
+    }
+    case 'tool-output-error':
+      return void Object.assign(toolPart(run, chunk.toolCallId), { state: 'output-error', errorText: chunk.errorText });
+    case 'tool-output-denied':
+      // No reason on the wire: the part's `approval` already holds the person's answer.
+      return void (toolPart(run, chunk.toolCallId).state = 'output-denied');
+    case 'error':
+      run.failed = true;
+      return showError({ title: 'The response failed', detail: chunk.errorText });
+    case 'message-metadata':
+      return void (run.message.metadata = chunk.messageMetadata);
+    case 'file':
+      return run.message.parts.push({ type: 'file', url: chunk.url, mediaType: chunk.mediaType });
+    case 'source-url':
+    case 'source-document':
+      return run.message.parts.push({ ...chunk });
+    default:
+      if (chunk.type.startsWith('data-') && !chunk.transient) run.message.parts.push({ ...chunk });
+      // finish, finish-step, abort: nothing to keep.
+      return;
+  }
+}
+
+// `start`: a continuation keeps writing into the last assistant message when
+// the server sends its id (or none); any other id starts a new message.
+function startMessage(run, messageId) {
+  const last = lastMessage();
+  if (last?.role === 'assistant' && (!messageId || messageId === last.id)) {
+    run.message = last;
+  } else {
+    run.message = { id: messageId ?? newId('msg'), role: 'assistant', parts: [] };
+    state.messages.push(run.message);
+  }
+}
+
+function startToolPart(run, chunk) {
+  const part = chunk.dynamic
+    ? { type: 'dynamic-tool', toolName: chunk.toolName, toolCallId: chunk.toolCallId, state: 'input-streaming' }
+    : { type: `tool-${chunk.toolName}`, toolCallId: chunk.toolCallId, state: 'input-streaming' };
+  if (chunk.providerExecuted != null) part.providerExecuted = chunk.providerExecuted;
+  run.message.parts.push(part);
+  return part;
+}
+
+function blockPart(run, chunk) {
+  const part = run.blocks.get(chunk.id);
+  if (!part) throw new Error(`The stream refers to an unknown text part "${chunk.id}".`);
+  return part;
+}
+
+function toolPart(run, toolCallId) {
+  const part = findToolPart(run.message, toolCallId);
+  if (!part) throw new Error(`No tool invocation found for tool call ID "${toolCallId}".`);
+  return part;
+}
+
+// Best effort for partial input JSON while it streams; the final input comes with `tool-input-available`.
+function parseLoosely(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Requests
+
+// POSTs the whole history, as `DefaultChatTransport` does, and streams the answer.
+async function submit() {
+  const body = {
+    id: state.chatId,
+    messages: state.messages,
+    trigger: 'submit-message',
+    messageId: lastMessage()?.id,
+  };
+  unsentOutputs.clear();
+  clearError();
+  const abort = new AbortController();
+  state.abort = abort;
+  setStatus('submitted');
+
+  const run = { message: null, blocks: new Map(), failed: false };
+  try {
+    const response = await fetch(API, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: abort.signal,
+    });
+    if (!response.ok) throw await httpError(response);
+    setStatus('streaming');
+    for await (const chunk of readChunks(response.body)) {
+      applyChunk(run, chunk);
+      scheduleRender();
+    }
+  } catch (error) {
+    if (abort.signal.aborted) return;
+    run.failed = true;
+    showError(error.banner ?? { title: 'Something went wrong', detail: error.message, retry: !run.message });
+  } finally {
+    if (state.abort === abort) state.abort = null;
+  }
+  if (abort.signal.aborted) return;
+  finishText(run.message);
+  setStatus(run.failed ? 'error' : 'ready');
+  if (!run.failed) continueIfComplete();
+}
+
+// A 4xx/5xx answer carries `{"error": {"code", "message"}}`.
+async function httpError(response) {
+  let code = `HTTP ${response.status}`;
+  let detail = response.statusText || 'The server did not accept the request.';
+  try {
+    const text = await response.text();
+    const json = JSON.parse(text);
+    code = json?.error?.code ?? code;
+    detail = json?.error?.message ?? text;
+  } catch {
+    // Not JSON: keep the status line.
+  }
+  const error = new Error(detail);
+  error.banner = { title: 'The server refused the request', code, detail, retry: true };
+  return error;
+}
+
+// Text parts still open when a stream breaks off are closed.
+function finishText(message) {
+  for (const part of message?.parts ?? []) {
+    if ((part.type === 'text' || part.type === 'reasoning') && part.state === 'streaming') part.state = 'done';
+  }
+}
+
+function sendUserMessage(text) {
+  const trimmed = text.trim();
+  if (!trimmed || busy()) return false;
+  state.messages.push({ id: newId('user'), role: 'user', parts: [{ type: 'text', text: trimmed }] });
+  submit();
+  return true;
+}
+
+// The SDK's `sendAutomaticallyWhen`: continue once the last assistant message
+// has no open question left and at least one answer that the server has not seen.
+function continueIfComplete() {
+  const message = lastMessage();
+  if (busy() || message?.role !== 'assistant') return;
+  const tools = message.parts.filter(isToolPart);
+  const waiting = tools.some((part) => waitsForPerson(part) || part.state === 'input-streaming');
+  const answered = tools.some((part) => part.state === 'approval-responded' || unsentOutputs.has(part.toolCallId));
+  if (answered && !waiting) submit();
+}
+
+const isClientTool = (part) => CLIENT_TOOLS.has(toolName(part)) && !part.providerExecuted;
+const waitsForPerson = (part) =>
+  part.state === 'approval-requested' || (part.state === 'input-available' && isClientTool(part));
+
+// ---------------------------------------------------------------------------
+// The person's answers
+
+// Approve or deny: the part goes to `approval-responded` with the decision in
+// `approval` (toolgate's extension: `editedInput` replaces the model's input).
+function decide(toolCallId, { approved, reason, editedInput }) {
+  const part = findToolPart(lastMessage(), toolCallId);
+  if (!part || part.state !== 'approval-requested' || busy()) return;
+  part.state = 'approval-responded';
+  part.approval = { ...part.approval, approved };
+  if (reason) part.approval.reason = reason;
+  if (editedInput !== undefined) part.approval.editedInput = editedInput;
+  drafts.delete(toolCallId);
+  render();
+  continueIfComplete();
+}
+
+// Takes back a decision that has not been sent yet (other requests still wait).
+function undecide(toolCallId) {
+  const part = findToolPart(lastMessage(), toolCallId);
+  if (!part || part.state !== 'approval-responded' || busy()) return;
+  part.state = 'approval-requested';
+  part.approval = { id: part.approval.id, ...(part.approval.signature ? { signature: part.approval.signature } : {}) };
+  render();
+}
+
+// A client-executed tool's result, as the SDK's `addToolOutput` records it.
+function answerClientTool(toolCallId, output) {
+  const part = findToolPart(lastMessage(), toolCallId);
+  if (!part || part.state !== 'input-available' || busy()) return;
+  Object.assign(part, { state: 'output-available', output });
+  unsentOutputs.add(toolCallId);
+  render();
+  continueIfComplete();
+}
+
+function newChat() {
+  state.abort?.abort();
+  Object.assign(state, { chatId: newId('chat'), messages: [], status: 'ready', error: null, abort: null });
+  drafts.clear();
+  streamedInput.clear();
+  unsentOutputs.clear();
+  render();
+  $('#composer-input').focus();
+}
+
+// ---------------------------------------------------------------------------
+// Status and errors
+
+function setStatus(status) {
+  state.status = status;
+  render();
+}
+
+function showError(error) {
+  state.error = error;
+  scheduleRender();
+}
+
+function clearError() {
+  state.error = null;
+  scheduleRender();
+}
+
+// ---------------------------------------------------------------------------
+// Rendering: each message and part is rebuilt only when what it shows changed.
+
+const $ = (selector) => document.querySelector(selector);
+const rendered = new Map(); // key -> {node, signature}
+let renderQueued = false;
+
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    render();
+  });
+}
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value == null || value === false) continue;
+    if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? '' : value);
+  }
+  node.append(...children.flat().filter((child) => child != null && child !== false));
+  return node;
+}
+
+function render() {
+  const pinned = isScrolledToBottom();
+  renderStatus();
+  renderBanner();
+  $('#welcome').hidden = state.messages.length > 0;
+  $('#send-button').disabled = busy();
+  $('#composer').dataset.busy = String(busy());
+  renderMessages();
+  if (pinned) scrollToBottom();
+}
+
+const STATUS_TEXT = { ready: 'Ready', submitted: 'Thinking…', streaming: 'Responding…', error: 'Error' };
+
+function renderStatus() {
+  const pending = pendingDecisions();
+  const status = state.status === 'ready' && pending > 0 ? 'waiting' : state.status;
+  const pill = $('#chat-status');
+  pill.dataset.status = status;
+  pill.querySelector('.status-text').textContent =
+    status === 'waiting' ? `Waiting for you (${pending})` : STATUS_TEXT[state.status];
+}
+
+function pendingDecisions() {
+  return (lastMessage()?.parts ?? []).filter((part) => isToolPart(part) && waitsForPerson(part)).length;
+}
+
+function renderBanner() {
+  const banner = $('#error-banner');
+  banner.hidden = !state.error;
+  if (!state.error) return;
+  banner.querySelector('.banner-title-text').textContent = state.error.title;
+  const code = banner.querySelector('.banner-code');
+  code.textContent = state.error.code ?? '';
+  code.hidden = !state.error.code;
+  banner.querySelector('.banner-detail').replaceChildren(...richText(state.error.detail ?? ''));
+  $('#error-retry').hidden = !state.error.retry;
+}
+
+function renderMessages() {
+  const list = $('#messages');
+  const keep = new Set();
+  const nodes = state.messages.map((message) => messageNode(message, keep));
+  if (showTyping()) nodes.push(typingNode(keep));
+  syncChildren(list, nodes);
+  for (const key of rendered.keys()) if (!keep.has(key)) rendered.delete(key);
+}
+
+// Reuses a cached node when its signature is unchanged.
+function cached(key, signature, build, keep) {
+  keep.add(key);
+  const hit = rendered.get(key);
+  if (hit && hit.signature === signature) return hit.node;
+  const node = build();
+  if (hit) restoreFocus(hit.node, node);
+  rendered.set(key, { node, signature });
+  return node;
+}
+
+function syncChildren(parent, nodes) {
+  nodes.forEach((node, index) => {
+    if (parent.children[index] !== node) parent.insertBefore(node, parent.children[index] ?? null);
+  });
+  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
+}
+
+function messageNode(message, keep) {
+  const key = `message:${message.id}`;
+  keep.add(key);
+  let entry = rendered.get(key);
+  if (!entry) {
+    const body = el('div', { class: 'message-body' });
+    const node = el(
+      'li',
+      { class: `message message-${message.role}`, 'data-testid': 'message', 'data-role': message.role },
+      message.role === 'assistant' ? el('div', { class: 'avatar', 'aria-hidden': 'true' }, 'tg') : null,
+      body,
+    );
+    entry = { node, signature: null, body };
+    rendered.set(key, entry);
+  }
+  entry.node.dataset.messageId = message.id;
+  const children = message.parts.map((part, index) => partNode(message, part, index, keep)).filter(Boolean);
+  if (message === lastMessage() && message.role === 'assistant') {
+    const pending = pendingDecisions();
+    if (pending > 0 && !busy()) children.push(pendingNote(message, pending, keep));
+  }
+  syncChildren(entry.body, children);
+  return entry.node;
+}
+
+function partNode(message, part, index, keep) {
+  const last = message === lastMessage();
+  if (part.type === 'text') {
+    if (!part.text) return null;
+    const key = `${message.id}:${index}`;
+    const sig = `${part.state}:${part.text}`;
+    return cached(key, sig, () => textNode(part, message.role), keep);
+  }
+  if (part.type === 'reasoning') {
+    if (!part.text) return null;
+    return cached(`${message.id}:${index}`, `${part.state}:${part.text}`, () => reasoningNode(part), keep);
+  }
+  if (isToolPart(part)) {
+    const draft = drafts.get(part.toolCallId);
+    const context = {
+      last,
+      busy: busy(),
+      pending: last ? pendingDecisions() : 0,
+      draftMode: draft?.mode,
+      streamed: streamedInput.get(part.toolCallId),
+    };
+    const sig = JSON.stringify([part, context]);
+    return cached(`tool:${part.toolCallId}`, sig, () => toolCard(part, context), keep);
+  }
+  if (part.type === 'file') {
+    return cached(`${message.id}:${index}`, part.url, () => el('a', { class: 'file-part', href: part.url, target: '_blank', rel: 'noopener' }, part.filename ?? part.mediaType), keep);
+  }
+  return null; // step-start, sources and data parts are not shown
+}
+
+function textNode(part, role) {
+  const streaming = part.state === 'streaming';
+  return el(
+    'div',
+    { class: `text-part${streaming ? ' is-streaming' : ''}`, 'data-testid': 'text-part', 'data-role': role },
+    richText(part.text),
+  );
+}
+
+function reasoningNode(part) {
+  return el(
+    'details',
+    { class: 'reasoning', 'data-testid': 'reasoning-part' },
+    el('summary', {}, part.state === 'streaming' ? 'Thinking…' : 'Reasoning'),
+    el('p', {}, part.text),
+  );
+}
+
+// Plain text with `code` spans; everything goes in as text nodes.
+function richText(text) {
+  return text.split(/(`[^`\n]+`)/).map((piece) =>
+    piece.length > 2 && piece.startsWith('`') && piece.endsWith('`') ? el('code', {}, piece.slice(1, -1)) : piece,
+  );
+}
+
+function typingNode(keep) {
+  return cached(
+    'typing',
+    'typing',
+    () =>
+      el(
+        'li',
+        { class: 'message message-assistant', 'data-testid': 'typing-indicator' },
+        el('div', { class: 'avatar', 'aria-hidden': 'true' }, 'tg'),
+        el('div', { class: 'message-body' }, el('div', { class: 'typing', 'aria-label': 'The assistant is thinking' }, el('span'), el('span'), el('span'))),
+      ),
+    keep,
+  );
+}
+
+// Dots while the request is in flight and nothing of the answer has arrived yet.
+function showTyping() {
+  return state.status === 'submitted' || (state.status === 'streaming' && lastMessage()?.role !== 'assistant');
+}
+
+function pendingNote(message, pending, keep) {
+  const text =
+    pending === 1
+      ? 'One tool call is waiting for you. The assistant continues once you answer.'
+      : `${pending} tool calls are waiting for you. The assistant continues once all are answered.`;
+  return cached(`pending:${message.id}`, text, () => el('p', { class: 'pending-note', 'data-testid': 'pending-note' }, text), keep);
+}
+
+// ---------------------------------------------------------------------------
+// Tool cards
+
+// What a card says about its part: a label and a tone for each state.
+function describe(part, context) {
+  const approval = part.approval;
+  switch (part.state) {
+    case 'input-streaming':
+      return { label: 'Preparing call', tone: 'running', spinner: true };
+    case 'input-available':
+      return isClientTool(part)
+        ? { label: 'Needs your answer', tone: 'ask' }
+        : { label: 'Running', tone: 'running', spinner: true };
+    case 'approval-requested':
+      return { label: 'Waiting for approval', tone: 'waiting' };
+    case 'approval-responded':
+      return approval.approved
+        ? { label: approval.editedInput !== undefined ? 'Approved with edits' : 'Approved', tone: 'approved', spinner: context.busy }
+        : { label: 'Denied', tone: 'denied' };
+    case 'output-available':
+      return { label: part.preliminary ? 'Running' : 'Completed', tone: 'done', spinner: part.preliminary };
+    case 'output-error':
+      return { label: 'Failed', tone: 'failed' };
+    case 'output-denied':
+      return { label: 'Denied', tone: 'denied' };
+    default:
+      return { label: part.state, tone: 'running' };
+  }
+}
+
+function toolCard(part, context) {
+  const name = toolName(part);
+  const view = describe(part, context);
+  const id = part.toolCallId;
+  return el(
+    'section',
+    {
+      class: `tool-card tone-${view.tone}`,
+      'data-testid': 'tool-card',
+      'data-tool-call-id': id,
+      'data-tool-name': name,
+      'data-state': part.state,
+      'data-decision': part.approval?.approved == null ? null : part.approval.approved ? 'approved' : 'denied',
+      'aria-label': `Tool call ${name}: ${view.label}`,
+    },
+    el(
+      'header',
+      { class: 'tool-head' },
+      el('span', { class: 'tool-icon', 'aria-hidden': 'true' }, toolGlyph(part)),
+      el('span', { class: 'tool-title' }, el('span', { class: 'tool-kind' }, 'Tool call'), el('code', { class: 'tool-name' }, name)),
+      el(
+        'span',
+        { class: 'badge', 'data-testid': 'tool-state-label' },
+        view.spinner ? el('span', { class: 'spinner', 'aria-hidden': 'true' }) : el('span', { class: 'badge-dot', 'aria-hidden': 'true' }),
+        view.label,
+      ),
+    ),
+    cardBody(part, context),
+    provenance(part),
+    actionSection(part, context),
+  );
+}
+
+// Input and result side by side on wide screens.
+function cardBody(part, context) {
+  const input = inputSection(part, context);
+  const result = resultSection(part);
+  if (!input && !result) return null;
+  return el('div', { class: `tool-body${input && result ? ' has-result' : ''}` }, input, result);
+}
+
+// Who let the call run, once it ran.
+function provenance(part) {
+  if (part.state !== 'output-available' && part.state !== 'output-error') return null;
+  const approval = part.approval;
+  const text = !approval
+    ? isClientTool(part)
+      ? 'Answered by you'
+      : 'Ran without approval: this tool is not gated'
+    : approval.editedInput !== undefined
+      ? 'Approved by you, with your edited input'
+      : 'Approved by you';
+  return el('p', { class: 'tool-meta', 'data-testid': 'tool-provenance' }, text);
+}
+
+function toolGlyph(part) {
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', '0 0 20 20');
+  const path = document.createElementNS(svg.namespaceURI, 'path');
+  const shapes = {
+    'approval-requested': 'M10 2.5l6 2.5v4.5c0 4-2.6 6.8-6 8-3.4-1.2-6-4-6-8V5z',
+    'output-denied': 'M5 5l10 10M15 5L5 15',
+    'output-error': 'M10 3l8 14H2zM10 8v4M10 14.5v.01',
+    'output-available': 'M4 10.5l4 4 8-9',
+    ask: 'M4 4.5h12v8H9l-3.5 3v-3H4zM8.5 7.2a1.6 1.6 0 1 1 2.2 1.5c-.5.2-.7.5-.7 1M10 11.2v.01',
+  };
+  let shape = part.state;
+  if (part.state === 'approval-responded') shape = part.approval.approved ? 'output-available' : 'output-denied';
+  if (part.state === 'input-available' && isClientTool(part)) shape = 'ask';
+  path.setAttribute('d', shapes[shape] ?? 'M7 4l-4 6 4 6M13 4l4 6-4 6');
+  svg.append(path);
+  return svg;
+}
+
+function inputSection(part, context) {
+  const edited = part.approval?.editedInput;
+  if (part.state === 'input-streaming') {
+    return field('Input', el('pre', { class: 'code', 'data-testid': 'tool-input' }, context.streamed ?? ''));
+  }
+  if (edited !== undefined) {
+    return el(
+      'div',
+      {},
+      field('Input (edited by you)', jsonBlock(edited, 'tool-input')),
+      el('details', { class: 'original-input' }, el('summary', {}, "The model's original input"), jsonBlock(part.input, 'tool-original-input')),
+    );
+  }
+  if (context.draftMode === 'edit' && part.state === 'approval-requested') return null;
+  return field('Input', jsonBlock(part.input ?? {}, 'tool-input'));
+}
+
+function resultSection(part) {
+  const approval = part.approval;
+  switch (part.state) {
+    case 'output-available':
+      return field(part.preliminary ? 'Output so far' : 'Output', jsonBlock(part.output, 'tool-output'));
+    case 'output-error':
+      return field('Error', el('div', { class: 'callout callout-failed', 'data-testid': 'tool-error' }, part.errorText));
+    case 'output-denied':
+    case 'approval-responded':
+      if (approval?.approved !== false) return null;
+      return field(
+        'Your decision',
+        el(
+          'div',
+          { class: 'callout callout-denied' },
+          el('strong', {}, part.state === 'output-denied' ? 'Denied, the tool did not run.' : 'Denied.'),
+          approval.reason
+            ? el('span', { class: 'reason' }, 'Reason: ', el('q', { 'data-testid': 'tool-denial-reason' }, approval.reason))
+            : el('span', { class: 'reason muted' }, 'No reason given.'),
+        ),
+      );
+    default:
+      return null;
+  }
+}
+
+function field(label, content) {
+  return el('div', { class: 'field' }, el('div', { class: 'field-label' }, label), content);
+}
+
+// Pretty JSON with light syntax colouring (text nodes only).
+function jsonBlock(value, testid) {
+  const text = value === undefined ? '' : typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+  const pre = el('pre', { class: 'code', 'data-testid': testid });
+  if (typeof value === 'string') {
+    pre.append(text);
+    return pre;
+  }
+  const token = /("(?:\\.|[^"\\])*")(\s*:)?|\b(true|false|null)\b|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
+  let at = 0;
+  for (const match of text.matchAll(token)) {
+    pre.append(text.slice(at, match.index));
+    const [whole, string, colon, literal, number] = match;
+    if (string) {
+      pre.append(el('span', { class: colon ? 'j-key' : 'j-str' }, string), colon ?? '');
+    } else {
+      pre.append(el('span', { class: literal ? 'j-lit' : 'j-num' }, literal ?? number));
+    }
+    at = match.index + whole.length;
+  }
+  pre.append(text.slice(at));
+  return pre;
+}
+
+function actionSection(part, context) {
+  if (!context.last) return null;
+  if (part.state === 'approval-requested') return approvalActions(part, context);
+  if (part.state === 'approval-responded' && !context.busy) {
+    return el(
+      'div',
+      { class: 'tool-foot actions-quiet' },
+      el('span', { class: 'muted' }, context.pending > 0 ? 'Sent once the other requests are answered.' : 'Not sent yet.'),
+      button('Change decision', 'undo-button', () => undecide(part.toolCallId), 'btn-link'),
+    );
+  }
+  if (part.state === 'input-available' && isClientTool(part)) return clientToolForm(part, context);
+  return null;
+}
+
+function button(label, testid, onclick, variant = '', attributes = {}) {
+  return el('button', { type: 'button', class: `btn ${variant}`, 'data-testid': testid, onclick, ...attributes }, label);
+}
+
+function approvalActions(part, context) {
+  const id = part.toolCallId;
+  const disabled = context.busy;
+  const draft = drafts.get(id);
+  const open = (mode) => () => {
+    drafts.set(id, { mode, reason: '', text: JSON.stringify(part.input ?? {}, null, 2), error: null });
+    render();
+  };
+  const close = () => {
+    drafts.delete(id);
+    render();
+  };
+  if (draft?.mode === 'deny') return denyForm(part, draft, close);
+  if (draft?.mode === 'edit') return editForm(part, draft, close);
+  return el(
+    'div',
+    { class: 'tool-foot approval-bar' },
+    el('p', { class: 'question' }, 'Run ', el('code', {}, toolName(part)), ' with this input?'),
+    el(
+      'div',
+      { class: 'button-row' },
+      button('Approve', 'approve-button', () => decide(id, { approved: true }), 'btn-approve', { disabled }),
+      button('Deny…', 'deny-button', open('deny'), 'btn-deny', { disabled, 'aria-label': 'Deny (asks for an optional reason)' }),
+      button('Edit input…', 'edit-button', open('edit'), 'btn-secondary', { disabled }),
+    ),
+  );
+}
+
+function denyForm(part, draft, close) {
+  const id = part.toolCallId;
+  const inputId = `deny-reason-${id}`;
+  const confirm = () => decide(id, { approved: false, reason: draft.reason.trim() || undefined });
+  const input = el('input', {
+    id: inputId,
+    type: 'text',
+    class: 'text-input',
+    'data-testid': 'deny-reason-input',
+    placeholder: 'e.g. Keep this file, I still need it',
+    maxlength: '500',
+    oninput: (event) => (draft.reason = event.target.value),
+    onkeydown: (event) => {
+      if (event.key === 'Enter') confirm();
+      if (event.key === 'Escape') close();
+    },
+  });
+  input.value = draft.reason;
+  focusOnce(draft, input);
+  return el(
+    'div',
+    { class: 'tool-foot panel' },
+    el('label', { for: inputId, class: 'field-label' }, 'Reason for denying (optional, the assistant sees it)'),
+    input,
+    el(
+      'div',
+      { class: 'button-row' },
+      button('Deny call', 'confirm-deny-button', confirm, 'btn-deny-solid'),
+      button('Cancel', 'cancel-button', close, 'btn-ghost'),
+    ),
+  );
+}
+
+function editForm(part, draft, close) {
+  const id = part.toolCallId;
+  const areaId = `edit-input-${id}`;
+  const error = el('p', { class: 'field-error', 'data-testid': 'edit-error', role: 'alert' });
+  const approve = button('Approve edited', 'approve-edited-button', () => {
+    const parsed = validateInput(draft.text);
+    if (parsed.ok) decide(id, { approved: true, editedInput: parsed.value });
+  }, 'btn-approve');
+  const check = () => {
+    const parsed = validateInput(draft.text);
+    error.textContent = parsed.ok ? '' : parsed.error;
+    error.hidden = parsed.ok;
+    approve.disabled = !parsed.ok;
+    area.setAttribute('aria-invalid', String(!parsed.ok));
+  };
+  const area = el('textarea', {
+    id: areaId,
+    class: 'code-editor',
+    'data-testid': 'edit-input-textarea',
+    spellcheck: 'false',
+    rows: String(Math.min(14, Math.max(4, draft.text.split('\n').length + 1))),
+    'aria-describedby': `${areaId}-help`,
+    oninput: (event) => {
+      draft.text = event.target.value;
+      check();
+    },
+    onkeydown: (event) => event.key === 'Escape' && close(),
+  });
+  area.value = draft.text;
+  check();
+  focusOnce(draft, area);
+  return el(
+    'div',
+    { class: 'tool-foot panel' },
+    el('label', { for: areaId, class: 'field-label' }, 'Edit the input (JSON), then approve'),
+    area,
+    el('p', { id: `${areaId}-help`, class: 'help' }, 'The tool runs with your version; the assistant sees the edited call.'),
+    error,
+    el('div', { class: 'button-row' }, approve, button('Cancel', 'cancel-button', close, 'btn-ghost')),
+  );
+}
+
+// Moves focus into a form the first time it opens (later rebuilds keep focus where it is).
+function focusOnce(draft, control) {
+  if (draft.focused) return;
+  draft.focused = true;
+  queueMicrotask(() => control.focus());
+}
+
+// An edited input must be a JSON object (tool inputs are objects).
+function validateInput(text) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return { ok: false, error: `Not valid JSON: ${error.message}` };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, error: 'The input must be a JSON object, like {"path": "notes.txt"}.' };
+  }
+  return { ok: true, value };
+}
+
+// The answer form of a client-executed tool (ask_user): the text becomes the tool's output.
+function clientToolForm(part, context) {
+  const id = part.toolCallId;
+  const inputId = `answer-${id}`;
+  const input = el('input', {
+    id: inputId,
+    type: 'text',
+    class: 'text-input',
+    'data-testid': 'client-tool-input',
+    placeholder: 'Type your answer',
+    disabled: context.busy,
+  });
+  const send = (event) => {
+    event.preventDefault();
+    if (input.value.trim()) answerClientTool(id, input.value.trim());
+  };
+  return el(
+    'form',
+    { class: 'tool-foot panel', onsubmit: send },
+    el('label', { for: inputId, class: 'field-label' }, part.input?.question ?? 'The assistant asks you'),
+    el(
+      'div',
+      { class: 'inline-form' },
+      input,
+      el('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'client-tool-submit', disabled: context.busy }, 'Send answer'),
+    ),
+  );
+}
+
+// Keeps keyboard focus on the same control when a card is rebuilt.
+function restoreFocus(oldNode, newNode) {
+  const focused = document.activeElement;
+  if (!focused || !oldNode.contains(focused) || !focused.dataset.testid) return;
+  const twin = newNode.querySelector(`[data-testid="${focused.dataset.testid}"]`);
+  if (twin) queueMicrotask(() => twin.focus());
+}
+
+// ---------------------------------------------------------------------------
+// Scrolling and the composer
+
+function isScrolledToBottom() {
+  const scroller = $('#conversation');
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+}
+
+function scrollToBottom() {
+  const scroller = $('#conversation');
+  scroller.scrollTop = scroller.scrollHeight;
+}
+
+function autosize(area) {
+  area.style.height = 'auto';
+  area.style.height = `${Math.min(area.scrollHeight, 200)}px`;
+}
+
+function setup() {
+  const input = $('#composer-input');
+  const send = () => {
+    if (sendUserMessage(input.value)) {
+      input.value = '';
+      autosize(input);
+      scrollToBottom();
+    }
+  };
+  $('#composer').addEventListener('submit', (event) => {
+    event.preventDefault();
+    send();
+  });
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  input.addEventListener('input', () => autosize(input));
+  for (const chip of document.querySelectorAll('[data-suggestion]')) {
+    chip.addEventListener('click', () => {
+      input.value = chip.dataset.suggestion;
+      autosize(input);
+      input.focus();
+    });
+  }
+  $('#new-chat').addEventListener('click', newChat);
+  $('#error-dismiss').addEventListener('click', clearError);
+  $('#error-retry').addEventListener('click', () => !busy() && submit());
+  render();
+  input.focus();
+}
+
+setup();
