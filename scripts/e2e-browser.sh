@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# End-to-end tests of the web page in headless Chromium (e2e/browser).
+#
+# Installs Debian's chromium if /usr/bin/chromium is missing (needs root, as in CI),
+# installs playwright-core (no browser download), builds `toolgate`, starts one
+# `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
+# (prompt traces and data dirs in a temp dir), runs the tests with `node --test`,
+# and always stops the servers. Screenshots go to ci-artifacts/screenshots/.
+#
+# Usage: scripts/e2e-browser.sh [--update-docs-screenshot]
+#   --update-docs-screenshot  also rewrite docs/screenshot-approval.png (1280x800)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+E2E="$ROOT/e2e/browser"
+READY_TIMEOUT_SECS="${TOOLGATE_E2E_READY_TIMEOUT:-30}"
+CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
+export CHROMIUM_PATH
+
+log() { printf '[e2e-browser] %s\n' "$*" >&2; }
+
+update_docs=0
+for arg in "$@"; do
+  case "$arg" in
+    --update-docs-screenshot) update_docs=1 ;;
+    *) log "unknown argument: $arg"; exit 2 ;;
+  esac
+done
+
+start=$(date +%s)
+
+# 1. Chromium from Debian (never a downloaded browser).
+if [ ! -x "$CHROMIUM_PATH" ]; then
+  log "installing Debian chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium >/dev/null
+fi
+log "$("$CHROMIUM_PATH" --version 2>/dev/null | head -n 1)"
+
+# 2. playwright-core, pinned in package-lock.json.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+if [ -f "$E2E/package-lock.json" ]; then
+  (cd "$E2E" && npm ci --no-audit --no-fund --loglevel=error)
+else
+  (cd "$E2E" && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+# 3. The server binary.
+log "building toolgate"
+(cd "$ROOT" && cargo build --quiet -p toolgate-cli)
+BIN="$ROOT/target/debug/toolgate"
+
+# 4. One server per fixture.
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e-browser.XXXXXX")"
+PIDS=()
+cleanup() {
+  local status=$?
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ "$status" -ne 0 ]; then
+    for logfile in "$WORK"/*.log; do
+      [ -s "$logfile" ] && { log "--- $(basename "$logfile")"; tail -n 20 "$logfile" >&2; }
+    done
+  fi
+  rm -rf "$WORK"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# N distinct free ports: all sockets are open at once, so no port is handed out twice.
+free_ports() {
+  node -e '
+    const net = require("net");
+    const sockets = Array.from({ length: Number(process.argv[1]) }, () => net.createServer());
+    Promise.all(sockets.map((s) => new Promise((resolve) => s.listen(0, "127.0.0.1", resolve)))).then(() => {
+      console.log(sockets.map((s) => s.address().port).join(" "));
+      sockets.forEach((s) => s.close());
+    });' "$1"
+}
+
+fixtures=("$E2E"/fixtures/*.json)
+read -r -a ports <<<"$(free_ports "${#fixtures[@]}")"
+entries=()
+for i in "${!fixtures[@]}"; do
+  fixture="${fixtures[$i]}"
+  name="$(basename "$fixture" .json)"
+  port="${ports[$i]}"
+  "$BIN" serve --model "script:$fixture" --addr "127.0.0.1:$port" \
+    --trace-prompts "$WORK/$name.prompts.jsonl" --data-dir "$WORK/$name-data" \
+    >"$WORK/$name.log" 2>&1 &
+  PIDS+=("$!")
+  entries+=("$name|http://127.0.0.1:$port/|$WORK/$name.prompts.jsonl")
+done
+# {"<fixture>": {"url", "trace"}} for the tests.
+TOOLGATE_E2E_SERVERS="$(node -e '
+  const servers = {};
+  for (const entry of process.argv.slice(1)) {
+    const [name, url, trace] = entry.split("|");
+    servers[name] = { url, trace };
+  }
+  console.log(JSON.stringify(servers));' "${entries[@]}")"
+export TOOLGATE_E2E_SERVERS
+
+# 5. Wait (bounded) until every server answers /healthz.
+if ! node -e '
+  const urls = Object.values(JSON.parse(process.env.TOOLGATE_E2E_SERVERS)).map((s) => s.url + "healthz");
+  const deadline = Date.now() + Number(process.argv[1]) * 1000;
+  const up = (url) => fetch(url).then((r) => r.ok, () => false);
+  (async () => {
+    for (const url of urls) {
+      while (!(await up(url))) {
+        if (Date.now() > deadline) { console.error("no answer from " + url); process.exit(1); }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  })();' "$READY_TIMEOUT_SECS"; then
+  log "the servers did not come up within ${READY_TIMEOUT_SECS}s"
+  exit 1
+fi
+log "${#PIDS[@]} servers ready after $(( $(date +%s) - start )) s"
+
+# 6. The tests.
+mkdir -p "$ROOT/ci-artifacts/screenshots"
+export TOOLGATE_E2E_SCREENSHOTS="$ROOT/ci-artifacts/screenshots"
+if [ "$update_docs" -eq 1 ]; then
+  mkdir -p "$ROOT/docs"
+  export TOOLGATE_E2E_DOCS_SCREENSHOT="$ROOT/docs/screenshot-approval.png"
+fi
+(cd "$E2E" && node --test --test-concurrency=1 --test-reporter=spec tests/)
+log "passed in $(( $(date +%s) - start )) s; screenshots in ci-artifacts/screenshots/"
