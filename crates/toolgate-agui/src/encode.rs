@@ -222,8 +222,8 @@ impl EventEncoder {
             StreamPart::ToolApprovalRequest { approval_id, tool_call, signature } => {
                 self.approval_request(approval_id, tool_call, signature.clone());
             }
-            StreamPart::ToolOutputDenied { tool_call_id, .. } => {
-                let reason = self.denial_reasons.get(tool_call_id).cloned().flatten();
+            StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
+                let reason = reason.clone().or_else(|| self.denial_reasons.get(tool_call_id).cloned().flatten());
                 self.result(tool_call_id, denial_content(reason.as_deref()), &mut out);
             }
             StreamPart::FinishStep { .. } => self.close_open(&mut out),

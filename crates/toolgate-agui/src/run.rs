@@ -73,10 +73,7 @@ where
                 return;
             }
         };
-        // `TextStream::poll_next` reports its end when its driver is done and the channel read
-        // returns Pending, which tokio's cooperative budget can cause while parts are still
-        // buffered: polled unconstrained, the read never defers and every part arrives.
-        while let Some(part) = tokio::task::unconstrained(stream.next()).await {
+        while let Some(part) = stream.next().await {
             for event in encoder.encode(&part) {
                 yield event;
             }
@@ -85,7 +82,7 @@ where
             }
         }
         if !encoder.is_done() {
-            let error = match tokio::task::unconstrained(stream.finish()).await {
+            let error = match stream.finish().await {
                 Err(error) => encoder.engine_error(&error),
                 Ok(_) => encoder.error_event(Event::run_error("the engine stream ended without a finish part", "internal_error")),
             };

@@ -166,6 +166,9 @@ pub enum StreamPart {
         /// True when the provider would have run the tool.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         provider_executed: Option<bool>,
+        /// Why it was denied, when known (a toolgate extension; AI SDK clients ignore it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A model step ends.
     #[serde(rename_all = "camelCase")]

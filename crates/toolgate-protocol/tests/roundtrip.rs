@@ -139,7 +139,12 @@ fn stream_parts_use_full_stream_names() {
                "toolCall": {"toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "a"}}})
     );
     let denied =
-        StreamPart::ToolOutputDenied { tool_call_id: "c".into(), tool_name: "t".into(), provider_executed: None };
+        StreamPart::ToolOutputDenied {
+        tool_call_id: "c".into(),
+        tool_name: "t".into(),
+        provider_executed: None,
+        reason: None,
+    };
     assert_eq!(
         serde_json::to_value(&denied).unwrap(),
         json!({"type": "tool-output-denied", "toolCallId": "c", "toolName": "t"})

@@ -14,7 +14,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::secret::ApprovalSecret;
 use crate::trace::PromptTracer;
-use crate::{chat, page};
+use crate::{agui, chat, page};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -110,6 +110,7 @@ pub fn router(state: AppState) -> Router {
         .route("/app.css", get(page::styles))
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/chat", post(chat::chat))
+        .route("/ag-ui", post(agui::run))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

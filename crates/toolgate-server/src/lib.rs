@@ -11,6 +11,7 @@
 //! or unsigned approval of a gated tool is rejected with HTTP 400 and a JSON
 //! error before anything runs. Bad input gets a 4xx naming the problem.
 
+mod agui;
 mod app;
 mod chat;
 mod error;

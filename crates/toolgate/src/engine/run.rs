@@ -117,19 +117,21 @@ async fn preresolve(
             Resolved::Run { call, tool, messages } => {
                 runs.push(ToolRun { call: call.clone(), tool: tool.clone(), messages: Arc::clone(messages) })
             }
-            Resolved::Deny { call, .. } => {
+            Resolved::Deny { call, reason } => {
                 out.emit(StreamPart::ToolOutputDenied {
                     tool_call_id: call.tool_call_id.clone(),
                     tool_name: call.tool_name.clone(),
                     provider_executed: None,
+                    reason: reason.clone(),
                 })
                 .await
             }
-            Resolved::ForwardDenial { call, .. } => {
+            Resolved::ForwardDenial { call, response } => {
                 out.emit(StreamPart::ToolOutputDenied {
                     tool_call_id: call.tool_call_id.clone(),
                     tool_name: call.tool_name.clone(),
                     provider_executed: Some(true),
+                    reason: response.reason.clone(),
                 })
                 .await
             }

@@ -69,12 +69,14 @@ impl Stream for TextStream<'_> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamPart>> {
         let this = &mut *self;
         loop {
+            let Some(driver) = this.driver.as_mut() else {
+                // The engine is done: drain what it sent. `Pending` here can mean the
+                // runtime's cooperative budget ran out, not that the channel is empty.
+                return this.parts.poll_recv(cx);
+            };
             if let Poll::Ready(Some(part)) = this.parts.poll_recv(cx) {
                 return Poll::Ready(Some(part));
             }
-            let Some(driver) = this.driver.as_mut() else {
-                return Poll::Ready(None);
-            };
             match driver.as_mut().poll(cx) {
                 Poll::Ready(outcome) => {
                     this.outcome = Some(outcome);

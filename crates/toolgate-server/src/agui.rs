@@ -1,0 +1,43 @@
+//! `POST /ag-ui`: AG-UI 1.0 runs; approvals pause a run with an interrupt outcome.
+//!
+//! A body that is not a decodable `RunAgentInput` gets a 4xx JSON error like
+//! every other endpoint. Everything after that, including resume problems
+//! and forged approvals, is reported in the stream as `RUN_ERROR`, as the
+//! AG-UI contract asks; nothing runs in either case.
+
+use std::convert::Infallible;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use futures::StreamExt;
+use toolgate_agui::{EncoderOptions, RunAgentInput, run_events};
+
+use crate::app::AppState;
+use crate::chat::{body_error, require_json};
+use crate::error::ApiError;
+
+/// Runs the agent for one `RunAgentInput` and streams the events.
+pub(crate) async fn run(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    require_json(&headers)?;
+    let input = RunAgentInput::from_json(&body.map_err(body_error)?)
+        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, error.code(), error.to_string()))?;
+    tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
+    let request_state = state.clone();
+    let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
+        request_state.text_request(messages)
+    })
+    .map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
+    let mut response = Response::new(Body::from_stream(events));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}

@@ -1,0 +1,133 @@
+//! A server on a real socket and a minimal HTTP/1.1 client, shared by the server tests.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate::ScriptedModel;
+use toolgate_server::{AppState, ApprovalSecret, ServerConfig, router};
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub trace: PathBuf,
+    _dir: TempDir,
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+pub async fn start(max_body_bytes: Option<usize>) -> Server {
+    start_with(default_script(), max_body_bytes).await
+}
+
+/// The scripted model most tests use: delete notes.txt, then say done.
+pub fn default_script() -> Value {
+    json!({"turns": [
+        [{"type": "text", "text": "Deleting."},
+         {"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}}],
+        [{"type": "text", "text": "Done."}]
+    ]})
+}
+
+/// Starts a server playing `script`.
+pub async fn start_with(script: Value, max_body_bytes: Option<usize>) -> Server {
+    let dir = std::env::temp_dir().join(format!("toolgate-server-test-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = ScriptedModel::from_json(&script.to_string()).unwrap();
+    let secret = ApprovalSecret::resolve(Some("test-secret"), &dir).unwrap();
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), toolgate::demo::toolkit(), secret);
+    config.trace_prompts = Some(dir.join("prompts.jsonl"));
+    if let Some(limit) = max_body_bytes {
+        config.max_body_bytes = limit;
+    }
+    let state = AppState::new(config, Arc::new(model)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router(state)).await.unwrap() });
+    Server { addr, trace: dir.join("prompts.jsonl"), _dir: TempDir(dir) }
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn chunks(&self) -> Vec<Value> {
+        assert!(self.body.ends_with("data: [DONE]\n\n"), "{}", self.body);
+        self.body
+            .split("\n\n")
+            .filter_map(|frame| frame.strip_prefix("data: "))
+            .filter(|data| *data != "[DONE]")
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A minimal HTTP/1.1 client, so the test sees exactly what goes over the wire.
+pub async fn post(server: &Server, path: &str, content_type: &str, body: &[u8]) -> Reply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.ok();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.ok();
+    parse_reply(&raw)
+}
+
+fn parse_reply(raw: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v == "chunked");
+    let body = if chunked { dechunk(body) } else { body.to_owned() };
+    Reply { status, headers, body }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+    out
+}
+
+pub async fn get(server: &Server, path: &str) -> Reply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    parse_reply(&raw)
+}
