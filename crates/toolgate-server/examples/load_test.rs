@@ -154,7 +154,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let results: Vec<Result<[Duration; 2], String>> = futures::stream::iter(0..conversations)
         .map(|n| {
-            let post = post.clone();
             async move {
                 let path = format!("file-{n}.txt");
                 let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": path}]});
