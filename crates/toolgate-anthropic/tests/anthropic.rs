@@ -256,7 +256,7 @@ async fn a_stream_cut_after_a_tool_call_keeps_the_approval_request() {
     assert!(matches!(source, ModelError::StreamInterrupted { .. }), "{source:?}");
     let ModelMessage::Assistant(assistant) = &response_messages[0] else { panic!("{response_messages:?}") };
     assert!(
-        matches!(&assistant.part_slice()[..], [AssistantPart::ToolCall(call), AssistantPart::ToolApprovalRequest(request)]
+        matches!(assistant.part_slice(), [AssistantPart::ToolCall(call), AssistantPart::ToolApprovalRequest(request)]
         if call.tool_call_id == "toolu_1" && call.input == json!({"path": "notes.txt"}) && request.tool_call_id == "toolu_1")
     );
 }

@@ -1,7 +1,7 @@
 //! A non-streamed Chat Completions answer → `ModelResponse`.
 
 use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall, Usage};
+use toolgate::protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall};
 
 use super::stream::{finish_reason, usage_of};
 use super::wire::ChatCompletion;
@@ -10,7 +10,7 @@ use crate::config::IdGenerator;
 /// Converts the first choice: reasoning, text, then tool calls (calls without
 /// an id get a generated one).
 pub fn chat_response(completion: ChatCompletion, ids: &IdGenerator) -> Result<ModelResponse, ModelError> {
-    let usage = completion.usage.as_ref().map(usage_of).unwrap_or_else(Usage::default);
+    let usage = completion.usage.as_ref().map(usage_of).unwrap_or_default();
     let Some(choice) = completion.choices.into_iter().next() else {
         return Err(ModelError::InvalidResponse { message: "the completion has no choices".into() });
     };
