@@ -263,3 +263,30 @@ async fn a_clean_end_without_finish_is_an_interruption_after_complete_calls() {
     );
     assert!(matches!(last, Err(toolgate::ModelError::StreamInterrupted { .. })), "{last:?}");
 }
+
+#[tokio::test]
+async fn calls_that_all_claim_index_zero_stay_apart() {
+    let chunk = |id: &str, path: &str| {
+        let call = json!({"index": 0, "id": id, "type": "function",
+            "function": {"name": "delete_file", "arguments": format!("{{\"path\":\"{path}\"}}")}});
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}))
+    };
+    let done = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let server = server_with(ROUTE, sse(format!("{}{}{done}", chunk("a", "1"), chunk("b", "2")))).await;
+    let model = OpenAiChatModel::new(config(&server), "m").unwrap();
+    let parts = parts(model.stream(ModelRequest::default()).await.unwrap()).await;
+    assert_eq!(
+        parts,
+        vec![
+            input_start("a", "delete_file"),
+            input("a", "{\"path\":\"1\"}"),
+            input_start("b", "delete_file"),
+            input("b", "{\"path\":\"2\"}"),
+            input_end("a"),
+            call("a", "delete_file", "{\"path\":\"1\"}"),
+            input_end("b"),
+            call("b", "delete_file", "{\"path\":\"2\"}"),
+            finish(FinishReason::ToolCalls, Usage::default()),
+        ]
+    );
+}

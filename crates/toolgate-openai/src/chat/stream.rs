@@ -9,7 +9,9 @@
 //!   without an id gets a generated one. `tool-input-start` is emitted once
 //!   the name is known, `tool-input-delta` for each non-empty argument
 //!   fragment, and `tool-input-end` plus the complete `tool-call` (arguments
-//!   text as sent) when the response finishes, in index order.
+//!   text as sent) when the response finishes, in index order. A different
+//!   non-empty id at an index whose arguments are already complete JSON
+//!   starts a new call (servers that put every call at index 0).
 //! - Only choice 0 is followed. The finish reason maps `stop`, `length`,
 //!   `tool_calls`/`function_call`, `content_filter`; anything else is `other`.
 //!   Usage comes from whichever chunk carries it (normally the usage-only
@@ -21,7 +23,7 @@
 //!   a chunk is a typed error; a chunk that is not JSON is
 //!   [`ModelError::InvalidResponse`].
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use toolgate::ModelError;
 use toolgate::protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
@@ -37,7 +39,10 @@ pub struct ChatDecoder {
     text: Option<String>,
     reasoning: Option<String>,
     blocks: usize,
-    calls: BTreeMap<u32, CallState>,
+    /// Calls in arrival order, with their index.
+    calls: Vec<(u32, CallState)>,
+    /// The position in `calls` of the call each index currently continues.
+    current: HashMap<u32, usize>,
     finish_reason: Option<FinishReason>,
     usage: Usage,
     done: bool,
@@ -59,7 +64,8 @@ impl ChatDecoder {
             text: None,
             reasoning: None,
             blocks: 0,
-            calls: BTreeMap::new(),
+            calls: Vec::new(),
+            current: HashMap::new(),
             finish_reason: None,
             usage: Usage::default(),
             done: false,
@@ -114,9 +120,28 @@ impl ChatDecoder {
     fn tool_fragment(&mut self, position: usize, fragment: ToolCallDelta, out: &mut Parts) {
         let index = fragment.index.unwrap_or(position as u32);
         let ids = &self.ids;
-        let call = self.calls.entry(index).or_default();
+        let fresh_id = fragment.id.filter(|id| !id.is_empty());
+        let position = match self.current.get(&index) {
+            // A new id at an index whose call is already complete JSON is a new call
+            // (servers that put every call at index 0).
+            Some(&position)
+                if fresh_id.is_some()
+                    && self.calls[position].1.id.is_some()
+                    && self.calls[position].1.id != fresh_id
+                    && serde_json::from_str::<serde_json::Value>(&self.calls[position].1.arguments).is_ok() =>
+            {
+                None
+            }
+            other => other.copied(),
+        };
+        let position = position.unwrap_or_else(|| {
+            self.calls.push((index, CallState::default()));
+            self.current.insert(index, self.calls.len() - 1);
+            self.calls.len() - 1
+        });
+        let call = &mut self.calls[position].1;
         if call.id.is_none() {
-            call.id = fragment.id.filter(|id| !id.is_empty());
+            call.id = fresh_id;
         }
         let function = fragment.function.unwrap_or_default();
         if call.name.is_none() {
@@ -158,7 +183,10 @@ impl ChatDecoder {
     fn flush_calls(&mut self, complete_only: bool, out: &mut Parts) {
         self.close_text(out);
         self.close_reasoning(out);
-        for (_, call) in std::mem::take(&mut self.calls) {
+        self.current.clear();
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.sort_by_key(|(index, _)| *index);
+        for (_, call) in calls {
             if complete_only && serde_json::from_str::<serde_json::Value>(&call.arguments).is_err() {
                 continue;
             }
