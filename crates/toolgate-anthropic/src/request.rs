@@ -191,7 +191,10 @@ fn assistant_blocks(content: &AssistantContent) -> Vec<Block> {
 }
 
 fn tool_block(part: &ToolPart) -> Option<Block> {
-    let ToolPart::ToolResult(result) = part else { return None };
+    let result = match part {
+        ToolPart::ToolResult(result) => result,
+        ToolPart::ToolApprovalResponse(_) => return None,
+    };
     let text = |value: String| ToolResultContent::Text(value);
     let (content, is_error) = match &result.output {
         ToolResultOutput::Text { value, .. } => (text(value.clone()), false),
@@ -217,6 +220,12 @@ fn content_block(part: &ContentOutputPart) -> Block {
             Block::Image { source: Source::Base64 { media_type: media_type.clone(), data: data.clone() } }
         }
         ContentOutputPart::ImageUrl { url, .. } => Block::Image { source: Source::Url { url: url.clone() } },
-        other => Block::Text { text: serde_json::to_string(other).unwrap_or_default() },
+        ContentOutputPart::ImageData { .. }
+        | ContentOutputPart::Media { .. }
+        | ContentOutputPart::FileData { .. }
+        | ContentOutputPart::FileUrl { .. }
+        | ContentOutputPart::FileId { .. }
+        | ContentOutputPart::ImageFileId { .. }
+        | ContentOutputPart::Custom { .. } => Block::Text { text: serde_json::to_string(part).unwrap_or_default() },
     }
 }

@@ -20,7 +20,14 @@ pub fn tool_output_text(output: &ToolResultOutput) -> String {
             .iter()
             .map(|part| match part {
                 ContentOutputPart::Text { text, .. } => text.clone(),
-                other => serde_json::to_string(other).unwrap_or_default(),
+                ContentOutputPart::Media { .. }
+                | ContentOutputPart::FileData { .. }
+                | ContentOutputPart::FileUrl { .. }
+                | ContentOutputPart::FileId { .. }
+                | ContentOutputPart::ImageData { .. }
+                | ContentOutputPart::ImageUrl { .. }
+                | ContentOutputPart::ImageFileId { .. }
+                | ContentOutputPart::Custom { .. } => serde_json::to_string(part).unwrap_or_default(),
             })
             .collect::<Vec<_>>()
             .join("\n"),

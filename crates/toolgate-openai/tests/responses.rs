@@ -339,3 +339,31 @@ async fn failures_in_the_stream_are_typed_errors() {
     assert!(matches!(items[1], Ok(ModelStreamPart::ToolApprovalRequest { .. })));
     assert!(matches!(items[2], Err(ModelError::StreamInterrupted { .. })));
 }
+
+#[tokio::test]
+async fn reasoning_summaries_become_reasoning_parts_and_truncation_is_length() {
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}}),
+        json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "summary_index": 0, "delta": "Thinking"}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Thinking"}]}}),
+        json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "msg_1", "type": "message", "content": [{"type": "refusal", "refusal": "No."}]}}),
+        json!({"type": "response.some_future_event", "whatever": true}),
+        json!({"type": "response.incomplete", "response": {"id": "resp_1", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}}),
+    ];
+    let body: String = events.iter().map(|event| format!("data: {event}\n\n")).collect();
+    let server = server_with(ROUTE, sse(body)).await;
+    let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();
+    assert_eq!(
+        parts(model.stream(ModelRequest::default()).await.unwrap()).await,
+        vec![
+            ModelStreamPart::ReasoningStart { id: "rs_1:0".into() },
+            ModelStreamPart::ReasoningDelta { id: "rs_1:0".into(), delta: "Thinking".into() },
+            ModelStreamPart::ReasoningEnd { id: "rs_1:0".into() },
+            text_start("msg_1"),
+            text("msg_1", "No."),
+            text_end("msg_1"),
+            finished(FinishReason::Length, Usage::default(), "resp_1"),
+        ]
+    );
+}
