@@ -15,6 +15,7 @@
 #   ui-latest        ai@6.0.326 (newest 6.x)                                    scenarios/ui, default server
 #   ui-latest-sig    ai@6.0.326                                                 scenarios/ui, --signature-field
 #   agui             @ag-ui/client HttpAgent and @tanstack/ai-client           scenarios/agui, against /ag-ui
+#   agui-sig         @ag-ui/client HttpAgent                                   scenarios/agui, --signature-field
 #
 # Exit status: non-zero if anything failed. Prints `N passed, N failed, N skipped` (all phases) at the end.
 # Environment: TOOLGATE_E2E_KEEP=1 keeps the run directory (server logs, traces, manifests).
@@ -47,6 +48,8 @@ done
 RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e-node.XXXXXX")"
 SERVER_PIDS=()
 
+TEST_PID=""
+
 stop_servers() {
   local pid
   for pid in "${SERVER_PIDS[@]}"; do
@@ -63,6 +66,10 @@ stop_servers() {
 
 cleanup() {
   local status=$?
+  if [ -n "$TEST_PID" ]; then
+    kill "$TEST_PID" 2>/dev/null || true
+    wait "$TEST_PID" 2>/dev/null || true
+  fi
   stop_servers
   if [ "${TOOLGATE_E2E_KEEP:-0}" = 1 ] || [ "$status" -ne 0 ]; then
     log "run directory kept: $RUN_DIR"
@@ -160,8 +167,13 @@ run_phase() {
 
   log "phase $phase: node --test $* (ai package: $ai_package)"
   local out="$dir/node-test.out" status=0
+  # In the background so a signal reaches the trap at once (and the trap stops the test run too).
   (cd "$E2E" && TOOLGATE_E2E_SERVERS="$manifest" TOOLGATE_E2E_AI_PACKAGE="$ai_package" \
-    timeout "$PHASE_TIMEOUT_SECS" node --test --test-reporter=spec "$@") 2>&1 | tee "$out" || status=$?
+    exec timeout "$PHASE_TIMEOUT_SECS" node --test --test-reporter=spec "$@") >"$out" 2>&1 &
+  TEST_PID=$!
+  wait "$TEST_PID" || status=$?
+  TEST_PID=""
+  cat "$out"
   stop_servers
   local pass fail skip
   pass=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out" | tail -n 1)
@@ -181,6 +193,7 @@ run_phase ui-strict ui ai-v6-strict 0 test/ai-chat.test.js
 run_phase ui-latest ui ai-v6-latest 0 test/ai-chat.test.js
 run_phase ui-latest-sig ui ai-v6-latest 1 test/ai-chat.test.js
 run_phase agui agui ai-v6-latest 0 test/agui.test.js test/tanstack.test.js
+run_phase agui-sig agui ai-v6-latest 1 test/agui.test.js
 
 log "done in $(( $(date +%s) - started )) s"
 echo "e2e-node-clients: $total_pass passed, $total_fail failed, $total_skip skipped"

@@ -4,7 +4,7 @@
 
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { prompts, server } from '../lib/servers.js';
+import { prompts, server, signatureField } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
 import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
 
@@ -40,6 +40,10 @@ function assertInterrupted(thread, run, expected) {
     assert.deepEqual(interrupt.responseSchema.required, ['approved']);
     assert.deepEqual(interrupt.metadata, { toolName, input });
   });
+  for (const pending of thread.agent.state.toolgate.pendingApprovals) {
+    if (signatureField) assert.equal(typeof pending.signature, 'string', 'the AI SDK signature rides in the state');
+    else assert.equal(pending.signature, undefined);
+  }
   // HttpAgent keeps what it needs to resume.
   assert.deepEqual(
     thread.agent.pendingInterrupts.map((i) => i.id),
@@ -261,7 +265,6 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(error.type, 'RUN_ERROR', eventTypes(second).join(' '));
     assert.equal(error.code, 'unknown_interrupt');
     assert.match(error.message, new RegExp(bogus.replace('.', '\\.')));
-    assert.ok(second.error, 'runAgent reported the run error');
     assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
     assert.equal(prompts('unknown-interrupt').length, 1, 'the model was not called');
 
@@ -269,5 +272,24 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assertResumed(thread, third, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
     assert.equal(prompts('unknown-interrupt').length, 2);
   });
-});
 
+  test('tampered arguments in the messages sent back: RUN_ERROR invalid_approval_signature, nothing runs', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const thread = new AguiThread({ url: server('tamper').url });
+    thread.say('delete notes.txt');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    const messages = structuredClone(thread.agent.messages);
+    const call = messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === 'call-del-1');
+    call.function.arguments = JSON.stringify({ path: '/etc/passwd' });
+    thread.agent.setMessages(messages);
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
+    assertRunShape(second);
+    const error = terminal(second);
+    assert.equal(error.type, 'RUN_ERROR', eventTypes(second).join(' '));
+    assert.equal(error.code, 'invalid_approval_signature', error.message);
+    assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
+    assert.equal(prompts('tamper').length, 1, 'the model was not called');
+  });
+});
