@@ -23,7 +23,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E="$ROOT/e2e/node-clients"
-BIN="$ROOT/target/debug/toolgate"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
+BIN="$TARGET_DIR/debug/toolgate"
 HEALTH_TIMEOUT_SECS="${TOOLGATE_E2E_HEALTH_TIMEOUT:-15}"
 PHASE_TIMEOUT_SECS="${TOOLGATE_E2E_PHASE_TIMEOUT:-180}"
 
