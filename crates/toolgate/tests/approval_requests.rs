@@ -453,3 +453,37 @@ async fn calls_of_a_truncated_response_are_not_held_for_later() {
     assert_eq!(result.approval_requests().len(), 1, "the complete gated call can still be decided");
     assert!(log.all().is_empty());
 }
+
+#[tokio::test]
+async fn undeclared_provider_tools_stream_as_dynamic() {
+    let log = Executions::default();
+    let model = script(json!([[
+        {"type": "tool-call", "toolCallId": "mcp-1", "toolName": "mcp.shorten", "input": {"url": "x"}, "providerExecuted": true},
+        {"type": "tool-approval-request", "approvalId": "mcpr_1", "toolCallId": "mcp-1"},
+        {"type": "tool-call", "toolCallId": "w", "toolName": "get_weather", "input": {"city": "A"}}
+    ]]));
+    let (parts, _) =
+        drain(stream_text(&model, TextRequest::new(user("go")).toolkit(toolkit(&log)).max_steps(1)).await.unwrap())
+            .await;
+    let dynamic: Vec<(String, Option<bool>)> = parts
+        .iter()
+        .filter_map(|part| match part {
+            StreamPart::ToolInputStart { id, dynamic, .. } => Some((format!("start {id}"), *dynamic)),
+            StreamPart::ToolCall(info) => Some((format!("call {}", info.tool_call_id), info.dynamic)),
+            StreamPart::ToolApprovalRequest { tool_call, .. } => {
+                Some((format!("approval {}", tool_call.tool_call_id), tool_call.dynamic))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        dynamic,
+        vec![
+            ("start mcp-1".to_owned(), Some(true)),
+            ("call mcp-1".to_owned(), Some(true)),
+            ("approval mcp-1".to_owned(), Some(true)),
+            ("start w".to_owned(), None),
+            ("call w".to_owned(), None),
+        ]
+    );
+}

@@ -61,6 +61,7 @@ enum CallClass {
 struct Call {
     part: ToolCallPart,
     class: CallClass,
+    dynamic: Option<bool>,
 }
 
 #[derive(Default)]
@@ -90,7 +91,7 @@ impl Transcript {
     }
 
     fn call_info(&self, tool_call_id: &str) -> Option<ToolCallInfo> {
-        self.calls.iter().find(|call| call.part.tool_call_id == tool_call_id).map(|call| info(&call.part, &call.class))
+        self.calls.iter().find(|call| call.part.tool_call_id == tool_call_id).map(info)
     }
 }
 
@@ -195,14 +196,14 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
         }
         ModelStreamPart::ReasoningEnd { id } => StreamPart::ReasoningEnd { id },
         ModelStreamPart::ToolInputStart { id, tool_name, provider_executed } => {
-            let dynamic = is_dynamic(context.toolkit, &tool_name);
+            let dynamic = is_dynamic(context.toolkit, &tool_name, provider_executed == Some(true));
             StreamPart::ToolInputStart { id, tool_name, provider_executed, dynamic }
         }
         ModelStreamPart::ToolInputDelta { id, delta } => StreamPart::ToolInputDelta { id, delta },
         ModelStreamPart::ToolInputEnd { id } => StreamPart::ToolInputEnd { id },
         ModelStreamPart::ToolCall(call) => {
             let call = classify(call, context).await;
-            out.emit(StreamPart::ToolCall(info(&call.part, &call.class))).await;
+            out.emit(StreamPart::ToolCall(info(&call))).await;
             if let CallClass::Invalid(error) = &call.class {
                 out.emit(error_part(&call.part, Value::String(error.clone()))).await;
             }
@@ -232,7 +233,7 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
             StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None }
         }
         ModelStreamPart::ToolResult(result) => {
-            let part = provider_result(result, transcript);
+            let part = provider_result(result, transcript, context.toolkit);
             transcript.content.push(AssistantPart::ToolResult(part.0));
             part.1
         }
@@ -244,13 +245,14 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
     out.emit(emitted).await;
 }
 
-fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolResultPart, StreamPart) {
-    let input = transcript
-        .calls
-        .iter()
-        .find(|call| call.part.tool_call_id == result.tool_call_id)
-        .map(|call| call.part.input.clone())
-        .unwrap_or(Value::Null);
+fn provider_result(
+    result: ModelToolResult,
+    transcript: &Transcript,
+    toolkit: Option<&Toolkit>,
+) -> (ToolResultPart, StreamPart) {
+    let call = transcript.calls.iter().find(|call| call.part.tool_call_id == result.tool_call_id);
+    let input = call.map(|call| call.part.input.clone()).unwrap_or(Value::Null);
+    let dynamic = call.map_or_else(|| is_dynamic(toolkit, &result.tool_name, true), |call| call.dynamic);
     let output = if result.is_error {
         ToolResultOutput::error_json(result.result.clone())
     } else {
@@ -263,7 +265,7 @@ fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolRes
             input,
             error: result.result,
             provider_executed: Some(true),
-            dynamic: None,
+            dynamic,
         }
     } else {
         StreamPart::ToolResult {
@@ -273,7 +275,7 @@ fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolRes
             output: result.result,
             provider_executed: Some(true),
             preliminary: None,
-            dynamic: None,
+            dynamic,
         }
     };
     let part = ToolResultPart {
@@ -285,22 +287,27 @@ fn provider_result(result: ModelToolResult, transcript: &Transcript) -> (ToolRes
     (part, stream_part)
 }
 
-fn is_dynamic(toolkit: Option<&Toolkit>, tool_name: &str) -> Option<bool> {
-    toolkit.and_then(|toolkit| toolkit.get(tool_name)).filter(|tool| tool.is_dynamic()).map(|_| true)
+/// `Some(true)` for calls to dynamic tools: tools built with a runtime schema,
+/// and provider-executed tools the toolkit does not declare (e.g. hosted MCP tools).
+fn is_dynamic(toolkit: Option<&Toolkit>, tool_name: &str, provider_executed: bool) -> Option<bool> {
+    match toolkit.and_then(|toolkit| toolkit.get(tool_name)) {
+        Some(tool) => tool.is_dynamic(),
+        None => provider_executed,
+    }
+    .then_some(true)
 }
 
-fn info(part: &ToolCallPart, class: &CallClass) -> ToolCallInfo {
-    let (invalid, error, dynamic) = match class {
-        CallClass::Invalid(error) => (Some(true), Some(error.clone()), None),
-        CallClass::Local { tool, .. } => (None, None, tool.is_dynamic().then_some(true)),
-        CallClass::Provider | CallClass::Client => (None, None, None),
+fn info(call: &Call) -> ToolCallInfo {
+    let (invalid, error) = match &call.class {
+        CallClass::Invalid(error) => (Some(true), Some(error.clone())),
+        CallClass::Local { .. } | CallClass::Provider | CallClass::Client => (None, None),
     };
     ToolCallInfo {
-        tool_call_id: part.tool_call_id.clone(),
-        tool_name: part.tool_name.clone(),
-        input: part.input.clone(),
-        provider_executed: part.provider_executed,
-        dynamic,
+        tool_call_id: call.part.tool_call_id.clone(),
+        tool_name: call.part.tool_name.clone(),
+        input: call.part.input.clone(),
+        provider_executed: call.part.provider_executed,
+        dynamic: call.dynamic,
         invalid,
         error,
     }
@@ -358,7 +365,8 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
             },
         }
     };
-    Call { part, class }
+    let dynamic = is_dynamic(context.toolkit, &part.tool_name, part.is_provider_executed());
+    Call { part, class, dynamic }
 }
 
 /// Runs, refuses, holds or gates the step's calls, and assembles the step's messages.
@@ -386,7 +394,7 @@ async fn act_on_calls(
             }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
-            CallClass::Local { gated: true, .. } => gated.push(call.part.clone()),
+            CallClass::Local { gated: true, .. } => gated.push(position),
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
@@ -413,12 +421,14 @@ async fn act_on_calls(
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
 
     let mut approval_requests = std::mem::take(&mut transcript.provider_approvals);
-    for call in gated {
+    for position in gated {
+        let tool_call = info(&transcript.calls[position]);
+        let call = transcript.calls[position].part.clone();
         let request = issue_approval(&call, context.request);
         tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
         out.emit(StreamPart::ToolApprovalRequest {
             approval_id: request.approval_id.clone(),
-            tool_call: transcript.call_info(&call.tool_call_id).unwrap_or_else(|| info(&call, &CallClass::Provider)),
+            tool_call,
             signature: request.signature.clone(),
         })
         .await;
