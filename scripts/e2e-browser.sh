@@ -13,7 +13,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E="$ROOT/e2e/browser"
-READY_TIMEOUT_SECS="${TOOLGATE_E2E_READY_TIMEOUT:-30}"
+READY_TIMEOUT_SECS="${TOOLGATE_E2E_READY_TIMEOUT:-30}" # waiting for /healthz
 CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
 export CHROMIUM_PATH
 
@@ -129,10 +129,12 @@ log "${#PIDS[@]} servers ready after $(( $(date +%s) - start )) s"
 
 # 6. The tests.
 mkdir -p "$ROOT/ci-artifacts/screenshots"
-export TOOLGATE_E2E_SCREENSHOTS="$ROOT/ci-artifacts/screenshots"
+export TOOLGATE_E2E_SCREENSHOTS="${TOOLGATE_E2E_SCREENSHOTS:-$ROOT/ci-artifacts/screenshots}"
 if [ "$update_docs" -eq 1 ]; then
   mkdir -p "$ROOT/docs"
   export TOOLGATE_E2E_DOCS_SCREENSHOT="$ROOT/docs/screenshot-approval.png"
 fi
-(cd "$E2E" && node --test --test-concurrency=1 --test-reporter=spec tests/)
+# Bounded: a hung browser must not hang CI.
+(cd "$E2E" && timeout --kill-after=10 "${TOOLGATE_E2E_TEST_TIMEOUT:-600}" \
+  node --test --test-concurrency=1 --test-timeout=120000 --test-reporter=spec tests/)
 log "passed in $(( $(date +%s) - start )) s; screenshots in ci-artifacts/screenshots/"
