@@ -11,7 +11,7 @@
 //! | `invalid_state` | `state` is not an object, or toolgate's key in it is malformed |
 //! | `no_pending_interrupts`, `unknown_interrupt`, `duplicate_resume_entry`, `missing_resume_entry` | the resume does not answer the pending interrupts exactly once |
 //! | `interrupt_tool_call_not_found`, `interrupt_tool_mismatch` | a pending interrupt does not match the messages |
-//! | engine codes, see [`engine_error_code`] | the engine refused the history |
+//! | engine codes, see `toolgate::EngineError::code` | the engine refused the history |
 
 use toolgate::EngineError;
 
@@ -205,7 +205,7 @@ impl AguiError {
         match self {
             Self::Input(error) => error.code(),
             Self::Resume(error) => error.code(),
-            Self::Engine(error) => engine_error_code(error),
+            Self::Engine(error) => error.code(),
         }
     }
 
@@ -215,26 +215,7 @@ impl AguiError {
     }
 }
 
-/// The stable `RUN_ERROR.code` for an engine error.
-pub fn engine_error_code(error: &EngineError) -> &'static str {
-    match error {
-        EngineError::InvalidMessages(_) => "invalid_messages",
-        EngineError::InvalidApproval(_) => "invalid_approval",
-        EngineError::ToolkitRequired { .. } => "toolkit_required",
-        EngineError::ToolNotFound { .. } => "tool_not_found",
-        EngineError::UnknownApprovalId { .. } => "unknown_approval",
-        EngineError::ToolCallNotFoundForApproval { .. } => "approval_tool_call_not_found",
-        EngineError::ConflictingApprovalResponses { .. } => "conflicting_approval_responses",
-        EngineError::UnansweredApprovals { .. } => "unanswered_approvals",
-        EngineError::InvalidToolInput { .. } => "invalid_tool_input",
-        EngineError::EditNotSupported { .. } => "edit_not_supported",
-        EngineError::InvalidApprovalSignature { .. } => "invalid_approval_signature",
-        EngineError::MissingToolResults { .. } => "missing_tool_results",
-        EngineError::Model { .. } => "model_error",
-    }
-}
-
 /// The `RUN_ERROR` event for an engine error (e.g. one `stream_text` returned before streaming).
 pub fn engine_error_event(error: &EngineError) -> Event {
-    Event::run_error(error.to_string(), engine_error_code(error))
+    Event::run_error(error.to_string(), error.code())
 }

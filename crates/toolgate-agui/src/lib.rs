@@ -48,7 +48,7 @@ mod run;
 mod transcript;
 
 pub use encode::{EncoderOptions, EventEncoder, MODEL_ERROR_CODE};
-pub use error::{AguiError, InputError, ResumeError, engine_error_code, engine_error_event};
+pub use error::{AguiError, InputError, ResumeError, engine_error_event};
 pub use events::{Event, Interrupt, RunOutcome, TOOL_CALL_REASON, approval_response_schema};
 pub use input::{Context, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use messages::{Content, ContentPart, Message};

@@ -138,8 +138,7 @@ fn stream_parts_use_full_stream_names() {
         json!({"type": "tool-approval-request", "approvalId": "apr_1",
                "toolCall": {"toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "a"}}})
     );
-    let denied =
-        StreamPart::ToolOutputDenied {
+    let denied = StreamPart::ToolOutputDenied {
         tool_call_id: "c".into(),
         tool_name: "t".into(),
         provider_executed: None,

@@ -153,27 +153,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let started = Instant::now();
     let results: Vec<Result<[Duration; 2], String>> = futures::stream::iter(0..conversations)
-        .map(|n| {
-            async move {
-                let path = format!("file-{n}.txt");
-                let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": path}]});
-                let (first, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user]})).await?;
-                let approval_id = chunks
-                    .iter()
-                    .find(|c| c["type"] == "tool-approval-request")
-                    .and_then(|c| c["approvalId"].as_str())
-                    .ok_or("no approval request")?
-                    .to_owned();
-                let assistant = json!({"id": "a", "role": "assistant", "parts": [{"type": "step-start"},
+        .map(|n| async move {
+            let path = format!("file-{n}.txt");
+            let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": path}]});
+            let (first, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user]})).await?;
+            let approval_id = chunks
+                .iter()
+                .find(|c| c["type"] == "tool-approval-request")
+                .and_then(|c| c["approvalId"].as_str())
+                .ok_or("no approval request")?
+                .to_owned();
+            let assistant = json!({"id": "a", "role": "assistant", "parts": [{"type": "step-start"},
                     {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
                      "input": {"path": path}, "approval": {"id": approval_id, "approved": true}}]});
-                let (second, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user, assistant]})).await?;
-                let ran = chunks.iter().any(|c| c["type"] == "tool-output-available" && c["output"]["deleted"] == path);
-                if !ran {
-                    return Err(format!("conversation {n}: no tool output"));
-                }
-                Ok([first, second])
+            let (second, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user, assistant]})).await?;
+            let ran = chunks.iter().any(|c| c["type"] == "tool-output-available" && c["output"]["deleted"] == path);
+            if !ran {
+                return Err(format!("conversation {n}: no tool output"));
             }
+            Ok([first, second])
         })
         .buffer_unordered(concurrency)
         .collect()

@@ -44,31 +44,12 @@ impl From<ConvertError> for ApiError {
     }
 }
 
-/// The stable code of an engine error.
-pub fn engine_error_code(error: &EngineError) -> &'static str {
-    match error {
-        EngineError::InvalidMessages(_) => "invalid_messages",
-        EngineError::InvalidApproval(_) => "invalid_approval",
-        EngineError::ToolkitRequired { .. } => "toolkit_required",
-        EngineError::ToolNotFound { .. } => "tool_not_found",
-        EngineError::UnknownApprovalId { .. } => "unknown_approval",
-        EngineError::ToolCallNotFoundForApproval { .. } => "tool_call_not_found",
-        EngineError::ConflictingApprovalResponses { .. } => "conflicting_approvals",
-        EngineError::UnansweredApprovals { .. } => "unanswered_approvals",
-        EngineError::InvalidToolInput { .. } => "invalid_tool_input",
-        EngineError::EditNotSupported { .. } => "edit_not_supported",
-        EngineError::InvalidApprovalSignature { .. } => "invalid_approval_signature",
-        EngineError::MissingToolResults { .. } => "missing_tool_results",
-        EngineError::Model { .. } => "model_error",
-    }
-}
-
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         let status = match error {
             EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
             _ => StatusCode::BAD_REQUEST,
         };
-        Self::new(status, engine_error_code(&error), error.to_string())
+        Self::new(status, error.code(), error.to_string())
     }
 }

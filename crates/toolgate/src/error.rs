@@ -103,3 +103,24 @@ pub enum EngineError {
         response_messages: Vec<ModelMessage>,
     },
 }
+
+impl EngineError {
+    /// A stable, machine-readable code for this error (HTTP bodies, `RUN_ERROR.code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidMessages(_) => "invalid_messages",
+            Self::InvalidApproval(_) => "invalid_approval",
+            Self::ToolkitRequired { .. } => "toolkit_required",
+            Self::ToolNotFound { .. } => "tool_not_found",
+            Self::UnknownApprovalId { .. } => "unknown_approval",
+            Self::ToolCallNotFoundForApproval { .. } => "approval_tool_call_not_found",
+            Self::ConflictingApprovalResponses { .. } => "conflicting_approval_responses",
+            Self::UnansweredApprovals { .. } => "unanswered_approvals",
+            Self::InvalidToolInput { .. } => "invalid_tool_input",
+            Self::EditNotSupported { .. } => "edit_not_supported",
+            Self::InvalidApprovalSignature { .. } => "invalid_approval_signature",
+            Self::MissingToolResults { .. } => "missing_tool_results",
+            Self::Model { .. } => "model_error",
+        }
+    }
+}
