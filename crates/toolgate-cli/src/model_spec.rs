@@ -7,6 +7,9 @@
 //! | `openai-responses:MODEL` | OpenAI Responses API (hosted MCP approvals) | as `openai:` |
 //! | `anthropic:MODEL` | Anthropic Messages | `ANTHROPIC_API_KEY` (required), `ANTHROPIC_BASE_URL` |
 //! | `openai-compatible:URL#MODEL` | an OpenAI-compatible server (llama.cpp, Ollama, vLLM) at `URL` | `OPENAI_COMPATIBLE_API_KEY` (optional) |
+//! | `local:PATH` | a GGUF file run in this process on the CPU (the `local` feature) | |
+//!
+//! Without `--model`, the default local model (`toolgate model pull`) is used.
 
 use std::sync::Arc;
 
@@ -15,7 +18,30 @@ use toolgate::{ScriptedModel, SharedModel};
 use toolgate_anthropic::{AnthropicConfig, AnthropicModel};
 use toolgate_openai::{OpenAiChatModel, OpenAiConfig, OpenAiResponsesModel};
 
-const SUPPORTED: &str = "script, openai, openai-responses, anthropic, openai-compatible";
+const SUPPORTED: &str = "script, openai, openai-responses, anthropic, openai-compatible, local";
+
+/// The model of `--model`, or the default local model when it is not given.
+pub fn model_or_default(spec: Option<&str>) -> anyhow::Result<SharedModel> {
+    match spec {
+        Some(spec) => model_from_spec(spec),
+        None => default_model(),
+    }
+}
+
+/// The default local model, or an error that says how to get it.
+#[cfg(feature = "local")]
+fn default_model() -> anyhow::Result<SharedModel> {
+    let path = toolgate_local::pull::default_model_path();
+    if !path.is_file() {
+        bail!("{}", toolgate_local::pull::missing_model_help());
+    }
+    Ok(Arc::new(toolgate_local::LocalModel::load(&path).with_context(|| format!("default model {}", path.display()))?))
+}
+
+#[cfg(not(feature = "local"))]
+fn default_model() -> anyhow::Result<SharedModel> {
+    bail!("--model is required: this toolgate was built without the `local` feature, so it has no default model")
+}
 
 /// Builds the model a `--model` value names (see the module docs), reading
 /// keys from the environment.
@@ -68,6 +94,10 @@ pub fn model_from_spec_with(spec: &str, env: impl Fn(&str) -> Option<String>) ->
             }
             Arc::new(OpenAiChatModel::new(config, model).with_context(context)?)
         }
+        #[cfg(feature = "local")]
+        "local" => Arc::new(toolgate_local::LocalModel::load(model_name()?).with_context(context)?),
+        #[cfg(not(feature = "local"))]
+        "local" => bail!("--model {spec}: this toolgate was built without the `local` feature"),
         other => bail!("unknown model provider `{other}` in --model {spec}; supported: {SUPPORTED}"),
     })
 }
@@ -116,6 +146,9 @@ mod tests {
         assert!(error("openai-compatible:http://127.0.0.1:8080/v1", &[]).contains("URL#MODEL"));
         assert!(error("openai-compatible:127.0.0.1:8080#m", &[]).contains("http://"));
         assert!(error("script:does/not/exist.json", &[]).contains("--model script:does/not/exist.json"));
+        assert!(error("local:", &[]).contains("names no model"));
+        #[cfg(feature = "local")]
+        assert!(error("local:does/not/exist.gguf", &[]).contains("no model file at does/not/exist.gguf"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use toolgate::approval::ApprovalSigner;
 use toolgate::protocol::parse_messages_str;
 use toolgate::{EngineError, RecordingModel, TextRequest, stream_text};
 
-use crate::model_spec::model_from_spec;
+use crate::model_spec::model_or_default;
 
 /// What `toolgate run` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,9 +27,10 @@ pub enum Emit {
 /// Arguments of `toolgate run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The model, e.g. `script:examples/request-approval/script.json`.
+    /// The model, e.g. `local:PATH.gguf`, `openai:gpt-4o-mini` or `script:examples/request-approval/script.json`
+    /// (default: the local model `toolgate model pull` installs).
     #[arg(long)]
-    model: String,
+    model: Option<String>,
     /// A JSON file holding an array of AI SDK ModelMessages.
     #[arg(long)]
     messages: PathBuf,
@@ -70,7 +71,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.messages)
         .with_context(|| format!("cannot read --messages {}", args.messages.display()))?;
     let messages = parse_messages_str(&text).with_context(|| format!("--messages {}", args.messages.display()))?;
-    let model = RecordingModel::new(model_from_spec(&args.model)?);
+    let model = RecordingModel::new(model_or_default(args.model.as_deref())?);
 
     let mut request = TextRequest::new(messages).max_steps(args.max_steps).hold_batch_for_approval(args.hold_batch);
     if args.tools == Tools::Demo {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve, shutdown_signal};
 
-use crate::model_spec::model_from_spec;
+use crate::model_spec::model_or_default;
 use crate::run::Tools;
 
 /// Arguments of `toolgate serve`.
@@ -17,9 +17,10 @@ pub struct ServeArgs {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:3000")]
     addr: SocketAddr,
-    /// The model, e.g. `script:examples/request-approval/script.json`.
+    /// The model, e.g. `local:PATH.gguf`, `openai:gpt-4o-mini` or `script:examples/request-approval/script.json`
+    /// (default: the local model `toolgate model pull` installs).
     #[arg(long)]
-    model: String,
+    model: Option<String>,
     /// The toolkit to offer the model.
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
@@ -57,7 +58,7 @@ fn default_data_dir() -> PathBuf {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let model = model_from_spec(&args.model)?;
+    let model = model_or_default(args.model.as_deref())?;
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
     let toolkit = match args.tools {

