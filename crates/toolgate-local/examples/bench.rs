@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use toolgate::protocol::{ModelRequest, ModelStreamPart};
 use toolgate::{LanguageModel, ModelMessage, ToolChoice};
-use toolgate_local::{LocalConfig, LocalModel, pull};
+use toolgate_local::{LocalModel, pull};
 
 const RUNS: usize = 3;
 
@@ -38,14 +38,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 async fn main() {
     let path = std::env::args().nth(1).map(Into::into).unwrap_or_else(pull::default_model_path);
     let load = Instant::now();
-    let threads = std::env::var("TOOLGATE_LOCAL_THREADS").ok().and_then(|n| n.parse().ok());
-    let config = LocalConfig { threads, ..LocalConfig::default() };
-    let model =
-        LocalModel::load_with(&path, config).unwrap_or_else(|error| panic!("{error}; {}", pull::missing_model_help()));
+    let model = LocalModel::load(&path).unwrap_or_else(|error| panic!("{error}; {}", pull::missing_model_help()));
     println!("model: {} (loaded in {:.2?})", path.display(), load.elapsed());
     println!(
-        "cores: {}, threads: {threads:?} (TOOLGATE_LOCAL_THREADS)",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "cores: {}, TOOLGATE_LOCAL_THREADS={:?} (default: all cores but one)",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::env::var("TOOLGATE_LOCAL_THREADS").ok()
     );
     let tools = toolgate::demo::toolkit().specs();
     let ask = |text: &str, choice: ToolChoice, max: u32| ModelRequest {

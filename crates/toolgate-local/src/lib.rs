@@ -49,7 +49,7 @@ pub const DEFAULT_CONTEXT_LENGTH: u32 = 8192;
 pub struct LocalConfig {
     /// Context length in tokens (default [`DEFAULT_CONTEXT_LENGTH`], at most the model's training context).
     pub context_length: Option<u32>,
-    /// CPU threads (default: all cores).
+    /// CPU threads (default: `TOOLGATE_LOCAL_THREADS`, else all cores but one).
     pub threads: Option<usize>,
     /// Output token limit when the request sets none.
     pub max_output_tokens: u32,

@@ -86,7 +86,7 @@ pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<
             };
             let context_length =
                 config.context_length.unwrap_or(crate::DEFAULT_CONTEXT_LENGTH).min(model.n_ctx_train().max(1));
-            let threads = config.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            let threads = config.threads.unwrap_or_else(default_threads);
             let threads = i32::try_from(threads).unwrap_or(2);
             let params = LlamaContextParams::default()
                 .with_n_ctx(NonZeroU32::new(context_length))
@@ -376,6 +376,17 @@ impl Emitter<'_> {
             }
         }
     }
+}
+
+/// `TOOLGATE_LOCAL_THREADS`, else all cores but one (at least one). llama.cpp's threads spin while they
+/// wait for each other, so using every core collapses throughput (10x measured on 2 cores) as soon as anything
+/// else runs.
+fn default_threads() -> usize {
+    std::env::var("TOOLGATE_LOCAL_THREADS")
+        .ok()
+        .and_then(|threads| threads.parse().ok())
+        .filter(|threads| *threads > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cores| cores.get().saturating_sub(1).max(1)))
 }
 
 fn internal(error: impl std::fmt::Display) -> ModelError {
