@@ -13,7 +13,7 @@ use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
 
 use crate::secret::ApprovalSecret;
-use crate::trace::PromptTracer;
+use crate::trace::trace_prompts;
 use crate::{agui, chat, page};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
@@ -71,7 +71,7 @@ impl AppState {
     /// State for this configuration and model; opens the prompt trace file if one is configured.
     pub fn new(config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
         let model: SharedModel = match &config.trace_prompts {
-            Some(path) => Arc::new(PromptTracer::new(model, path)?),
+            Some(path) => Arc::new(trace_prompts(model, path)?),
             None => model,
         };
         Ok(Self { inner: Arc::new(Inner { config, model }) })

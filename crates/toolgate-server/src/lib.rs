@@ -22,4 +22,4 @@ mod trace;
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, shutdown_signal};
 pub use error::ApiError;
 pub use secret::{ApprovalSecret, SecretError, SecretSource};
-pub use trace::PromptTracer;
+pub use trace::{PromptTracer, TraceFile, trace_prompts};

@@ -2,33 +2,34 @@
 //!
 //! Line shape: `{"prompt": [ModelMessage...], "tools": [{"name", "description",
 //! "inputSchema"}], "toolChoice": ...}`. Provider-hosted tools appear with
-//! their `id` and `args` instead of a schema. Works for any model.
+//! their `id` and `args` instead of a schema. Works for any model: it is a
+//! [`RequestObserver`] on the core's [`ObservedModel`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
-use toolgate::LanguageModel;
-use toolgate::model::{ModelError, ModelStream};
-use toolgate_protocol::{ModelRequest, ModelResponse, ToolSpec};
+use toolgate::model::{ObservedModel, RequestObserver};
+use toolgate_protocol::{ModelRequest, ToolSpec};
 
-/// Wraps a model and appends every request it receives to a file.
+/// Appends each request to a file as one JSON line.
 #[derive(Debug, Clone)]
-pub struct PromptTracer<M> {
-    inner: M,
+pub struct TraceFile {
     path: PathBuf,
     file: Arc<Mutex<std::fs::File>>,
 }
 
-impl<M> PromptTracer<M> {
+impl TraceFile {
     /// Opens (or creates) `path` for appending.
-    pub fn new(inner: M, path: &Path) -> std::io::Result<Self> {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(Self { inner, path: path.to_owned(), file: Arc::new(Mutex::new(file)) })
+        Ok(Self { path: path.to_owned(), file: Arc::new(Mutex::new(file)) })
     }
+}
 
-    fn record(&self, request: &ModelRequest) {
+impl RequestObserver for TraceFile {
+    fn observe(&self, request: &ModelRequest) {
         let tools: Vec<Value> = request
             .tools
             .iter()
@@ -47,22 +48,10 @@ impl<M> PromptTracer<M> {
     }
 }
 
-impl<M: LanguageModel> LanguageModel for PromptTracer<M> {
-    fn provider(&self) -> &str {
-        self.inner.provider()
-    }
+/// A model whose prompts are traced to a file.
+pub type PromptTracer<M> = ObservedModel<M, TraceFile>;
 
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
-        self.record(&request);
-        self.inner.generate(request).await
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        self.record(&request);
-        self.inner.stream(request).await
-    }
+/// Wraps `inner` so every request it receives is appended to `path`.
+pub fn trace_prompts<M>(inner: M, path: &Path) -> std::io::Result<PromptTracer<M>> {
+    Ok(ObservedModel::with_observer(inner, TraceFile::open(path)?))
 }

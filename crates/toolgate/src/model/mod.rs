@@ -18,7 +18,7 @@ use futures::{FutureExt, Stream};
 use toolgate_protocol::{ModelRequest, ModelResponse, ModelStreamPart};
 
 pub use error::ModelError;
-pub use recording::RecordingModel;
+pub use recording::{ObservedModel, RecordingModel, RequestLog, RequestObserver};
 pub use scripted::{ScriptError, ScriptPart, ScriptedModel};
 
 /// A stream of model parts; an `Err` ends it.
