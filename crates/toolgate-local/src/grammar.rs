@@ -132,7 +132,18 @@ fn rewrite_refs(value: &mut Value, prefix: &str) {
 pub fn call_grammar(tools: &[FunctionTool]) -> Result<String, GrammarError> {
     let schema = call_schema(tools).to_string();
     let body = llama_cpp_2::json_schema_to_grammar(&schema).map_err(|error| GrammarError::Schema(error.to_string()))?;
+    let body = single_line(&body);
     Ok(format!("{body}\n{ROOT_RULE} ::= {} root {}\n", gbnf_literal(TOOL_CALL_OPEN), gbnf_literal(TOOL_CALL_CLOSE)))
+}
+
+/// Replaces the converter's whitespace rule (which allows line breaks and indentation between tokens) with
+/// at most one space: the call stays on one line, as the prompt asks, and small models copy the user's
+/// words into compact JSON far more reliably than into indented JSON.
+fn single_line(gbnf: &str) -> String {
+    gbnf.lines()
+        .map(|line| if line.starts_with("space ::=") { "space ::= \" \"?" } else { line })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The grammar a request needs, if any.

@@ -15,7 +15,7 @@
 //! - The prompt goes through the chat template in the GGUF metadata (ChatML when there is none
 //!   llama.cpp knows); tools, tool calls and tool results are written as described in [`mod@format`].
 //! - Tool calls are constrained by a grammar built from the tools' JSON Schemas ([`grammar`]), per the
-//!   request's tool choice: `auto` (text or one call), `required` (one call), a named tool (one call of
+//!   request's tool choice: `auto` (text or one call, decided as described in [`decide`]), `required` (one call), a named tool (one call of
 //!   it), `none` (text, no tools shown).
 //! - Limits: `max_output_tokens` (default [`LocalConfig::max_output_tokens`]), `temperature` (0 means
 //!   greedy; default [`LocalConfig::temperature`]), `stop_sequences`; generation stops at the end of a
@@ -27,6 +27,7 @@
 //! A model is loaded once per process and path ([`LocalModel::load`] returns the already loaded one);
 //! one worker thread per model runs the requests one after the other.
 
+pub mod decide;
 pub mod format;
 pub mod grammar;
 pub mod pull;
@@ -57,11 +58,23 @@ pub struct LocalConfig {
     pub temperature: f32,
     /// The sampling seed.
     pub seed: u32,
+    /// Tool choice `auto` answers with a call when the model's log-probability of starting one is at least
+    /// this (see [`decide`]); `None` leaves the choice to sampling alone. Default:
+    /// `TOOLGATE_LOCAL_AUTO_CALL_THRESHOLD` (a number, or `off`), else
+    /// [`decide::DEFAULT_AUTO_CALL_THRESHOLD`].
+    pub auto_call_threshold: Option<f64>,
 }
 
 impl Default for LocalConfig {
     fn default() -> Self {
-        Self { context_length: None, threads: None, max_output_tokens: 512, temperature: 0.0, seed: 42 }
+        Self {
+            context_length: None,
+            threads: None,
+            max_output_tokens: 512,
+            temperature: 0.0,
+            seed: 42,
+            auto_call_threshold: decide::threshold_from_env(),
+        }
     }
 }
 
@@ -77,7 +90,7 @@ pub enum LoadError {
 }
 
 struct Inner {
-    jobs: Mutex<mpsc::Sender<worker::Job>>,
+    jobs: Mutex<mpsc::Sender<(worker::Job, worker::Ready)>>,
     model_id: String,
     path: PathBuf,
     config: LocalConfig,
@@ -171,14 +184,15 @@ impl LocalModel {
             messages,
             tools,
             grammar,
+            auto_call_threshold: self.inner.config.auto_call_threshold,
+            earlier_calls: decide::earlier_calls(&request.prompt),
             max_output_tokens: request.max_output_tokens.unwrap_or(self.inner.config.max_output_tokens).max(1),
             temperature: request.temperature.unwrap_or(self.inner.config.temperature),
             stop_sequences: request.stop_sequences,
-            ready: ready_tx,
             parts: parts_tx,
         };
         let stopped = || ModelError::Configuration { message: "the local model's worker thread has stopped".into() };
-        self.inner.jobs.lock().unwrap_or_else(|poison| poison.into_inner()).send(job).map_err(|_| stopped())?;
+        self.inner.jobs.lock().unwrap_or_else(|poison| poison.into_inner()).send((job, ready_tx)).map_err(|_| stopped())?;
         ready_rx.await.map_err(|_| stopped())??;
         Ok(futures::stream::poll_fn(move |cx| parts_rx.poll_recv(cx)).boxed())
     }

@@ -18,16 +18,24 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use serde_json::Value;
 use tokio::sync::{mpsc as async_mpsc, oneshot};
 use toolgate::ModelError;
 use toolgate::protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
 
+use crate::decide;
 use crate::LocalConfig;
 use crate::format::{self, ChatMessage, Event, FunctionTool, OutputSplitter, TOOL_CALL_OPEN};
 use crate::grammar::{ROOT_RULE, ToolGrammar};
 
 /// Prompt tokens evaluated per llama.cpp batch.
 const BATCH: usize = 512;
+/// How a call starts after `<tool_call>`, before the tool's name (the form the prompt shows).
+const NAME_HEAD: &str = r#"{"name": ""#;
+/// Output tokens a call needs beyond its opener for the call steps to be worth starting.
+const CALL_ROOM: usize = 8;
 
 /// What a loaded model reports about itself.
 #[derive(Debug, Clone)]
@@ -36,16 +44,21 @@ pub(crate) struct ModelInfo {
     pub chat_template: Option<String>,
 }
 
+/// Answered once the prompt fits (or with the reason it does not), before any part is sent.
+pub(crate) type Ready = oneshot::Sender<Result<(), ModelError>>;
+
 /// One generation.
 pub(crate) struct Job {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<FunctionTool>,
     pub grammar: Option<ToolGrammar>,
+    /// With a lazy grammar (tool choice `auto`): the call threshold, see [`crate::decide`].
+    pub auto_call_threshold: Option<f64>,
+    /// The tool calls already in the conversation, which `auto` does not repeat.
+    pub earlier_calls: Vec<(String, Value)>,
     pub max_output_tokens: u32,
     pub temperature: f32,
     pub stop_sequences: Vec<String>,
-    /// Answered once the prompt fits (or with the reason it does not), before any part is sent.
-    pub ready: oneshot::Sender<Result<(), ModelError>>,
     pub parts: async_mpsc::UnboundedSender<Result<ModelStreamPart, ModelError>>,
 }
 
@@ -64,8 +77,8 @@ fn backend() -> Result<&'static LlamaBackend, String> {
 }
 
 /// Starts the worker thread: loads the model, creates a context and serves jobs until the sender is dropped.
-pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<Job>, ModelInfo), String> {
-    let (jobs, receiver) = mpsc::channel::<Job>();
+pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<(Job, Ready)>, ModelInfo), String> {
+    let (jobs, receiver) = mpsc::channel::<(Job, Ready)>();
     let (loaded_tx, loaded_rx) = mpsc::channel::<Result<ModelInfo, String>>();
     std::thread::Builder::new()
         .name("toolgate-local".into())
@@ -106,8 +119,8 @@ pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<
                 return;
             }
             let mut worker = Worker { model: &model, context, cached: Vec::new(), seed: config.seed };
-            while let Ok(job) = receiver.recv() {
-                worker.run(job);
+            while let Ok((job, ready)) = receiver.recv() {
+                worker.run(job, ready);
             }
         })
         .map_err(|error| format!("cannot start the model thread: {error}"))?;
@@ -130,12 +143,13 @@ enum End {
     ToolCall,
     /// The consumer went away.
     Dropped,
+    /// The call repeated an earlier one; nothing was sent (see [`crate::decide`]).
+    Repeat,
 }
 
 impl Worker<'_> {
-    fn run(&mut self, job: Job) {
-        let Job { messages, tools, grammar, max_output_tokens, temperature, stop_sequences, ready, parts } = job;
-        let prompt = self.render(&messages);
+    fn run(&mut self, job: Job, ready: Ready) {
+        let prompt = self.render(&job.messages);
         let tokens = self.model.vocab().tokenize(prompt.as_bytes(), true, true);
         let context_length = self.context.n_ctx() as usize;
         if tokens.len() >= context_length {
@@ -148,27 +162,24 @@ impl Worker<'_> {
             }));
             return;
         }
-        let sampler = match self.sampler(grammar.as_ref(), temperature) {
-            Ok(sampler) => sampler,
-            Err(error) => {
-                let _ = ready.send(Err(error));
-                return;
-            }
-        };
+        // Checked before the answer starts, so a bad grammar fails the request rather than its stream.
+        if let Err(error) = self.sampler(job.grammar.as_ref(), job.temperature, true) {
+            let _ = ready.send(Err(error));
+            return;
+        }
         if ready.send(Ok(())).is_err() {
             return;
         }
         let room = (context_length - tokens.len()) as u32;
-        let limit = max_output_tokens.min(room);
+        let limit = job.max_output_tokens.min(room);
         let prompt_tokens = tokens.len() as u64;
-        let result = self.generate(tokens, sampler, limit, !tools.is_empty(), stop_sequences, &tools, &parts);
-        match result {
+        match self.answer(tokens, &job, limit) {
             Ok((end, output_tokens)) => {
                 let finish_reason = match end {
                     End::Stop => FinishReason::Stop,
                     End::Length => FinishReason::Length,
                     End::ToolCall => FinishReason::ToolCalls,
-                    End::Dropped => return,
+                    End::Dropped | End::Repeat => return,
                 };
                 let usage = Usage {
                     input_tokens: Some(prompt_tokens),
@@ -176,12 +187,147 @@ impl Worker<'_> {
                     total_tokens: Some(prompt_tokens + output_tokens),
                     ..Usage::default()
                 };
-                let _ = parts.send(Ok(ModelStreamPart::Finish { finish_reason, usage, provider_metadata: None }));
+                let _ = job.parts.send(Ok(ModelStreamPart::Finish { finish_reason, usage, provider_metadata: None }));
             }
             Err(error) => {
-                let _ = parts.send(Err(error));
+                let _ = job.parts.send(Err(error));
             }
         }
+    }
+
+    /// Evaluates the prompt and generates the answer under the job's tool choice; returns how it ended and
+    /// the number of output tokens.
+    fn answer(&mut self, tokens: Vec<LlamaToken>, job: &Job, limit: u32) -> Result<(End, u64), ModelError> {
+        let index = self.evaluate_prompt(&tokens)?;
+        let opener = self.model.vocab().tokenize(TOOL_CALL_OPEN.as_bytes(), false, true);
+        let grammar = job.grammar.as_ref();
+        let calls_fit = opener.len() + CALL_ROOM < limit as usize;
+        let output = Output { job, limit, guard_repeats: false };
+        match (grammar, job.auto_call_threshold) {
+            (Some(grammar), _) if !grammar.lazy && calls_fit => {
+                // `required` or a named tool: the answer is a call.
+                let next = self.context.get_logits_ith(index).to_vec();
+                self.force(&next, &opener)?;
+                self.call(job, grammar, &opener, limit, false)
+            }
+            (Some(grammar), Some(threshold)) if grammar.lazy && calls_fit => {
+                let next = self.context.get_logits_ith(index).to_vec();
+                let score = self.force(&next, &opener)?;
+                tracing::debug!(score, threshold, "local model: tool call score");
+                if score >= threshold {
+                    match self.call(job, grammar, &opener, limit, true)? {
+                        (End::Repeat, _) => tracing::debug!("local model: the call repeats an earlier one"),
+                        done => return Ok(done),
+                    }
+                }
+                self.rewind(tokens.len(), &tokens)?;
+                let sampler = self.sampler(Some(grammar), job.temperature, true)?;
+                let first = First::Saved { logits: next, banned: opener.first().copied() };
+                self.generate(first, sampler, self.splitter(job), &output)
+            }
+            // No tools, `auto` left to sampling, or too few tokens allowed for the steps above.
+            _ => {
+                let sampler = self.sampler(grammar, job.temperature, true)?;
+                self.generate(First::Index(index), sampler, self.splitter(job), &output)
+            }
+        }
+    }
+
+    /// Generates a call after the opener, which is in the KV cache with its logits in the last batch. With
+    /// several tools, the tool is the one whose name the model finds most likely (scoring whole names avoids
+    /// greedy token-by-token choice steering into the wrong name); the grammar then shapes its arguments.
+    fn call(
+        &mut self,
+        job: &Job,
+        grammar: &ToolGrammar,
+        opener: &[LlamaToken],
+        limit: u32,
+        guard_repeats: bool,
+    ) -> Result<(End, u64), ModelError> {
+        let mut sampler = self.sampler(Some(grammar), job.temperature, false)?;
+        let mut splitter = self.splitter(job);
+        accept(&mut sampler, opener)?;
+        splitter.feed(TOOL_CALL_OPEN);
+        let mut forced = opener.len();
+        let mut last = opener.len() - 1;
+        if job.tools.len() > 1 {
+            let head = self.model.vocab().tokenize(NAME_HEAD.as_bytes(), false, true);
+            let next = self.context.get_logits_ith(last as i32).to_vec();
+            self.force(&next, &head)?;
+            let after_head = self.context.get_logits_ith(head.len() as i32 - 1).to_vec();
+            let mark = self.cached.len();
+            let mut best: Option<(f64, &FunctionTool, Vec<LlamaToken>)> = None;
+            for tool in &job.tools {
+                let name = self.model.vocab().tokenize(format!("{}\"", tool.name).as_bytes(), false, true);
+                let score = self.force(&after_head, &name)?;
+                self.truncate_cache(mark)?;
+                if best.as_ref().is_none_or(|(best, ..)| score > *best) {
+                    best = Some((score, tool, name));
+                }
+            }
+            if let Some((score, tool, name)) = best {
+                tracing::debug!(tool = tool.name, score, "local model: chose the tool by its name");
+                self.force(&after_head, &name)?;
+                accept(&mut sampler, head.iter().chain(&name))?;
+                splitter.feed(&format!("{NAME_HEAD}{}\"", tool.name));
+                forced += head.len() + name.len();
+                last = name.len() - 1;
+            }
+        }
+        let output = Output { job, limit: limit.saturating_sub(forced as u32), guard_repeats };
+        let (end, generated) = self.generate(First::Index(last as i32), sampler, splitter, &output)?;
+        Ok((end, generated + forced as u64))
+    }
+
+    fn splitter(&self, job: &Job) -> OutputSplitter {
+        OutputSplitter::new(!job.tools.is_empty(), job.stop_sequences.clone())
+    }
+
+    /// Evaluates `tokens` after the cached ones and returns their log-probability, `next` being the
+    /// next-token logits before them. Leaves them in the KV cache, with the logits after each in the batch.
+    fn force(&mut self, next: &[f32], tokens: &[LlamaToken]) -> Result<f64, ModelError> {
+        let Some(first) = tokens.first() else { return Ok(0.0) };
+        let mut score = decide::log_prob(next, first.0 as usize);
+        let start = self.cached.len();
+        let mut batch = LlamaBatch::new(tokens.len(), 1);
+        for (offset, token) in tokens.iter().enumerate() {
+            batch.add(*token, (start + offset) as i32, &[0], true).map_err(internal)?;
+        }
+        self.decode(&mut batch)?;
+        self.cached.extend_from_slice(tokens);
+        for (offset, token) in tokens.iter().enumerate().skip(1) {
+            score += decide::log_prob(self.context.get_logits_ith(offset as i32 - 1), token.0 as usize);
+        }
+        Ok(score)
+    }
+
+    /// Drops the KV cache after its first `len` tokens.
+    fn truncate_cache(&mut self, len: usize) -> Result<(), ModelError> {
+        if self.context.clear_kv_cache_seq(Some(0), Some(len as u32), None).unwrap_or(false) {
+            self.cached.truncate(len);
+            return Ok(());
+        }
+        self.context.clear_kv_cache();
+        self.cached.clear();
+        Err(internal("cannot drop the end of the KV cache"))
+    }
+
+    /// Drops everything after the prompt from the KV cache (evaluating the prompt again if llama.cpp
+    /// cannot drop a range).
+    fn rewind(&mut self, prompt_len: usize, prompt: &[LlamaToken]) -> Result<(), ModelError> {
+        match self.truncate_cache(prompt_len) {
+            Ok(()) => Ok(()),
+            Err(_) => self.evaluate_prompt(prompt).map(|_| ()),
+        }
+    }
+
+    /// Decodes a batch; on failure the KV cache is cleared, since its content is then unknown.
+    fn decode(&mut self, batch: &mut LlamaBatch) -> Result<(), ModelError> {
+        self.context.decode(batch).map_err(|error| {
+            self.context.clear_kv_cache();
+            self.cached.clear();
+            internal(error)
+        })
     }
 
     /// The prompt text: the model's chat template, or ChatML when it has none llama.cpp knows.
@@ -199,10 +345,11 @@ impl Worker<'_> {
         }
     }
 
-    fn sampler(&self, grammar: Option<&ToolGrammar>, temperature: f32) -> Result<LlamaSampler, ModelError> {
+    /// The sampler chain; `lazy: false` applies a lazy (`auto`) grammar from the first token.
+    fn sampler(&self, grammar: Option<&ToolGrammar>, temperature: f32, lazy: bool) -> Result<LlamaSampler, ModelError> {
         let mut chain = Vec::new();
         if let Some(grammar) = grammar {
-            let constrained = if grammar.lazy {
+            let constrained = if grammar.lazy && lazy {
                 LlamaSampler::grammar_lazy(self.model, &grammar.gbnf, ROOT_RULE, [TOOL_CALL_OPEN], &[])
             } else {
                 LlamaSampler::grammar(self.model, &grammar.gbnf, ROOT_RULE)
@@ -243,38 +390,40 @@ impl Worker<'_> {
                 let position = chunk_start + offset;
                 batch.add(*token, position as i32, &[0], position == last).map_err(internal)?;
             }
-            if let Err(error) = self.context.decode(&mut batch) {
-                self.context.clear_kv_cache();
-                self.cached.clear();
-                return Err(internal(error));
-            }
+            self.decode(&mut batch)?;
             self.cached.extend_from_slice(chunk);
         }
         Ok(((tokens.len() - reuse - 1) % BATCH) as i32)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Samples tokens until the output ends (end of turn, a tool call, a stop sequence, the limit) and sends
+    /// them as stream parts.
     fn generate(
         &mut self,
-        tokens: Vec<LlamaToken>,
+        first: First,
         mut sampler: LlamaSampler,
-        limit: u32,
-        tools_on: bool,
-        stop_sequences: Vec<String>,
-        tools: &[FunctionTool],
-        parts: &async_mpsc::UnboundedSender<Result<ModelStreamPart, ModelError>>,
+        mut splitter: OutputSplitter,
+        output: &Output<'_>,
     ) -> Result<(End, u64), ModelError> {
-        let mut logits_index = self.evaluate_prompt(&tokens)?;
-        let mut splitter = OutputSplitter::new(tools_on, stop_sequences);
-        let mut emitter = Emitter { parts, text_open: false, tools };
+        let job = output.job;
+        let mut emitter = Emitter {
+            parts: &job.parts,
+            text_open: false,
+            tools: &job.tools,
+            repeats_of: output.guard_repeats.then_some(job.earlier_calls.as_slice()),
+        };
+        let mut next = first;
         let mut pending = Vec::new();
         let mut generated = 0u64;
         let mut batch = LlamaBatch::new(1, 1);
         let end = loop {
-            if generated >= u64::from(limit) {
+            if generated >= u64::from(output.limit) {
                 break End::Length;
             }
-            let token = sampler.sample(&self.context, logits_index);
+            let token = match next {
+                First::Index(index) => sampler.sample(&self.context, index),
+                First::Saved { ref logits, banned } => sample_saved(&mut sampler, logits, banned)?,
+            };
             generated += 1;
             if self.model.vocab().is_eog(token) {
                 break End::Stop;
@@ -287,7 +436,7 @@ impl Worker<'_> {
                     ended = Some(end);
                 }
             }
-            if ended.is_none() && parts.is_closed() {
+            if ended.is_none() && job.parts.is_closed() {
                 ended = Some(End::Dropped);
             }
             if let Some(end) = ended {
@@ -295,19 +444,14 @@ impl Worker<'_> {
             }
             batch.clear();
             batch.add(token, self.cached.len() as i32, &[0], true).map_err(internal)?;
-            if let Err(error) = self.context.decode(&mut batch) {
-                self.context.clear_kv_cache();
-                self.cached.clear();
-                return Err(internal(error));
-            }
+            self.decode(&mut batch)?;
             self.cached.push(token);
-            logits_index = 0;
+            next = First::Index(0);
         };
         if matches!(end, End::Stop | End::Length) {
-            pending.clear();
             let events = splitter.finish().map_err(|error| match end {
                 End::Length => ModelError::InvalidResponse {
-                    message: format!("{error} (the output limit of {limit} tokens was reached)"),
+                    message: format!("{error} (the output limit of {} tokens was reached)", output.limit),
                 },
                 _ => ModelError::InvalidResponse { message: error.to_string() },
             })?;
@@ -320,11 +464,51 @@ impl Worker<'_> {
     }
 }
 
+/// Where the next token's distribution is.
+enum First {
+    /// In the context's logits for this index of the last decoded batch.
+    Index(i32),
+    /// In saved logits (the prompt's, after the KV cache was rewound), with a token that may not be chosen.
+    Saved { logits: Vec<f32>, banned: Option<LlamaToken> },
+}
+
+/// Advances the sampler's state (its grammar) over tokens that were forced rather than sampled.
+fn accept<'t>(sampler: &mut LlamaSampler, tokens: impl IntoIterator<Item = &'t LlamaToken>) -> Result<(), ModelError> {
+    for token in tokens {
+        sampler.try_accept(*token).map_err(|error| internal(format!("the tool grammar rejected a forced token: {error}")))?;
+    }
+    Ok(())
+}
+
+/// Samples from saved logits and advances the sampler's state (grammar, penalties) with the choice.
+fn sample_saved(sampler: &mut LlamaSampler, logits: &[f32], banned: Option<LlamaToken>) -> Result<LlamaToken, ModelError> {
+    let candidates = logits.iter().enumerate().map(|(id, &logit)| {
+        let token = LlamaToken(id as i32);
+        LlamaTokenData::new(token, if Some(token) == banned { f32::NEG_INFINITY } else { logit }, 0.0)
+    });
+    let mut candidates = LlamaTokenDataArray::from_iter(candidates, false);
+    candidates.apply_sampler(sampler);
+    let token = candidates.selected_token().ok_or_else(|| internal("the sampler chose no token"))?;
+    sampler.accept(token);
+    Ok(token)
+}
+
+/// What one generation produces and under which limits.
+struct Output<'j> {
+    job: &'j Job,
+    /// Output tokens allowed.
+    limit: u32,
+    /// True for a call `auto` decided to make: a repeat of an earlier call ends it with [`End::Repeat`].
+    guard_repeats: bool,
+}
+
 /// Turns splitter events into stream parts.
 struct Emitter<'a> {
     parts: &'a async_mpsc::UnboundedSender<Result<ModelStreamPart, ModelError>>,
     text_open: bool,
     tools: &'a [FunctionTool],
+    /// Earlier calls a call may not repeat, when guarded.
+    repeats_of: Option<&'a [(String, Value)]>,
 }
 
 /// The id of the (single) text block of a response.
@@ -357,6 +541,9 @@ impl Emitter<'_> {
                 self.close_text();
                 let call = format::parse_tool_call(&json, self.tools)
                     .map_err(|error| ModelError::InvalidResponse { message: error.to_string() })?;
+                if self.repeats_of.is_some_and(|earlier| decide::is_repeat(&call.name, &call.arguments, earlier)) {
+                    return Ok(Some(End::Repeat));
+                }
                 let id = format!("call_{}", uuid::Uuid::now_v7().simple());
                 self.send(ModelStreamPart::ToolInputStart {
                     id: id.clone(),

@@ -208,3 +208,62 @@ fn the_chat_template_comes_from_the_gguf() {
     let template = model.chat_template().expect("SmolLM2 ships a chat template");
     assert!(template.contains("<|im_start|>"), "{template}");
 }
+
+/// One `auto` turn with the demo tools.
+async fn auto_turn(model: &impl LanguageModel, prompt: Vec<ModelMessage>) -> toolgate::TextResult {
+    let request = TextRequest::new(prompt).toolkit(toolgate::demo::toolkit()).max_output_tokens(48);
+    generate_text(model, request).await.expect("the turn succeeds")
+}
+
+#[tokio::test]
+async fn auto_calls_delete_file_for_a_deletion_request() {
+    let Some(model) = model() else { return };
+    let result = auto_turn(&model, vec![ModelMessage::user("Delete the file notes.txt")]).await;
+    let requests = result.approval_requests();
+    assert_eq!(requests.len(), 1, "one approval request: {:?}", result.text());
+    assert_eq!(requests[0].tool_call.tool_name, "delete_file");
+    assert!(requests[0].tool_call.input["path"].is_string(), "{:?}", requests[0].tool_call.input);
+    assert!(result.steps.iter().all(|step| step.tool_results.is_empty()), "nothing ran");
+}
+
+#[tokio::test]
+async fn auto_picks_the_tool_that_fits_runs_it_and_then_answers_in_text() {
+    let Some(model) = model() else { return };
+    // 50 is under transfer_money's approval limit, so the call runs in the same turn.
+    let result = auto_turn(&model, vec![ModelMessage::user("Transfer 50 euros to Alice")]).await;
+    assert!(result.approval_requests().is_empty());
+    let calls: Vec<_> = result.steps[0].tool_calls().collect();
+    assert_eq!(calls.len(), 1, "one call in the first step");
+    assert_eq!(calls[0].tool_name, "transfer_money");
+    assert!(calls[0].input["amount"].is_number() && calls[0].input["to"].is_string(), "{:?}", calls[0].input);
+    assert_eq!(result.steps[0].tool_results.len(), 1, "it ran");
+    assert_eq!(result.steps.len(), 2, "then one more step");
+    assert!(result.steps[1].tool_calls().next().is_none(), "which does not call again");
+}
+
+#[tokio::test]
+async fn auto_answers_small_talk_and_questions_in_text() {
+    let Some(model) = model() else { return };
+    for prompt in ["What is the capital of France?", "Write a haiku about autumn"] {
+        let result = auto_turn(&model, vec![ModelMessage::user(prompt)]).await;
+        assert!(!result.text().trim().is_empty(), "{prompt}: some text");
+        assert!(result.steps.iter().all(|step| step.tool_calls().next().is_none()), "{prompt}: no tool call");
+        assert!(result.approval_requests().is_empty(), "{prompt}");
+    }
+}
+
+#[tokio::test]
+async fn auto_after_an_approved_or_denied_call_answers_in_text_instead_of_repeating_it() {
+    let Some(model) = model() else { return };
+    for approved in [true, false] {
+        let (history, approval_id, _) = approval_requested(&model).await;
+        let recording = RecordingModel::new(model.clone());
+        let result = auto_turn(&recording, answer(history, &approval_id, approved)).await;
+        assert_eq!(result.preresolved.len(), 1, "approved: {approved}");
+        assert!(result.approval_requests().is_empty(), "approved: {approved}: no second request");
+        assert_eq!(result.steps.len(), 1, "approved: {approved}: one step, no new call");
+        assert!(result.steps[0].tool_calls().next().is_none(), "approved: {approved}");
+        assert!(!result.text().trim().is_empty(), "approved: {approved}: the model answers");
+        assert_eq!(recording.requests().len(), 1);
+    }
+}
