@@ -4,8 +4,10 @@
 # Installs Debian's chromium if /usr/bin/chromium is missing (needs root, as in CI),
 # installs playwright-core (no browser download), builds `toolgate`, starts one
 # `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
-# (prompt traces and data dirs in a temp dir), runs the tests with `node --test`,
-# and always stops the servers. Screenshots go to ci-artifacts/screenshots/.
+# (prompt traces and data dirs in a temp dir), plus one with the local default model when
+# it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
+# an error, as in CI), runs the tests with `node --test`, and always stops the servers.
+# Screenshots go to ci-artifacts/screenshots/.
 #
 # Usage: scripts/e2e-browser.sh [--update-docs-screenshot]
 #   --update-docs-screenshot  also rewrite docs/screenshot-approval.png (1280x800)
@@ -87,7 +89,7 @@ free_ports() {
 }
 
 fixtures=("$E2E"/fixtures/*.json)
-read -r -a ports <<<"$(free_ports "${#fixtures[@]}")"
+read -r -a ports <<<"$(free_ports "$(( ${#fixtures[@]} + 1 ))")"
 entries=()
 for i in "${!fixtures[@]}"; do
   fixture="${fixtures[$i]}"
@@ -99,6 +101,21 @@ for i in "${!fixtures[@]}"; do
   PIDS+=("$!")
   entries+=("$name|http://127.0.0.1:$port/|$WORK/$name.prompts.jsonl")
 done
+# The real local model (server name "local"): the default model, or TOOLGATE_LOCAL_MODEL.
+LOCAL_MODEL="${TOOLGATE_LOCAL_MODEL:-$("$BIN" model path)}"
+if [ -f "$LOCAL_MODEL" ]; then
+  port="${ports[${#fixtures[@]}]}"
+  "$BIN" serve --model "local:$LOCAL_MODEL" --addr "127.0.0.1:$port" \
+    --trace-prompts "$WORK/local.prompts.jsonl" --data-dir "$WORK/local-data" \
+    >"$WORK/local.log" 2>&1 &
+  PIDS+=("$!")
+  entries+=("local|http://127.0.0.1:$port/|$WORK/local.prompts.jsonl")
+elif [ "${TOOLGATE_E2E_REQUIRE_LOCAL:-0}" = 1 ]; then
+  log "no local model at $LOCAL_MODEL (run scripts/setup-local-model.sh)"
+  exit 1
+else
+  log "NOTICE: no local model at $LOCAL_MODEL: the local-model scenarios are skipped"
+fi
 # {"<fixture>": {"url", "trace"}} for the tests.
 TOOLGATE_E2E_SERVERS="$(node -e '
   const servers = {};
@@ -135,6 +152,6 @@ if [ "$update_docs" -eq 1 ]; then
   export TOOLGATE_E2E_DOCS_SCREENSHOT="$ROOT/docs/screenshot-approval.png"
 fi
 # Bounded: a hung browser must not hang CI.
-(cd "$E2E" && timeout --kill-after=10 "${TOOLGATE_E2E_TEST_TIMEOUT:-600}" \
-  node --test --test-concurrency=1 --test-timeout=120000 --test-reporter=spec tests/)
+(cd "$E2E" && timeout --kill-after=10 "${TOOLGATE_E2E_TEST_TIMEOUT:-1200}" \
+  node --test --test-concurrency=1 --test-timeout=300000 --test-reporter=spec tests/)
 log "passed in $(( $(date +%s) - start )) s; screenshots in ci-artifacts/screenshots/"

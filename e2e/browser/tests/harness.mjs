@@ -17,6 +17,9 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 // `{"<fixture>": {"url": "http://127.0.0.1:PORT", "trace": "/tmp/.../prompts.jsonl"}}`
 const SERVERS = JSON.parse(process.env.TOOLGATE_E2E_SERVERS ?? '{}');
 
+// True when scripts/e2e-browser.sh started a server for `fixture`.
+export const hasServer = (fixture) => Boolean(SERVERS[fixture]);
+
 export function server(fixture) {
   const entry = SERVERS[fixture];
   if (!entry) throw new Error(`no server for fixture "${fixture}"; run the tests through scripts/e2e-browser.sh`);
