@@ -28,6 +28,7 @@
 //! one worker thread per model runs the requests one after the other.
 
 pub mod decide;
+mod emit;
 pub mod format;
 pub mod grammar;
 pub mod pull;
@@ -192,7 +193,12 @@ impl LocalModel {
             parts: parts_tx,
         };
         let stopped = || ModelError::Configuration { message: "the local model's worker thread has stopped".into() };
-        self.inner.jobs.lock().unwrap_or_else(|poison| poison.into_inner()).send((job, ready_tx)).map_err(|_| stopped())?;
+        self.inner
+            .jobs
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .send((job, ready_tx))
+            .map_err(|_| stopped())?;
         ready_rx.await.map_err(|_| stopped())??;
         Ok(futures::stream::poll_fn(move |cx| parts_rx.poll_recv(cx)).boxed())
     }

@@ -21,13 +21,14 @@ use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde_json::Value;
-use tokio::sync::{mpsc as async_mpsc, oneshot};
+use tokio::sync::oneshot;
 use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
+use toolgate::protocol::{FinishReason, ModelStreamPart, Usage};
 
-use crate::decide;
 use crate::LocalConfig;
-use crate::format::{self, ChatMessage, Event, FunctionTool, OutputSplitter, TOOL_CALL_OPEN};
+use crate::decide;
+use crate::emit::{Emitter, End, Parts};
+use crate::format::{self, ChatMessage, FunctionTool, OutputSplitter, TOOL_CALL_OPEN};
 use crate::grammar::{ROOT_RULE, ToolGrammar};
 
 /// Prompt tokens evaluated per llama.cpp batch.
@@ -59,7 +60,7 @@ pub(crate) struct Job {
     pub max_output_tokens: u32,
     pub temperature: f32,
     pub stop_sequences: Vec<String>,
-    pub parts: async_mpsc::UnboundedSender<Result<ModelStreamPart, ModelError>>,
+    pub parts: Parts,
 }
 
 fn backend() -> Result<&'static LlamaBackend, String> {
@@ -134,17 +135,6 @@ struct Worker<'m> {
     /// The tokens in the KV cache (sequence 0), in order.
     cached: Vec<LlamaToken>,
     seed: u32,
-}
-
-/// How a generation ended.
-enum End {
-    Stop,
-    Length,
-    ToolCall,
-    /// The consumer went away.
-    Dropped,
-    /// The call repeated an earlier one; nothing was sent (see [`crate::decide`]).
-    Repeat,
 }
 
 impl Worker<'_> {
@@ -406,12 +396,8 @@ impl Worker<'_> {
         output: &Output<'_>,
     ) -> Result<(End, u64), ModelError> {
         let job = output.job;
-        let mut emitter = Emitter {
-            parts: &job.parts,
-            text_open: false,
-            tools: &job.tools,
-            repeats_of: output.guard_repeats.then_some(job.earlier_calls.as_slice()),
-        };
+        let repeats_of = output.guard_repeats.then_some(job.earlier_calls.as_slice());
+        let mut emitter = Emitter::new(&job.parts, &job.tools, repeats_of);
         let mut next = first;
         let mut pending = Vec::new();
         let mut generated = 0u64;
@@ -475,13 +461,19 @@ enum First {
 /// Advances the sampler's state (its grammar) over tokens that were forced rather than sampled.
 fn accept<'t>(sampler: &mut LlamaSampler, tokens: impl IntoIterator<Item = &'t LlamaToken>) -> Result<(), ModelError> {
     for token in tokens {
-        sampler.try_accept(*token).map_err(|error| internal(format!("the tool grammar rejected a forced token: {error}")))?;
+        sampler
+            .try_accept(*token)
+            .map_err(|error| internal(format!("the tool grammar rejected a forced token: {error}")))?;
     }
     Ok(())
 }
 
 /// Samples from saved logits and advances the sampler's state (grammar, penalties) with the choice.
-fn sample_saved(sampler: &mut LlamaSampler, logits: &[f32], banned: Option<LlamaToken>) -> Result<LlamaToken, ModelError> {
+fn sample_saved(
+    sampler: &mut LlamaSampler,
+    logits: &[f32],
+    banned: Option<LlamaToken>,
+) -> Result<LlamaToken, ModelError> {
     let candidates = logits.iter().enumerate().map(|(id, &logit)| {
         let token = LlamaToken(id as i32);
         LlamaTokenData::new(token, if Some(token) == banned { f32::NEG_INFINITY } else { logit }, 0.0)
@@ -500,69 +492,6 @@ struct Output<'j> {
     limit: u32,
     /// True for a call `auto` decided to make: a repeat of an earlier call ends it with [`End::Repeat`].
     guard_repeats: bool,
-}
-
-/// Turns splitter events into stream parts.
-struct Emitter<'a> {
-    parts: &'a async_mpsc::UnboundedSender<Result<ModelStreamPart, ModelError>>,
-    text_open: bool,
-    tools: &'a [FunctionTool],
-    /// Earlier calls a call may not repeat, when guarded.
-    repeats_of: Option<&'a [(String, Value)]>,
-}
-
-/// The id of the (single) text block of a response.
-const TEXT_ID: &str = "text-0";
-
-impl Emitter<'_> {
-    fn send(&self, part: ModelStreamPart) {
-        let _ = self.parts.send(Ok(part));
-    }
-
-    fn close_text(&mut self) {
-        if std::mem::take(&mut self.text_open) {
-            self.send(ModelStreamPart::TextEnd { id: TEXT_ID.to_owned() });
-        }
-    }
-
-    /// Sends an event's parts; `Some` when generation should end.
-    fn event(&mut self, event: Event) -> Result<Option<End>, ModelError> {
-        match event {
-            Event::Text(delta) => {
-                if !self.text_open {
-                    self.text_open = true;
-                    self.send(ModelStreamPart::TextStart { id: TEXT_ID.to_owned() });
-                }
-                self.send(ModelStreamPart::TextDelta { id: TEXT_ID.to_owned(), delta });
-                Ok(None)
-            }
-            Event::Stop => Ok(Some(End::Stop)),
-            Event::Call(json) => {
-                self.close_text();
-                let call = format::parse_tool_call(&json, self.tools)
-                    .map_err(|error| ModelError::InvalidResponse { message: error.to_string() })?;
-                if self.repeats_of.is_some_and(|earlier| decide::is_repeat(&call.name, &call.arguments, earlier)) {
-                    return Ok(Some(End::Repeat));
-                }
-                let id = format!("call_{}", uuid::Uuid::now_v7().simple());
-                self.send(ModelStreamPart::ToolInputStart {
-                    id: id.clone(),
-                    tool_name: call.name.clone(),
-                    provider_executed: None,
-                });
-                self.send(ModelStreamPart::ToolInputDelta { id: id.clone(), delta: call.arguments.clone() });
-                self.send(ModelStreamPart::ToolInputEnd { id: id.clone() });
-                self.send(ModelStreamPart::ToolCall(ModelToolCall {
-                    tool_call_id: id,
-                    tool_name: call.name,
-                    input: call.arguments,
-                    provider_executed: None,
-                    provider_metadata: None,
-                }));
-                Ok(Some(End::ToolCall))
-            }
-        }
-    }
 }
 
 /// `TOOLGATE_LOCAL_THREADS`, else all cores but one (at least one). llama.cpp's threads spin while they
