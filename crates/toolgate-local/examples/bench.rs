@@ -114,5 +114,8 @@ async fn main() {
             "auto run {run}: {input} prompt tokens, {output} output tokens, tool call after {call:.2?} (total {total:.2?})"
         );
     }
-    println!("time to first tool call (tool_choice auto; run 0 is cold): {:.2} s (median of {RUNS})", median(auto_calls));
+    println!(
+        "time to first tool call (tool_choice auto; run 0 is cold): {:.2} s (median of {RUNS})",
+        median(auto_calls)
+    );
 }
