@@ -84,38 +84,23 @@ async fn main() {
         median(prompt_speeds)
     );
 
-    let mut first_calls = Vec::new();
-    for run in 0..RUNS {
-        let request = ask(
-            &format!("Please delete the file notes-{run}.txt"),
-            ToolChoice::Tool { tool_name: "delete_file".into() },
-            64,
-        );
-        let (total, _, call, input, output) = timed(&model, request).await;
-        let call = call.expect("a tool call");
-        first_calls.push(call.as_secs_f64());
-        println!(
-            "delete_file run {run}: {input} prompt tokens, {output} output tokens, tool call after {call:.2?} (total {total:.2?})"
-        );
+    // Forced, then `auto` as in the web demo (call score, tool chosen by name, then the arguments). Run 0
+    // evaluates the whole prompt; later runs reuse its cached prefix.
+    let forced = ToolChoice::Tool { tool_name: "delete_file".into() };
+    for (label, choice, prompt) in [
+        ("forced delete_file", forced, "Please delete the file notes"),
+        ("tool_choice auto", ToolChoice::Auto, "Delete the file notes"),
+    ] {
+        let mut calls = Vec::new();
+        for run in 0..RUNS {
+            let request = ask(&format!("{prompt}-{run}.txt"), choice.clone(), 64);
+            let (total, _, call, input, output) = timed(&model, request).await;
+            let call = call.unwrap_or_else(|| panic!("{label}: a tool call"));
+            calls.push(call.as_secs_f64());
+            println!(
+                "{label} run {run}: {input} prompt tokens, {output} output tokens, tool call after {call:.2?} (total {total:.2?})"
+            );
+        }
+        println!("time to first tool call ({label}): {:.2} s (median of {RUNS}, run 0 cold)", median(calls));
     }
-    println!(
-        "time to first tool call (forced delete_file; run 0 is cold, later runs reuse the cached prompt prefix): {:.2} s (median of {RUNS})",
-        median(first_calls)
-    );
-
-    // `auto`, as in the web demo: the call score, the tool choice by name, then the arguments.
-    let mut auto_calls = Vec::new();
-    for run in 0..RUNS {
-        let request = ask(&format!("Delete the file notes-{run}.txt"), ToolChoice::Auto, 64);
-        let (total, _, call, input, output) = timed(&model, request).await;
-        let call = call.expect("tool choice auto calls delete_file");
-        auto_calls.push(call.as_secs_f64());
-        println!(
-            "auto run {run}: {input} prompt tokens, {output} output tokens, tool call after {call:.2?} (total {total:.2?})"
-        );
-    }
-    println!(
-        "time to first tool call (tool_choice auto; run 0 is cold): {:.2} s (median of {RUNS})",
-        median(auto_calls)
-    );
 }

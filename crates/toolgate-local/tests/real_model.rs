@@ -2,7 +2,8 @@
 //!
 //! These tests need the model file: `toolgate model pull` (or `scripts/setup-local-model.sh`) puts it in
 //! the cache; `TOOLGATE_LOCAL_MODEL=PATH` points at another GGUF. Without it each test prints a notice
-//! and passes. Assertions are on structure (tool names, input shape, result types), never on prose.
+//! and passes, unless `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (set by CI) makes that a failure. Assertions are on
+//! structure (tool names, input shape, result types), never on prose.
 
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -17,6 +18,8 @@ fn model_path() -> Option<std::path::PathBuf> {
     let path = std::env::var_os("TOOLGATE_LOCAL_MODEL").map(Into::into).unwrap_or_else(pull::default_model_path);
     if path.is_file() {
         Some(path)
+    } else if std::env::var("TOOLGATE_REQUIRE_LOCAL_MODEL").as_deref() == Ok("1") {
+        panic!("TOOLGATE_REQUIRE_LOCAL_MODEL=1 but there is no model at {}", path.display());
     } else {
         eprintln!(
             "NOTICE: skipping the real-model test: no model at {} (run `toolgate model pull` or scripts/setup-local-model.sh)",
