@@ -18,9 +18,10 @@
 //!   request's tool choice: `auto` (text or one call, decided as described in [`decide`]), `required` (one call), a named tool (one call of
 //!   it), `none` (text, no tools shown).
 //! - Limits: `max_output_tokens` (default [`LocalConfig::max_output_tokens`]), `temperature` (0 means
-//!   greedy; default [`LocalConfig::temperature`]), `stop_sequences`; generation stops at the end of a
-//!   tool call or the model's end-of-turn token. A prompt that does not fit the context fails with
-//!   [`ModelError::ContextTooLong`] carrying the token counts.
+//!   greedy; default [`LocalConfig::temperature`]; text answers get a mild repetition penalty, calls none),
+//!   `stop_sequences`; generation stops at the end of a tool call or the model's end-of-turn token. A
+//!   prompt that does not fit the context fails with [`ModelError::ContextTooLong`] carrying the token
+//!   counts.
 //! - Output that is still not a valid call (cut off by the token limit, say) becomes
 //!   [`ModelError::InvalidResponse`].
 //!

@@ -35,6 +35,10 @@ use crate::grammar::{ROOT_RULE, ToolGrammar};
 const BATCH: usize = 512;
 /// How a call starts after `<tool_call>`, before the tool's name (the form the prompt shows).
 const NAME_HEAD: &str = r#"{"name": ""#;
+/// Text answers penalise tokens repeated within this many recent tokens...
+const REPEAT_WINDOW: i32 = 64;
+/// ...by this factor (llama.cpp's repetition penalty: positive logits are divided by it, negative ones multiplied).
+const REPEAT_PENALTY: f32 = 1.1;
 /// Output tokens a call needs beyond its opener for the call steps to be worth starting.
 const CALL_ROOM: usize = 8;
 
@@ -153,7 +157,7 @@ impl Worker<'_> {
             return;
         }
         // Checked before the answer starts, so a bad grammar fails the request rather than its stream.
-        if let Err(error) = self.sampler(job.grammar.as_ref(), job.temperature, true) {
+        if let Err(error) = self.sampler(job.grammar.as_ref(), job.temperature, Mode::Text) {
             let _ = ready.send(Err(error));
             return;
         }
@@ -211,13 +215,13 @@ impl Worker<'_> {
                     }
                 }
                 self.rewind(tokens.len(), &tokens)?;
-                let sampler = self.sampler(Some(grammar), job.temperature, true)?;
+                let sampler = self.sampler(Some(grammar), job.temperature, Mode::Text)?;
                 let first = First::Saved { logits: next, banned: opener.first().copied() };
                 self.generate(first, sampler, self.splitter(job), &output)
             }
             // No tools, `auto` left to sampling, or too few tokens allowed for the steps above.
             _ => {
-                let sampler = self.sampler(grammar, job.temperature, true)?;
+                let sampler = self.sampler(grammar, job.temperature, Mode::Text)?;
                 self.generate(First::Index(index), sampler, self.splitter(job), &output)
             }
         }
@@ -234,7 +238,7 @@ impl Worker<'_> {
         limit: u32,
         guard_repeats: bool,
     ) -> Result<(End, u64), ModelError> {
-        let mut sampler = self.sampler(Some(grammar), job.temperature, false)?;
+        let mut sampler = self.sampler(Some(grammar), job.temperature, Mode::Call)?;
         let mut splitter = self.splitter(job);
         accept(&mut sampler, opener)?;
         splitter.feed(TOOL_CALL_OPEN);
@@ -335,11 +339,11 @@ impl Worker<'_> {
         }
     }
 
-    /// The sampler chain; `lazy: false` applies a lazy (`auto`) grammar from the first token.
-    fn sampler(&self, grammar: Option<&ToolGrammar>, temperature: f32, lazy: bool) -> Result<LlamaSampler, ModelError> {
+    /// The sampler chain for a text answer or for the rest of a call.
+    fn sampler(&self, grammar: Option<&ToolGrammar>, temperature: f32, mode: Mode) -> Result<LlamaSampler, ModelError> {
         let mut chain = Vec::new();
         if let Some(grammar) = grammar {
-            let constrained = if grammar.lazy && lazy {
+            let constrained = if grammar.lazy && mode == Mode::Text {
                 LlamaSampler::grammar_lazy(self.model, &grammar.gbnf, ROOT_RULE, [TOOL_CALL_OPEN], &[])
             } else {
                 LlamaSampler::grammar(self.model, &grammar.gbnf, ROOT_RULE)
@@ -348,10 +352,12 @@ impl Worker<'_> {
                 message: format!("llama.cpp rejected the tool grammar: {error}"),
             })?);
         }
+        if mode == Mode::Text {
+            chain.push(LlamaSampler::penalties(-1, REPEAT_WINDOW, REPEAT_PENALTY, 0.0, 0.0));
+        }
         if temperature <= 0.0 {
             chain.push(LlamaSampler::greedy());
         } else {
-            chain.push(LlamaSampler::penalties(-1, 64, 1.1, 0.0, 0.0));
             chain.push(LlamaSampler::top_k(40));
             chain.push(LlamaSampler::top_p(0.9, 1));
             chain.push(LlamaSampler::temp(temperature));
@@ -448,6 +454,17 @@ impl Worker<'_> {
         emitter.close_text();
         Ok((end, generated))
     }
+}
+
+/// What a sampler chain produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// A text answer: a lazy (`auto`) grammar waits for `<tool_call>`, and recent tokens are penalised, since
+    /// small models at temperature 0 otherwise fall into repeating a phrase until the token limit.
+    Text,
+    /// The rest of a call: the grammar applies from the first token, without penalties (arguments copy
+    /// words the model has just read).
+    Call,
 }
 
 /// Where the next token's distribution is.
