@@ -24,20 +24,22 @@ use toolgate::protocol::{AssistantContent, AssistantPart, ModelMessage};
 /// The default threshold (natural log) above which `auto` answers with a call; tuned on the default model.
 pub const DEFAULT_AUTO_CALL_THRESHOLD: f64 = -9.4;
 
-/// `TOOLGATE_LOCAL_AUTO_CALL_THRESHOLD` when set (a number, or `off` for none; anything else is ignored
-/// with a warning), else [`DEFAULT_AUTO_CALL_THRESHOLD`].
+/// `TOOLGATE_LOCAL_AUTO_CALL_THRESHOLD` when set (see [`parse_threshold`]), else
+/// [`DEFAULT_AUTO_CALL_THRESHOLD`].
 pub fn threshold_from_env() -> Option<f64> {
     const VAR: &str = "TOOLGATE_LOCAL_AUTO_CALL_THRESHOLD";
     let Ok(value) = std::env::var(VAR) else { return Some(DEFAULT_AUTO_CALL_THRESHOLD) };
+    parse_threshold(&value).unwrap_or_else(|| {
+        tracing::warn!("{VAR}={value:?} is neither a number nor `off`; using {DEFAULT_AUTO_CALL_THRESHOLD}");
+        Some(DEFAULT_AUTO_CALL_THRESHOLD)
+    })
+}
+
+/// A threshold setting: a number, or `off` for none (`Some(None)`); `None` when it is neither.
+pub fn parse_threshold(value: &str) -> Option<Option<f64>> {
     match value.trim() {
-        "off" => None,
-        number => match number.parse::<f64>() {
-            Ok(threshold) if !threshold.is_nan() => Some(threshold),
-            _ => {
-                tracing::warn!("{VAR}={value:?} is neither a number nor `off`; using {DEFAULT_AUTO_CALL_THRESHOLD}");
-                Some(DEFAULT_AUTO_CALL_THRESHOLD)
-            }
-        },
+        "off" => Some(None),
+        number => number.parse::<f64>().ok().filter(|threshold| !threshold.is_nan()).map(Some),
     }
 }
 
@@ -94,6 +96,14 @@ mod tests {
         assert!((sum - 1.0).abs() < 1e-9);
         assert_eq!(log_prob(&logits, 7), f64::NEG_INFINITY);
         assert_eq!(log_prob(&[f32::NEG_INFINITY, 0.0], 0), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn thresholds_are_numbers_or_off() {
+        assert_eq!(parse_threshold(" -7.5 "), Some(Some(-7.5)));
+        assert_eq!(parse_threshold("off"), Some(None));
+        assert_eq!(parse_threshold("NaN"), None);
+        assert_eq!(parse_threshold("high"), None);
     }
 
     #[test]

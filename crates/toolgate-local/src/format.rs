@@ -344,11 +344,6 @@ impl OutputSplitter {
         self.done
     }
 
-    /// True while inside `<tool_call>`.
-    pub fn in_call(&self) -> bool {
-        self.in_call
-    }
-
     /// Feeds more output.
     pub fn feed(&mut self, piece: &str) -> Vec<Event> {
         let mut events = Vec::new();

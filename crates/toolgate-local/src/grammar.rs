@@ -216,6 +216,8 @@ mod tests {
         assert!(required.gbnf.contains(r#"toolgate-call ::= "<tool_call>" root "</tool_call>""#), "{}", required.gbnf);
         assert!(required.gbnf.contains("delete_file"), "{}", required.gbnf);
         assert!(required.gbnf.contains("path"), "{}", required.gbnf);
+        let space: Vec<&str> = required.gbnf.lines().filter(|line| line.starts_with("space ::=")).collect();
+        assert_eq!(space, [r#"space ::= " "?"#], "calls stay on one line");
     }
 
     #[test]

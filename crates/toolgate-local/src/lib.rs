@@ -187,7 +187,13 @@ impl LocalModel {
             tools,
             grammar,
             auto_call_threshold: self.inner.config.auto_call_threshold,
-            earlier_calls: decide::earlier_calls(&request.prompt),
+            // Only a call `auto` decides to make is checked against them.
+            earlier_calls: if request.tool_choice == ToolChoice::Auto && self.inner.config.auto_call_threshold.is_some()
+            {
+                decide::earlier_calls(&request.prompt)
+            } else {
+                Vec::new()
+            },
             max_output_tokens: request.max_output_tokens.unwrap_or(self.inner.config.max_output_tokens).max(1),
             temperature: request.temperature.unwrap_or(self.inner.config.temperature),
             stop_sequences: request.stop_sequences,

