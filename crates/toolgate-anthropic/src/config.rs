@@ -1,8 +1,8 @@
 //! Connection settings for [`crate::AnthropicModel`].
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderValue};
 use toolgate::ModelError;
-use toolgate_http::{HttpOptions, RetryPolicy};
+use toolgate_http::{HttpOptions, RetryPolicy, header_map};
 
 /// The default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";
@@ -120,6 +120,7 @@ impl AnthropicConfig {
         format!("{}/messages", self.base_url)
     }
 
+    /// Every header a request carries (built once per model).
     pub(crate) fn header_map(&self) -> Result<HeaderMap, ModelError> {
         let invalid = |what: &str| ModelError::Configuration { message: format!("invalid header {what}") };
         let mut headers = HeaderMap::new();
@@ -130,10 +131,7 @@ impl AnthropicConfig {
             let betas = HeaderValue::from_str(&self.betas.join(",")).map_err(|_| invalid("anthropic-beta"))?;
             headers.insert("anthropic-beta", betas);
         }
-        for (name, value) in &self.headers {
-            let value = HeaderValue::from_str(value).map_err(|_| invalid(name))?;
-            headers.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid(name))?, value);
-        }
+        headers.extend(header_map(self.headers.iter().map(|(name, value)| (name, value)))?);
         Ok(headers)
     }
 }

@@ -18,6 +18,7 @@ pub mod response;
 pub mod stream;
 pub mod wire;
 
+use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{HttpClient, decode_sse, read_json};
@@ -26,18 +27,31 @@ pub use config::{AnthropicConfig, DEFAULT_API_VERSION, DEFAULT_BASE_URL, DEFAULT
 pub use toolgate_http::{HttpOptions, RetryPolicy};
 
 /// An Anthropic model.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AnthropicModel {
     config: AnthropicConfig,
     model: String,
     http: HttpClient,
+    /// Built once from the config; holds the API key, so not in `Debug`.
+    headers: HeaderMap,
+}
+
+impl std::fmt::Debug for AnthropicModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("config", &self.config)
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AnthropicModel {
-    /// A model reached with `config`.
+    /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: AnthropicConfig, model: impl Into<String>) -> Result<Self, ModelError> {
         let http = HttpClient::new(&config.http)?;
-        Ok(Self { config, model: model.into(), http })
+        let headers = config.header_map()?;
+        Ok(Self { config, model: model.into(), http, headers })
     }
 
     /// `model`, configured from the environment (see [`AnthropicConfig::from_env`]).
@@ -52,7 +66,7 @@ impl AnthropicModel {
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
         let body = request::messages_request(&self.model, request, self.config.max_tokens, stream)?;
-        self.http.post_json(&self.config.url(), &self.config.header_map()?, &body).await
+        self.http.post_json(&self.config.url(), &self.headers, &body).await
     }
 }
 

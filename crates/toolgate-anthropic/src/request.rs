@@ -25,9 +25,6 @@ use toolgate::protocol::{
 
 use crate::wire::{Block, Message, MessagesRequest, Source, ToolResultContent};
 
-/// What a denied call without a reason reads as.
-pub const DENIED_TEXT: &str = "Tool call execution denied.";
-
 /// Builds the request body for `model`.
 pub fn messages_request(
     model: &str,
@@ -195,19 +192,12 @@ fn tool_block(part: &ToolPart) -> Option<Block> {
         ToolPart::ToolResult(result) => result,
         ToolPart::ToolApprovalResponse(_) => return None,
     };
-    let text = |value: String| ToolResultContent::Text(value);
-    let (content, is_error) = match &result.output {
-        ToolResultOutput::Text { value, .. } => (text(value.clone()), false),
-        ToolResultOutput::Json { value, .. } => (text(value.to_string()), false),
-        ToolResultOutput::ErrorText { value, .. } => (text(value.clone()), true),
-        ToolResultOutput::ErrorJson { value, .. } => (text(value.to_string()), true),
-        ToolResultOutput::ExecutionDenied { reason, .. } => {
-            (text(reason.clone().unwrap_or_else(|| DENIED_TEXT.to_owned())), true)
-        }
-        ToolResultOutput::Content { value, .. } => {
-            (ToolResultContent::Blocks(value.iter().map(content_block).collect()), false)
-        }
+    let output = &result.output;
+    let content = match output {
+        ToolResultOutput::Content { value, .. } => ToolResultContent::Blocks(value.iter().map(content_block).collect()),
+        _ => ToolResultContent::Text(output.model_text()),
     };
+    let is_error = output.is_error() || output.is_denied();
     Some(Block::ToolResult { tool_use_id: result.tool_call_id.clone(), content, is_error })
 }
 

@@ -136,6 +136,7 @@ async fn request_body_has_system_tool_results_first_and_denials_as_errors() {
             {"type": "tool-call", "toolCallId": "toolu_b", "toolName": "delete_file", "input": {"path": "b.txt"}},
             {"type": "tool-call", "toolCallId": "toolu_c", "toolName": "delete_file", "input": {"path": "c.txt"}}
         ]},
+        {"role": "user", "content": "also c"},
         {"role": "tool", "content": [
             {"type": "tool-result", "toolCallId": "toolu_a", "toolName": "delete_file", "output": {"type": "json", "value": {"deleted": "a.txt"}}},
             {"type": "tool-result", "toolCallId": "toolu_b", "toolName": "delete_file", "output": {"type": "execution-denied", "reason": "keep b"}},
@@ -178,6 +179,7 @@ async fn request_body_has_system_tool_results_first_and_denials_as_errors() {
                     {"type": "tool_result", "tool_use_id": "toolu_a", "content": "{\"deleted\":\"a.txt\"}"},
                     {"type": "tool_result", "tool_use_id": "toolu_b", "content": "keep b", "is_error": true},
                     {"type": "tool_result", "tool_use_id": "toolu_c", "content": "Tool call execution denied.", "is_error": true},
+                    {"type": "text", "text": "also c"},
                     {"type": "text", "text": "thanks"}
                 ]}
             ],

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use toolgate::ModelError;
 
 use crate::RetryPolicy;
@@ -34,6 +34,24 @@ impl Default for HttpOptions {
     }
 }
 
+/// Headers from `(name, value)` pairs; a later pair replaces an earlier one of
+/// the same name. A name or value that is not a valid header is a
+/// [`ModelError::Configuration`] naming the header.
+pub fn header_map<N, V>(pairs: impl IntoIterator<Item = (N, V)>) -> Result<HeaderMap, ModelError>
+where
+    N: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut headers = HeaderMap::new();
+    for (name, value) in pairs {
+        let (name, value) = (name.as_ref(), value.as_ref());
+        let invalid = || ModelError::Configuration { message: format!("invalid header {name}") };
+        let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+        headers.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?, value);
+    }
+    Ok(headers)
+}
+
 /// A `reqwest` client with a retry policy.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
@@ -55,16 +73,6 @@ impl HttpClient {
             message: format!("could not build the HTTP client: {error}"),
         })?;
         Ok(Self { client, retry: options.retry })
-    }
-
-    /// Uses an existing `reqwest` client (shared connection pool, proxies, ...).
-    pub fn with_client(client: reqwest::Client, retry: RetryPolicy) -> Self {
-        Self { client, retry }
-    }
-
-    /// The retry policy.
-    pub fn retry_policy(&self) -> RetryPolicy {
-        self.retry
     }
 
     /// POSTs `body` as JSON with `headers` and returns the first 2xx response.
@@ -131,4 +139,26 @@ fn describe(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn header_map_keeps_the_last_value_and_names_a_bad_header() {
+        let headers = header_map([("x-a", "1"), ("X-A", "2"), ("x-b", "3")]).unwrap();
+        assert_eq!(headers.len(), 2);
+        assert_eq!(headers["x-a"], "2");
+        assert_eq!(headers["x-b"], "3");
+        assert_eq!(
+            header_map([("bad name", "1")]).unwrap_err(),
+            ModelError::Configuration { message: "invalid header bad name".into() }
+        );
+        assert_eq!(
+            header_map([("x-c", "line\nbreak")]).unwrap_err(),
+            ModelError::Configuration { message: "invalid header x-c".into() }
+        );
+    }
 }

@@ -23,12 +23,11 @@ use toolgate::ModelError;
 const MAX_QUOTED_BODY: usize = 500;
 
 /// A provider's error message and its machine-readable code or type, if any.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProviderMessage {
+struct ProviderMessage {
     /// The human-readable message.
-    pub message: String,
+    message: String,
     /// `error.code` or `error.type`, e.g. `context_length_exceeded`, `overloaded_error`.
-    pub code: Option<String>,
+    code: Option<String>,
 }
 
 /// The error for a non-2xx response with this status, headers and body.
@@ -71,7 +70,7 @@ pub fn error_from_event(code: Option<&str>, message: impl Into<String>) -> Model
 }
 
 /// Extracts the message and code from an error body.
-pub fn provider_message(body: &[u8]) -> ProviderMessage {
+fn provider_message(body: &[u8]) -> ProviderMessage {
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         let text = String::from_utf8_lossy(body);
         return ProviderMessage { message: shorten(text.trim()), code: None };

@@ -4,13 +4,12 @@
 //!   exponential backoff and jitter (honouring `retry-after`) on 429, 5xx and
 //!   connection failures, but only **before the first byte** of a successful
 //!   response: once a 2xx response has arrived, nothing is retried.
-//! - [`sse_events`]: decodes a `text/event-stream` body; a body that breaks
-//!   off mid-way ends the stream with [`ModelError::StreamInterrupted`].
 //! - [`error`]: maps HTTP failures and provider error payloads to the typed
 //!   [`toolgate::ModelError`] (401/403 authentication, other 4xx bad request
 //!   with the provider's message, 429 rate limited, 5xx server).
-//! - [`decode_sse`]: turns an event stream into a [`toolgate::ModelStream`]
-//!   through a provider's [`StreamDecoder`].
+//! - [`decode_sse`]: turns a `text/event-stream` body into a
+//!   [`toolgate::ModelStream`] through a provider's [`StreamDecoder`]; a body
+//!   that breaks off mid-way ends it with [`ModelError::StreamInterrupted`].
 
 mod client;
 mod decode;
@@ -20,10 +19,11 @@ mod sse;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use client::{HttpClient, HttpOptions};
+pub use client::{HttpClient, HttpOptions, header_map};
 pub use decode::{Parts, StreamDecoder, decode_sse};
 pub use retry::RetryPolicy;
-pub use sse::{SseEvent, SseStream, sse_events};
+pub use sse::SseEvent;
+pub(crate) use sse::sse_events;
 pub use toolgate::ModelError;
 
 /// Reads a 2xx response body as JSON; a body that does not decode is an

@@ -15,8 +15,8 @@ pub struct SseEvent {
     pub data: String,
 }
 
-/// A stream of events; an `Err` ends it.
-pub type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
+/// A stream of events; its reader stops at the first `Err`.
+pub(crate) type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + Send>>;
 
 /// Decodes a response body as server-sent events.
 ///
@@ -24,8 +24,9 @@ pub type SseStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ModelError>> + S
 /// encoding) yields [`ModelError::StreamInterrupted`] and ends the stream;
 /// bytes that are not UTF-8 or not SSE yield [`ModelError::InvalidResponse`].
 /// A clean end of the body simply ends the stream: whether that is complete
-/// is the provider's protocol to judge.
-pub fn sse_events(response: reqwest::Response) -> SseStream {
+/// is the provider's protocol to judge. The stream itself may go on after an
+/// `Err`; [`crate::decode_sse`] stops reading there.
+pub(crate) fn sse_events(response: reqwest::Response) -> SseStream {
     let events = response.bytes_stream().eventsource().map(|item| match item {
         Ok(event) => Ok(SseEvent { event: event.event, data: event.data }),
         Err(EventStreamError::Transport(error)) => {
@@ -38,10 +39,5 @@ pub fn sse_events(response: reqwest::Response) -> SseStream {
             Err(ModelError::InvalidResponse { message: format!("the event stream is malformed: {error}") })
         }
     });
-    let mut failed = false;
-    Box::pin(events.take_while(move |item| {
-        let keep = !failed;
-        failed |= item.is_err();
-        std::future::ready(keep)
-    }))
+    Box::pin(events)
 }

@@ -43,16 +43,14 @@
 
 use serde_json::{Map, Value, json};
 use toolgate::protocol::{
-    AssistantContent, AssistantPart, ModelMessage, ToolChoice, ToolPart, ToolResultOutput, ToolSpec, UserContent,
-    UserPart,
+    AssistantContent, AssistantPart, DENIED_TEXT, ModelMessage, ToolChoice, ToolPart, ToolResultOutput, ToolSpec,
+    UserContent, UserPart,
 };
 
 /// Opens a tool call in the model's output.
 pub const TOOL_CALL_OPEN: &str = "<tool_call>";
 /// Closes a tool call in the model's output.
 pub const TOOL_CALL_CLOSE: &str = "</tool_call>";
-/// What the model reads for a denied call without a reason.
-pub const DENIED_TEXT: &str = "Tool call execution denied.";
 
 /// One message for the chat template.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use toolgate::ModelError;
-use toolgate_http::{HttpOptions, RetryPolicy};
+use toolgate_http::{HttpOptions, RetryPolicy, header_map};
 
 /// The default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -158,18 +158,16 @@ impl OpenAiConfig {
         format!("{}/{}", self.base_url, path.trim_start_matches('/'))
     }
 
+    /// Every header a request carries (built once per model).
     pub(crate) fn header_map(&self) -> Result<HeaderMap, ModelError> {
-        let invalid = |what: &str| ModelError::Configuration { message: format!("invalid header {what}") };
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
-            let value =
-                HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| invalid("value for the API key"))?;
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| ModelError::Configuration {
+                message: "invalid header value for the API key".to_owned(),
+            })?;
             headers.insert(AUTHORIZATION, value);
         }
-        for (name, value) in &self.headers {
-            let value = HeaderValue::from_str(value).map_err(|_| invalid(name))?;
-            headers.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid(name))?, value);
-        }
+        headers.extend(header_map(self.headers.iter().map(|(name, value)| (name, value)))?);
         Ok(headers)
     }
 }

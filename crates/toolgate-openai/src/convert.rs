@@ -1,38 +1,10 @@
-//! Conversions both OpenAI APIs share: tool outputs as text, media as URLs,
-//! provider options, finish reasons and usage.
+//! Conversions both OpenAI APIs share: media as URLs, errors for unsupported
+//! content, provider options. Tool outputs become text with
+//! [`ToolResultOutput::model_text`](toolgate::protocol::ToolResultOutput::model_text).
 
 use serde_json::Value;
 use toolgate::ModelError;
-use toolgate::protocol::{ContentOutputPart, FilePart, ImagePart, ModelRequest, ToolResultOutput};
-
-/// What the model reads for a denied call without a reason.
-pub const DENIED_TEXT: &str = "Tool call execution denied.";
-
-/// A tool output as the text the model reads: text as is, JSON as JSON text,
-/// a denial as its reason (or [`DENIED_TEXT`]), errors as their text or JSON,
-/// multi-part content as its text parts (other parts as JSON), one per line.
-pub fn tool_output_text(output: &ToolResultOutput) -> String {
-    match output {
-        ToolResultOutput::Text { value, .. } | ToolResultOutput::ErrorText { value, .. } => value.clone(),
-        ToolResultOutput::Json { value, .. } | ToolResultOutput::ErrorJson { value, .. } => value.to_string(),
-        ToolResultOutput::ExecutionDenied { reason, .. } => reason.clone().unwrap_or_else(|| DENIED_TEXT.to_owned()),
-        ToolResultOutput::Content { value, .. } => value
-            .iter()
-            .map(|part| match part {
-                ContentOutputPart::Text { text, .. } => text.clone(),
-                ContentOutputPart::Media { .. }
-                | ContentOutputPart::FileData { .. }
-                | ContentOutputPart::FileUrl { .. }
-                | ContentOutputPart::FileId { .. }
-                | ContentOutputPart::ImageData { .. }
-                | ContentOutputPart::ImageUrl { .. }
-                | ContentOutputPart::ImageFileId { .. }
-                | ContentOutputPart::Custom { .. } => serde_json::to_string(part).unwrap_or_default(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
+use toolgate::protocol::{FilePart, ImagePart, ModelRequest};
 
 /// An image part as a URL (an `http(s):` or `data:` URL kept, base64 data
 /// turned into a `data:` URL).
@@ -84,20 +56,5 @@ impl<'a> Options<'a> {
     /// A string option.
     pub fn str(&self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(Value::as_str)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn outputs_become_readable_text() {
-        assert_eq!(tool_output_text(&ToolResultOutput::denied(None)), DENIED_TEXT);
-        assert_eq!(tool_output_text(&ToolResultOutput::denied(Some("not now".into()))), "not now");
-        assert_eq!(tool_output_text(&ToolResultOutput::json(json!({"a": 1}))), r#"{"a":1}"#);
-        assert_eq!(tool_output_text(&ToolResultOutput::error_text("boom")), "boom");
-        assert_eq!(tool_output_text(&ToolResultOutput::error_json(json!("x"))), r#""x""#);
     }
 }

@@ -11,7 +11,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::protocol::{AssistantPart, ModelMessage, ToolApprovalResponsePart, ToolPart, ToolResultOutput};
 use toolgate::{RecordingModel, TextRequest, TextResult, ToolChoice, demo, stream_text};
-use toolgate_openai::{HttpOptions, OpenAiChatModel, OpenAiConfig, RetryPolicy};
+use toolgate_openai::{OpenAiChatModel, OpenAiConfig};
 
 fn base_url() -> Option<String> {
     let url = std::env::var("TOOLGATE_E2E_OPENAI_BASE_URL").ok().filter(|url| !url.is_empty());
@@ -38,10 +38,7 @@ fn of_type<'a>(parts: &'a [Value], kind: &str) -> Vec<&'a Value> {
 async fn approval_round_trip_through_the_openai_compatible_provider() {
     let Some(base_url) = base_url() else { return };
     let model_id = std::env::var("TOOLGATE_E2E_MODEL").unwrap_or_else(|_| "local".to_owned());
-    let http = HttpOptions { retry: RetryPolicy::default(), ..HttpOptions::default() };
-    let model = RecordingModel::new(
-        OpenAiChatModel::new(OpenAiConfig::compatible(base_url).http_options(http), model_id).unwrap(),
-    );
+    let model = RecordingModel::new(OpenAiChatModel::new(OpenAiConfig::compatible(base_url), model_id).unwrap());
     let system = "You manage files. Use the tools to do what the user asks.";
     let history = vec![ModelMessage::user("Please delete the file notes.txt")];
 

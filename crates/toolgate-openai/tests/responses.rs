@@ -341,6 +341,48 @@ async fn failures_in_the_stream_are_typed_errors() {
 }
 
 #[tokio::test]
+async fn a_cut_stream_salvages_complete_calls_with_the_same_item_ids_as_done_items() {
+    let events = [
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "weather", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "{\"city\":\"SF\"}"}),
+        json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "call_id": "call_2", "name": "weather", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "call_2", "delta": "{}"}),
+        json!({"type": "response.output_item.added", "output_index": 2, "item": {"id": "fc_3", "type": "function_call", "call_id": "call_3", "name": "weather", "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_3", "delta": "{\"city\""}),
+    ];
+    let body: String = events.iter().map(|event| format!("data: {event}\n\n")).collect();
+    let server = server_with(ROUTE, sse(body)).await;
+    let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();
+    let items = collect(model.stream(ModelRequest::default()).await.unwrap()).await;
+    let (last, salvaged) = items.split_last().unwrap();
+    assert!(matches!(last, Err(ModelError::StreamInterrupted { .. })), "{last:?}");
+    let salvaged: Vec<ModelStreamPart> = salvaged.iter().cloned().map(Result::unwrap).collect();
+    let with_item = ModelStreamPart::ToolCall(ModelToolCall {
+        tool_call_id: "call_1".into(),
+        tool_name: "weather".into(),
+        input: r#"{"city":"SF"}"#.into(),
+        provider_executed: None,
+        provider_metadata: openai("itemId", "fc_1"),
+    });
+    assert_eq!(
+        salvaged,
+        vec![
+            input_start("call_1", "weather"),
+            input("call_1", r#"{"city":"SF"}"#),
+            input_start("call_2", "weather"),
+            input("call_2", "{}"),
+            input_start("call_3", "weather"),
+            input("call_3", r#"{"city""#),
+            // Sorted by key (`call_2` before `fc_1`); the incomplete `call_3` is dropped.
+            input_end("call_2"),
+            call("call_2", "weather", "{}"),
+            input_end("call_1"),
+            with_item,
+        ]
+    );
+}
+
+#[tokio::test]
 async fn reasoning_summaries_become_reasoning_parts_and_truncation_is_length() {
     let events = [
         json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}}),

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
@@ -95,13 +97,22 @@ async fn a_retry_after_beyond_the_limit_is_not_waited_for() {
 
 #[tokio::test]
 async fn connection_errors_are_retried_then_reported_as_transport() {
+    // A loopback server that accepts each connection and drops it at once.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    drop(listener);
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(connection);
+        }
+    });
     let config = OpenAiConfig::new("k").base_url(format!("http://{address}/v1")).retry(RetryPolicy::immediate(2));
     let model = OpenAiChatModel::new(config, "m").unwrap();
     let error = model.stream(ModelRequest::default()).await.err().unwrap();
     assert!(matches!(error, ModelError::Transport { .. }), "{error:?}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 3, "one attempt and two retries");
 }
 
 #[tokio::test]

@@ -32,6 +32,6 @@ pub use model::{
     ToolChoice, ToolSpec, Usage,
 };
 pub use normalize::{LEGACY_APPROVAL_TOOL_NAME, NormalizeError, normalize_approvals};
-pub use output::{ContentOutputPart, ToolResultOutput};
+pub use output::{ContentOutputPart, DENIED_TEXT, ToolResultOutput};
 pub use parse::{MessageError, MessageErrorKind, parse_messages, parse_messages_str};
 pub use stream::{StreamPart, ToolCallInfo};

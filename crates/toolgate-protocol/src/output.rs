@@ -5,6 +5,9 @@ use serde_json::Value;
 
 use crate::ProviderOptions;
 
+/// What the model reads for a denied call without a reason.
+pub const DENIED_TEXT: &str = "Tool call execution denied.";
+
 /// What the model is told about a tool call's outcome, tagged by `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -104,6 +107,33 @@ impl ToolResultOutput {
     pub fn is_error(&self) -> bool {
         matches!(self, Self::ErrorText { .. } | Self::ErrorJson { .. })
     }
+
+    /// The output as the text the model reads: text as is, JSON as JSON text,
+    /// a denial as its reason (or [`DENIED_TEXT`]), errors as their text or
+    /// JSON, multi-part content as its text parts (other parts as JSON), one
+    /// per line.
+    pub fn model_text(&self) -> String {
+        match self {
+            Self::Text { value, .. } | Self::ErrorText { value, .. } => value.clone(),
+            Self::Json { value, .. } | Self::ErrorJson { value, .. } => value.to_string(),
+            Self::ExecutionDenied { reason, .. } => reason.clone().unwrap_or_else(|| DENIED_TEXT.to_owned()),
+            Self::Content { value, .. } => value
+                .iter()
+                .map(|part| match part {
+                    ContentOutputPart::Text { text, .. } => text.clone(),
+                    ContentOutputPart::Media { .. }
+                    | ContentOutputPart::FileData { .. }
+                    | ContentOutputPart::FileUrl { .. }
+                    | ContentOutputPart::FileId { .. }
+                    | ContentOutputPart::ImageData { .. }
+                    | ContentOutputPart::ImageUrl { .. }
+                    | ContentOutputPart::ImageFileId { .. }
+                    | ContentOutputPart::Custom { .. } => serde_json::to_string(part).unwrap_or_default(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
 }
 
 /// One part of a `content` tool output.
@@ -191,4 +221,28 @@ pub enum ContentOutputPart {
         #[serde(default, rename = "providerOptions", skip_serializing_if = "Option::is_none")]
         provider_options: Option<ProviderOptions>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outputs_become_readable_text() {
+        assert_eq!(ToolResultOutput::denied(None).model_text(), DENIED_TEXT);
+        assert_eq!(ToolResultOutput::denied(Some("not now".into())).model_text(), "not now");
+        assert_eq!(ToolResultOutput::text("hi").model_text(), "hi");
+        assert_eq!(ToolResultOutput::json(json!({"a": 1})).model_text(), r#"{"a":1}"#);
+        assert_eq!(ToolResultOutput::error_text("boom").model_text(), "boom");
+        assert_eq!(ToolResultOutput::error_json(json!("x")).model_text(), r#""x""#);
+        let content = ToolResultOutput::Content {
+            value: vec![
+                ContentOutputPart::Text { text: "a".into(), provider_options: None },
+                ContentOutputPart::ImageUrl { url: "https://x/i.png".into(), provider_options: None },
+            ],
+            provider_options: None,
+        };
+        assert_eq!(content.model_text(), "a\n{\"type\":\"image-url\",\"url\":\"https://x/i.png\"}");
+    }
 }

@@ -6,6 +6,7 @@ mod response;
 mod stream;
 pub mod wire;
 
+use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{HttpClient, decode_sse, read_json};
@@ -31,18 +32,31 @@ use crate::OpenAiConfig;
 /// let local = OpenAiChatModel::new(OpenAiConfig::compatible("http://127.0.0.1:8080/v1"), "qwen2.5")?;
 /// # Ok::<(), toolgate::ModelError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiChatModel {
     config: OpenAiConfig,
     model: String,
     http: HttpClient,
+    /// Built once from the config; holds the API key, so not in `Debug`.
+    headers: HeaderMap,
+}
+
+impl std::fmt::Debug for OpenAiChatModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiChatModel")
+            .field("config", &self.config)
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiChatModel {
-    /// A model reached with `config`.
+    /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
         let http = HttpClient::new(&config.http)?;
-        Ok(Self { config, model: model.into(), http })
+        let headers = config.header_map()?;
+        Ok(Self { config, model: model.into(), http, headers })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -57,7 +71,7 @@ impl OpenAiChatModel {
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
         let body = chat_request(&self.config, &self.model, request, stream)?;
-        self.http.post_json(&self.config.url("chat/completions"), &self.config.header_map()?, &body).await
+        self.http.post_json(&self.config.url("chat/completions"), &self.headers, &body).await
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! - System, user, assistant and tool messages map one to one; each tool
 //!   result becomes its own `tool` message whose text is
-//!   [`crate::convert::tool_output_text`] (a denial reads as its reason or
-//!   "Tool call execution denied.").
+//!   [`ToolResultOutput::model_text`](toolgate::protocol::ToolResultOutput::model_text)
+//!   (a denial reads as its reason or "Tool call execution denied.").
 //! - Reasoning, provider-executed calls and results, and approval responses
 //!   are dropped: Chat Completions has no hosted tools and no provider approvals.
 //! - Provider tools (`ToolSpec::Provider`) are rejected with a configuration error.
@@ -19,7 +19,7 @@ use super::wire::{
     FileData, FunctionKind, StreamOptions, UrlRef,
 };
 use crate::OpenAiConfig;
-use crate::convert::{Options, file_url, image_url, tool_output_text, unsupported};
+use crate::convert::{Options, file_url, image_url, unsupported};
 
 /// Builds the request body for `model`.
 pub fn chat_request(
@@ -115,7 +115,7 @@ fn messages(prompt: &[ModelMessage]) -> Result<Vec<ChatMessage>, ModelError> {
                     match part {
                         ToolPart::ToolResult(result) => out.push(ChatMessage::Tool {
                             tool_call_id: result.tool_call_id.clone(),
-                            content: tool_output_text(&result.output),
+                            content: result.output.model_text(),
                         }),
                         ToolPart::ToolApprovalResponse(_) => {}
                     }

@@ -26,6 +26,7 @@ mod response;
 mod stream;
 pub mod wire;
 
+use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{HttpClient, decode_sse, read_json};
@@ -45,18 +46,31 @@ use crate::OpenAiConfig;
 /// let model = OpenAiResponsesModel::from_env("gpt-5-mini")?;
 /// # Ok::<(), toolgate::ModelError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpenAiResponsesModel {
     config: OpenAiConfig,
     model: String,
     http: HttpClient,
+    /// Built once from the config; holds the API key, so not in `Debug`.
+    headers: HeaderMap,
+}
+
+impl std::fmt::Debug for OpenAiResponsesModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiResponsesModel")
+            .field("config", &self.config)
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
 }
 
 impl OpenAiResponsesModel {
-    /// A model reached with `config`.
+    /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
         let http = HttpClient::new(&config.http)?;
-        Ok(Self { config, model: model.into(), http })
+        let headers = config.header_map()?;
+        Ok(Self { config, model: model.into(), http, headers })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -71,7 +85,7 @@ impl OpenAiResponsesModel {
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
         let body = responses_request(&self.config, &self.model, request, stream)?;
-        self.http.post_json(&self.config.url("responses"), &self.config.header_map()?, &body).await
+        self.http.post_json(&self.config.url("responses"), &self.headers, &body).await
     }
 }
 

@@ -33,7 +33,7 @@ use super::items::ApprovalAliases;
 use super::mcp::{AllowedTools, ApprovalMode, MCP_TOOL_ID, McpServer, RequireApproval, ToolFilter};
 use super::wire::{ContentPart, InputItem, InputMessage, MessageContent, ResponsesRequest, TypedInput};
 use crate::OpenAiConfig;
-use crate::convert::{Options, file_url, image_url, tool_output_text, unsupported};
+use crate::convert::{Options, file_url, image_url, unsupported};
 
 /// Builds the request body for `model`.
 pub fn responses_request(
@@ -210,7 +210,7 @@ fn input(prompt: &[ModelMessage], references: bool) -> Result<Vec<InputItem>, Mo
                             if !covered {
                                 items.push(InputItem::Item(TypedInput::FunctionCallOutput {
                                     call_id: result.tool_call_id.clone(),
-                                    output: tool_output_text(&result.output),
+                                    output: result.output.model_text(),
                                 }));
                             }
                         }

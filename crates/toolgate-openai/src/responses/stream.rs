@@ -33,14 +33,24 @@ use super::items::{
 use super::wire::{OutputContent, OutputItem, ResponseSummary, StreamEvent};
 use crate::config::IdGenerator;
 
+/// A function call whose arguments are still streaming.
+struct PendingCall {
+    /// The `fc_` item id, when the item had one.
+    item_id: Option<String>,
+    call_id: String,
+    name: String,
+    /// The arguments so far.
+    arguments: String,
+}
+
 /// Decoder state for one streamed response.
 pub struct ResponsesDecoder {
     ids: IdGenerator,
     aliases: ApprovalAliases,
     open_texts: BTreeSet<String>,
     open_reasoning: BTreeSet<String>,
-    /// Function calls in progress by item id: (call id, name, arguments so far).
-    calls: HashMap<String, (String, String, String)>,
+    /// Function calls in progress, keyed by item id (or call id when the item has none).
+    calls: HashMap<String, PendingCall>,
     pending_calls: bool,
     done: bool,
 }
@@ -72,16 +82,17 @@ impl ResponsesDecoder {
                 }
             }
             StreamEvent::FunctionCallArgumentsDelta { item_id, delta } => {
-                if let Some((call_id, _, arguments)) = self.calls.get_mut(&item_id)
+                if let Some(call) = self.calls.get_mut(&item_id)
                     && !delta.is_empty()
                 {
-                    arguments.push_str(&delta);
-                    out.push(Ok(ModelStreamPart::ToolInputDelta { id: call_id.clone(), delta }));
+                    call.arguments.push_str(&delta);
+                    out.push(Ok(ModelStreamPart::ToolInputDelta { id: call.call_id.clone(), delta }));
                 }
             }
             StreamEvent::ReasoningSummaryTextDelta { item_id, summary_index, delta } => {
                 let id = format!("{item_id}:{summary_index}");
-                if self.open_reasoning.insert(id.clone()) {
+                if !self.open_reasoning.contains(&id) {
+                    self.open_reasoning.insert(id.clone());
                     out.push(Ok(ModelStreamPart::ReasoningStart { id: id.clone() }));
                 }
                 if !delta.is_empty() {
@@ -105,7 +116,8 @@ impl ResponsesDecoder {
     }
 
     fn open_text(&mut self, id: &str, out: &mut Parts) {
-        if self.open_texts.insert(id.to_owned()) {
+        if !self.open_texts.contains(id) {
+            self.open_texts.insert(id.to_owned());
             out.push(Ok(ModelStreamPart::TextStart { id: id.to_owned() }));
         }
     }
@@ -122,7 +134,8 @@ impl ResponsesDecoder {
                 if !arguments.is_empty() {
                     out.push(Ok(ModelStreamPart::ToolInputDelta { id: call_id.clone(), delta: arguments.clone() }));
                 }
-                self.calls.insert(id.unwrap_or_else(|| call_id.clone()), (call_id, name, arguments));
+                let key = id.clone().unwrap_or_else(|| call_id.clone());
+                self.calls.insert(key, PendingCall { item_id: id, call_id, name, arguments });
             }
             OutputItem::Reasoning { .. }
             | OutputItem::McpApprovalRequest { .. }
@@ -216,12 +229,13 @@ impl ResponsesDecoder {
 
     /// Emits function calls in progress whose arguments are complete JSON, then the error.
     fn fail(&mut self, error: ModelError, out: &mut Parts) {
-        let mut calls: Vec<(String, (String, String, String))> = std::mem::take(&mut self.calls).into_iter().collect();
-        calls.sort();
-        for (item_id, (call_id, name, arguments)) in calls {
-            if serde_json::from_str::<serde_json::Value>(&arguments).is_ok() {
-                out.push(Ok(ModelStreamPart::ToolInputEnd { id: call_id.clone() }));
-                let call: ModelToolCall = function_call(Some(&item_id), &call_id, &name, &arguments);
+        let mut calls: Vec<(String, PendingCall)> = std::mem::take(&mut self.calls).into_iter().collect();
+        calls.sort_by(|(a, _), (b, _)| a.cmp(b));
+        for (_, call) in calls {
+            if serde_json::from_str::<serde_json::Value>(&call.arguments).is_ok() {
+                out.push(Ok(ModelStreamPart::ToolInputEnd { id: call.call_id.clone() }));
+                let call: ModelToolCall =
+                    function_call(call.item_id.as_deref(), &call.call_id, &call.name, &call.arguments);
                 out.push(Ok(ModelStreamPart::ToolCall(call)));
             }
         }
