@@ -86,7 +86,6 @@ pub struct EventEncoder {
     state: Option<Value>,
     clears_state: bool,
     transcript: Transcript,
-    denial_reasons: HashMap<String, Option<String>>,
     edits: HashMap<String, Value>,
     edited: bool,
     started: bool,
@@ -116,7 +115,6 @@ impl EventEncoder {
             state: input.state.clone(),
             clears_state: input.state.as_ref().is_some_and(|state| state.get(STATE_KEY).is_some()),
             transcript: Transcript::new(input.messages.clone()),
-            denial_reasons: HashMap::new(),
             edits: HashMap::new(),
             edited: false,
             started: false,
@@ -136,20 +134,14 @@ impl EventEncoder {
         }
     }
 
-    /// Tells the encoder what the resume decided: denial reasons go into the
-    /// denied calls' results, and an edit that ran replaces the call's
-    /// arguments in the snapshot (so later turns show the edited call).
+    /// Tells the encoder what the resume decided: an edit that ran replaces
+    /// the call's arguments in the snapshot (so later turns show the edited
+    /// call). Denial reasons need nothing here: the engine's
+    /// `tool-output-denied` part carries them.
     pub fn resuming(mut self, resolutions: &[Resolution]) -> Self {
         for resolution in resolutions {
-            let call = resolution.pending.tool_call_id.clone();
-            match &resolution.decision {
-                Decision::Deny { reason } => {
-                    self.denial_reasons.insert(call, reason.clone());
-                }
-                Decision::Approve { edited_args: Some(args), .. } => {
-                    self.edits.insert(call, args.clone());
-                }
-                Decision::Approve { edited_args: None, .. } => {}
+            if let Decision::Approve { edited_args: Some(args), .. } = &resolution.decision {
+                self.edits.insert(resolution.pending.tool_call_id.clone(), args.clone());
             }
         }
         self
@@ -223,7 +215,6 @@ impl EventEncoder {
                 self.approval_request(approval_id, tool_call, signature.clone());
             }
             StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
-                let reason = reason.clone().or_else(|| self.denial_reasons.get(tool_call_id).cloned().flatten());
                 self.result(tool_call_id, denial_content(reason.as_deref()), &mut out);
             }
             StreamPart::FinishStep { .. } => self.close_open(&mut out),
@@ -346,10 +337,7 @@ impl EventEncoder {
         let id = &info.tool_call_id;
         if !self.run_calls.contains(id) {
             self.open_call(id, &info.tool_name, out);
-            let arguments = match (&info.invalid, &info.input) {
-                (Some(true), Value::String(raw)) => raw.clone(),
-                (_, input) => input.to_string(),
-            };
+            let arguments = info.input.to_string();
             self.transcript.append_arguments(id, &arguments);
             out.push(Event::ToolCallArgs { tool_call_id: id.clone(), delta: arguments });
         }

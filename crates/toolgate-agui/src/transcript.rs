@@ -82,7 +82,7 @@ impl Transcript {
     }
 
     pub(crate) fn append_reasoning(&mut self, message_id: &str, delta: &str) {
-        let existing = self.messages.iter_mut().find_map(|m| match m {
+        let existing = self.messages.iter_mut().rev().find_map(|m| match m {
             Message::Reasoning(r) if r.id == message_id => Some(r),
             _ => None,
         });
@@ -98,7 +98,7 @@ impl Transcript {
 
     /// The assistant message with this id, appended empty if it is not there yet.
     fn assistant(&mut self, message_id: &str) -> &mut AssistantMessage {
-        let index = match self.messages.iter().position(|m| matches!(m, Message::Assistant(a) if a.id == message_id)) {
+        let index = match self.messages.iter().rposition(|m| matches!(m, Message::Assistant(a) if a.id == message_id)) {
             Some(index) => index,
             None => {
                 self.messages.push(Message::Assistant(AssistantMessage {

@@ -38,8 +38,14 @@ fn finish() -> StreamPart {
 #[test]
 fn empty_text_opens_no_message_and_unstreamed_calls_emit_start_args_end() {
     let mut encoder = encoder(EncoderOptions::default());
-    let mut invalid = call("c2", json!("{\"path\":"));
-    invalid.invalid = Some(true);
+    // Invalid calls as the engine emits them: non-JSON input was replaced by
+    // `{}`, and a JSON input that fails validation (here a bare string) is kept.
+    let mut not_json = call("c2", json!({}));
+    not_json.invalid = Some(true);
+    not_json.error = Some("Invalid input for tool delete_file: input is not JSON (EOF): {\"path\":".into());
+    let mut bare_string = call("c3", json!("a.txt"));
+    bare_string.invalid = Some(true);
+    bare_string.error = Some("Invalid input for tool delete_file: expected an object".into());
     let events = encode_all(
         &mut encoder,
         &[
@@ -49,7 +55,8 @@ fn empty_text_opens_no_message_and_unstreamed_calls_emit_start_args_end() {
             StreamPart::TextDelta { id: "0".into(), text: String::new() },
             StreamPart::TextEnd { id: "0".into() },
             StreamPart::ToolCall(call("c1", json!({"path": "a"}))),
-            StreamPart::ToolCall(invalid),
+            StreamPart::ToolCall(not_json),
+            StreamPart::ToolCall(bare_string),
         ],
     );
     assert_eq!(
@@ -60,10 +67,18 @@ fn empty_text_opens_no_message_and_unstreamed_calls_emit_start_args_end() {
             json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"path\":\"a\"}"}),
             json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
             json!({"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "delete_file", "parentMessageId": "m1"}),
-            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c2", "delta": "{\"path\":"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c2", "delta": "{}"}),
             json!({"type": "TOOL_CALL_END", "toolCallId": "c2"}),
+            json!({"type": "TOOL_CALL_START", "toolCallId": "c3", "toolCallName": "delete_file", "parentMessageId": "m1"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c3", "delta": "\"a.txt\""}),
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c3"}),
         ]
     );
+    // The arguments are JSON text, so the next turn accepts them.
+    for event in events.iter().filter(|event| event["type"] == "TOOL_CALL_ARGS") {
+        let delta = event["delta"].as_str().unwrap();
+        assert!(serde_json::from_str::<Value>(delta).is_ok(), "arguments are not JSON: {delta}");
+    }
 }
 
 #[test]

@@ -66,6 +66,16 @@ pub enum Tools {
     None,
 }
 
+impl Tools {
+    /// The toolkit these tools make; `None` for no tools.
+    pub fn toolkit(self) -> Option<toolgate::Toolkit> {
+        match self {
+            Self::Demo => Some(toolgate::demo::toolkit()),
+            Self::None => None,
+        }
+    }
+}
+
 /// Runs the command; exit code 1 with a message on stderr when the history is rejected or the model fails.
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.messages)
@@ -74,8 +84,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let model = RecordingModel::new(model_or_default(args.model.as_deref())?);
 
     let mut request = TextRequest::new(messages).max_steps(args.max_steps).hold_batch_for_approval(args.hold_batch);
-    if args.tools == Tools::Demo {
-        request = request.toolkit(toolgate::demo::toolkit());
+    if let Some(toolkit) = args.tools.toolkit() {
+        request = request.toolkit(toolkit);
     }
     if let Some(system) = args.system {
         request = request.system(system);

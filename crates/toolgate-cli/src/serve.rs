@@ -61,18 +61,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let model = model_or_default(args.model.as_deref())?;
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
-    let toolkit = match args.tools {
-        Tools::Demo => toolgate::demo::toolkit(),
-        Tools::None => toolgate::Toolkit::default(),
-    };
-    let mut config = ServerConfig::new(args.addr, toolkit, secret);
+    let mut config = ServerConfig::new(args.addr, args.tools.toolkit().unwrap_or_default(), secret);
     config.signature_field = args.signature_field;
     config.trace_prompts = args.trace_prompts;
     config.max_steps = args.max_steps;
     config.system = args.system;
     config.max_body_bytes = args.max_body_bytes;
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
-    eprintln!("toolgate: serving on http://{} (Ctrl-C to stop)", args.addr);
+    // The server logs `toolgate serving on http://ADDR` (the bound address) at info level.
     serve(state, shutdown_signal()).await.with_context(|| format!("cannot serve on {}", args.addr))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,17 +7,21 @@
 
 use std::convert::Infallible;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
 use toolgate_agui::{EncoderOptions, RunAgentInput, run_events};
 
 use crate::app::AppState;
-use crate::chat::{body_error, require_json};
+use crate::chat::{body_error, require_json, sse_response};
 use crate::error::ApiError;
+
+/// The headers of an AG-UI event stream.
+const AGUI_STREAM_HEADERS: &[(&str, &str)] =
+    &[("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")];
 
 /// Runs the agent for one `RunAgentInput` and streams the events.
 pub(crate) async fn run(
@@ -26,18 +30,12 @@ pub(crate) async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
-    let input = RunAgentInput::from_json(&body.map_err(body_error)?)
-        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, error.code(), error.to_string()))?;
+    let input = RunAgentInput::from_json(&body.map_err(body_error)?)?;
     tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
     let request_state = state.clone();
     let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
         request_state.text_request(messages)
     })
     .map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
-    let mut response = Response::new(Body::from_stream(events));
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    Ok(sse_response(events, AGUI_STREAM_HEADERS))
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use toolgate::approval::ApprovalSigner;
 use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
@@ -65,6 +66,7 @@ pub struct AppState {
 struct Inner {
     config: ServerConfig,
     model: SharedModel,
+    signer: ApprovalSigner,
 }
 
 impl AppState {
@@ -74,7 +76,8 @@ impl AppState {
             Some(path) => Arc::new(trace_prompts(model, path)?),
             None => model,
         };
-        Ok(Self { inner: Arc::new(Inner { config, model }) })
+        let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
+        Ok(Self { inner: Arc::new(Inner { config, model, signer }) })
     }
 
     /// The configuration.
@@ -93,7 +96,7 @@ impl AppState {
         let mut request = TextRequest::new(messages)
             .toolkit(config.toolkit.clone())
             .max_steps(config.max_steps)
-            .approval_signer(config.secret.signer().with_signature_field(config.signature_field));
+            .approval_signer(self.inner.signer.clone());
         if let Some(system) = &config.system {
             request = request.system(system.clone());
         }
@@ -148,6 +151,7 @@ pub async fn shutdown_signal() {
 /// Serves until `shutdown` completes, then finishes the requests in flight.
 pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, secret = ?state.config().secret.source(), "toolgate serving");
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
 }

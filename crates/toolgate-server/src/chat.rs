@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use toolgate::stream_text;
 use toolgate_ui::{
     ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiStreamEncoder, convert_to_model_messages,
@@ -43,11 +43,19 @@ pub(crate) async fn chat(
         .map(|chunk| Ok::<_, Infallible>(Bytes::from(sse_frame(&chunk))))
         .chain(futures::stream::once(async { Ok(Bytes::from_static(SSE_DONE.as_bytes())) }));
 
+    Ok(sse_response(frames, UI_MESSAGE_STREAM_HEADERS))
+}
+
+/// A streamed response of these SSE frames with these headers.
+pub(crate) fn sse_response(
+    frames: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+    headers: &[(&'static str, &'static str)],
+) -> Response {
     let mut response = Response::new(Body::from_stream(frames));
-    for (name, value) in UI_MESSAGE_STREAM_HEADERS {
+    for (name, value) in headers {
         response.headers_mut().insert(*name, HeaderValue::from_static(value));
     }
-    Ok(response)
+    response
 }
 
 /// A body that could not be read: too large, or cut off.

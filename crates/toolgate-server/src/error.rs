@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use toolgate::EngineError;
+use toolgate_agui::InputError;
 use toolgate_ui::ConvertError;
 
 /// An error answered as `{"error": {"code", "message"}}`.
@@ -41,6 +42,12 @@ impl From<ConvertError> for ApiError {
             ConvertError::InvalidMessage { .. } => "invalid_message",
         };
         Self::new(StatusCode::BAD_REQUEST, code, error.to_string())
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(error: InputError) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, error.code(), error.to_string())
     }
 }
 

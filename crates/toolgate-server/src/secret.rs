@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use toolgate::approval::ApprovalSigner;
+use toolgate::approval::{ApprovalSigner, SignerError};
 
 /// The environment variable holding the secret.
 pub const SECRET_ENV: &str = "TOOLGATE_APPROVAL_SECRET";
@@ -24,9 +24,9 @@ pub enum SecretError {
         /// Why.
         source: std::io::Error,
     },
-    /// The secret is empty.
-    #[error("the approval secret is empty")]
-    Empty,
+    /// The secret cannot sign approvals (it is empty: "the approval secret is empty").
+    #[error(transparent)]
+    Signer(#[from] SignerError),
     /// The system random source failed.
     #[error("cannot generate an approval secret: {0}")]
     Random(String),
@@ -45,10 +45,10 @@ pub enum SecretSource {
     Generated(PathBuf),
 }
 
-/// The approval signing secret.
+/// The approval signing secret, held as the signer built from it.
 #[derive(Clone)]
 pub struct ApprovalSecret {
-    bytes: Vec<u8>,
+    signer: ApprovalSigner,
     source: SecretSource,
 }
 
@@ -61,11 +61,17 @@ impl std::fmt::Debug for ApprovalSecret {
 impl ApprovalSecret {
     /// Resolves the secret: `explicit`, else the environment, else the file in `data_dir`.
     pub fn resolve(explicit: Option<&str>, data_dir: &Path) -> Result<Self, SecretError> {
+        Self::resolve_with(explicit, std::env::var(SECRET_ENV).ok().as_deref(), data_dir)
+    }
+
+    /// Resolves the secret like [`ApprovalSecret::resolve`], with `env_value`
+    /// standing for the value of `TOOLGATE_APPROVAL_SECRET` (`None`: unset).
+    pub fn resolve_with(explicit: Option<&str>, env_value: Option<&str>, data_dir: &Path) -> Result<Self, SecretError> {
         if let Some(secret) = explicit {
             return Self::from_text(secret, SecretSource::Explicit);
         }
-        if let Ok(secret) = std::env::var(SECRET_ENV) {
-            return Self::from_text(&secret, SecretSource::Environment);
+        if let Some(secret) = env_value {
+            return Self::from_text(secret, SecretSource::Environment);
         }
         let path = data_dir.join(SECRET_FILE);
         let io = |source| SecretError::Io { path: path.display().to_string(), source };
@@ -84,10 +90,7 @@ impl ApprovalSecret {
     }
 
     fn from_text(text: &str, source: SecretSource) -> Result<Self, SecretError> {
-        if text.is_empty() {
-            return Err(SecretError::Empty);
-        }
-        Ok(Self { bytes: text.as_bytes().to_vec(), source })
+        Ok(Self { signer: ApprovalSigner::new(text)?, source })
     }
 
     /// Where it came from.
@@ -95,9 +98,9 @@ impl ApprovalSecret {
         &self.source
     }
 
-    /// A signer using this secret.
-    pub fn signer(&self) -> ApprovalSigner {
-        ApprovalSigner::new(&self.bytes).expect("the secret is never empty")
+    /// The signer using this secret (without the AI SDK `signature` field).
+    pub fn signer(&self) -> &ApprovalSigner {
+        &self.signer
     }
 }
 

@@ -73,12 +73,16 @@ async fn refused_resumes_report_run_error_and_bad_bodies_a_4xx() {
                "state": {}, "resume": [{"interruptId": "apr_nope", "status": "resolved", "payload": {"approved": true}}]}),
     )
     .await;
+    let types: Vec<&str> = unknown.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["RUN_STARTED", "RUN_ERROR"], "{unknown:#?}");
     let error = find(&unknown, "RUN_ERROR");
-    assert!(error["code"].is_string() && error["message"].is_string(), "{error}");
+    assert_eq!(error["code"], "no_pending_interrupts", "{error}");
+    assert!(error["message"].is_string(), "{error}");
     assert_eq!(std::fs::read_to_string(&server.trace).unwrap_or_default(), "", "the model was never called");
 
     let bad = post(&server, "/ag-ui", "application/json", b"{\"threadId\": 3}").await;
     assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["error"]["code"], "invalid_input", "{}", bad.body);
     assert!(bad.json()["error"]["message"].is_string());
     let wrong_type = post(&server, "/ag-ui", "text/plain", b"{}").await;
     assert_eq!(wrong_type.status, 415);

@@ -172,13 +172,10 @@ async fn the_page_is_served() {
 fn the_secret_is_generated_once_and_kept() {
     let dir = std::env::temp_dir().join(format!("toolgate-secret-test-{}", uuid::Uuid::now_v7().simple()));
     let _cleanup = TempDir(dir.clone());
-    // The environment wins over the file; this test only makes sense without it.
-    if std::env::var("TOOLGATE_APPROVAL_SECRET").is_ok() {
-        return;
-    }
-    let first = ApprovalSecret::resolve(None, &dir).unwrap();
+    // The environment would win over the file: resolve as if it were unset.
+    let first = ApprovalSecret::resolve_with(None, None, &dir).unwrap();
     assert!(matches!(first.source(), toolgate_server::SecretSource::Generated(_)));
-    let second = ApprovalSecret::resolve(None, &dir).unwrap();
+    let second = ApprovalSecret::resolve_with(None, None, &dir).unwrap();
     assert!(matches!(second.source(), toolgate_server::SecretSource::File(_)));
     let issued = first.signer().issue("n", "c", "t", &json!({}));
     let request = toolgate::protocol::ToolApprovalRequestPart {
