@@ -20,7 +20,9 @@
 //!   open in `pendingToolCallIds`), preceded by `MESSAGES_SNAPSHOT` when an
 //!   edit replaced a call's arguments and by `STATE_SNAPSHOT` when the input
 //!   state carried toolgate's key (so it is cleared).
-//! - An `error` part, or an engine error, is `RUN_ERROR {message, code}`.
+//! - An `error` part (fatal), or an engine error, is `RUN_ERROR {message, code}`.
+//!   A `warning` part (the engine recovered) is a `CUSTOM` event named
+//!   `toolgate.warning` with `value: {code, message}`, and the run goes on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -220,6 +222,7 @@ impl EventEncoder {
             StreamPart::FinishStep { .. } => self.close_open(&mut out),
             StreamPart::Finish { .. } => self.finish(&mut out),
             StreamPart::Error { error } => self.fail(Event::run_error(error.clone(), MODEL_ERROR_CODE), &mut out),
+            StreamPart::Warning { code, message } => out.push(Event::warning(code.clone(), message.clone())),
         }
         out
     }

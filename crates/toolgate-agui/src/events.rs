@@ -147,9 +147,24 @@ pub enum Event {
         /// The span.
         message_id: String,
     },
+    /// An application event; toolgate sends [`WARNING_EVENT`] for problems the run recovered from.
+    Custom {
+        /// What kind of event.
+        name: String,
+        /// Its payload.
+        value: Value,
+    },
 }
 
+/// The `CUSTOM` event name of a warning: `value` is `{code, message}`; the run goes on.
+pub const WARNING_EVENT: &str = "toolgate.warning";
+
 impl Event {
+    /// A `CUSTOM` warning event (see [`WARNING_EVENT`]).
+    pub fn warning(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Custom { name: WARNING_EVENT.to_owned(), value: json!({"code": code.into(), "message": message.into()}) }
+    }
+
     /// A `RUN_ERROR` with a code.
     pub fn run_error(message: impl Into<String>, code: impl Into<String>) -> Self {
         Self::RunError { message: message.into(), code: Some(code.into()) }
@@ -175,6 +190,7 @@ impl Event {
             Self::ReasoningMessageContent { .. } => "REASONING_MESSAGE_CONTENT",
             Self::ReasoningMessageEnd { .. } => "REASONING_MESSAGE_END",
             Self::ReasoningEnd { .. } => "REASONING_END",
+            Self::Custom { .. } => "CUSTOM",
         }
     }
 

@@ -49,7 +49,7 @@ mod transcript;
 
 pub use encode::{EncoderOptions, EventEncoder, MODEL_ERROR_CODE};
 pub use error::{AguiError, InputError, ResumeError, engine_error_event};
-pub use events::{Event, Interrupt, RunOutcome, TOOL_CALL_REASON, approval_response_schema};
+pub use events::{Event, Interrupt, RunOutcome, TOOL_CALL_REASON, WARNING_EVENT, approval_response_schema};
 pub use input::{Context, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use messages::{Content, ContentPart, Message};
 pub use resume::{Decision, PENDING_FIELD, PendingApproval, Resolution, STATE_KEY};

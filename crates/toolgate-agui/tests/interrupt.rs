@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use toolgate::approval::ApprovalSigner;
+use toolgate::approval::{ApprovalSigner, SignedCall};
 use toolgate_agui::approval_response_schema;
 
 fn delete_turns() -> Value {
@@ -67,8 +67,9 @@ async fn signed_interrupt_ids_are_the_engines_signed_approval_ids() {
     let events = server.run(client.input(None)).await;
     client.apply(&events);
 
-    let expected =
-        ApprovalSigner::new("test secret").unwrap().issue("n1", "call-1", "delete_file", &json!({"path": "notes.txt"}));
+    let input = json!({"path": "notes.txt"});
+    let call = SignedCall { tool_call_id: "call-1", tool_name: "delete_file", input: &input };
+    let expected = ApprovalSigner::new("test secret").unwrap().issue("n1", call, &[]).unwrap();
     assert_eq!(client.interrupt_ids(), vec![expected.approval_id.clone()]);
     assert!(expected.approval_id.starts_with("apr_n1."));
     assert_eq!(client.state["toolgate"]["pendingApprovals"][0]["interruptId"], json!(expected.approval_id));

@@ -107,7 +107,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let (messages, failure) = match stream.finish().await {
         Ok(result) => (result.response_messages, None),
-        Err(EngineError::Model { source, response_messages }) => (response_messages, Some(source)),
+        Err(error @ (EngineError::Model { .. } | EngineError::Incomplete { .. })) => {
+            (error.response_messages().to_vec(), Some(error))
+        }
         Err(other) => bail!("{other}"),
     };
     match args.emit {
@@ -127,7 +129,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     match failure {
         None => Ok(ExitCode::SUCCESS),
         Some(error) => {
-            eprintln!("toolgate: the model failed: {error}");
+            eprintln!("toolgate: the run failed after it started: {error}");
             Ok(ExitCode::FAILURE)
         }
     }

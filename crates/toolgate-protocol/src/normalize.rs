@@ -5,7 +5,7 @@
 //! 1. **Approval in a user message** (`{type:"tool-approval", toolCallId, approved, reason?}`
 //!    in a user message's parts). It names the tool call, not the approval. It
 //!    becomes a tool message holding a `tool-approval-response` whose
-//!    `approvalId` is the id of the latest `tool-approval-request` for that
+//!    `approvalId` is the id of the (first) `tool-approval-request` for that
 //!    call, placed where the user message was. The user message's other parts
 //!    stay, as a user message after it; a user message that held only
 //!    approvals disappears (it is an answer, not a new turn).
@@ -77,7 +77,10 @@ impl CallIndex {
                     self.tool_names.insert(call.tool_call_id.clone(), call.tool_name.clone());
                 }
                 AssistantPart::ToolApprovalRequest(request) => {
-                    self.approval_ids.insert(request.tool_call_id.clone(), request.approval_id.clone());
+                    // The first request for a call is the one answered; the engine refuses a second.
+                    self.approval_ids
+                        .entry(request.tool_call_id.clone())
+                        .or_insert_with(|| request.approval_id.clone());
                 }
                 AssistantPart::Text(_)
                 | AssistantPart::Reasoning(_)

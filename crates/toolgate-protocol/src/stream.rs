@@ -6,6 +6,11 @@
 //! then per step `start-step`, the model's text/reasoning/tool-input parts and
 //! `tool-call`s, the step's `tool-result`/`tool-error`s, its
 //! `tool-approval-request`s, and `finish-step`; finally `finish`.
+//!
+//! Errors: `error` is fatal and is always followed by `finish` (reason
+//! `error`); `warning` reports a problem the engine recovered from and the
+//! stream goes on. Adapters map them consistently: `error` ends the run
+//! (UI `error` chunk, AG-UI `RUN_ERROR`), `warning` does not.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -186,9 +191,19 @@ pub enum StreamPart {
         /// Token usage over all steps.
         total_usage: Usage,
     },
-    /// An error ended the call.
+    /// A fatal error: the call ends. Always followed by `finish` with the
+    /// finish reason `error`.
     Error {
         /// What happened.
         error: String,
+    },
+    /// A problem the engine reported and recovered from; the call goes on
+    /// (a toolgate extension, e.g. a provider approval request for a call the
+    /// provider never made).
+    Warning {
+        /// A stable, machine-readable code.
+        code: String,
+        /// What happened.
+        message: String,
     },
 }

@@ -55,6 +55,7 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         let status = match error {
             EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
+            EngineError::Incomplete { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
         Self::new(status, error.code(), error.to_string())

@@ -48,6 +48,15 @@ pub enum UiChunk {
         /// What happened.
         error_text: String,
     },
+    /// A problem the engine recovered from (`data-toolgate-warning`, a transient
+    /// data chunk: clients hand it to `onData` and do not store it in the message).
+    #[serde(rename = "data-toolgate-warning")]
+    Warning {
+        /// `{code, message}`.
+        data: Value,
+        /// Always true.
+        transient: bool,
+    },
     /// A text part starts.
     TextStart {
         /// Part id.

@@ -45,6 +45,9 @@ impl UiStreamEncoder {
             StreamPart::FinishStep { .. } => UiChunk::FinishStep,
             StreamPart::Finish { finish_reason, .. } => UiChunk::Finish { finish_reason: Some(*finish_reason) },
             StreamPart::Error { error } => UiChunk::Error { error_text: error.clone() },
+            StreamPart::Warning { code, message } => {
+                UiChunk::Warning { data: serde_json::json!({"code": code, "message": message}), transient: true }
+            }
             StreamPart::TextStart { id } => UiChunk::TextStart { id: self.block_id(id) },
             StreamPart::TextDelta { id, text } => UiChunk::TextDelta { id: self.block_id(id), delta: text.clone() },
             StreamPart::TextEnd { id } => UiChunk::TextEnd { id: self.block_id(id) },

@@ -12,7 +12,7 @@ use toolgate_ui::{
 fn model() -> ScriptedModel {
     ScriptedModel::from_json(
         &json!({"turns": [
-            [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "/tmp/x"}}],
+            [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "tmp/x"}}],
             [{"type": "text", "text": "Deleted it."}]
         ]})
         .to_string(),
@@ -54,7 +54,7 @@ fn without_deltas(chunks: &[Value]) -> Vec<Value> {
 #[tokio::test]
 async fn first_turn_asks_for_approval_in_the_canonical_sequence() {
     let body = json!({"id": "chat-1", "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete /tmp/x"}]}
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete tmp/x"}]}
     ]});
     let (chunks, sse) = respond(body, None, false).await;
     let approval_id = chunks.iter().find(|c| c["type"] == "tool-approval-request").unwrap()["approvalId"].clone();
@@ -63,7 +63,7 @@ async fn first_turn_asks_for_approval_in_the_canonical_sequence() {
         vec![
             json!({"type": "start", "messageId": "msg-new"}),
             json!({"type": "start-step"}),
-            json!({"type": "tool-input-available", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "/tmp/x"}}),
+            json!({"type": "tool-input-available", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "tmp/x"}}),
             json!({"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": "call-1"}),
             json!({"type": "finish-step"}),
             json!({"type": "finish", "finishReason": "tool-calls"}),
@@ -78,9 +78,9 @@ async fn first_turn_asks_for_approval_in_the_canonical_sequence() {
 async fn approved_continuation_reuses_the_message_and_outputs_before_the_first_step() {
     // The body ai@6 sends after addToolApprovalResponse (reference §4.3).
     let body = json!({"id": "chat-1", "messages": [
-        {"parts": [{"type": "text", "text": "delete /tmp/x"}], "id": "G9ZT705yZEF7KW68", "role": "user"},
+        {"parts": [{"type": "text", "text": "delete tmp/x"}], "id": "G9ZT705yZEF7KW68", "role": "user"},
         {"id": "msg-a1", "role": "assistant", "parts": [{"type": "step-start"},
-            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded", "input": {"path": "/tmp/x"},
+            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded", "input": {"path": "tmp/x"},
              "approval": {"id": "appr-1", "approved": true}}]}
     ], "trigger": "submit-message", "messageId": "msg-a1"});
     let (chunks, _) = respond(body, None, false).await;
@@ -88,7 +88,7 @@ async fn approved_continuation_reuses_the_message_and_outputs_before_the_first_s
         without_deltas(&chunks),
         vec![
             json!({"type": "start", "messageId": "msg-a1"}),
-            json!({"type": "tool-output-available", "toolCallId": "call-1", "output": {"deleted": "/tmp/x"}}),
+            json!({"type": "tool-output-available", "toolCallId": "call-1", "output": {"deleted": "tmp/x"}}),
             json!({"type": "start-step"}),
             json!({"type": "text-start", "id": "1-0"}),
             json!({"type": "text-end", "id": "1-0"}),
@@ -101,9 +101,9 @@ async fn approved_continuation_reuses_the_message_and_outputs_before_the_first_s
 #[tokio::test]
 async fn denied_continuation_sends_output_denied() {
     let body = json!({"id": "c", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete /tmp/x"}]},
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete tmp/x"}]},
         {"id": "a1", "role": "assistant", "parts": [{"type": "step-start"},
-            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded", "input": {"path": "/tmp/x"},
+            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded", "input": {"path": "tmp/x"},
              "approval": {"id": "appr-1", "approved": false, "reason": "no way", "signature": "sig-abc"}}]}
     ]});
     let (chunks, _) = respond(body, None, false).await;

@@ -25,7 +25,9 @@ use toolgate::model::ScriptPart;
 use toolgate::protocol::{
     AssistantPart, TextPart, ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart, ToolPart, ToolResultPart,
 };
-use toolgate::{ModelMessage, ScriptedModel, TextRequest, ToolResultOutput, Toolkit, generate_text, stream_text};
+use toolgate::{
+    ModelMessage, RecordingModel, ScriptedModel, TextRequest, ToolResultOutput, Toolkit, generate_text, stream_text,
+};
 
 const SIZES: [usize; 3] = [10, 100, 1000];
 const APPROVAL_ID: &str = "apr_bench";
@@ -117,40 +119,35 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// One continuation turn per iteration.
 ///
-/// `ScriptedModel` keeps every request it receives, so one model reused
-/// across iterations would grow without bound and its memory traffic would
-/// be measured too. Each iteration therefore gets a fresh model, built in
-/// the untimed setup together with the request (whose history clone is the
-/// caller's cost, not the engine's). The model and the result are returned
-/// from the routine, so criterion drops them outside the timing. What stays
-/// timed besides the engine is the model's own small work: counting the
-/// assistant messages of the prompt and storing the request (a move).
+/// The request is built in the untimed setup (its history clone is the
+/// caller's cost, not the engine's) and the result is returned from the
+/// routine, so criterion drops it outside the timing. `ScriptedModel` keeps
+/// nothing per request, so one model serves every iteration; what stays
+/// timed besides the engine is its own small work, counting the assistant
+/// messages of the prompt.
 fn continuation(c: &mut Criterion) {
     let runtime = runtime();
     let toolkit = toolgate::demo::toolkit();
     let mut group = c.benchmark_group("continuation");
     for size in SIZES {
         let history = history(size);
-        let setup = || (model(), TextRequest::new(history.clone()).toolkit(Toolkit::clone(&toolkit)));
+        let model = model();
+        let setup = || TextRequest::new(history.clone()).toolkit(Toolkit::clone(&toolkit));
         sanity_check(&runtime, setup());
         group.throughput(Throughput::Elements(size as u64));
         group.bench_with_input(BenchmarkId::new("generate_text", size), &size, |b, _| {
             b.to_async(&runtime).iter_batched(
                 setup,
-                |(model, request)| async move {
-                    let result = generate_text(&model, request).await.expect("the continuation succeeds");
-                    (model, result)
-                },
+                |request| async { generate_text(&model, request).await.expect("the continuation succeeds") },
                 BatchSize::SmallInput,
             )
         });
         group.bench_with_input(BenchmarkId::new("stream_text", size), &size, |b, _| {
             b.to_async(&runtime).iter_batched(
                 setup,
-                |(model, request)| async move {
+                |request| async {
                     let stream = stream_text(&model, request).await.expect("the history is valid");
-                    let result = stream.finish().await.expect("the continuation succeeds");
-                    (model, result)
+                    stream.finish().await.expect("the continuation succeeds")
                 },
                 BatchSize::SmallInput,
             )
@@ -161,7 +158,8 @@ fn continuation(c: &mut Criterion) {
 
 /// Makes sure the benchmark measures what it claims: the approved call runs
 /// in pre-resolution and the model is called once.
-fn sanity_check(runtime: &tokio::runtime::Runtime, (model, request): (ScriptedModel, TextRequest)) {
+fn sanity_check(runtime: &tokio::runtime::Runtime, request: TextRequest) {
+    let model = RecordingModel::new(model());
     let result = runtime.block_on(generate_text(&model, request)).expect("the continuation succeeds");
     assert_eq!(result.preresolved.len(), 1);
     assert_eq!(result.preresolved[0].output, ToolResultOutput::json(json!({"deleted": "notes.txt"})));

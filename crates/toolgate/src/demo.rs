@@ -4,15 +4,20 @@
 //! | tool | approval | output |
 //! |---|---|---|
 //! | `get_weather {city}` | never | `{"city", "temperatureC": 21, "condition": "sunny"}` |
-//! | `delete_file {path}` | always | `{"deleted": path}` |
+//! | `delete_file {path}` | always; denied outside the working directory | `{"deleted": path}` |
 //! | `transfer_money {amount, to}` | when `amount > 1000` | `{"transferred": amount, "to": to}` |
 //! | `ask_user {question}` | client-executed | (the client answers) |
+//!
+//! The schemas say what an input is, and are enforced: a transfer has a
+//! positive amount and a recipient that is not blank; a deletion names a
+//! relative path without `..` (anything else is denied by the policy, so no
+//! person is asked, and an edit to such a path is refused).
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Number, Value, json};
 
-use crate::{Tool, ToolError, Toolkit};
+use crate::{PolicyDecision, Tool, ToolError, Toolkit};
 
 /// Input of `get_weather`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,10 +36,11 @@ pub struct DeleteFileInput {
 /// Input of `transfer_money`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TransferInput {
-    /// How much to send; kept as written so outputs echo it exactly.
-    #[schemars(with = "f64")]
+    /// How much to send, more than zero; kept as written so outputs echo it exactly.
+    #[schemars(with = "f64", extend("exclusiveMinimum" = 0))]
     pub amount: Number,
-    /// Who receives it.
+    /// Who receives it (not blank).
+    #[schemars(length(min = 1), pattern(r"\S"))]
     pub to: String,
 }
 
@@ -57,8 +63,16 @@ pub fn tools() -> Vec<Tool> {
             },
         ),
         Tool::function::<DeleteFileInput>("delete_file")
-            .description("Delete a file. Always asks a person first.")
-            .needs_approval(true)
+            .description("Delete a file in the working directory. Always asks a person first.")
+            .policy(|input: &DeleteFileInput, _| {
+                if outside_working_directory(&input.path) {
+                    let reason =
+                        format!("delete_file only deletes files inside the working directory; `{}` is not", input.path);
+                    PolicyDecision::Deny { reason }
+                } else {
+                    PolicyDecision::Ask
+                }
+            })
             .handler(|input: DeleteFileInput, _| async move { Ok::<_, ToolError>(json!({"deleted": input.path})) }),
         Tool::function::<TransferInput>("transfer_money")
             .description("Transfer money to someone. Amounts over 1000 need a person's approval.")
@@ -72,7 +86,60 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
+/// True for paths that leave the working directory: absolute, or with a `..` component.
+pub fn outside_working_directory(path: &str) -> bool {
+    let path = std::path::Path::new(path);
+    path.has_root()
+        || path
+            .components()
+            .any(|component| matches!(component, std::path::Component::ParentDir | std::path::Component::Prefix(_)))
+}
+
 /// The demo toolkit.
 pub fn toolkit() -> Toolkit {
     Toolkit::new(tools()).expect("the demo tools have unique names and handlers")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ApprovalContext;
+
+    fn tool(name: &str) -> Tool {
+        toolkit().get(name).cloned().expect("a demo tool")
+    }
+
+    #[test]
+    fn a_transfer_is_a_positive_amount_to_someone() {
+        let transfer = tool("transfer_money");
+        assert!(transfer.validate_input(&json!({"amount": 50, "to": "Bob"})).is_ok());
+        assert!(transfer.validate_input(&json!({"amount": 0.01, "to": "Bob"})).is_ok());
+        for bad in [
+            json!({"amount": -1_000_000, "to": "Eve"}),
+            json!({"amount": 0, "to": "Eve"}),
+            json!({"amount": 50, "to": ""}),
+            json!({"amount": 50, "to": "   "}),
+            json!({"amount": "50", "to": "Bob"}),
+        ] {
+            assert!(transfer.validate_input(&bad).is_err(), "{bad} must be refused");
+        }
+        let schema = transfer.input_schema();
+        assert_eq!(schema["properties"]["amount"]["exclusiveMinimum"], json!(0));
+        assert_eq!(schema["properties"]["to"]["minLength"], json!(1));
+    }
+
+    #[tokio::test]
+    async fn deletions_outside_the_working_directory_are_denied_without_asking() {
+        let delete = tool("delete_file");
+        let decide = |path: &str| {
+            let delete = delete.clone();
+            let input = json!({ "path": path });
+            async move { delete.decide(&input, ApprovalContext::new("c", Vec::new())).await }
+        };
+        assert_eq!(decide("notes.txt").await, PolicyDecision::Ask);
+        assert_eq!(decide("logs/old.log").await, PolicyDecision::Ask);
+        for path in ["/etc/passwd", "../secrets", "logs/../../x"] {
+            assert!(matches!(decide(path).await, PolicyDecision::Deny { reason } if reason.contains(path)), "{path}");
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! Every error that concerns approvals is raised before anything runs: a call
 //! either passes every check or nothing in the request executes.
 
-use toolgate_protocol::{MessageError, ModelMessage, NormalizeError};
+use serde_json::Value;
+use toolgate_protocol::{MessageError, ModelMessage, NormalizeError, ToolApprovalResponsePart};
 
 use crate::approval::SignatureError;
 use crate::model::ModelError;
@@ -23,13 +24,21 @@ pub enum EngineError {
         /// Tools of the pending approvals.
         pending_tools: Vec<String>,
     },
-    /// An approved call names a tool this toolkit cannot run.
-    #[error("tool `{tool_name}` is not available; available tools: {}", available_tools.join(", "))]
+    /// An approved call names a tool this toolkit cannot run. Carries what a
+    /// caller needs to recover: the call, and the tools it could have used.
+    #[error(
+        "tool `{tool_name}` (call `{tool_call_id}`) is not available; available tools: {}",
+        available_tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>().join(", ")
+    )]
     ToolNotFound {
         /// The tool named by the call.
         tool_name: String,
-        /// Tools toolgate can run.
-        available_tools: Vec<String>,
+        /// The call.
+        tool_call_id: String,
+        /// The call's input (seed 001's `toolParams`).
+        tool_input: Box<Value>,
+        /// Tools toolgate can run, with their input schemas.
+        available_tools: Vec<AvailableTool>,
     },
     /// An approval response names an approval nobody requested.
     #[error(
@@ -47,11 +56,36 @@ pub enum EngineError {
         /// The missing call.
         tool_call_id: String,
     },
-    /// The same approval was answered twice, differently.
-    #[error("approval `{approval_id}` has conflicting responses")]
+    /// The same approval was answered twice, differently. The first answer
+    /// decides; a contradicting later one is never ignored silently.
+    #[error("approval `{approval_id}` has conflicting responses: first {first}, then {later}")]
     ConflictingApprovalResponses {
         /// The approval id.
         approval_id: String,
+        /// The first answer.
+        first: ApprovalAnswer,
+        /// The later answer that contradicts it.
+        later: ApprovalAnswer,
+    },
+    /// Two tool calls in the history share an id, so results and approvals would be ambiguous.
+    #[error("tool call id `{tool_call_id}` is used by more than one tool call")]
+    DuplicateToolCallId {
+        /// The id.
+        tool_call_id: String,
+    },
+    /// Two approval requests in the history share an approval id.
+    #[error("approval id `{approval_id}` is used by more than one approval request")]
+    DuplicateApprovalId {
+        /// The id.
+        approval_id: String,
+    },
+    /// One tool call has more than one approval request.
+    #[error("tool call `{tool_call_id}` has more than one approval request: {}", approval_ids.join(", "))]
+    DuplicateApprovalRequest {
+        /// The call.
+        tool_call_id: String,
+        /// The approval ids of its requests, first first.
+        approval_ids: Vec<String>,
     },
     /// Approval requests have no answer and the conversation did not move on.
     #[error("tool approvals have no response: {}", approval_ids.join(", "))]
@@ -68,6 +102,24 @@ pub enum EngineError {
         tool_call_id: String,
         /// What is wrong.
         detail: String,
+    },
+    /// An approval edits the input of a tool declared `editable(false)`.
+    #[error("approval `{approval_id}` edits the input of tool `{tool_name}`, whose input cannot be edited")]
+    EditNotAllowed {
+        /// The approval id.
+        approval_id: String,
+        /// The tool.
+        tool_name: String,
+    },
+    /// The tool's policy denies the input a person edited into an approval.
+    #[error("approval `{approval_id}`: the edited input of tool `{tool_name}` is denied: {reason}")]
+    EditDenied {
+        /// The approval id.
+        approval_id: String,
+        /// The tool.
+        tool_name: String,
+        /// The policy's reason.
+        reason: String,
     },
     /// An approval for a provider-executed call carries an edited input, which the provider cannot take.
     #[error("approval `{approval_id}` edits the input of a provider-executed call, which is not supported")]
@@ -92,6 +144,15 @@ pub enum EngineError {
     MissingToolResults {
         /// The calls without results.
         tool_call_ids: Vec<String>,
+    },
+    /// The call failed after it started producing messages (tools may have
+    /// run). `response_messages` holds what it produced: persist it.
+    #[error("{source}")]
+    Incomplete {
+        /// What failed.
+        source: Box<EngineError>,
+        /// Messages produced before the failure.
+        response_messages: Vec<ModelMessage>,
     },
     /// The model failed. `response_messages` holds what this call produced
     /// before that (including results of tools that already ran): persist it.
@@ -121,6 +182,61 @@ impl EngineError {
             Self::InvalidApprovalSignature { .. } => "invalid_approval_signature",
             Self::MissingToolResults { .. } => "missing_tool_results",
             Self::Model { .. } => "model_error",
+            Self::DuplicateToolCallId { .. } => "duplicate_tool_call_id",
+            Self::DuplicateApprovalId { .. } => "duplicate_approval_id",
+            Self::DuplicateApprovalRequest { .. } => "duplicate_approval_request",
+            Self::EditNotAllowed { .. } => "edit_not_allowed",
+            Self::EditDenied { .. } => "edit_denied",
+            Self::Incomplete { source, .. } => source.code(),
+        }
+    }
+
+    /// Messages the call produced before it failed (tools may have run): persist them.
+    pub fn response_messages(&self) -> &[ModelMessage] {
+        match self {
+            Self::Incomplete { response_messages, .. } | Self::Model { response_messages, .. } => response_messages,
+            _ => &[],
+        }
+    }
+}
+
+/// A tool a caller could have used, as [`EngineError::ToolNotFound`] lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AvailableTool {
+    /// The tool's name.
+    pub name: String,
+    /// Its input JSON Schema.
+    pub input_schema: Value,
+}
+
+/// One answer to an approval, as errors name it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalAnswer {
+    /// Approved as the model wrote it.
+    Approve,
+    /// Approved with this edited input.
+    ApproveWithEdit(Box<Value>),
+    /// Denied.
+    Deny,
+}
+
+impl ApprovalAnswer {
+    /// The answer a response part gives.
+    pub fn of(response: &ToolApprovalResponsePart) -> Self {
+        match (response.approved, &response.edited_input) {
+            (false, _) => Self::Deny,
+            (true, None) => Self::Approve,
+            (true, Some(edit)) => Self::ApproveWithEdit(Box::new(edit.clone())),
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovalAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Approve => f.write_str("approve"),
+            Self::ApproveWithEdit(edit) => write!(f, "approve with edited input {edit}"),
+            Self::Deny => f.write_str("deny"),
         }
     }
 }

@@ -47,8 +47,11 @@ pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, 
 
 pub use engine::{
     ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn,
-    TextRequest, TextResult, TextStream, generate_text, stream_text,
+    TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
 };
-pub use error::EngineError;
+pub use error::{ApprovalAnswer, AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};
-pub use tool::{ApprovalContext, ApprovalPolicy, Tool, ToolContext, ToolError, Toolkit, ToolkitError};
+pub use tool::{
+    ApprovalContext, ApprovalPolicy, PolicyDecision, SharedMessages, Tool, ToolContext, ToolError, Toolkit,
+    ToolkitError,
+};

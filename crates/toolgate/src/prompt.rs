@@ -8,15 +8,19 @@
 //!   messages merge and results that arrived later in the history (e.g. an
 //!   approval answered after more messages) sit where providers expect them.
 //! - An approved call whose input the person edited shows the edited input,
-//!   so the model sees the call that actually ran.
+//!   so the model sees the call that actually ran. The first answer to an
+//!   approval decides, here as in the engine (which refuses a history whose
+//!   later answers contradict it).
 //! - Every local (non-provider) call must end up with exactly one result;
 //!   otherwise [`EngineError::MissingToolResults`] names the calls. Duplicate
 //!   results keep the first; results for unknown calls are dropped.
 //! - Messages left empty are dropped.
+//! - Two tool calls with one id are [`EngineError::DuplicateToolCallId`]:
+//!   providers reject them, and results would be ambiguous.
 //!
 //! It runs in time linear in the history size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 use toolgate_protocol::{
@@ -28,19 +32,13 @@ use crate::EngineError;
 
 /// Builds the model prompt from a normalized history (see the module docs).
 pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
-    build_prompt_from(history, &[])
-}
-
-/// [`build_prompt`] over `history` followed by `more`, without joining them.
-pub(crate) fn build_prompt_from(
-    history: &[ModelMessage],
-    more: &[ModelMessage],
-) -> Result<Vec<ModelMessage>, EngineError> {
-    let messages = || history.iter().chain(more);
-    let index = HistoryIndex::new(messages());
-    let mut prompt = Vec::with_capacity(history.len() + more.len());
+    let index = HistoryIndex::new(history.iter());
+    if let Some(tool_call_id) = index.duplicate_call {
+        return Err(EngineError::DuplicateToolCallId { tool_call_id: tool_call_id.to_owned() });
+    }
+    let mut prompt = Vec::with_capacity(history.len());
     let mut missing = Vec::new();
-    for message in messages() {
+    for message in history {
         match message {
             ModelMessage::System(_) => prompt.push(message.clone()),
             ModelMessage::User(user) => {
@@ -63,7 +61,7 @@ pub(crate) fn build_prompt_from(
     if missing.is_empty() { Ok(prompt) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
 }
 
-/// Fails as [`build_prompt_from`] would on missing results, without building the prompt.
+/// Fails as [`build_prompt`] would on missing results over `history` then `more`, without building the prompt.
 pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> Result<(), EngineError> {
     let messages = || history.iter().chain(more);
     let index = HistoryIndex::new(messages());
@@ -88,8 +86,9 @@ pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> 
 struct HistoryIndex<'h> {
     results: HashMap<&'h str, &'h ToolResultPart>,
     call_of_approval: HashMap<&'h str, &'h str>,
-    responses_by_call: HashMap<&'h str, Vec<&'h ToolApprovalResponsePart>>,
+    first_response: HashMap<&'h str, &'h ToolApprovalResponsePart>,
     edited_inputs: HashMap<&'h str, &'h Value>,
+    duplicate_call: Option<&'h str>,
 }
 
 impl<'h> HistoryIndex<'h> {
@@ -97,16 +96,29 @@ impl<'h> HistoryIndex<'h> {
         let mut index = Self {
             results: HashMap::new(),
             call_of_approval: HashMap::new(),
-            responses_by_call: HashMap::new(),
+            first_response: HashMap::new(),
             edited_inputs: HashMap::new(),
+            duplicate_call: None,
         };
         let mut responses = Vec::new();
+        let mut calls = HashSet::new();
         for message in history {
             match message {
                 ModelMessage::Assistant(assistant) => {
                     for part in assistant.part_slice() {
-                        if let AssistantPart::ToolApprovalRequest(request) = part {
-                            index.call_of_approval.insert(&request.approval_id, &request.tool_call_id);
+                        match part {
+                            AssistantPart::ToolApprovalRequest(request) => {
+                                index.call_of_approval.entry(&request.approval_id).or_insert(&request.tool_call_id);
+                            }
+                            AssistantPart::ToolCall(call) => {
+                                if !calls.insert(call.tool_call_id.as_str()) {
+                                    index.duplicate_call.get_or_insert(&call.tool_call_id);
+                                }
+                            }
+                            AssistantPart::Text(_)
+                            | AssistantPart::Reasoning(_)
+                            | AssistantPart::File(_)
+                            | AssistantPart::ToolResult(_) => {}
                         }
                     }
                 }
@@ -125,7 +137,10 @@ impl<'h> HistoryIndex<'h> {
         }
         for response in responses {
             let Some(&call_id) = index.call_of_approval.get(response.approval_id.as_str()) else { continue };
-            index.responses_by_call.entry(call_id).or_default().push(response);
+            if index.first_response.contains_key(call_id) {
+                continue;
+            }
+            index.first_response.insert(call_id, response);
             if response.approved
                 && let Some(edited) = &response.edited_input
             {
@@ -154,8 +169,8 @@ impl<'h> HistoryIndex<'h> {
                 AssistantPart::ToolCall(call) => {
                     let mut call = call.clone();
                     if call.is_provider_executed() {
-                        let responses = self.responses_by_call.get(call.tool_call_id.as_str());
-                        tool_parts.extend(responses.into_iter().flatten().map(|response| {
+                        let response = self.first_response.get(call.tool_call_id.as_str());
+                        tool_parts.extend(response.map(|response| {
                             ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
                                 edited_input: None,
                                 provider_executed: Some(true),

@@ -12,8 +12,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
 use toolgate::{
-    ApprovalContext, EngineError, FinishReason, StopCondition, StreamPart, TextRequest, Tool, ToolError, Toolkit,
-    ToolkitError, generate_text, stream_text,
+    ApprovalContext, EngineError, FinishReason, RecordingModel, StopCondition, StreamPart, TextRequest, Tool,
+    ToolError, Toolkit, ToolkitError, generate_text, stream_text,
 };
 
 fn counter_ids() -> impl Fn() -> String + Send + Sync + 'static {
@@ -111,7 +111,7 @@ async fn async_policy_reads_application_state_and_the_call_context() {
             let (state, seen) = (Arc::clone(&state), Arc::clone(&seen_in_policy));
             async move {
                 tokio::task::yield_now().await;
-                seen.lock().unwrap().push((context.tool_call_id.clone(), context.messages.len(), input.path));
+                seen.lock().unwrap().push((context.tool_call_id().to_owned(), context.messages().len(), input.path));
                 Ok::<_, std::convert::Infallible>(state.load(Ordering::SeqCst))
             }
         })
@@ -134,7 +134,7 @@ async fn async_policy_reads_application_state_and_the_call_context() {
 
 #[tokio::test]
 async fn policies_fail_closed() {
-    let context = || ApprovalContext { tool_call_id: "c".into(), messages: Arc::from(Vec::new()) };
+    let context = || ApprovalContext::new("c", Vec::new());
     let decode_fails = Tool::dynamic("t", json!({})).approval_when(|input: &TransferInput, _| input.amount > 1.0);
     assert!(decode_fails.requires_approval(&json!({"unexpected": true}), context()).await);
     assert!(!decode_fails.requires_approval(&json!({"amount": 0.5, "to": "a"}), context()).await);
@@ -173,11 +173,11 @@ async fn policies_fail_closed() {
 #[tokio::test]
 async fn client_executed_calls_are_handed_back_and_their_results_continue_the_turn() {
     let log = Executions::default();
-    let model = script(json!([
+    let model = RecordingModel::new(script(json!([
         [{"type": "tool-call", "toolCallId": "ask-1", "toolName": "ask_user", "input": {"question": "Which file?"}},
          {"type": "tool-call", "toolCallId": "w-1", "toolName": "get_weather", "input": {"city": "Oslo"}}],
         [{"type": "text", "text": "Thanks."}]
-    ]));
+    ])));
     let first =
         generate_text(&model, TextRequest::new(user("help")).toolkit(toolkit(&log)).max_steps(4)).await.unwrap();
     assert_eq!(first.steps.len(), 1, "a client call ends the loop");

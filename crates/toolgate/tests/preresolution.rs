@@ -8,13 +8,13 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::approval::NO_ANSWER_REASON;
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
-use toolgate::{StreamPart, TextRequest, TextResult, generate_text, stream_text};
+use toolgate::{RecordingModel, StreamPart, TextRequest, TextResult, generate_text, stream_text};
 
 /// Runs one continuation in both modes; returns (result, the model's first prompt, stream kinds) per mode.
 async fn both_modes(history: Vec<ModelMessage>, log: &Executions) -> Vec<(TextResult, Value, Vec<String>)> {
     let mut runs = Vec::new();
     for streaming in [false, true] {
-        let model = ok_model();
+        let model = RecordingModel::new(ok_model());
         let request = TextRequest::new(history.clone()).toolkit(toolkit(log));
         let (result, kinds) = if streaming {
             let (parts, outcome) = drain(stream_text(&model, request).await.unwrap()).await;
@@ -87,7 +87,9 @@ async fn edited_input_runs_and_the_model_sees_the_edited_call_from_then_on() {
     let log = Executions::default();
     let history = answered(json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": true,
         "editedInput": {"path": "notes-old.txt"}}));
-    let model = script(json!([[{"type": "text", "text": "ok"}], [{"type": "text", "text": "anything else?"}]]));
+    let model = RecordingModel::new(script(
+        json!([[{"type": "text", "text": "ok"}], [{"type": "text", "text": "anything else?"}]]),
+    ));
     let first = generate_text(&model, TextRequest::new(history.clone()).toolkit(toolkit(&log))).await.unwrap();
     assert_eq!(log.all(), vec![("delete_file".into(), "call-1".into(), json!({"path": "notes-old.txt"}))]);
     let prompt = to_json(&model.prompts()[0]);

@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use toolgate::approval::{ApprovalSigner, NO_ANSWER_REASON, input_digest};
+use toolgate::approval::{ApprovalSigner, NO_ANSWER_REASON, SignedCall, input_digest};
 use toolgate::model::ScriptPart;
 use toolgate::prompt::build_prompt;
 use toolgate::protocol::{
@@ -32,8 +32,8 @@ use toolgate::protocol::{
     ToolResultOutput, UserContent, UserPart,
 };
 use toolgate::{
-    ApprovalRequest, EngineError, ScriptedModel, TextRequest, TextResult, Tool, ToolContext, ToolError, Toolkit,
-    generate_text, stream_text,
+    ApprovalRequest, EngineError, RecordingModel, ScriptedModel, TextRequest, TextResult, Tool, ToolContext, ToolError,
+    Toolkit, generate_text, stream_text,
 };
 
 // ---------------------------------------------------------------------------
@@ -238,7 +238,7 @@ enum Expected {
 }
 
 struct Conversation {
-    model: ScriptedModel,
+    model: RecordingModel<ScriptedModel>,
     runs: Runs,
     toolkit: Toolkit,
     signer: Option<ApprovalSigner>,
@@ -254,7 +254,7 @@ impl Conversation {
     fn new(scenario: &Scenario) -> Self {
         let runs = Runs::default();
         Self {
-            model: ScriptedModel::new(script(&scenario.turns)).expect("the script has turns"),
+            model: RecordingModel::new(ScriptedModel::new(script(&scenario.turns)).expect("the script has turns")),
             toolkit: toolkit(&runs),
             runs,
             signer: scenario.signed.map(|field| {
@@ -622,7 +622,11 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_filter("JSON numbers are finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("JSON numbers are finite and have an exact canonical form", |f| {
+                f.is_finite() && !(f.fract() == 0.0 && (9_007_199_254_740_992.0..1e21).contains(&f.abs()))
+            })
+            .prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::String),
     ];
     leaf.prop_recursive(3, 32, 5, |inner| {
@@ -756,37 +760,38 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let signer = ApprovalSigner::new(&secret).unwrap().with_signature_field(signature_field);
-        let issued = signer.issue(&nonce, &tool_call_id, &tool_name, &input);
+        let call = SignedCall { tool_call_id: &tool_call_id, tool_name: &tool_name, input: &input };
+        let issued = signer.issue(&nonce, call, &[]).expect("the input has a canonical form");
         let request = ToolApprovalRequestPart {
             approval_id: issued.approval_id.clone(),
             tool_call_id: tool_call_id.clone(),
             signature: issued.signature.clone(),
         };
-        prop_assert_eq!(signer.verify(&request, &tool_name, &input), Ok(()));
-        prop_assert_eq!(signer.verify(&request, &tool_name, &shuffled(&input, seed)), Ok(()), "key order is not bound");
+        prop_assert_eq!(signer.verify(&request, &tool_name, &input, &[]), Ok(()));
+        prop_assert_eq!(signer.verify(&request, &tool_name, &shuffled(&input, seed), &[]), Ok(()), "key order is not bound");
 
         let other_id = ToolApprovalRequestPart {
             approval_id: changed_id(&issued.approval_id, &nonce, &id_change),
             ..request.clone()
         };
         prop_assert_ne!(&other_id.approval_id, &issued.approval_id);
-        prop_assert!(signer.verify(&other_id, &tool_name, &input).is_err(), "approval id {}", other_id.approval_id);
+        prop_assert!(signer.verify(&other_id, &tool_name, &input, &[]).is_err(), "approval id {}", other_id.approval_id);
 
         if other_tool_call_id != tool_call_id {
             let other_call = ToolApprovalRequestPart { tool_call_id: other_tool_call_id, ..request.clone() };
-            prop_assert!(signer.verify(&other_call, &tool_name, &input).is_err(), "tool call id");
+            prop_assert!(signer.verify(&other_call, &tool_name, &input, &[]).is_err(), "tool call id");
         }
         if other_tool_name != tool_name {
-            prop_assert!(signer.verify(&request, &other_tool_name, &input).is_err(), "tool name");
+            prop_assert!(signer.verify(&request, &other_tool_name, &input, &[]).is_err(), "tool name");
         }
         if input_digest(&other_input) != input_digest(&input) {
-            prop_assert!(signer.verify(&request, &tool_name, &other_input).is_err(), "input");
+            prop_assert!(signer.verify(&request, &tool_name, &other_input, &[]).is_err(), "input");
         }
         let mut extended = input.clone();
         extended.as_object_mut().unwrap().insert("\u{0}extra".into(), Value::Bool(true));
-        prop_assert!(signer.verify(&request, &tool_name, &extended).is_err(), "input with an extra key");
+        prop_assert!(signer.verify(&request, &tool_name, &extended, &[]).is_err(), "input with an extra key");
 
         let other_signer = ApprovalSigner::new([secret.as_slice(), b"!"].concat()).unwrap();
-        prop_assert!(other_signer.verify(&request, &tool_name, &input).is_err(), "another secret");
+        prop_assert!(other_signer.verify(&request, &tool_name, &input, &[]).is_err(), "another secret");
     }
 }

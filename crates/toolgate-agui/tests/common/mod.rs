@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use toolgate::approval::ApprovalSigner;
 use toolgate::demo::DeleteFileInput;
 use toolgate::protocol::ModelMessage;
-use toolgate::{ScriptedModel, TextRequest, Tool, ToolError, Toolkit, demo};
+use toolgate::{RecordingModel, ScriptedModel, TextRequest, Tool, ToolError, Toolkit, demo};
 use toolgate_agui::{EncoderOptions, RunAgentInput, run_events};
 
 /// Ids `{prefix}1`, `{prefix}2`, ...
@@ -52,7 +52,7 @@ pub fn toolkit(deletions: &Deletions) -> Toolkit {
 
 /// A server: one model, one toolkit, optional signing; deterministic ids.
 pub struct Server {
-    pub model: ScriptedModel,
+    pub model: RecordingModel<ScriptedModel>,
     pub deletions: Deletions,
     pub signer: Option<ApprovalSigner>,
     runs: AtomicUsize,
@@ -60,7 +60,12 @@ pub struct Server {
 
 impl Server {
     pub fn new(turns: Value) -> Self {
-        Self { model: script(turns), deletions: Deletions::default(), signer: None, runs: AtomicUsize::new(0) }
+        Self {
+            model: RecordingModel::new(script(turns)),
+            deletions: Deletions::default(),
+            signer: None,
+            runs: AtomicUsize::new(0),
+        }
     }
 
     pub fn signed(mut self) -> Self {

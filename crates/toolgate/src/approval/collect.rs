@@ -3,14 +3,20 @@
 //! Rules (one pass over the history, then lookups, so linear in its size):
 //! - Calls, approval requests and results are gathered from every message,
 //!   not only the last one: an answer followed by more messages still counts.
-//! - An answer naming an unknown approval, or a request naming an unknown
-//!   call, is an error. Two different answers to one approval are an error.
+//! - Structure is checked first, for every part of the history: a tool call
+//!   id used by two calls, an approval id used twice, or two requests for one
+//!   call are errors; so is an answer naming an unknown approval, or an
+//!   answered request naming an unknown call.
+//! - Every answer is checked, including answers to calls already resolved:
+//!   the first answer to an approval decides, and a later answer that
+//!   contradicts it (another decision or another edit) is an error naming
+//!   both; an edit of a provider-executed call is an error.
 //! - A call that already has a result is resolved and is never acted on again.
 //! - A request with no answer is *unanswered* when a user message comes after
 //!   it (it will resolve as denied) and *open* otherwise.
-//! - Calls with no result and no request that sit in the same assistant
-//!   message as a request being resolved are *held siblings* (calls held back
-//!   while the batch waited for the decision).
+//! - In each assistant message with a request being resolved, the local calls
+//!   with neither a request nor a result are *held candidates*: the resolver
+//!   runs them only if the engine provably held them (see `resolve`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,6 +26,7 @@ use toolgate_protocol::{
 };
 
 use crate::EngineError;
+use crate::error::ApprovalAnswer;
 
 /// A tool call and where it is.
 #[derive(Debug, Clone, Copy)]
@@ -32,13 +39,13 @@ pub(crate) struct CallRef<'h> {
     pub call: &'h ToolCallPart,
 }
 
-/// A person's answer.
+/// A person's answer: the first one given to its approval.
 #[derive(Debug, Clone)]
-pub(crate) enum Answer {
+pub(crate) enum Answer<'h> {
     /// Run it, with the person's edit of the input if any.
-    Approved { edited_input: Option<Value> },
+    Approved { edited_input: Option<&'h Value> },
     /// Do not run it.
-    Denied { reason: Option<String> },
+    Denied { reason: Option<&'h str> },
 }
 
 /// An answered request whose call has no result yet.
@@ -46,7 +53,17 @@ pub(crate) enum Answer {
 pub(crate) struct Answered<'h> {
     pub request: &'h ToolApprovalRequestPart,
     pub call: CallRef<'h>,
-    pub answer: Answer,
+    pub answer: Answer<'h>,
+}
+
+/// An assistant message whose approvals are being resolved, with the calls
+/// that may have been held back until the decision.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldCandidates<'h> {
+    /// Calls with no request and no result, not provider-executed, in part order.
+    pub calls: Vec<CallRef<'h>>,
+    /// Every approval request of the message for a call that is not provider-executed.
+    pub requests: Vec<(&'h ToolApprovalRequestPart, CallRef<'h>)>,
 }
 
 /// What the history asks the engine to act on.
@@ -55,7 +72,7 @@ pub(crate) struct Collected<'h> {
     pub answered: Vec<Answered<'h>>,
     pub unanswered: Vec<(&'h ToolApprovalRequestPart, CallRef<'h>)>,
     pub open: Vec<&'h ToolApprovalRequestPart>,
-    pub held_siblings: Vec<CallRef<'h>>,
+    pub held: Vec<HeldCandidates<'h>>,
 }
 
 struct RequestRef<'h> {
@@ -77,7 +94,12 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
                 for (part_index, part) in assistant.part_slice().iter().enumerate() {
                     match part {
                         AssistantPart::ToolCall(call) => {
-                            calls.insert(&call.tool_call_id, CallRef { message_index, part_index, call });
+                            let found = CallRef { message_index, part_index, call };
+                            if calls.insert(&call.tool_call_id, found).is_some() {
+                                return Err(EngineError::DuplicateToolCallId {
+                                    tool_call_id: call.tool_call_id.clone(),
+                                });
+                            }
                         }
                         AssistantPart::ToolResult(result) => {
                             results.insert(&result.tool_call_id);
@@ -104,73 +126,115 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
         }
     }
 
-    let requests_by_id: HashMap<&str, &RequestRef<'_>> =
-        requests.iter().map(|r| (r.request.approval_id.as_str(), r)).collect();
-
-    let mut collected = Collected::default();
-    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::new();
-    let mut decided_calls: HashSet<&str> = HashSet::new();
-    let mut resolving_messages: HashSet<usize> = HashSet::new();
-
-    for response in responses {
-        if let Some(previous) = answers.get(response.approval_id.as_str()) {
-            if previous.approved != response.approved || previous.edited_input != response.edited_input {
-                return Err(EngineError::ConflictingApprovalResponses { approval_id: response.approval_id.clone() });
-            }
-            continue;
+    let mut requests_by_id: HashMap<&str, &RequestRef<'_>> = HashMap::with_capacity(requests.len());
+    let mut request_of_call: HashMap<&str, &str> = HashMap::with_capacity(requests.len());
+    for request in &requests {
+        let RequestRef { request: part, .. } = request;
+        if requests_by_id.insert(&part.approval_id, request).is_some() {
+            return Err(EngineError::DuplicateApprovalId { approval_id: part.approval_id.clone() });
         }
-        answers.insert(&response.approval_id, response);
+        if let Some(first) = request_of_call.insert(&part.tool_call_id, &part.approval_id) {
+            return Err(EngineError::DuplicateApprovalRequest {
+                tool_call_id: part.tool_call_id.clone(),
+                approval_ids: vec![first.to_owned(), part.approval_id.clone()],
+            });
+        }
+    }
+
+    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::new();
+    for response in responses {
         let request = requests_by_id
             .get(response.approval_id.as_str())
             .ok_or_else(|| EngineError::UnknownApprovalId { approval_id: response.approval_id.clone() })?;
-        let call = *calls.get(request.request.tool_call_id.as_str()).ok_or_else(|| {
+        let call = calls.get(request.request.tool_call_id.as_str()).ok_or_else(|| {
             EngineError::ToolCallNotFoundForApproval {
                 approval_id: response.approval_id.clone(),
                 tool_call_id: request.request.tool_call_id.clone(),
             }
         })?;
-        if !decided_calls.insert(&call.call.tool_call_id) || results.contains(call.call.tool_call_id.as_str()) {
-            continue;
+        if response.approved && response.edited_input.is_some() && call.call.is_provider_executed() {
+            return Err(EngineError::EditNotSupported { approval_id: response.approval_id.clone() });
         }
-        resolving_messages.insert(call.message_index);
-        let answer = if response.approved {
-            Answer::Approved { edited_input: response.edited_input.clone() }
-        } else {
-            Answer::Denied { reason: response.reason.clone() }
-        };
-        collected.answered.push(Answered { request: request.request, call, answer });
+        match answers.get(response.approval_id.as_str()) {
+            None => {
+                answers.insert(&response.approval_id, response);
+            }
+            Some(first) if same_decision(first, response) => {}
+            Some(first) => {
+                return Err(EngineError::ConflictingApprovalResponses {
+                    approval_id: response.approval_id.clone(),
+                    first: ApprovalAnswer::of(first),
+                    later: ApprovalAnswer::of(response),
+                });
+            }
+        }
     }
 
+    let mut collected = Collected::default();
+    let mut resolving_messages: Vec<usize> = Vec::new();
     for RequestRef { message_index, request } in &requests {
-        let Some(call) = calls.get(request.tool_call_id.as_str()) else { continue };
-        let call_id = call.call.tool_call_id.as_str();
-        if answers.contains_key(request.approval_id.as_str())
-            || decided_calls.contains(call_id)
-            || results.contains(call_id)
-        {
+        let answer = answers.get(request.approval_id.as_str());
+        let Some(&call) = calls.get(request.tool_call_id.as_str()) else {
+            // An unanswered request for a call that does not exist asks nothing; the prompt drops it.
+            continue;
+        };
+        if results.contains(request.tool_call_id.as_str()) {
             continue;
         }
-        decided_calls.insert(call_id);
-        if last_user_message.is_some_and(|user| user > *message_index) {
-            resolving_messages.insert(call.message_index);
-            collected.unanswered.push((request, *call));
-        } else {
-            collected.open.push(request);
+        match answer {
+            Some(response) => {
+                let answer = if response.approved {
+                    Answer::Approved { edited_input: response.edited_input.as_ref() }
+                } else {
+                    Answer::Denied { reason: response.reason.as_deref() }
+                };
+                resolving_messages.push(call.message_index);
+                collected.answered.push(Answered { request, call, answer });
+            }
+            None if last_user_message.is_some_and(|user| user > *message_index) => {
+                resolving_messages.push(call.message_index);
+                collected.unanswered.push((request, call));
+            }
+            None => collected.open.push(request),
         }
     }
 
-    let requested_calls: HashSet<&str> = requests.iter().map(|r| r.request.tool_call_id.as_str()).collect();
-    let mut siblings: Vec<CallRef<'_>> = calls
-        .values()
-        .filter(|call| {
-            resolving_messages.contains(&call.message_index)
-                && !call.call.is_provider_executed()
-                && !results.contains(call.call.tool_call_id.as_str())
-                && !requested_calls.contains(call.call.tool_call_id.as_str())
-        })
-        .copied()
-        .collect();
-    siblings.sort_by_key(|call| (call.message_index, call.part_index));
-    collected.held_siblings = siblings;
+    resolving_messages.sort_unstable();
+    resolving_messages.dedup();
+    for message_index in resolving_messages {
+        let ModelMessage::Assistant(assistant) = &history[message_index] else { continue };
+        let mut group = HeldCandidates { calls: Vec::new(), requests: Vec::new() };
+        for (part_index, part) in assistant.part_slice().iter().enumerate() {
+            match part {
+                AssistantPart::ToolCall(call)
+                    if !call.is_provider_executed()
+                        && !results.contains(call.tool_call_id.as_str())
+                        && !request_of_call.contains_key(call.tool_call_id.as_str()) =>
+                {
+                    group.calls.push(CallRef { message_index, part_index, call });
+                }
+                AssistantPart::ToolApprovalRequest(request) => {
+                    if let Some(call) = calls.get(request.tool_call_id.as_str())
+                        && !call.call.is_provider_executed()
+                    {
+                        group.requests.push((request, *call));
+                    }
+                }
+                AssistantPart::ToolCall(_)
+                | AssistantPart::ToolResult(_)
+                | AssistantPart::Text(_)
+                | AssistantPart::Reasoning(_)
+                | AssistantPart::File(_) => {}
+            }
+        }
+        if !group.calls.is_empty() {
+            collected.held.push(group);
+        }
+    }
     Ok(collected)
+}
+
+/// True when two answers decide the same thing (the reason may differ).
+fn same_decision(first: &ToolApprovalResponsePart, later: &ToolApprovalResponsePart) -> bool {
+    first.approved == later.approved && (!first.approved || first.edited_input == later.edited_input)
 }

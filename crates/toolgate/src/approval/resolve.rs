@@ -1,33 +1,51 @@
 //! Turns collected answers into what happens before the model is called.
 //!
 //! Every check runs before anything executes, so a request either passes
-//! all of them or runs nothing:
-//! 1. Local answers need a toolkit.
-//! 2. The tool must exist and be run by toolgate.
-//! 3. The call's input, and the person's edit of it, must pass the schema.
-//! 4. The approval policy is run again on the original input: an approval
-//!    for a call that needs none becomes a denial (a forged approval cannot
-//!    run a tool that was never gated).
-//! 5. With a signer, every approved call that would run must carry a valid
-//!    signature binding it to a request this server issued.
+//! all of them or runs nothing. Cheap checks run first, for every answer,
+//! and only then the tools' policies (which may be slow):
+//! 1. Local answers need a toolkit; the tool must exist and be run by toolgate.
+//! 2. The call's input must pass the schema. An edit must be allowed by the
+//!    tool ([`Tool::editable`]) and pass the schema too.
+//! 3. With a signer, every approval request of a message with held
+//!    candidates is verified against exactly those calls (see below), and
+//!    every approved call that would run must carry a valid signature.
+//! 4. Policies. With a signer, a valid signature proves the server gated
+//!    the call itself, so an approved call runs unless its policy now denies
+//!    it. Without one, the policy is the only guard: an approval for a call
+//!    that needs none becomes a denial (a forged approval cannot run a tool
+//!    that was never gated). An edit is a new input: a policy that denies it
+//!    fails the request with [`EngineError::EditDenied`].
+//!
+//! **Held calls.** Calls with neither a request nor a result next to a
+//! request being resolved run only if the engine held them: with a signer,
+//! when every request of the message carries a signature covering exactly
+//! those calls; without one, only when this request holds batches too
+//! (`hold_batch_for_approval`; unsigned histories are trusted, see the
+//! README). Otherwise they are not acted on and the prompt check reports
+//! them as [`EngineError::MissingToolResults`]. A held call that now needs
+//! approval itself, or that its policy denies, is denied.
 //!
 //! Provider-executed answers are not acted on here: the prompt forwards them.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use toolgate_protocol::{ModelMessage, ToolApprovalResponsePart, ToolCallPart};
+use toolgate_protocol::{ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart};
 
-use super::collect::{Answer, CallRef, Collected};
-use super::{ApprovalSigner, NO_ANSWER_REASON};
+use super::collect::{Answer, CallRef, Collected, HeldCandidates};
+use super::signing::{SignatureError, SignedCall};
+use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
-use crate::tool::{ApprovalContext, Tool, Toolkit};
+use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
 
-/// One thing to do before the model is called, in the order of the calls.
+/// The denial reason for a held call that needs approval itself once the batch is decided.
+pub const HELD_NEEDS_APPROVAL_REASON: &str =
+    "This call was held while other calls awaited approval, and it now needs approval itself; it did not run.";
+
+/// One thing to do before the model is called.
 #[derive(Debug, Clone)]
 pub(crate) enum Resolved {
     /// Run the call; `call.input` is the input to run with (edited if the person edited it).
-    Run { call: ToolCallPart, tool: Tool, messages: Arc<[ModelMessage]> },
+    Run { call: ToolCallPart, tool: Tool, messages: SharedMessages },
     /// The call is denied; it gets an `execution-denied` result.
     Deny { call: ToolCallPart, reason: Option<String> },
     /// A provider-executed call nobody answered: forward a denial to the provider.
@@ -43,95 +61,123 @@ impl Resolved {
     }
 }
 
-/// Shares one copy of each history prefix between the calls of one message.
-struct Prefixes<'h> {
-    history: &'h [ModelMessage],
-    cache: HashMap<usize, Arc<[ModelMessage]>>,
+/// What pre-resolution will do, in call order, and the record of each answer.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    pub actions: Vec<Resolved>,
+    pub approvals: Vec<ResolvedApproval>,
 }
 
-impl Prefixes<'_> {
-    fn before(&mut self, message_index: usize) -> Arc<[ModelMessage]> {
-        let history = self.history;
-        Arc::clone(self.cache.entry(message_index).or_insert_with(|| history[..message_index].into()))
-    }
+/// What the resolver needs besides the history.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResolveOptions<'a> {
+    pub toolkit: Option<&'a Toolkit>,
+    pub signer: Option<&'a ApprovalSigner>,
+    /// Whether this request holds batches (`hold_batch_for_approval`).
+    pub hold_batch: bool,
+}
+
+/// An approved call that passed the cheap checks and waits for its policy.
+struct Approved<'c, 'h> {
+    request: &'h ToolApprovalRequestPart,
+    call: CallRef<'h>,
+    tool: &'c Tool,
+    edited_input: Option<&'h serde_json::Value>,
 }
 
 /// Checks collected answers and decides what runs (see the module docs).
 pub(crate) async fn resolve(
     collected: Collected<'_>,
-    history: &[ModelMessage],
-    toolkit: Option<&Toolkit>,
-    signer: Option<&ApprovalSigner>,
-) -> Result<Vec<(CallPosition, Resolved)>, EngineError> {
+    history: &SharedMessages,
+    options: ResolveOptions<'_>,
+) -> Result<Plan, EngineError> {
     if !collected.open.is_empty() {
         return Err(EngineError::UnansweredApprovals {
             approval_ids: collected.open.iter().map(|r| r.approval_id.clone()).collect(),
         });
     }
-    let local_answers: Vec<&str> = collected
-        .answered
-        .iter()
-        .filter(|a| !a.call.call.is_provider_executed())
-        .map(|a| a.call.call.tool_name.as_str())
-        .collect();
-    let toolkit = match toolkit {
-        Some(toolkit) if !toolkit.is_empty() => toolkit,
-        _ if local_answers.is_empty() => &Toolkit::default(),
-        _ => {
-            return Err(EngineError::ToolkitRequired {
-                pending_tools: local_answers.into_iter().map(str::to_owned).collect(),
-            });
-        }
-    };
-    let mut prefixes = Prefixes { history, cache: HashMap::new() };
-    let mut resolved = Vec::new();
+    let toolkit = required_toolkit(&collected, options.toolkit)?;
+    let mut entries: Vec<((usize, usize), Resolved)> = Vec::new();
+    let mut approvals: Vec<((usize, usize), ResolvedApproval)> = Vec::new();
 
+    // Cheap checks, for every answer, before any policy runs.
+    let held = held_calls(&collected.held, toolkit, options)?;
+    let mut approved = Vec::new();
     for answered in &collected.answered {
         let call = answered.call.call;
-        let approval_id = &answered.request.approval_id;
+        let record = |outcome| (position(answered.call), record(answered.request, call, outcome));
         if call.is_provider_executed() {
-            if matches!(&answered.answer, Answer::Approved { edited_input: Some(_) }) {
-                return Err(EngineError::EditNotSupported { approval_id: approval_id.clone() });
-            }
+            let approved = matches!(answered.answer, Answer::Approved { .. });
+            approvals.push(record(ApprovalOutcome::Forwarded { approved }));
             continue;
         }
         let edited_input = match &answered.answer {
             Answer::Denied { reason } => {
-                resolved.push(deny(answered.call, reason.clone()));
+                let reason = reason.map(str::to_owned);
+                entries.push(deny(answered.call, reason.clone()));
+                approvals.push(record(ApprovalOutcome::Denied { reason }));
                 continue;
             }
-            Answer::Approved { edited_input } => edited_input,
+            Answer::Approved { edited_input } => *edited_input,
         };
-        let tool = runnable_tool(toolkit, &call.tool_name)?;
+        let tool = runnable_tool(toolkit, call)?;
         check_input(tool, call, &call.input, "")?;
         if let Some(edited) = edited_input {
+            if !tool.is_editable() {
+                return Err(EngineError::EditNotAllowed {
+                    approval_id: answered.request.approval_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                });
+            }
             check_input(tool, call, edited, "edited input: ")?;
         }
-        let messages = prefixes.before(answered.call.message_index);
-        let context = ApprovalContext { tool_call_id: call.tool_call_id.clone(), messages: Arc::clone(&messages) };
-        if !tool.requires_approval(&call.input, context).await {
-            let reason = format!("Tool \"{}\" does not require approval", call.tool_name);
-            resolved.push(deny(answered.call, Some(reason)));
-            continue;
+        if let Some(signer) = options.signer {
+            let held_here = held.get(&answered.call.message_index).map_or(&[][..], Vec::as_slice);
+            let held_here: Vec<SignedCall<'_>> = held_here.iter().map(|(held, _)| signed(held.call)).collect();
+            signer
+                .verify(answered.request, &call.tool_name, &call.input, &held_here)
+                .map_err(|reason| invalid_signature(answered.request, reason))?;
         }
-        if let Some(signer) = signer {
-            signer.verify(answered.request, &call.tool_name, &call.input).map_err(|reason| {
-                EngineError::InvalidApprovalSignature {
-                    approval_id: approval_id.clone(),
-                    tool_call_id: call.tool_call_id.clone(),
-                    reason,
-                }
-            })?;
+        approved.push(Approved { request: answered.request, call: answered.call, tool, edited_input });
+    }
+
+    // Policies.
+    for Approved { request, call: at, tool, edited_input } in approved {
+        let call = at.call;
+        let messages = history.prefix(at.message_index);
+        let decision =
+            tool.decide(&call.input, ApprovalContext::new(call.tool_call_id.clone(), messages.clone())).await;
+        let refusal = match (decision, options.signer.is_some()) {
+            (PolicyDecision::Deny { reason }, _) => Some(reason),
+            (PolicyDecision::Allow, false) => Some(format!("Tool \"{}\" does not require approval", call.tool_name)),
+            (PolicyDecision::Allow | PolicyDecision::Ask, _) => None,
+        };
+        if let Some(reason) = refusal {
+            entries.push(deny(at, Some(reason.clone())));
+            approvals.push((position(at), record(request, call, ApprovalOutcome::Refused { reason })));
+            continue;
         }
         let mut run = call.clone();
         if let Some(edited) = edited_input {
+            let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
+            if let PolicyDecision::Deny { reason } = tool.decide(edited, context).await {
+                return Err(EngineError::EditDenied {
+                    approval_id: request.approval_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    reason,
+                });
+            }
             run.input = edited.clone();
         }
-        resolved.push((position(answered.call), Resolved::Run { call: run, tool: tool.clone(), messages }));
+        let outcome = ApprovalOutcome::Approved { edited_input: edited_input.cloned() };
+        approvals.push((position(at), record(request, call, outcome)));
+        entries.push((position(at), Resolved::Run { call: run, tool: tool.clone(), messages }));
     }
 
-    for (request, call) in &collected.unanswered {
-        if call.call.is_provider_executed() {
+    for (request, at) in &collected.unanswered {
+        let call = at.call;
+        approvals.push((position(*at), record(request, call, ApprovalOutcome::Unanswered)));
+        if call.is_provider_executed() {
             let response = ToolApprovalResponsePart {
                 approval_id: request.approval_id.clone(),
                 approved: false,
@@ -139,49 +185,137 @@ pub(crate) async fn resolve(
                 provider_executed: Some(true),
                 edited_input: None,
             };
-            resolved.push((position(*call), Resolved::ForwardDenial { call: call.call.clone(), response }));
+            entries.push((position(*at), Resolved::ForwardDenial { call: call.clone(), response }));
         } else {
-            resolved.push(deny(*call, Some(NO_ANSWER_REASON.to_owned())));
+            entries.push(deny(*at, Some(NO_ANSWER_REASON.to_owned())));
         }
     }
 
-    for sibling in &collected.held_siblings {
-        let Some(tool) = toolkit.get(&sibling.call.tool_name).filter(|tool| tool.is_local()) else {
-            continue;
+    for (at, tool) in held.into_values().flatten() {
+        let call = at.call;
+        let messages = history.prefix(at.message_index);
+        let decision = match tool.validate_input(&call.input) {
+            Ok(()) => tool.decide(&call.input, ApprovalContext::new(call.tool_call_id.clone(), messages.clone())).await,
+            Err(_) => PolicyDecision::Ask,
         };
-        let messages = prefixes.before(sibling.message_index);
-        let context =
-            ApprovalContext { tool_call_id: sibling.call.tool_call_id.clone(), messages: Arc::clone(&messages) };
-        if tool.validate_input(&sibling.call.input).is_ok()
-            && !tool.requires_approval(&sibling.call.input, context).await
-        {
-            resolved
-                .push((position(*sibling), Resolved::Run { call: sibling.call.clone(), tool: tool.clone(), messages }));
-        } else {
-            let reason = "This call was held while other calls awaited approval, and it now needs approval itself; it did not run.";
-            resolved.push(deny(*sibling, Some(reason.to_owned())));
-        }
+        entries.push(match decision {
+            PolicyDecision::Allow => (position(at), Resolved::Run { call: call.clone(), tool: tool.clone(), messages }),
+            PolicyDecision::Ask => deny(at, Some(HELD_NEEDS_APPROVAL_REASON.to_owned())),
+            PolicyDecision::Deny { reason } => deny(at, Some(reason)),
+        });
     }
 
-    resolved.sort_by_key(|(position, _)| *position);
-    Ok(resolved)
+    entries.sort_by_key(|(position, _)| *position);
+    approvals.sort_by_key(|(position, _)| *position);
+    Ok(Plan {
+        actions: entries.into_iter().map(|(_, resolved)| resolved).collect(),
+        approvals: approvals.into_iter().map(|(_, record)| record).collect(),
+    })
+}
+
+/// The toolkit local answers are resolved against (an empty one when there are none).
+fn required_toolkit<'t>(collected: &Collected<'_>, toolkit: Option<&'t Toolkit>) -> Result<&'t Toolkit, EngineError> {
+    static EMPTY: std::sync::OnceLock<Toolkit> = std::sync::OnceLock::new();
+    let local_answers: Vec<&str> = collected
+        .answered
+        .iter()
+        .filter(|a| !a.call.call.is_provider_executed() && matches!(a.answer, Answer::Approved { .. }))
+        .map(|a| a.call.call.tool_name.as_str())
+        .collect();
+    match toolkit {
+        Some(toolkit) if !toolkit.is_empty() => Ok(toolkit),
+        _ if local_answers.is_empty() => Ok(EMPTY.get_or_init(Toolkit::default)),
+        _ => {
+            Err(EngineError::ToolkitRequired { pending_tools: local_answers.into_iter().map(str::to_owned).collect() })
+        }
+    }
+}
+
+/// Held calls with their tools, by the index of the assistant message holding them.
+type HeldCalls<'h, 't> = HashMap<usize, Vec<(CallRef<'h>, &'t Tool)>>;
+
+/// The calls the engine provably held, per assistant message (see the module docs).
+fn held_calls<'h, 't>(
+    groups: &[HeldCandidates<'h>],
+    toolkit: &'t Toolkit,
+    options: ResolveOptions<'_>,
+) -> Result<HeldCalls<'h, 't>, EngineError> {
+    let mut held = HashMap::new();
+    for group in groups {
+        let local: Vec<(CallRef<'h>, &'t Tool)> = group
+            .calls
+            .iter()
+            .filter_map(|at| toolkit.get(&at.call.tool_name).filter(|tool| tool.is_local()).map(|tool| (*at, tool)))
+            .collect();
+        let Some(&(first, _)) = local.first() else { continue };
+        if group.requests.is_empty() {
+            continue;
+        }
+        let is_held = match options.signer {
+            None => options.hold_batch,
+            Some(signer) => {
+                let claimed: Vec<SignedCall<'_>> = local.iter().map(|(at, _)| signed(at.call)).collect();
+                let verify = |held: &[SignedCall<'_>]| {
+                    group.requests.iter().try_for_each(|(request, at)| {
+                        signer
+                            .verify(request, &at.call.tool_name, &at.call.input, held)
+                            .map_err(|reason| invalid_signature(request, reason))
+                    })
+                };
+                // Covered by every request: held by us. Covered by none, while each request is
+                // valid on its own: the calls were not held (a client added them). Else: tampered.
+                verify(&claimed).is_ok() || {
+                    verify(&[])?;
+                    false
+                }
+            }
+        };
+        if is_held {
+            held.insert(first.message_index, local);
+        }
+    }
+    Ok(held)
+}
+
+fn signed(call: &ToolCallPart) -> SignedCall<'_> {
+    SignedCall { tool_call_id: &call.tool_call_id, tool_name: &call.tool_name, input: &call.input }
+}
+
+fn invalid_signature(request: &ToolApprovalRequestPart, reason: SignatureError) -> EngineError {
+    EngineError::InvalidApprovalSignature {
+        approval_id: request.approval_id.clone(),
+        tool_call_id: request.tool_call_id.clone(),
+        reason,
+    }
+}
+
+fn record(request: &ToolApprovalRequestPart, call: &ToolCallPart, outcome: ApprovalOutcome) -> ResolvedApproval {
+    ResolvedApproval { approval_id: request.approval_id.clone(), tool_call: call.clone(), outcome }
 }
 
 /// Where a call is in the history: (message index, part index).
-pub(crate) type CallPosition = (usize, usize);
-
-fn position(call: CallRef<'_>) -> CallPosition {
+fn position(call: CallRef<'_>) -> (usize, usize) {
     (call.message_index, call.part_index)
 }
 
-fn deny(call: CallRef<'_>, reason: Option<String>) -> (CallPosition, Resolved) {
+fn deny(call: CallRef<'_>, reason: Option<String>) -> ((usize, usize), Resolved) {
     (position(call), Resolved::Deny { call: call.call.clone(), reason })
 }
 
-fn runnable_tool<'t>(toolkit: &'t Toolkit, tool_name: &str) -> Result<&'t Tool, EngineError> {
-    toolkit.get(tool_name).filter(|tool| tool.is_local()).ok_or_else(|| EngineError::ToolNotFound {
-        tool_name: tool_name.to_owned(),
-        available_tools: toolkit.tools().iter().filter(|t| t.is_local()).map(|t| t.name().to_owned()).collect(),
+fn runnable_tool<'t>(toolkit: &'t Toolkit, call: &ToolCallPart) -> Result<&'t Tool, EngineError> {
+    toolkit.get(&call.tool_name).filter(|tool| tool.is_local()).ok_or_else(|| EngineError::ToolNotFound {
+        tool_name: call.tool_name.clone(),
+        tool_call_id: call.tool_call_id.clone(),
+        tool_input: Box::new(call.input.clone()),
+        available_tools: toolkit
+            .tools()
+            .iter()
+            .filter(|tool| tool.is_local())
+            .map(|tool| crate::error::AvailableTool {
+                name: tool.name().to_owned(),
+                input_schema: tool.input_schema().clone(),
+            })
+            .collect(),
     })
 }
 

@@ -3,14 +3,22 @@
 //! A signed approval id has the form `apr_<nonce>.<sig>`, where `sig` is
 //! base64url (no padding) of HMAC-SHA256 over the UTF-8 JSON array
 //! `["toolgate-approval-v1", "apr_<nonce>", toolCallId, toolName, inputDigest]`
-//! and `inputDigest` is base64url(SHA-256(canonical JSON of the input)), keys
-//! sorted (RFC 8785), so key order never matters. Clients treat approval ids
-//! as opaque and echo them back, so the signature survives any client.
+//! and `inputDigest` is base64url(SHA-256(canonical JSON of the input)), see
+//! [`canonical_json`]: keys sorted, so key order never matters, and integers
+//! exact, so no two inputs a handler can tell apart share a digest.
+//!
+//! **Held calls.** When the engine holds a step's other calls until the
+//! decision (`hold_batch_for_approval`), the array gets a sixth element, the
+//! digest of the held calls: base64url(SHA-256 of the JSON array of
+//! `[toolCallId, toolName, inputDigest]` triples, sorted by call id). A held
+//! call therefore runs only when a signature the server issued names it, and
+//! a call a client adds next to a signed approval is not covered by it.
 //!
 //! The AI SDK's separate `signature` field is also written (when enabled) and
 //! read: its v1 payload is `["ai-sdk-tool-approval-v1", approvalId,
 //! toolCallId, toolName, inputDigest]`; the older newline-joined payload is
-//! accepted on verification when no field contains a newline.
+//! accepted on verification when no field contains a newline. It covers no
+//! held calls.
 //!
 //! What a signature cannot stop on its own: a client replaying a signed,
 //! approved call after deleting its result from the history. Stopping that
@@ -22,6 +30,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use toolgate_protocol::ToolApprovalRequestPart;
+
+use super::canonical::{CanonicalError, canonical_json};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -43,9 +53,23 @@ pub enum SignatureError {
     /// The approval carries no signature.
     #[error("missing signature")]
     Missing,
-    /// The signature does not match the approval, call, tool and input.
+    /// The signature does not match the approval, call, tool, input and held calls.
     #[error("invalid signature")]
     Invalid,
+    /// The input holds a number without an exact canonical form, so nothing can be bound to it.
+    #[error("the input has a number without an exact canonical form")]
+    AmbiguousInput,
+}
+
+/// A tool call as a signature binds it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SignedCall<'a> {
+    /// The call's id.
+    pub tool_call_id: &'a str,
+    /// The tool it calls.
+    pub tool_name: &'a str,
+    /// The input as the model wrote it.
+    pub input: &'a Value,
 }
 
 /// An approval id (and optional separate signature) issued for a call.
@@ -87,36 +111,50 @@ impl ApprovalSigner {
         self
     }
 
-    /// Issues a signed approval id for a call; `nonce` makes it unique.
-    pub fn issue(&self, nonce: &str, tool_call_id: &str, tool_name: &str, input: &Value) -> IssuedApproval {
-        let digest = input_digest(input);
+    /// Issues a signed approval id for `call`, covering the calls `held`
+    /// until the decision; `nonce` makes it unique. Fails when an input has
+    /// no canonical form.
+    pub fn issue(
+        &self,
+        nonce: &str,
+        call: SignedCall<'_>,
+        held: &[SignedCall<'_>],
+    ) -> Result<IssuedApproval, CanonicalError> {
+        let digest = input_digest(call.input)?;
+        let held_digest = held_digest(held)?;
         let unsigned = format!("{APPROVAL_ID_PREFIX}{nonce}");
-        let sig = self.sign(&payload(TOOLGATE_DOMAIN, &unsigned, tool_call_id, tool_name, &digest));
-        let approval_id = format!("{unsigned}.{sig}");
+        let message = toolgate_payload(&unsigned, call.tool_call_id, call.tool_name, &digest, held_digest.as_deref());
+        let approval_id = format!("{unsigned}.{}", self.sign(&message));
         let signature = self
             .signature_field
-            .then(|| self.sign(&payload(AI_SDK_DOMAIN, &approval_id, tool_call_id, tool_name, &digest)));
-        IssuedApproval { approval_id, signature }
+            .then(|| self.sign(&payload(&[AI_SDK_DOMAIN, &approval_id, call.tool_call_id, call.tool_name, &digest])));
+        Ok(IssuedApproval { approval_id, signature })
     }
 
-    /// Checks that `request` was issued by this signer for exactly this call:
-    /// the signature in the approval id if it has one, else the separate
-    /// `signature` field.
+    /// Checks that `request` was issued by this signer for exactly this call
+    /// (the request's call id, `tool_name`, `input`) and exactly these held
+    /// calls: the signature in the approval id if it has one, else the
+    /// separate `signature` field (which covers no held calls).
     pub fn verify(
         &self,
         request: &ToolApprovalRequestPart,
         tool_name: &str,
         input: &Value,
+        held: &[SignedCall<'_>],
     ) -> Result<(), SignatureError> {
-        let digest = input_digest(input);
+        let digest = input_digest(input).map_err(|_| SignatureError::AmbiguousInput)?;
+        let held_digest = held_digest(held).map_err(|_| SignatureError::AmbiguousInput)?;
         if let Some((unsigned, sig)) = split_signed_id(&request.approval_id) {
-            let message = payload(TOOLGATE_DOMAIN, unsigned, &request.tool_call_id, tool_name, &digest);
+            let message = toolgate_payload(unsigned, &request.tool_call_id, tool_name, &digest, held_digest.as_deref());
             return if self.check(&message, sig) { Ok(()) } else { Err(SignatureError::Invalid) };
         }
         let Some(sig) = request.signature.as_deref() else {
             return Err(SignatureError::Missing);
         };
-        let v1 = payload(AI_SDK_DOMAIN, &request.approval_id, &request.tool_call_id, tool_name, &digest);
+        if held_digest.is_some() {
+            return Err(SignatureError::Invalid);
+        }
+        let v1 = payload(&[AI_SDK_DOMAIN, &request.approval_id, &request.tool_call_id, tool_name, &digest]);
         if self.check(&v1, sig) {
             return Ok(());
         }
@@ -151,11 +189,37 @@ impl ApprovalSigner {
     }
 }
 
-/// base64url(SHA-256(canonical JSON of `input`)), as the AI SDK computes it.
-pub fn input_digest(input: &Value) -> String {
-    // A serde_json::Value always has a canonical form (no NaN or infinities).
-    let canonical = serde_json_canonicalizer::to_string(input).unwrap_or_else(|_| input.to_string());
-    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
+/// base64url(SHA-256(canonical JSON of `input`)); for inputs whose integers
+/// fit a double this is exactly the AI SDK's digest.
+pub fn input_digest(input: &Value) -> Result<String, CanonicalError> {
+    Ok(URL_SAFE_NO_PAD.encode(Sha256::digest(canonical_json(input)?.as_bytes())))
+}
+
+/// The digest of the held calls, `None` when there are none.
+fn held_digest(held: &[SignedCall<'_>]) -> Result<Option<String>, CanonicalError> {
+    if held.is_empty() {
+        return Ok(None);
+    }
+    let mut triples = held
+        .iter()
+        .map(|call| Ok([call.tool_call_id.to_owned(), call.tool_name.to_owned(), input_digest(call.input)?]))
+        .collect::<Result<Vec<_>, CanonicalError>>()?;
+    triples.sort();
+    let json = serde_json::to_vec(&triples).unwrap_or_default();
+    Ok(Some(URL_SAFE_NO_PAD.encode(Sha256::digest(json))))
+}
+
+fn toolgate_payload(
+    unsigned_id: &str,
+    tool_call_id: &str,
+    tool_name: &str,
+    digest: &str,
+    held_digest: Option<&str>,
+) -> Vec<u8> {
+    match held_digest {
+        None => payload(&[TOOLGATE_DOMAIN, unsigned_id, tool_call_id, tool_name, digest]),
+        Some(held) => payload(&[TOOLGATE_DOMAIN, unsigned_id, tool_call_id, tool_name, digest, held]),
+    }
 }
 
 /// Splits `apr_<nonce>.<sig>` into its unsigned part and signature.
@@ -164,8 +228,8 @@ fn split_signed_id(approval_id: &str) -> Option<(&str, &str)> {
     (unsigned.starts_with(APPROVAL_ID_PREFIX) && !sig.is_empty()).then_some((unsigned, sig))
 }
 
-fn payload(domain: &str, approval_id: &str, tool_call_id: &str, tool_name: &str, digest: &str) -> Vec<u8> {
-    serde_json::to_vec(&[domain, approval_id, tool_call_id, tool_name, digest]).unwrap_or_default()
+fn payload(fields: &[&str]) -> Vec<u8> {
+    serde_json::to_vec(fields).unwrap_or_default()
 }
 
 /// Decodes base64url exactly as issued: no padding, no other spelling of the same bytes,
@@ -188,6 +252,10 @@ mod tests {
         ToolApprovalRequestPart { approval_id: approval_id.into(), tool_call_id: tool_call_id.into(), signature }
     }
 
+    fn call<'a>(tool_call_id: &'a str, tool_name: &'a str, input: &'a Value) -> SignedCall<'a> {
+        SignedCall { tool_call_id, tool_name, input }
+    }
+
     #[test]
     fn digest_ignores_key_order() {
         assert_eq!(
@@ -201,28 +269,88 @@ mod tests {
     fn digest_matches_the_ai_sdk_canonical_form() {
         // sha256 of `{"a":1,"b":"x"}`, base64url without padding.
         let expected = URL_SAFE_NO_PAD.encode(Sha256::digest(br#"{"a":1,"b":"x"}"#));
-        assert_eq!(input_digest(&json!({"b": "x", "a": 1.0})), expected);
+        assert_eq!(input_digest(&json!({"b": "x", "a": 1.0})).unwrap(), expected);
+    }
+
+    #[test]
+    fn integers_beyond_two_to_the_53_are_bound_exactly() {
+        let signer = ApprovalSigner::new("secret").unwrap();
+        let issued = json!({"amount": 9_007_199_254_740_993_u64});
+        let id = signer.issue("n1", call("c", "transfer_money", &issued), &[]).unwrap().approval_id;
+        let neighbour = json!({"amount": 9_007_199_254_740_992_u64});
+        assert_eq!(signer.verify(&request(&id, "c", None), "transfer_money", &issued, &[]), Ok(()));
+        assert_eq!(
+            signer.verify(&request(&id, "c", None), "transfer_money", &neighbour, &[]),
+            Err(SignatureError::Invalid)
+        );
+        let ambiguous = json!({"amount": 1e20});
+        assert!(signer.issue("n2", call("c", "transfer_money", &ambiguous), &[]).is_err());
+        assert_eq!(
+            signer.verify(&request(&id, "c", None), "transfer_money", &ambiguous, &[]),
+            Err(SignatureError::AmbiguousInput)
+        );
+    }
+
+    #[test]
+    fn held_calls_are_bound_as_a_set() {
+        let signer = ApprovalSigner::new("secret").unwrap();
+        let (gated, weather, small) = (json!({"path": "a"}), json!({"city": "Paris"}), json!({"amount": 5}));
+        let held = [call("w", "get_weather", &weather), call("t", "transfer_money", &small)];
+        let id = signer.issue("n1", call("d", "delete_file", &gated), &held).unwrap().approval_id;
+        let req = request(&id, "d", None);
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held), Ok(()));
+        let reordered = [held[1], held[0]];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &reordered), Ok(()), "order does not matter");
+        let injected = json!({"amount": 1000, "to": "Eve"});
+        let more = [held[0], held[1], call("x", "transfer_money", &injected)];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &more), Err(SignatureError::Invalid));
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held[..1]), Err(SignatureError::Invalid));
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &[]), Err(SignatureError::Invalid));
+        let changed = json!({"amount": 6});
+        let tampered = [held[0], call("t", "transfer_money", &changed)];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &tampered), Err(SignatureError::Invalid));
+
+        // An approval issued with nothing held covers nothing held.
+        let plain = signer.issue("n2", call("d", "delete_file", &gated), &[]).unwrap().approval_id;
+        assert_eq!(
+            signer.verify(&request(&plain, "d", None), "delete_file", &gated, &held),
+            Err(SignatureError::Invalid)
+        );
     }
 
     #[test]
     fn verifies_the_ai_sdk_field_in_both_payload_forms() {
         let signer = ApprovalSigner::new("secret").unwrap();
         let input = json!({"path": "a"});
-        let digest = input_digest(&input);
-        let v1 = signer.sign(&payload(AI_SDK_DOMAIN, "appr-1", "call-1", "delete_file", &digest));
-        assert_eq!(signer.verify(&request("appr-1", "call-1", Some(v1)), "delete_file", &input), Ok(()));
-        let legacy = signer.sign(format!("appr-1\ncall-1\ndelete_file\n{digest}").as_bytes());
-        assert_eq!(signer.verify(&request("appr-1", "call-1", Some(legacy.clone())), "delete_file", &input), Ok(()));
+        let digest = input_digest(&input).unwrap();
+        let v1 = signer.sign(&payload(&[AI_SDK_DOMAIN, "appr-1", "call-1", "delete_file", &digest]));
+        assert_eq!(signer.verify(&request("appr-1", "call-1", Some(v1.clone())), "delete_file", &input, &[]), Ok(()));
+        let weather = json!({"city": "Paris"});
         assert_eq!(
-            signer.verify(&request("appr-1", "call-2", Some(legacy)), "delete_file", &input),
+            signer.verify(
+                &request("appr-1", "call-1", Some(v1)),
+                "delete_file",
+                &input,
+                &[call("w", "get_weather", &weather)]
+            ),
+            Err(SignatureError::Invalid),
+            "the separate field covers no held calls"
+        );
+        let legacy = signer.sign(format!("appr-1\ncall-1\ndelete_file\n{digest}").as_bytes());
+        assert_eq!(
+            signer.verify(&request("appr-1", "call-1", Some(legacy.clone())), "delete_file", &input, &[]),
+            Ok(())
+        );
+        assert_eq!(
+            signer.verify(&request("appr-1", "call-2", Some(legacy)), "delete_file", &input, &[]),
             Err(SignatureError::Invalid)
         );
         assert_eq!(
-            signer.verify(&request("appr-1", "call-1", None), "delete_file", &input),
+            signer.verify(&request("appr-1", "call-1", None), "delete_file", &input, &[]),
             Err(SignatureError::Missing)
         );
         assert_eq!(
-            signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input),
+            signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input, &[]),
             Err(SignatureError::Invalid)
         );
     }
@@ -231,11 +359,11 @@ mod tests {
     fn an_approval_id_has_one_valid_spelling() {
         let signer = ApprovalSigner::new("secret").unwrap();
         let input = json!({"path": "a"});
-        let id = signer.issue("n1", "call-1", "delete_file", &input).approval_id;
-        assert_eq!(signer.verify(&request(&id, "call-1", None), "delete_file", &input), Ok(()));
+        let id = signer.issue("n1", call("call-1", "delete_file", &input), &[]).unwrap().approval_id;
+        assert_eq!(signer.verify(&request(&id, "call-1", None), "delete_file", &input, &[]), Ok(()));
         for variant in [format!("{id}="), format!("{id}=="), format!("{id} "), id.replacen('.', "..", 1)] {
             assert_eq!(
-                signer.verify(&request(&variant, "call-1", None), "delete_file", &input),
+                signer.verify(&request(&variant, "call-1", None), "delete_file", &input, &[]),
                 Err(SignatureError::Invalid),
                 "{variant}"
             );

@@ -2,9 +2,10 @@
 //!
 //! Each call runs as a future on the reader's task (no spawning): at most
 //! `concurrency` at once. Preliminary outputs are emitted as they are
-//! reported, each call's final output as it completes; a handler error or
-//! panic becomes a `tool-error`, never a failed turn. Outcomes come back in
-//! the order of the calls.
+//! reported; final outputs (and the parts of calls decided without running,
+//! such as denials) are emitted in the order of the calls, a call's as soon
+//! as it and every call before it are done. A handler error or panic becomes
+//! a `tool-error`, never a failed turn. Outcomes come back in call order.
 
 use std::sync::Arc;
 
@@ -13,16 +14,22 @@ use futures::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use toolgate_protocol::{ModelMessage, StreamPart, ToolCallPart, ToolResultOutput, ToolResultPart};
+use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput, ToolResultPart};
 
 use super::stream::Emitter;
-use crate::tool::{PreliminarySink, Tool, ToolContext, ToolError};
+use crate::tool::{PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
 
 /// A call ready to run.
 pub(crate) struct ToolRun {
     pub call: ToolCallPart,
     pub tool: Tool,
-    pub messages: Arc<[ModelMessage]>,
+    pub messages: SharedMessages,
+}
+
+/// One call of a batch, in call order: to run, or already decided (its stream part).
+pub(crate) enum Work {
+    Run(ToolRun),
+    Decided(StreamPart),
 }
 
 /// How a call ended.
@@ -86,19 +93,37 @@ fn result_stream_part(
     }
 }
 
-/// Runs `runs` with at most `concurrency` at once; see the module docs.
+/// Runs the calls of `work` with at most `concurrency` at once and emits
+/// every final part in call order; see the module docs. Returns the outcomes
+/// of the runs, in call order.
 pub(crate) async fn execute_all(
-    runs: Vec<ToolRun>,
+    work: Vec<Work>,
     concurrency: usize,
     cancellation: &CancellationToken,
     out: &Emitter,
 ) -> Vec<ToolOutcome> {
-    let total = runs.len();
+    let total = work.len();
     let (preliminary_sender, mut preliminary) = mpsc::unbounded_channel::<(usize, Value)>();
-    let calls: Vec<(ToolCallPart, bool)> = runs.iter().map(|run| (run.call.clone(), run.tool.is_dynamic())).collect();
-    let mut queue = runs.into_iter().enumerate();
+    let mut calls: Vec<Option<(ToolCallPart, bool)>> = Vec::with_capacity(total);
+    let mut finals: Vec<Option<StreamPart>> = Vec::with_capacity(total);
+    let mut runs = Vec::new();
+    for (index, item) in work.into_iter().enumerate() {
+        match item {
+            Work::Run(run) => {
+                calls.push(Some((run.call.clone(), run.tool.is_dynamic())));
+                finals.push(None);
+                runs.push((index, run));
+            }
+            Work::Decided(part) => {
+                calls.push(None);
+                finals.push(Some(part));
+            }
+        }
+    }
+    let mut queue = runs.into_iter();
     let mut running = FuturesUnordered::new();
     let mut outcomes: Vec<Option<ToolOutcome>> = (0..total).map(|_| None).collect();
+    let mut emitted = 0;
 
     let start = |index: usize, run: ToolRun| {
         let sender = preliminary_sender.clone();
@@ -118,27 +143,45 @@ pub(crate) async fn execute_all(
     for (index, run) in queue.by_ref().take(concurrency) {
         running.push(start(index, run));
     }
+    emit_ready(&mut finals, &mut emitted, out).await;
 
+    let preliminary_part = |index: usize, value: Value| {
+        calls[index]
+            .as_ref()
+            .map(|(call, dynamic)| result_stream_part(call, value, Some(true), dynamic.then_some(true)))
+    };
     while !running.is_empty() {
         tokio::select! {
             Some((index, value)) = preliminary.recv() => {
-                let (call, dynamic) = &calls[index];
-                out.emit(result_stream_part(call, value, Some(true), dynamic.then_some(true))).await;
+                if let Some(part) = preliminary_part(index, value) {
+                    out.emit(part).await;
+                }
             }
             Some((index, output)) = running.next() => {
                 while let Ok((early, value)) = preliminary.try_recv() {
-                    let (call, dynamic) = &calls[early];
-                    out.emit(result_stream_part(call, value, Some(true), dynamic.then_some(true))).await;
+                    if let Some(part) = preliminary_part(early, value) {
+                        out.emit(part).await;
+                    }
                 }
-                let (call, dynamic) = calls[index].clone();
-                let outcome = ToolOutcome { call, output, dynamic };
-                out.emit(outcome.to_stream_part()).await;
-                outcomes[index] = Some(outcome);
+                if let Some((call, dynamic)) = calls[index].clone() {
+                    let outcome = ToolOutcome { call, output, dynamic };
+                    finals[index] = Some(outcome.to_stream_part());
+                    outcomes[index] = Some(outcome);
+                }
                 if let Some((next, run)) = queue.next() {
                     running.push(start(next, run));
                 }
+                emit_ready(&mut finals, &mut emitted, out).await;
             }
         }
     }
     outcomes.into_iter().flatten().collect()
+}
+
+/// Emits the final parts that are ready, in order, up to the first that is not.
+async fn emit_ready(finals: &mut [Option<StreamPart>], emitted: &mut usize, out: &Emitter) {
+    while let Some(part) = finals.get_mut(*emitted).and_then(Option::take) {
+        out.emit(part).await;
+        *emitted += 1;
+    }
 }

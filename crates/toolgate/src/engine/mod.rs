@@ -3,8 +3,9 @@
 //! One call goes through three stages:
 //! 1. **Prepare** (nothing runs yet): normalize older approval encodings,
 //!    collect approval answers anywhere in the history, and check them all
-//!    (signatures, schemas, policies) and the prompt they lead to. Any
-//!    problem is an [`EngineError`] and nothing executes.
+//!    (structure, schemas and signatures first, then policies) and the
+//!    prompt they lead to. Any problem is an [`EngineError`] and nothing
+//!    executes. The work is linear in the size of the history.
 //! 2. **Pre-resolve**: before the model is called, approved calls run (with
 //!    the person's edit, if any), denied and unanswered ones become
 //!    `execution-denied` results, provider-executed answers are forwarded.
@@ -31,12 +32,14 @@ use tracing::Instrument;
 
 pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, StopFn, TextRequest};
 pub use result::{ApprovalRequest, StepResult, TextResult};
+pub use step::UNKNOWN_CALL_APPROVAL;
 pub use stream::TextStream;
 
 use crate::EngineError;
-use crate::approval::{Resolved, collect, resolve};
+use crate::approval::{ResolveOptions, Resolved, collect, resolve};
 use crate::model::LanguageModel;
 use crate::prompt::check_results;
+use crate::tool::SharedMessages;
 use run::Prepared;
 use stream::Emitter;
 
@@ -69,14 +72,18 @@ pub async fn stream_text<'a, M: LanguageModel + 'a>(
 
 /// Stage 1: everything that can fail before anything runs.
 async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
-    let history = normalize_approvals(std::mem::take(&mut request.messages))?;
+    let history = Arc::new(normalize_approvals(std::mem::take(&mut request.messages))?);
     let plan = {
         let collected = collect(&history)?;
-        resolve(collected, &history, request.toolkit.as_ref(), request.signer.as_ref()).await?
+        let options = ResolveOptions {
+            toolkit: request.toolkit.as_ref(),
+            signer: request.signer.as_ref(),
+            hold_batch: request.hold_batch_for_approval,
+        };
+        resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
     };
-    let plan: Vec<Resolved> = plan.into_iter().map(|(_, resolved)| resolved).collect();
-    check_prompt_after(&history, &plan)?;
-    Ok(Prepared { request, history: Arc::from(history), plan })
+    check_prompt_after(&history, &plan.actions)?;
+    Ok(Prepared { request, history, plan })
 }
 
 /// Fails if the prompt would still miss tool results once the plan is carried out.

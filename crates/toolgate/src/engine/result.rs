@@ -2,6 +2,8 @@
 
 use toolgate_protocol::{AssistantPart, FinishReason, ModelMessage, ToolCallPart, ToolResultPart, Usage};
 
+use crate::approval::ResolvedApproval;
+
 /// An approval request the engine issued: the call waits for a person.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApprovalRequest {
@@ -62,6 +64,10 @@ impl StepResult {
 pub struct TextResult {
     /// Results produced before the first model call, from approval answers in the history.
     pub preresolved: Vec<ToolResultPart>,
+    /// What happened to each approval of the history acted on before the
+    /// first model call, in call order (the audit record: who asked for
+    /// what, the answer, and the edit, if any, next to the original input).
+    pub approvals: Vec<ResolvedApproval>,
     /// The model steps.
     pub steps: Vec<StepResult>,
     /// Messages to append to the history (pre-resolution results first).

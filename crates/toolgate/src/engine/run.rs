@@ -1,24 +1,35 @@
 //! Stages 2 and 3 of an engine call: pre-resolution, then the step loop.
+//!
+//! The conversation (history plus what this call produced) is one shared
+//! vector: policies and handlers get views of it, and each step appends to
+//! it in place once the previous step's views are gone, so no step copies
+//! the history.
+//!
+//! Every stream ends with `finish`. A failure after the stream started (a
+//! model error, or a prompt that cannot be built) emits `error` first, and
+//! the returned error keeps every message produced so far, including the
+//! results of tools that already ran.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{FinishReason, ModelMessage, ModelRequest, StreamPart, ToolPart, ToolResultOutput, Usage};
 
-use super::execute::{ToolRun, execute_all, result_part};
+use super::execute::{ToolRun, Work, execute_all, result_part};
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
 use super::{StepResult, TextRequest, TextResult};
 use crate::EngineError;
-use crate::approval::Resolved;
+use crate::approval::{Plan, Resolved};
 use crate::model::LanguageModel;
-use crate::prompt::build_prompt_from;
+use crate::prompt::build_prompt;
+use crate::tool::SharedMessages;
 
 /// A checked request, ready to run.
 pub(crate) struct Prepared {
     pub request: TextRequest,
-    pub history: Arc<[ModelMessage]>,
-    pub plan: Vec<Resolved>,
+    pub history: Arc<Vec<ModelMessage>>,
+    pub plan: Plan,
 }
 
 /// Runs stages 2 and 3, writing stream parts to `out`.
@@ -29,33 +40,40 @@ pub(crate) async fn drive<M: LanguageModel>(
     cancellation: CancellationToken,
     out: Emitter,
 ) -> Result<TextResult, EngineError> {
-    let Prepared { request, history, plan } = prepared;
+    let Prepared { request, history, plan: Plan { actions, approvals } } = prepared;
+    let mut conversation = history;
     out.emit(StreamPart::Start).await;
-    let (preresolved, mut response_messages) = preresolve(plan, &request, &cancellation, &out).await;
+    let (preresolved, mut response_messages) = preresolve(actions, &request, &cancellation, &out).await;
+    Arc::make_mut(&mut conversation).extend(response_messages.iter().cloned());
 
     let mut steps: Vec<StepResult> = Vec::new();
     let mut total_usage = Usage::default();
     loop {
-        let prompt = build_prompt_from(&history, &response_messages)?;
-        let conversation: Arc<[ModelMessage]> = history.iter().chain(response_messages.iter()).cloned().collect();
+        let prompt = match build_prompt(&conversation) {
+            Ok(prompt) => prompt,
+            Err(error) => {
+                end_with_error(&out, error.to_string(), total_usage).await;
+                return Err(EngineError::Incomplete { source: Box::new(error), response_messages });
+            }
+        };
         let model_request = model_request(&request, prompt);
         out.emit(StreamPart::StartStep).await;
         let context = StepContext {
             request: &request,
             toolkit: request.toolkit.as_ref(),
-            messages: conversation,
+            messages: SharedMessages::new(Arc::clone(&conversation)),
             cancellation: &cancellation,
             step_number: steps.len(),
             streaming,
         };
         let step = run_step(model, model_request, context, &out).await;
+        Arc::make_mut(&mut conversation).extend(step.messages.iter().cloned());
         response_messages.extend(step.messages);
         total_usage = total_usage + step.result.usage;
         out.emit(StreamPart::FinishStep { finish_reason: step.result.finish_reason, usage: step.result.usage }).await;
         if let Some(source) = step.error {
             tracing::warn!(error = %source, "model step failed");
-            out.emit(StreamPart::Error { error: source.to_string() }).await;
-            out.emit(StreamPart::Finish { finish_reason: FinishReason::Error, total_usage }).await;
+            end_with_error(&out, source.to_string(), total_usage).await;
             return Err(EngineError::Model { source, response_messages });
         }
         let continues = every_local_call_answered(&step.result);
@@ -66,7 +84,13 @@ pub(crate) async fn drive<M: LanguageModel>(
     }
     let finish_reason = steps.last().map_or(FinishReason::Stop, |step| step.finish_reason);
     out.emit(StreamPart::Finish { finish_reason, total_usage }).await;
-    Ok(TextResult { preresolved, steps, response_messages, finish_reason, total_usage })
+    Ok(TextResult { preresolved, approvals, steps, response_messages, finish_reason, total_usage })
+}
+
+/// Ends the stream with `error` and `finish`.
+async fn end_with_error(out: &Emitter, message: String, total_usage: Usage) {
+    out.emit(StreamPart::Error { error: message }).await;
+    out.emit(StreamPart::Finish { finish_reason: FinishReason::Error, total_usage }).await;
 }
 
 /// True when the step called local tools, each of them has a result, and no
@@ -94,7 +118,8 @@ fn model_request(request: &TextRequest, mut prompt: Vec<ModelMessage>) -> ModelR
     }
 }
 
-/// Stage 2: carries out the plan; returns the results and the tool message holding them.
+/// Stage 2: carries out the plan, emitting every outcome in call order;
+/// returns the results and the tool message holding them.
 async fn preresolve(
     plan: Vec<Resolved>,
     request: &TextRequest,
@@ -104,7 +129,7 @@ async fn preresolve(
     if plan.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let mut runs = Vec::new();
+    let mut work = Vec::with_capacity(plan.len());
     for resolved in &plan {
         let call = resolved.call();
         let action = match resolved {
@@ -113,31 +138,25 @@ async fn preresolve(
             Resolved::ForwardDenial { .. } => "forward denial",
         };
         tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, action, "resolving approval answer");
-        match resolved {
+        work.push(match resolved {
             Resolved::Run { call, tool, messages } => {
-                runs.push(ToolRun { call: call.clone(), tool: tool.clone(), messages: Arc::clone(messages) })
+                Work::Run(ToolRun { call: call.clone(), tool: tool.clone(), messages: messages.clone() })
             }
-            Resolved::Deny { call, reason } => {
-                out.emit(StreamPart::ToolOutputDenied {
-                    tool_call_id: call.tool_call_id.clone(),
-                    tool_name: call.tool_name.clone(),
-                    provider_executed: None,
-                    reason: reason.clone(),
-                })
-                .await
-            }
-            Resolved::ForwardDenial { call, response } => {
-                out.emit(StreamPart::ToolOutputDenied {
-                    tool_call_id: call.tool_call_id.clone(),
-                    tool_name: call.tool_name.clone(),
-                    provider_executed: Some(true),
-                    reason: response.reason.clone(),
-                })
-                .await
-            }
-        }
+            Resolved::Deny { call, reason } => Work::Decided(StreamPart::ToolOutputDenied {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                provider_executed: None,
+                reason: reason.clone(),
+            }),
+            Resolved::ForwardDenial { call, response } => Work::Decided(StreamPart::ToolOutputDenied {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                provider_executed: Some(true),
+                reason: response.reason.clone(),
+            }),
+        });
     }
-    let mut outcomes = execute_all(runs, request.tool_concurrency, cancellation, out).await.into_iter();
+    let mut outcomes = execute_all(work, request.tool_concurrency, cancellation, out).await.into_iter();
     let mut results = Vec::new();
     let mut parts = Vec::new();
     for resolved in plan {

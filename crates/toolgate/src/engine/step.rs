@@ -6,16 +6,20 @@
 //! - *provider-executed*: nothing runs here; the provider's result or
 //!   approval request follows in the stream;
 //! - *client-executed*: handed back to the caller;
-//! - *local*: the approval policy decides between *gated* and *automatic*.
+//! - *local*: the approval policy decides between *automatic*, *gated* and
+//!   *denied* (an `execution-denied` result naming the policy's reason at
+//!   once; no person is asked). With a signer, a local call whose input has
+//!   no exact canonical form (see [`crate::approval::canonical_json`]) is
+//!   invalid: nothing could be bound to it.
 //!
 //! After the model finishes, automatic calls run (only when the finish reason
 //! is `stop` or `tool-calls`; otherwise they get a "not run" error result),
 //! unless the batch is held for a pending approval. Then every gated call gets
 //! an approval request (after the step's results), so a decision can still be
-//! made even when the stream was cut.
+//! made even when the stream was cut; with a signer, each request's signature
+//! also covers the calls held with it, so only those can run later.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -26,19 +30,22 @@ use toolgate_protocol::{
     ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
 };
 
-use super::execute::{ToolRun, execute_all, result_part};
+use super::execute::{ToolRun, Work, execute_all, result_part};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
-use crate::approval::unsigned_approval_id;
+use crate::approval::{SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
-use crate::tool::{ApprovalContext, Tool, Toolkit};
+use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
+
+/// The `warning` code of a provider approval request naming a call the provider never made.
+pub const UNKNOWN_CALL_APPROVAL: &str = "tool_call_not_found_for_approval";
 
 /// What a step needs besides the model.
 pub(crate) struct StepContext<'a> {
     pub request: &'a TextRequest,
     pub toolkit: Option<&'a Toolkit>,
     /// The conversation so far (no system prompt), for policies and handlers.
-    pub messages: Arc<[ModelMessage]>,
+    pub messages: SharedMessages,
     pub cancellation: &'a CancellationToken,
     pub step_number: usize,
     pub streaming: bool,
@@ -53,6 +60,7 @@ pub(crate) struct StepOutput {
 
 enum CallClass {
     Invalid(String),
+    Denied(String),
     Provider,
     Client,
     Local { tool: Tool, gated: bool },
@@ -204,8 +212,18 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
         ModelStreamPart::ToolCall(call) => {
             let call = classify(call, context).await;
             out.emit(StreamPart::ToolCall(info(&call))).await;
-            if let CallClass::Invalid(error) = &call.class {
-                out.emit(error_part(&call.part, Value::String(error.clone()))).await;
+            match &call.class {
+                CallClass::Invalid(error) => out.emit(error_part(&call.part, Value::String(error.clone()))).await,
+                CallClass::Denied(reason) => {
+                    out.emit(StreamPart::ToolOutputDenied {
+                        tool_call_id: call.part.tool_call_id.clone(),
+                        tool_name: call.part.tool_name.clone(),
+                        provider_executed: None,
+                        reason: Some(reason.clone()),
+                    })
+                    .await
+                }
+                CallClass::Provider | CallClass::Client | CallClass::Local { .. } => {}
             }
             transcript.content.push(AssistantPart::ToolCall(call.part.clone()));
             transcript.calls.push(call);
@@ -213,8 +231,9 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
         }
         ModelStreamPart::ToolApprovalRequest { approval_id, tool_call_id } => {
             let Some(tool_call) = transcript.call_info(&tool_call_id) else {
-                let error = format!("Tool call \"{tool_call_id}\" not found for approval request \"{approval_id}\".");
-                out.emit(StreamPart::Error { error }).await;
+                let message = format!("Tool call \"{tool_call_id}\" not found for approval request \"{approval_id}\".");
+                tracing::warn!(%approval_id, %tool_call_id, "provider approval request for an unknown call");
+                out.emit(StreamPart::Warning { code: UNKNOWN_CALL_APPROVAL.to_owned(), message }).await;
                 return;
             };
             transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
@@ -300,7 +319,7 @@ fn is_dynamic(toolkit: Option<&Toolkit>, tool_name: &str, provider_executed: boo
 fn info(call: &Call) -> ToolCallInfo {
     let (invalid, error) = match &call.class {
         CallClass::Invalid(error) => (Some(true), Some(error.clone())),
-        CallClass::Local { .. } | CallClass::Provider | CallClass::Client => (None, None),
+        CallClass::Denied(_) | CallClass::Local { .. } | CallClass::Provider | CallClass::Client => (None, None),
     };
     ToolCallInfo {
         tool_call_id: call.part.tool_call_id.clone(),
@@ -354,13 +373,17 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                 Err(detail) => CallClass::Invalid(format!("Invalid input for tool {}: {detail}", part.tool_name)),
                 Ok(()) if tool.is_client_executed() => CallClass::Client,
                 Ok(()) if tool.is_provider_executed() => CallClass::Provider,
+                Ok(()) if context.request.signer.is_some() && canonical_json(&input).is_err() => {
+                    let error = canonical_json(&input).err().map(|e| e.to_string()).unwrap_or_default();
+                    CallClass::Invalid(format!("Invalid input for tool {}: {error}", part.tool_name))
+                }
                 Ok(()) => {
-                    let approval = ApprovalContext {
-                        tool_call_id: part.tool_call_id.clone(),
-                        messages: Arc::clone(&context.messages),
-                    };
-                    let gated = tool.requires_approval(&input, approval).await;
-                    CallClass::Local { tool: tool.clone(), gated }
+                    let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
+                    match tool.decide(&input, approval).await {
+                        PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), gated: false },
+                        PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), gated: true },
+                        PolicyDecision::Deny { reason } => CallClass::Denied(reason),
+                    }
                 }
             },
         }
@@ -392,17 +415,16 @@ async fn act_on_calls(
             CallClass::Invalid(error) => {
                 results.push((position, result_part(&call.part, ToolResultOutput::error_text(error.clone()))))
             }
+            CallClass::Denied(reason) => {
+                results.push((position, result_part(&call.part, ToolResultOutput::denied(Some(reason.clone())))))
+            }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
             CallClass::Local { gated: true, .. } => gated.push(position),
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
-                runs.push(ToolRun {
-                    call: call.part.clone(),
-                    tool: tool.clone(),
-                    messages: Arc::clone(&context.messages),
-                });
+                runs.push(ToolRun { call: call.part.clone(), tool: tool.clone(), messages: context.messages.clone() });
             }
             CallClass::Local { .. } => {
                 let error = format!(
@@ -415,7 +437,8 @@ async fn act_on_calls(
         }
     }
 
-    let outcomes = execute_all(runs, context.request.tool_concurrency, context.cancellation, out).await;
+    let work = runs.into_iter().map(Work::Run).collect();
+    let outcomes = execute_all(work, context.request.tool_concurrency, context.cancellation, out).await;
     results.extend(run_positions.into_iter().zip(outcomes.iter().map(|outcome| outcome.to_result_part())));
     results.sort_by_key(|(position, _)| *position);
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
@@ -424,7 +447,7 @@ async fn act_on_calls(
     for position in gated {
         let tool_call = info(&transcript.calls[position]);
         let call = transcript.calls[position].part.clone();
-        let request = issue_approval(&call, context.request);
+        let request = issue_approval(&call, &held_tool_calls, context.request);
         tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
         out.emit(StreamPart::ToolApprovalRequest {
             approval_id: request.approval_id.clone(),
@@ -473,16 +496,28 @@ async fn act_on_calls(
     }
 }
 
-fn issue_approval(call: &ToolCallPart, request: &TextRequest) -> ApprovalRequest {
+/// An approval request for `call`; signed (covering the calls `held` with it) when a signer is set.
+fn issue_approval(call: &ToolCallPart, held: &[ToolCallPart], request: &TextRequest) -> ApprovalRequest {
     let nonce = (request.id_generator)();
-    let (approval_id, signature) = match &request.signer {
-        Some(signer) => {
-            let issued = signer.issue(&nonce, &call.tool_call_id, &call.tool_name, &call.input);
-            (issued.approval_id, issued.signature)
+    let issued = request.signer.as_ref().map(|signer| {
+        let held: Vec<SignedCall<'_>> = held.iter().map(signed_call).collect();
+        signer.issue(&nonce, signed_call(call), &held)
+    });
+    let (approval_id, signature) = match issued {
+        Some(Ok(issued)) => (issued.approval_id, issued.signature),
+        // Classification made every local input canonical before a signer sees it; should one
+        // still fail, the request carries no signature and can never be approved.
+        Some(Err(error)) => {
+            tracing::error!(tool_call_id = %call.tool_call_id, %error, "cannot sign the approval request");
+            (unsigned_approval_id(&nonce), None)
         }
         None => (unsigned_approval_id(&nonce), None),
     };
     ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false }
+}
+
+fn signed_call(call: &ToolCallPart) -> SignedCall<'_> {
+    SignedCall { tool_call_id: &call.tool_call_id, tool_name: &call.tool_name, input: &call.input }
 }
 
 fn reason_name(reason: FinishReason) -> &'static str {

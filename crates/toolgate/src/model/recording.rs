@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use toolgate_protocol::{ModelRequest, ModelResponse};
+use toolgate_protocol::{ModelMessage, ModelRequest, ModelResponse};
 
 use super::{LanguageModel, ModelError, ModelStream};
 
@@ -85,5 +85,10 @@ impl<M> ObservedModel<M, RequestLog> {
     /// Every request so far, in order.
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.observer.requests()
+    }
+
+    /// Every prompt so far, in order.
+    pub fn prompts(&self) -> Vec<Vec<ModelMessage>> {
+        self.requests().into_iter().map(|request| request.prompt).collect()
     }
 }

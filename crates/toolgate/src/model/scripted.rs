@@ -3,7 +3,9 @@
 //! Script file shape: `{"turns": [[part, ...], ...]}`. The model answers with
 //! turn `k`, where `k` is the number of assistant messages in the prompt it
 //! receives (the last turn repeats past the end), so it needs no state across
-//! calls or processes. It records every request it receives.
+//! calls or processes. It keeps nothing per request (a long-running server
+//! playing a script does not grow); wrap it in a [`crate::RecordingModel`] to
+//! see the requests.
 //!
 //! Parts: `text {text}`, `reasoning {text}`, `tool-call {toolCallId, toolName,
 //! input, providerExecuted?}`, `tool-approval-request {approvalId, toolCallId}`
@@ -15,7 +17,7 @@
 //! input deltas.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -112,11 +114,11 @@ struct ScriptFile {
     turns: Vec<Vec<ScriptPart>>,
 }
 
-/// A model that plays a script. Clones share the recorded requests.
+/// A model that plays a script. It keeps nothing per request; wrap it in a
+/// [`crate::RecordingModel`] to see what it was sent.
 #[derive(Debug, Clone)]
 pub struct ScriptedModel {
     turns: Arc<[Vec<ScriptPart>]>,
-    requests: Arc<Mutex<Vec<ModelRequest>>>,
 }
 
 impl ScriptedModel {
@@ -134,7 +136,7 @@ impl ScriptedModel {
                 }
             }
         }
-        Ok(Self { turns: turns.into(), requests: Arc::default() })
+        Ok(Self { turns: turns.into() })
     }
 
     /// Parses a script from JSON text.
@@ -151,20 +153,10 @@ impl ScriptedModel {
         Self::from_json(&json)
     }
 
-    /// Every request received so far, in order.
-    pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// Every prompt received so far, in order.
-    pub fn prompts(&self) -> Vec<Vec<ModelMessage>> {
-        self.requests().into_iter().map(|request| request.prompt).collect()
-    }
-
-    fn turn_for(&self, request: ModelRequest) -> &[ScriptPart] {
+    /// The turn for a request: the one after as many turns as the prompt has assistant messages.
+    fn turn_for(&self, request: &ModelRequest) -> &[ScriptPart] {
         let assistant_messages =
             request.prompt.iter().filter(|message| matches!(message, ModelMessage::Assistant(_))).count();
-        self.requests.lock().unwrap_or_else(PoisonError::into_inner).push(request);
         &self.turns[assistant_messages.min(self.turns.len() - 1)]
     }
 }
@@ -294,7 +286,7 @@ impl LanguageModel for ScriptedModel {
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
-        let turn = self.turn_for(request);
+        let turn = self.turn_for(&request);
         let mut content = Vec::new();
         for part in turn {
             match part {
@@ -334,7 +326,7 @@ impl LanguageModel for ScriptedModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let parts = stream_parts(self.turn_for(request));
+        let parts = stream_parts(self.turn_for(&request));
         Ok(Box::pin(futures::stream::iter(parts)))
     }
 }

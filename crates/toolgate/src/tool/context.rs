@@ -1,5 +1,11 @@
 //! What a tool handler and an approval policy know about the call.
+//!
+//! Both see the conversation that led to the call as a [`SharedMessages`]
+//! view: one copy of the history per engine call, shared by every policy and
+//! handler, each seeing its own prefix. Nothing is copied per call, so the
+//! work stays linear in the size of the request however many calls it holds.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -7,14 +13,74 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::ModelMessage;
 
+/// A prefix of a conversation, shared rather than copied. Derefs to the messages.
+#[derive(Clone, Default)]
+pub struct SharedMessages {
+    messages: Arc<Vec<ModelMessage>>,
+    end: usize,
+}
+
+impl SharedMessages {
+    /// A view of all of `messages`.
+    pub fn new(messages: Arc<Vec<ModelMessage>>) -> Self {
+        let end = messages.len();
+        Self { messages, end }
+    }
+
+    /// The first `end` messages of this view (all of them if `end` is past its end).
+    pub fn prefix(&self, end: usize) -> Self {
+        Self { messages: Arc::clone(&self.messages), end: end.min(self.end) }
+    }
+
+    /// The messages.
+    pub fn as_slice(&self) -> &[ModelMessage] {
+        &self.messages[..self.end]
+    }
+}
+
+impl Deref for SharedMessages {
+    type Target = [ModelMessage];
+
+    fn deref(&self) -> &[ModelMessage] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<ModelMessage>> for SharedMessages {
+    fn from(messages: Vec<ModelMessage>) -> Self {
+        Self::new(Arc::new(messages))
+    }
+}
+
+impl std::fmt::Debug for SharedMessages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedMessages").field("len", &self.end).finish()
+    }
+}
+
 /// Context for an approval policy.
 #[derive(Debug, Clone)]
 pub struct ApprovalContext {
+    tool_call_id: String,
+    messages: SharedMessages,
+}
+
+impl ApprovalContext {
+    /// A context; the engine builds these, tests may too.
+    pub fn new(tool_call_id: impl Into<String>, messages: impl Into<SharedMessages>) -> Self {
+        Self { tool_call_id: tool_call_id.into(), messages: messages.into() }
+    }
+
     /// The call being decided on.
-    pub tool_call_id: String,
-    /// The messages that led to the call (the prompt of the step that made it,
-    /// without the system prompt or the assistant message holding the call).
-    pub messages: Arc<[ModelMessage]>,
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The messages that led to the call (the conversation before the
+    /// assistant message holding it, without the system prompt).
+    pub fn messages(&self) -> &[ModelMessage] {
+        &self.messages
+    }
 }
 
 /// Receives a tool's preliminary outputs.
@@ -24,7 +90,7 @@ pub(crate) type PreliminarySink = Arc<dyn Fn(Value) + Send + Sync>;
 #[derive(Clone)]
 pub struct ToolContext {
     tool_call_id: String,
-    messages: Arc<[ModelMessage]>,
+    messages: SharedMessages,
     cancellation: CancellationToken,
     preliminary: Option<PreliminarySink>,
 }
@@ -40,8 +106,13 @@ impl std::fmt::Debug for ToolContext {
 
 impl ToolContext {
     /// A context; the engine builds these, tests may too.
-    pub fn new(tool_call_id: impl Into<String>, messages: Arc<[ModelMessage]>) -> Self {
-        Self { tool_call_id: tool_call_id.into(), messages, cancellation: CancellationToken::new(), preliminary: None }
+    pub fn new(tool_call_id: impl Into<String>, messages: impl Into<SharedMessages>) -> Self {
+        Self {
+            tool_call_id: tool_call_id.into(),
+            messages: messages.into(),
+            cancellation: CancellationToken::new(),
+            preliminary: None,
+        }
     }
 
     pub(crate) fn with_cancellation(mut self, token: CancellationToken) -> Self {

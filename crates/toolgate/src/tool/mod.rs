@@ -2,7 +2,9 @@
 //!
 //! A [`Tool`] is built in one of four ways:
 //! - [`Tool::function`]: typed input (`Deserialize + JsonSchema`), the schema
-//!   is generated, input is checked by decoding it; run by a [`Tool::handler`].
+//!   is generated; an input is valid when it satisfies that schema (so
+//!   constraints such as `minLength` or `exclusiveMinimum` hold) and decodes;
+//!   run by a [`Tool::handler`].
 //! - [`Tool::dynamic`]: a JSON Schema known only at runtime (e.g. MCP),
 //!   checked with a JSON Schema validator.
 //! - `.client_executed()` on either: the caller runs it; the engine stops
@@ -10,9 +12,15 @@
 //! - [`Tool::provider`]: hosted by the model provider; never run here.
 //!
 //! Approval ([`Tool::needs_approval`], [`Tool::approval_when`],
-//! [`Tool::approval_when_async`]) is decided per call and **fails closed**:
-//! input that does not decode, a policy that errors, and a policy that panics
-//! all mean "approval required".
+//! [`Tool::approval_when_async`], and [`Tool::policy`] /
+//! [`Tool::policy_async`], which may also deny) is decided per call and
+//! **fails closed**: input that does not decode, a policy that errors, and a
+//! policy that panics all mean "approval required".
+//!
+//! **Edits.** A person approving a call may replace its input. An edit is a
+//! new input: it must pass the schema and the tool's policy must not deny it,
+//! as for a call the model made. Tools whose input must not be edited say
+//! [`Tool::editable`]`(false)`; provider-executed tools are never editable.
 
 mod context;
 mod error;
@@ -31,9 +39,10 @@ use serde_json::Value;
 use toolgate_protocol::ToolSpec;
 
 pub(crate) use context::PreliminarySink;
+pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
-pub use policy::ApprovalPolicy;
+pub use policy::{ApprovalPolicy, PolicyDecision};
 pub use toolkit::{Toolkit, ToolkitError};
 
 type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
@@ -67,6 +76,7 @@ struct ToolDef {
     execution: Execution,
     approval: ApprovalPolicy,
     dynamic: bool,
+    editable: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -81,32 +91,24 @@ impl std::fmt::Debug for Tool {
 
 impl Tool {
     /// A tool with a typed input. Its JSON Schema comes from `I`, and an input
-    /// is valid when it decodes into `I`.
+    /// is valid when it satisfies that schema and decodes into `I`.
     pub fn function<I: DeserializeOwned + JsonSchema + 'static>(name: impl Into<String>) -> Self {
-        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<I>();
-        let validator: Validator = Arc::new(|input| decode::<I>(input).map(drop));
-        Self::with_schema(name.into(), schema.to_value(), Ok(validator), false)
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<I>().to_value();
+        let validator = schema_validator(&schema).map(|check_schema| {
+            let validator: Validator = Arc::new(move |input| {
+                check_schema(input)?;
+                decode::<I>(input).map(drop)
+            });
+            validator
+        });
+        Self::with_schema(name.into(), schema, validator, false)
     }
 
     /// A tool whose input schema is only known at runtime. An input is valid
     /// when it satisfies `input_schema`; a schema that does not compile makes
     /// the toolkit refuse the tool.
     pub fn dynamic(name: impl Into<String>, input_schema: Value) -> Self {
-        let validator = jsonschema::validator_for(&input_schema)
-            .map(|compiled| {
-                let validator: Validator = Arc::new(move |input| {
-                    let errors: Vec<String> = compiled
-                        .iter_errors(input)
-                        .map(|error| {
-                            let path = error.instance_path().to_string();
-                            if path.is_empty() { error.to_string() } else { format!("{path}: {error}") }
-                        })
-                        .collect();
-                    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
-                });
-                validator
-            })
-            .map_err(|error| error.to_string());
+        let validator = schema_validator(&input_schema);
         Self::with_schema(name.into(), input_schema, validator, true)
     }
 
@@ -130,6 +132,7 @@ impl Tool {
                 execution: Execution::Unset,
                 approval: ApprovalPolicy::Never,
                 dynamic,
+                editable: true,
             }),
         }
     }
@@ -207,6 +210,41 @@ impl Tool {
         self.edit(|def| def.approval = policy)
     }
 
+    /// Approval decided per call by a function of the decoded input that may
+    /// also deny outright (see [`PolicyDecision`]).
+    pub fn policy<I, F>(self, policy: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: Fn(&I, &ApprovalContext) -> PolicyDecision + Send + Sync + 'static,
+    {
+        let policy = ApprovalPolicy::deciding(policy);
+        self.edit(|def| def.approval = policy)
+    }
+
+    /// Like [`Tool::policy`], with an async function that may consult application state.
+    pub fn policy_async<I, F, Fut, E>(self, policy: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: Fn(I, ApprovalContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PolicyDecision, E>> + Send + 'static,
+        E: std::fmt::Display + 'static,
+    {
+        let policy = ApprovalPolicy::deciding_async(policy);
+        self.edit(|def| def.approval = policy)
+    }
+
+    /// Whether a person approving a call may replace its input (default `true`).
+    /// An edit of a tool that is not editable is refused with
+    /// [`crate::EngineError::EditNotAllowed`] and nothing runs.
+    pub fn editable(self, editable: bool) -> Self {
+        self.edit(|def| def.editable = editable)
+    }
+
+    /// True when a person may edit this tool's input on approval.
+    pub fn is_editable(&self) -> bool {
+        self.def.editable && !self.is_provider_executed()
+    }
+
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.def.name
@@ -255,6 +293,11 @@ impl Tool {
         self.def.approval.requires_approval(&self.def.name, input, context).await
     }
 
+    /// What the tool's policy decides for this call. Fails closed: see the module docs.
+    pub async fn decide(&self, input: &Value, context: ApprovalContext) -> PolicyDecision {
+        self.def.approval.decide(&self.def.name, input, context).await
+    }
+
     /// How the model sees this tool.
     pub fn spec(&self) -> ToolSpec {
         match &self.def.execution {
@@ -293,6 +336,21 @@ impl Tool {
             Execution::Unset => "unset",
         }
     }
+}
+
+/// A validator for a JSON Schema, or why the schema does not compile.
+fn schema_validator(schema: &Value) -> Result<Validator, String> {
+    let compiled = jsonschema::validator_for(schema).map_err(|error| error.to_string())?;
+    Ok(Arc::new(move |input| {
+        let errors: Vec<String> = compiled
+            .iter_errors(input)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() { error.to_string() } else { format!("{path}: {error}") }
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }))
 }
 
 fn decode<I: DeserializeOwned>(input: &Value) -> Result<I, String> {
