@@ -9,12 +9,13 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use toolgate::approval::ApprovalSigner;
+use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
 
 use crate::secret::ApprovalSecret;
-use crate::trace::trace_prompts;
+use crate::trace::TraceFile;
 use crate::{agui, chat, page};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
@@ -67,17 +68,26 @@ struct Inner {
     config: ServerConfig,
     model: SharedModel,
     signer: ApprovalSigner,
+    trace: Option<TraceFile>,
 }
 
 impl AppState {
     /// State for this configuration and model; opens the prompt trace file if one is configured.
     pub fn new(config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
-        let model: SharedModel = match &config.trace_prompts {
-            Some(path) => Arc::new(trace_prompts(model, path)?),
+        let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
+        let model: SharedModel = match &trace {
+            Some(trace) => Arc::new(ObservedModel::with_observer(model, trace.clone())),
             None => model,
         };
         let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
-        Ok(Self { inner: Arc::new(Inner { config, model, signer }) })
+        Ok(Self { inner: Arc::new(Inner { config, model, signer, trace }) })
+    }
+
+    /// Waits until every prompt traced so far is in the trace file (no-op without `--trace-prompts`).
+    pub fn flush_trace(&self) {
+        if let Some(trace) = &self.inner.trace {
+            trace.flush();
+        }
     }
 
     /// The configuration.
@@ -148,10 +158,13 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Serves until `shutdown` completes, then finishes the requests in flight.
+/// Serves until `shutdown` completes, then finishes the requests in flight
+/// and writes out the prompt trace.
 pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    let served = axum::serve(listener, router(state.clone())).with_graceful_shutdown(shutdown).await;
+    state.flush_trace();
+    served
 }

@@ -78,7 +78,7 @@ async fn refused_resumes_report_run_error_and_bad_bodies_a_4xx() {
     let error = find(&unknown, "RUN_ERROR");
     assert_eq!(error["code"], "no_pending_interrupts", "{error}");
     assert!(error["message"].is_string(), "{error}");
-    assert_eq!(std::fs::read_to_string(&server.trace).unwrap_or_default(), "", "the model was never called");
+    assert_eq!(server.trace_text(), "", "the model was never called");
 
     let bad = post(&server, "/ag-ui", "application/json", b"{\"threadId\": 3}").await;
     assert_eq!(bad.status, 400);

@@ -27,11 +27,7 @@ fn continuation(approval_id: &str, input: Value, approved: bool) -> Value {
 }
 
 fn trace_lines(server: &Server) -> Vec<Value> {
-    std::fs::read_to_string(&server.trace)
-        .unwrap_or_default()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    server.trace_text().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
 
 async fn approval_id(server: &Server) -> String {

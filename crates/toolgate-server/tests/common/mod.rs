@@ -12,7 +12,16 @@ use toolgate_server::{AppState, ApprovalSecret, ServerConfig, router};
 pub struct Server {
     pub addr: SocketAddr,
     pub trace: PathBuf,
+    pub state: AppState,
     _dir: TempDir,
+}
+
+impl Server {
+    /// The prompt trace so far, once every line observed is written.
+    pub fn trace_text(&self) -> String {
+        self.state.flush_trace();
+        std::fs::read_to_string(&self.trace).unwrap_or_default()
+    }
 }
 
 pub struct TempDir(pub PathBuf);
@@ -50,8 +59,9 @@ pub async fn start_with(script: Value, max_body_bytes: Option<usize>) -> Server 
     let state = AppState::new(config, Arc::new(model)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router(state)).await.unwrap() });
-    Server { addr, trace: dir.join("prompts.jsonl"), _dir: TempDir(dir) }
+    let served = state.clone();
+    tokio::spawn(async move { axum::serve(listener, router(served)).await.unwrap() });
+    Server { addr, trace: dir.join("prompts.jsonl"), state, _dir: TempDir(dir) }
 }
 
 pub struct Reply {
