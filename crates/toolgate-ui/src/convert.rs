@@ -10,13 +10,15 @@
 //! person's reason (the AI SDK uses `error-text` there; a denial the model
 //! can tell apart from a failure is better). Provider-executed results stay
 //! in the assistant message. toolgate's `approval.editedInput` becomes the
-//! response's `editedInput`.
+//! response's `editedInput`. A user message's `tool-approval` part becomes
+//! the model user part of the same name, in place; the engine rewrites it
+//! into a `tool-approval-response` (see `toolgate_protocol::normalize_approvals`).
 
 use serde_json::Value;
 use toolgate_protocol::{
-    AssistantContent, AssistantMessage, AssistantPart, FilePart, ModelMessage, ReasoningPart, TextPart,
-    ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart, ToolPart, ToolResultOutput, ToolResultPart,
-    UserContent, UserMessage, UserPart,
+    AssistantContent, AssistantMessage, AssistantPart, FilePart, LegacyToolApprovalPart, ModelMessage, ReasoningPart,
+    TextPart, ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart, ToolPart, ToolResultOutput,
+    ToolResultPart, UserContent, UserMessage, UserPart,
 };
 
 use crate::message::{ToolState, UiMessage, UiPart, UiRole, UiToolPart};
@@ -84,6 +86,13 @@ fn user_part(part: &UiPart) -> Option<UserPart> {
             filename: filename.clone(),
             provider_options: None,
         })),
+        UiPart::ToolApproval { tool_call_id, approved, reason } => {
+            Some(UserPart::ToolApproval(LegacyToolApprovalPart {
+                tool_call_id: tool_call_id.clone(),
+                approved: *approved,
+                reason: reason.clone(),
+            }))
+        }
         UiPart::Reasoning { .. } | UiPart::StepStart | UiPart::Tool(_) | UiPart::Other(_) => None,
     }
 }
@@ -109,8 +118,12 @@ fn convert_step(step: &[UiPart], out: &mut Vec<ModelMessage>) {
                 assistant.extend(assistant_parts(part));
                 tool.extend(tool_parts(part));
             }
-            UiPart::Text { .. } | UiPart::Reasoning { .. } | UiPart::Tool(_) | UiPart::StepStart | UiPart::Other(_) => {
-            }
+            UiPart::Text { .. }
+            | UiPart::Reasoning { .. }
+            | UiPart::Tool(_)
+            | UiPart::ToolApproval { .. }
+            | UiPart::StepStart
+            | UiPart::Other(_) => {}
         }
     }
     if !assistant.is_empty() {

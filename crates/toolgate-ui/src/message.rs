@@ -3,7 +3,14 @@
 //! Parsing is strict where it matters (roles, tool parts, states, the
 //! approval object; errors name the message and part index) and lenient
 //! elsewhere: `source-*` and `data-*` parts are kept as raw JSON and play no
-//! part in the conversion, unknown fields are ignored.
+//! part in the conversion, unknown fields of parts are ignored.
+//!
+//! In a **user** message, a `tool-approval` part is the chat-message approval
+//! (`{type: "tool-approval", toolCallId, approved, reason?}`), a person's
+//! answer keyed by the tool call; in an assistant message the same type is a
+//! tool part for a tool named `approval`. A message keeps its `metadata` and
+//! every other top-level field (e.g. `createdAt`), and serializes back to the
+//! same JSON.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -33,6 +40,8 @@ pub struct UiMessage {
     pub parts: Vec<UiPart>,
     /// Application metadata, kept as is.
     pub metadata: Option<Value>,
+    /// Other top-level fields (e.g. `createdAt`), kept as they came.
+    pub extra: Map<String, Value>,
 }
 
 /// A part of a UI message.
@@ -61,6 +70,15 @@ pub enum UiPart {
     },
     /// A tool invocation (`tool-<name>` or `dynamic-tool`).
     Tool(Box<UiToolPart>),
+    /// A person's answer keyed by tool call id, in a user message (`tool-approval`).
+    ToolApproval {
+        /// The call decided on.
+        tool_call_id: String,
+        /// The decision.
+        approved: bool,
+        /// Why, if given.
+        reason: Option<String>,
+    },
     /// `source-*` and `data-*` parts, kept as they came.
     Other(Value),
 }
@@ -173,6 +191,15 @@ struct TextFields {
     text: String,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApprovalFields {
+    tool_call_id: String,
+    approved: bool,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
 /// The body `DefaultChatTransport` POSTs to the chat endpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
@@ -242,7 +269,7 @@ fn parse_message(message_index: usize, value: Value) -> Result<UiMessage, Conver
             .into_iter()
             .enumerate()
             .map(|(part_index, part)| {
-                parse_part(part).map_err(|detail| ConvertError::InvalidMessage {
+                parse_part(role, part).map_err(|detail| ConvertError::InvalidMessage {
                     message_index,
                     part_index: Some(part_index),
                     detail,
@@ -251,7 +278,8 @@ fn parse_message(message_index: usize, value: Value) -> Result<UiMessage, Conver
             .collect::<Result<_, _>>()?,
         _ => return Err(invalid("`parts` must be an array".into())),
     };
-    Ok(UiMessage { id, role, parts, metadata: object.remove("metadata") })
+    let metadata = object.remove("metadata");
+    Ok(UiMessage { id, role, parts, metadata, extra: object })
 }
 
 fn fields<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
@@ -265,7 +293,7 @@ fn fields<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
     })
 }
 
-fn parse_part(value: Value) -> Result<UiPart, String> {
+fn parse_part(role: UiRole, value: Value) -> Result<UiPart, String> {
     let part_type = match value.get("type") {
         Some(Value::String(part_type)) => part_type.clone(),
         _ => return Err("part has no `type`".into()),
@@ -282,6 +310,11 @@ fn parse_part(value: Value) -> Result<UiPart, String> {
         "source-url" | "source-document" => Ok(UiPart::Other(value)),
         other if other.starts_with("data-") => Ok(UiPart::Other(value)),
         "dynamic-tool" => tool_part(None, value),
+        "tool-approval" if role == UiRole::User => fields::<ApprovalFields>(value).map(|f| UiPart::ToolApproval {
+            tool_call_id: f.tool_call_id,
+            approved: f.approved,
+            reason: f.reason,
+        }),
         other => match other.strip_prefix("tool-") {
             Some(name) if !name.is_empty() => tool_part(Some(name.to_owned()), value),
             _ => Err(format!("unknown part type `{other}`")),
@@ -323,6 +356,51 @@ fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String
 
 fn state_name(state: ToolState) -> String {
     serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+impl Serialize for UiMessage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut object = Map::new();
+        object.insert("id".into(), json!(self.id));
+        object.insert("role".into(), json!(self.role));
+        let parts: Vec<Value> =
+            self.parts.iter().map(|part| serde_json::to_value(part).unwrap_or(Value::Null)).collect();
+        object.insert("parts".into(), Value::Array(parts));
+        if let Some(metadata) = &self.metadata {
+            object.insert("metadata".into(), metadata.clone());
+        }
+        for (key, value) in &self.extra {
+            object.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+        object.serialize(serializer)
+    }
+}
+
+impl Serialize for UiPart {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let value = match self {
+            Self::Text { text } => json!({"type": "text", "text": text}),
+            Self::Reasoning { text } => json!({"type": "reasoning", "text": text}),
+            Self::StepStart => json!({"type": "step-start"}),
+            Self::File { url, media_type, filename } => {
+                let mut file = json!({"type": "file", "url": url, "mediaType": media_type});
+                if let Some(filename) = filename {
+                    file["filename"] = json!(filename);
+                }
+                file
+            }
+            Self::Tool(part) => return part.serialize(serializer),
+            Self::ToolApproval { tool_call_id, approved, reason } => {
+                let mut approval = json!({"type": "tool-approval", "toolCallId": tool_call_id, "approved": approved});
+                if let Some(reason) = reason {
+                    approval["reason"] = json!(reason);
+                }
+                approval
+            }
+            Self::Other(raw) => raw.clone(),
+        };
+        value.serialize(serializer)
+    }
 }
 
 impl Serialize for UiToolPart {
