@@ -142,6 +142,16 @@ pub enum ResumeError {
         /// The interrupt.
         interrupt_id: String,
     },
+    /// The state lists one interrupt twice, or two interrupts for one tool call.
+    #[error("pending interrupts `{first}` and `{second}` both answer tool call `{tool_call_id}`")]
+    DuplicatePending {
+        /// The first pending interrupt.
+        first: String,
+        /// The second one (the same id when an interrupt is listed twice).
+        second: String,
+        /// The call both name.
+        tool_call_id: String,
+    },
     /// Pending interrupts that no entry answers.
     #[error("pending interrupts have no resume entry: {}", interrupt_ids.join(", "))]
     MissingEntries {
@@ -179,6 +189,7 @@ impl ResumeError {
             Self::UnknownInterrupt { .. } => "unknown_interrupt",
             Self::DuplicateEntry { .. } => "duplicate_resume_entry",
             Self::MissingEntries { .. } => "missing_resume_entry",
+            Self::DuplicatePending { .. } => "duplicate_pending_interrupt",
             Self::ToolCallNotFound { .. } => "interrupt_tool_call_not_found",
             Self::ToolNameMismatch { .. } => "interrupt_tool_mismatch",
         }

@@ -8,9 +8,11 @@
 //!
 //! **Exactly once.** Every pending interrupt needs exactly one entry. A
 //! `resume` without pending approvals in the state, an entry naming an
-//! interrupt that is not pending, two entries for one interrupt, or a pending
-//! interrupt without an entry is a [`ResumeError`] naming the entry and
-//! interrupt: nothing runs.
+//! interrupt that is not pending, two entries for one interrupt, a pending
+//! interrupt without an entry, or a state listing one interrupt twice or two
+//! interrupts for one tool call is a [`ResumeError`] naming the entries and
+//! interrupts: nothing runs. Matching entries, interrupts and tool calls
+//! goes through indexes, so the work is linear in the size of the input.
 //!
 //! **Decisions.** `status: "resolved"` with payload `{approved: true}`
 //! approves; `{approved: true, editedArgs: {...}}` approves with the edit (a
@@ -124,13 +126,28 @@ fn caller_state(state: Option<&Value>) -> Map<String, Value> {
 /// Matches resume entries to pending approvals, exactly once each (see the
 /// module docs); returns the decisions in pending order.
 pub fn resolve_entries(pending: &[PendingApproval], resume: &[ResumeEntry]) -> Result<Vec<Resolution>, ResumeError> {
-    let mut answered: HashMap<&str, usize> = HashMap::new();
+    let mut by_interrupt: HashMap<&str, &PendingApproval> = HashMap::with_capacity(pending.len());
+    let mut by_call: HashMap<&str, &str> = HashMap::with_capacity(pending.len());
+    for entry in pending {
+        let first = by_interrupt
+            .insert(&entry.interrupt_id, entry)
+            .map(|first| first.interrupt_id.as_str())
+            .or_else(|| by_call.insert(&entry.tool_call_id, &entry.interrupt_id));
+        if let Some(first) = first {
+            return Err(ResumeError::DuplicatePending {
+                first: first.to_owned(),
+                second: entry.interrupt_id.clone(),
+                tool_call_id: entry.tool_call_id.clone(),
+            });
+        }
+    }
+    let mut answered: HashMap<&str, usize> = HashMap::with_capacity(resume.len());
     for (index, entry) in resume.iter().enumerate() {
         let interrupt_id = entry.interrupt_id.as_str();
         if pending.is_empty() {
             return Err(ResumeError::NoPendingInterrupts { index, interrupt_id: interrupt_id.to_owned() });
         }
-        if !pending.iter().any(|p| p.interrupt_id == interrupt_id) {
+        if !by_interrupt.contains_key(interrupt_id) {
             return Err(ResumeError::UnknownInterrupt { index, interrupt_id: interrupt_id.to_owned() });
         }
         if let Some(&first_index) = answered.get(interrupt_id) {
@@ -205,14 +222,32 @@ pub fn inject(history: &mut Vec<ModelMessage>, resolutions: &[Resolution]) -> Re
     if resolutions.is_empty() {
         return Ok(());
     }
+    let holders = call_holders(history);
+    let mut requests: Vec<(usize, ToolApprovalRequestPart)> = Vec::with_capacity(resolutions.len());
     let mut responses = Vec::with_capacity(resolutions.len());
     for Resolution { pending, decision, .. } in resolutions {
-        let parts = holder_of(history, pending)?;
-        parts.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
-            approval_id: pending.interrupt_id.clone(),
-            tool_call_id: pending.tool_call_id.clone(),
-            signature: pending.signature.clone(),
-        }));
+        let Some((message_index, tool_name)) = holders.get(pending.tool_call_id.as_str()) else {
+            return Err(ResumeError::ToolCallNotFound {
+                interrupt_id: pending.interrupt_id.clone(),
+                tool_call_id: pending.tool_call_id.clone(),
+            });
+        };
+        if *tool_name != pending.tool_name {
+            return Err(ResumeError::ToolNameMismatch {
+                interrupt_id: pending.interrupt_id.clone(),
+                tool_call_id: pending.tool_call_id.clone(),
+                pending: pending.tool_name.clone(),
+                found: (*tool_name).to_owned(),
+            });
+        }
+        requests.push((
+            *message_index,
+            ToolApprovalRequestPart {
+                approval_id: pending.interrupt_id.clone(),
+                tool_call_id: pending.tool_call_id.clone(),
+                signature: pending.signature.clone(),
+            },
+        ));
         let (approved, reason, edited_input) = match decision {
             Decision::Approve { edited_args, reason } => (true, reason.clone(), edited_args.clone()),
             Decision::Deny { reason } => (false, reason.clone(), None),
@@ -225,37 +260,31 @@ pub fn inject(history: &mut Vec<ModelMessage>, resolutions: &[Resolution]) -> Re
             edited_input,
         }));
     }
+    drop(holders);
+    for (message_index, request) in requests {
+        if let Some(ModelMessage::Assistant(assistant)) = history.get_mut(message_index)
+            && let AssistantContent::Parts(parts) = &mut assistant.content
+        {
+            parts.push(AssistantPart::ToolApprovalRequest(request));
+        }
+    }
     history.push(ModelMessage::tool(responses));
     Ok(())
 }
 
-/// The parts of the assistant message holding the pending call.
-fn holder_of<'h>(
-    history: &'h mut [ModelMessage],
-    pending: &PendingApproval,
-) -> Result<&'h mut Vec<AssistantPart>, ResumeError> {
-    for message in history.iter_mut() {
+/// Every tool call of the history: call id -> (index of the assistant message holding it, tool name).
+/// The first holder wins; the engine refuses a history where two calls share an id.
+fn call_holders(history: &[ModelMessage]) -> HashMap<&str, (usize, &str)> {
+    let mut holders = HashMap::new();
+    for (message_index, message) in history.iter().enumerate() {
         let ModelMessage::Assistant(assistant) = message else { continue };
-        let AssistantContent::Parts(parts) = &mut assistant.content else { continue };
-        let found = parts.iter().find_map(|part| match part {
-            AssistantPart::ToolCall(call) if call.tool_call_id == pending.tool_call_id => Some(call.tool_name.clone()),
-            _ => None,
-        });
-        let Some(tool_name) = found else { continue };
-        if tool_name != pending.tool_name {
-            return Err(ResumeError::ToolNameMismatch {
-                interrupt_id: pending.interrupt_id.clone(),
-                tool_call_id: pending.tool_call_id.clone(),
-                pending: pending.tool_name.clone(),
-                found: tool_name,
-            });
+        for part in assistant.part_slice() {
+            if let AssistantPart::ToolCall(call) = part {
+                holders.entry(call.tool_call_id.as_str()).or_insert((message_index, call.tool_name.as_str()));
+            }
         }
-        return Ok(parts);
     }
-    Err(ResumeError::ToolCallNotFound {
-        interrupt_id: pending.interrupt_id.clone(),
-        tool_call_id: pending.tool_call_id.clone(),
-    })
+    holders
 }
 
 #[cfg(test)]
