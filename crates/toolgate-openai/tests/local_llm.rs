@@ -1,9 +1,10 @@
 //! A real OpenAI-compatible server: an approval round trip against
 //! llama-cpp-python serving SmolLM2-135M-Instruct.
 //!
-//! Skipped (with a notice) unless `TOOLGATE_E2E_OPENAI_BASE_URL` is set;
-//! `scripts/e2e-local-llm.sh` installs and starts the server and sets it
-//! (and `TOOLGATE_E2E_MODEL`). Assertions are on structure only (tool
+//! Ignored by a plain `cargo test` (listed as such, with the reason):
+//! `scripts/e2e-local-llm.sh` installs and starts the server, sets
+//! `TOOLGATE_E2E_OPENAI_BASE_URL` (and `TOOLGATE_E2E_MODEL`) and runs it with
+//! `--ignored`; run that way without the variable, it fails. Assertions are on structure only (tool
 //! names, ids, results, approval states), never on the model's prose.
 
 use futures::StreamExt;
@@ -13,12 +14,11 @@ use toolgate::protocol::{AssistantPart, ModelMessage, ToolApprovalResponsePart, 
 use toolgate::{RecordingModel, TextRequest, TextResult, ToolChoice, demo, stream_text};
 use toolgate_openai::{OpenAiChatModel, OpenAiConfig};
 
-fn base_url() -> Option<String> {
-    let url = std::env::var("TOOLGATE_E2E_OPENAI_BASE_URL").ok().filter(|url| !url.is_empty());
-    if url.is_none() {
-        eprintln!("skipped: set TOOLGATE_E2E_OPENAI_BASE_URL (scripts/e2e-local-llm.sh starts a server and sets it)");
-    }
-    url
+fn base_url() -> String {
+    std::env::var("TOOLGATE_E2E_OPENAI_BASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .expect("set TOOLGATE_E2E_OPENAI_BASE_URL (scripts/e2e-local-llm.sh starts a server and sets it)")
 }
 
 async fn run(model: &RecordingModel<OpenAiChatModel>, request: TextRequest) -> (Vec<Value>, TextResult) {
@@ -35,8 +35,9 @@ fn of_type<'a>(parts: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 #[tokio::test]
+#[ignore = "needs an OpenAI-compatible server: scripts/e2e-local-llm.sh"]
 async fn approval_round_trip_through_the_openai_compatible_provider() {
-    let Some(base_url) = base_url() else { return };
+    let base_url = base_url();
     let model_id = std::env::var("TOOLGATE_E2E_MODEL").unwrap_or_else(|_| "local".to_owned());
     let model = RecordingModel::new(OpenAiChatModel::new(OpenAiConfig::compatible(base_url), model_id).unwrap());
     let system = "You manage files. Use the tools to do what the user asks.";
