@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use toolgate::approval::{ApprovalSigner, SignedCall};
+use toolgate::approval::{ApprovalSigner, HeldCalls, SignedCall};
 use toolgate_agui::approval_response_schema;
 
 fn delete_turns() -> Value {
@@ -69,7 +69,7 @@ async fn signed_interrupt_ids_are_the_engines_signed_approval_ids() {
 
     let input = json!({"path": "notes.txt"});
     let call = SignedCall { tool_call_id: "call-1", tool_name: "delete_file", input: &input };
-    let expected = ApprovalSigner::new("test secret").unwrap().issue("n1", call, &[]).unwrap();
+    let expected = ApprovalSigner::new("test secret").unwrap().issue("n1", call, &HeldCalls::none()).unwrap();
     assert_eq!(client.interrupt_ids(), vec![expected.approval_id.clone()]);
     assert!(expected.approval_id.starts_with("apr_n1."));
     assert_eq!(client.state["toolgate"]["pendingApprovals"][0]["interruptId"], json!(expected.approval_id));

@@ -175,13 +175,17 @@ fn the_secret_is_generated_once_and_kept() {
     assert!(matches!(second.source(), toolgate_server::SecretSource::File(_)));
     let input = json!({});
     let call = toolgate::approval::SignedCall { tool_call_id: "c", tool_name: "t", input: &input };
-    let issued = first.signer().issue("n", call, &[]).unwrap();
+    let issued = first.signer().issue("n", call, &toolgate::approval::HeldCalls::none()).unwrap();
     let request = toolgate::protocol::ToolApprovalRequestPart {
         approval_id: issued.approval_id,
         tool_call_id: "c".into(),
         signature: None,
     };
-    assert_eq!(second.signer().verify(&request, "t", &input, &[]), Ok(()), "restarts keep approvals valid");
+    assert_eq!(
+        second.signer().verify(&request, "t", &input, &toolgate::approval::HeldCalls::none()),
+        Ok(()),
+        "restarts keep approvals valid"
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -9,6 +9,7 @@ use std::alloc::System;
 
 use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use toolgate::approval::{ApprovalSigner, HeldCalls, SignedCall};
 use toolgate::protocol::{ModelMessage, parse_messages};
 use toolgate::{ScriptedModel, TextRequest, generate_text, stream_text};
 
@@ -38,27 +39,49 @@ fn answered_ungated_transfers(k: usize) -> Vec<ModelMessage> {
     parse_messages(Value::Array(history)).expect("the history parses")
 }
 
-/// `k` assistant messages each with a denied deletion and a sibling call that
-/// needs no approval, held with it (the engine holds batches in this request).
-fn denied_with_held_siblings(k: usize) -> Vec<ModelMessage> {
-    let mut history = vec![json!({"role": "user", "content": "tidy up"})];
+fn signer() -> ApprovalSigner {
+    ApprovalSigner::new("complexity-secret").expect("a secret")
+}
+
+/// One assistant message with `k` deletions, each with a signed request
+/// covering the same `k` held weather calls, all denied: every request is
+/// verified against the held calls, whose digest is computed once.
+fn signed_requests_sharing_held_calls(k: usize) -> Vec<ModelMessage> {
+    let signer = signer();
+    let (path, city) = (json!({"path": "a.txt"}), json!({"city": "Oslo"}));
+    let held_ids: Vec<String> = (0..k).map(|i| format!("w{i}")).collect();
+    let held: Vec<SignedCall<'_>> =
+        held_ids.iter().map(|id| SignedCall { tool_call_id: id, tool_name: "get_weather", input: &city }).collect();
+    let held = HeldCalls::of(&held).expect("canonical inputs");
+    let mut parts = Vec::new();
+    let mut answers = Vec::new();
     for i in 0..k {
-        history.push(json!({"role": "assistant", "content": [
-            {"type": "tool-call", "toolCallId": format!("d{i}"), "toolName": "delete_file", "input": {"path": "a.txt"}},
-            {"type": "tool-call", "toolCallId": format!("w{i}"), "toolName": "get_weather", "input": {"city": "Oslo"}},
-            {"type": "tool-approval-request", "approvalId": format!("a{i}"), "toolCallId": format!("d{i}")}
-        ]}));
-        history.push(json!({"role": "tool", "content": [
-            {"type": "tool-approval-response", "approvalId": format!("a{i}"), "approved": false}
-        ]}));
+        let id = format!("d{i}");
+        parts.push(json!({"type": "tool-call", "toolCallId": id, "toolName": "delete_file", "input": path}));
+        parts.push(json!({"type": "tool-call", "toolCallId": held_ids[i], "toolName": "get_weather", "input": city}));
     }
-    parse_messages(Value::Array(history)).expect("the history parses")
+    for i in 0..k {
+        let id = format!("d{i}");
+        let call = SignedCall { tool_call_id: &id, tool_name: "delete_file", input: &path };
+        let approval = signer.issue(&i.to_string(), call, &held).expect("canonical inputs").approval_id;
+        parts.push(json!({"type": "tool-approval-request", "approvalId": approval, "toolCallId": id}));
+        answers.push(json!({"type": "tool-approval-response", "approvalId": approval, "approved": false}));
+    }
+    let history = json!([
+        {"role": "user", "content": "tidy up"},
+        {"role": "assistant", "content": parts},
+        {"role": "tool", "content": answers}
+    ]);
+    parse_messages(history).expect("the history parses")
 }
 
 /// Bytes the engine allocates for one continuation over `history`.
 fn bytes_allocated(runtime: &tokio::runtime::Runtime, history: Vec<ModelMessage>, hold: bool, stream: bool) -> usize {
     let model = ok_model();
-    let request = TextRequest::new(history).toolkit(toolgate::demo::toolkit()).hold_batch_for_approval(hold);
+    let mut request = TextRequest::new(history).toolkit(toolgate::demo::toolkit()).hold_batch_for_approval(hold);
+    if hold {
+        request = request.approval_signer(signer());
+    }
     let region = Region::new(GLOBAL);
     let result = runtime.block_on(async {
         if stream {
@@ -78,8 +101,8 @@ fn the_work_for_a_request_is_linear_in_its_size() {
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     type History = fn(usize) -> Vec<ModelMessage>;
     let scenarios: [(&str, History, bool); 2] = [
-        ("answered approvals of ungated calls", answered_ungated_transfers, false),
-        ("held siblings", denied_with_held_siblings, true),
+        ("answered approvals of ungated calls (unsigned)", answered_ungated_transfers, false),
+        ("signed requests sharing held calls", signed_requests_sharing_held_calls, true),
     ];
     for (name, history, hold) in scenarios {
         for stream in [false, true] {

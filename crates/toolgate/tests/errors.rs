@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use toolgate::approval::{ApprovalSigner, SignatureError};
+use toolgate::approval::{ApprovalSigner, HeldCalls, SignatureError};
 use toolgate::protocol::{MessageErrorKind, NormalizeError};
 use toolgate::{
     ApprovalAnswer, AvailableTool, EngineError, RecordingModel, TextRequest, Toolkit, generate_text, stream_text,
@@ -304,10 +304,10 @@ async fn approvals_signed_by_an_ai_sdk_server_verify() {
     };
     let v1 = "sVR12uiFgf3zpYs-9ufaZ7Td7e51A8PoNtuf5dKB6gs";
     let legacy = "pHDKTOR_c6cV7VZf8x6T-axEoL7BTkqPlat0nu4vesU";
-    assert_eq!(signer.verify(&request(v1), "delete_file", &input, &[]), Ok(()));
-    assert_eq!(signer.verify(&request(legacy), "delete_file", &input, &[]), Ok(()));
+    assert_eq!(signer.verify(&request(v1), "delete_file", &input, &HeldCalls::none()), Ok(()));
+    assert_eq!(signer.verify(&request(legacy), "delete_file", &input, &HeldCalls::none()), Ok(()));
     assert_eq!(
-        signer.verify(&request(v1), "delete_file", &json!({"path": "b", "force": false}), &[]),
+        signer.verify(&request(v1), "delete_file", &json!({"path": "b", "force": false}), &HeldCalls::none()),
         Err(SignatureError::Invalid)
     );
 
@@ -351,7 +351,7 @@ async fn the_ai_sdk_signature_field_is_written_when_asked() {
     };
     assert!(field_only.signature.is_some());
     assert_eq!(to_json(&result.response_messages)[0]["content"][1]["signature"], json!(request.signature));
-    assert_eq!(signer.verify(&field_only, "delete_file", &json!({"path": "a"}), &[]), Ok(()));
+    assert_eq!(signer.verify(&field_only, "delete_file", &json!({"path": "a"}), &HeldCalls::none()), Ok(()));
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use toolgate::approval::{ApprovalSigner, NO_ANSWER_REASON, SignedCall, input_digest};
+use toolgate::approval::{ApprovalSigner, HeldCalls, NO_ANSWER_REASON, SignedCall, input_digest};
 use toolgate::model::ScriptPart;
 use toolgate::prompt::build_prompt;
 use toolgate::protocol::{
@@ -761,37 +761,37 @@ proptest! {
     ) {
         let signer = ApprovalSigner::new(&secret).unwrap().with_signature_field(signature_field);
         let call = SignedCall { tool_call_id: &tool_call_id, tool_name: &tool_name, input: &input };
-        let issued = signer.issue(&nonce, call, &[]).expect("the input has a canonical form");
+        let issued = signer.issue(&nonce, call, &HeldCalls::none()).expect("the input has a canonical form");
         let request = ToolApprovalRequestPart {
             approval_id: issued.approval_id.clone(),
             tool_call_id: tool_call_id.clone(),
             signature: issued.signature.clone(),
         };
-        prop_assert_eq!(signer.verify(&request, &tool_name, &input, &[]), Ok(()));
-        prop_assert_eq!(signer.verify(&request, &tool_name, &shuffled(&input, seed), &[]), Ok(()), "key order is not bound");
+        prop_assert_eq!(signer.verify(&request, &tool_name, &input, &HeldCalls::none()), Ok(()));
+        prop_assert_eq!(signer.verify(&request, &tool_name, &shuffled(&input, seed), &HeldCalls::none()), Ok(()), "key order is not bound");
 
         let other_id = ToolApprovalRequestPart {
             approval_id: changed_id(&issued.approval_id, &nonce, &id_change),
             ..request.clone()
         };
         prop_assert_ne!(&other_id.approval_id, &issued.approval_id);
-        prop_assert!(signer.verify(&other_id, &tool_name, &input, &[]).is_err(), "approval id {}", other_id.approval_id);
+        prop_assert!(signer.verify(&other_id, &tool_name, &input, &HeldCalls::none()).is_err(), "approval id {}", other_id.approval_id);
 
         if other_tool_call_id != tool_call_id {
             let other_call = ToolApprovalRequestPart { tool_call_id: other_tool_call_id, ..request.clone() };
-            prop_assert!(signer.verify(&other_call, &tool_name, &input, &[]).is_err(), "tool call id");
+            prop_assert!(signer.verify(&other_call, &tool_name, &input, &HeldCalls::none()).is_err(), "tool call id");
         }
         if other_tool_name != tool_name {
-            prop_assert!(signer.verify(&request, &other_tool_name, &input, &[]).is_err(), "tool name");
+            prop_assert!(signer.verify(&request, &other_tool_name, &input, &HeldCalls::none()).is_err(), "tool name");
         }
         if input_digest(&other_input) != input_digest(&input) {
-            prop_assert!(signer.verify(&request, &tool_name, &other_input, &[]).is_err(), "input");
+            prop_assert!(signer.verify(&request, &tool_name, &other_input, &HeldCalls::none()).is_err(), "input");
         }
         let mut extended = input.clone();
         extended.as_object_mut().unwrap().insert("\u{0}extra".into(), Value::Bool(true));
-        prop_assert!(signer.verify(&request, &tool_name, &extended, &[]).is_err(), "input with an extra key");
+        prop_assert!(signer.verify(&request, &tool_name, &extended, &HeldCalls::none()).is_err(), "input with an extra key");
 
         let other_signer = ApprovalSigner::new([secret.as_slice(), b"!"].concat()).unwrap();
-        prop_assert!(other_signer.verify(&request, &tool_name, &input, &[]).is_err(), "another secret");
+        prop_assert!(other_signer.verify(&request, &tool_name, &input, &HeldCalls::none()).is_err(), "another secret");
     }
 }

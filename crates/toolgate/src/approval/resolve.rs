@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use toolgate_protocol::{ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart};
 
 use super::collect::{Answer, CallRef, Collected, HeldCandidates};
-use super::signing::{SignatureError, SignedCall};
+use super::signing::{HeldCalls, SignatureError, SignedCall};
 use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
 use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
@@ -132,10 +132,10 @@ pub(crate) async fn resolve(
             check_input(tool, call, edited, "edited input: ")?;
         }
         if let Some(signer) = options.signer {
-            let held_here = held.get(&answered.call.message_index).map_or(&[][..], Vec::as_slice);
-            let held_here: Vec<SignedCall<'_>> = held_here.iter().map(|(held, _)| signed(held.call)).collect();
+            let none = HeldCalls::none();
+            let held_here = held.get(&answered.call.message_index).map_or(&none, |group| &group.signed);
             signer
-                .verify(answered.request, &call.tool_name, &call.input, &held_here)
+                .verify(answered.request, &call.tool_name, &call.input, held_here)
                 .map_err(|reason| invalid_signature(answered.request, reason))?;
         }
         approved.push(Approved { request: answered.request, call: answered.call, tool, edited_input });
@@ -191,7 +191,7 @@ pub(crate) async fn resolve(
         }
     }
 
-    for (at, tool) in held.into_values().flatten() {
+    for (at, tool) in held.into_values().flat_map(|group| group.calls) {
         let call = at.call;
         let messages = history.prefix(at.message_index);
         let decision = match tool.validate_input(&call.input) {
@@ -231,31 +231,38 @@ fn required_toolkit<'t>(collected: &Collected<'_>, toolkit: Option<&'t Toolkit>)
     }
 }
 
-/// Held calls with their tools, by the index of the assistant message holding them.
-type HeldCalls<'h, 't> = HashMap<usize, Vec<(CallRef<'h>, &'t Tool)>>;
+/// The calls of one message the engine held, with their tools, and as its signatures bind them.
+struct HeldGroup<'h, 't> {
+    calls: Vec<(CallRef<'h>, &'t Tool)>,
+    signed: HeldCalls,
+}
 
-/// The calls the engine provably held, per assistant message (see the module docs).
+/// The calls the engine provably held, by the index of the assistant message
+/// holding them (see the module docs). One digest of the candidates per
+/// message, however many requests share it.
 fn held_calls<'h, 't>(
     groups: &[HeldCandidates<'h>],
     toolkit: &'t Toolkit,
     options: ResolveOptions<'_>,
-) -> Result<HeldCalls<'h, 't>, EngineError> {
+) -> Result<HashMap<usize, HeldGroup<'h, 't>>, EngineError> {
     let mut held = HashMap::new();
     for group in groups {
-        let local: Vec<(CallRef<'h>, &'t Tool)> = group
+        let calls: Vec<(CallRef<'h>, &'t Tool)> = group
             .calls
             .iter()
             .filter_map(|at| toolkit.get(&at.call.tool_name).filter(|tool| tool.is_local()).map(|tool| (*at, tool)))
             .collect();
-        let Some(&(first, _)) = local.first() else { continue };
+        let Some(&(first, _)) = calls.first() else { continue };
         if group.requests.is_empty() {
             continue;
         }
-        let is_held = match options.signer {
-            None => options.hold_batch,
-            Some(signer) => {
-                let claimed: Vec<SignedCall<'_>> = local.iter().map(|(at, _)| signed(at.call)).collect();
-                let verify = |held: &[SignedCall<'_>]| {
+        let claimed: Vec<SignedCall<'_>> = calls.iter().map(|(at, _)| signed(at.call)).collect();
+        // A candidate whose input has no canonical form was never signed as held.
+        let signed_calls = HeldCalls::of(&claimed).ok();
+        let is_held = match (options.signer, &signed_calls) {
+            (None, _) => options.hold_batch,
+            (Some(signer), signed_calls) => {
+                let verify = |held: &HeldCalls| {
                     group.requests.iter().try_for_each(|(request, at)| {
                         signer
                             .verify(request, &at.call.tool_name, &at.call.input, held)
@@ -264,14 +271,14 @@ fn held_calls<'h, 't>(
                 };
                 // Covered by every request: held by us. Covered by none, while each request is
                 // valid on its own: the calls were not held (a client added them). Else: tampered.
-                verify(&claimed).is_ok() || {
-                    verify(&[])?;
+                signed_calls.as_ref().is_some_and(|held| verify(held).is_ok()) || {
+                    verify(&HeldCalls::none())?;
                     false
                 }
             }
         };
         if is_held {
-            held.insert(first.message_index, local);
+            held.insert(first.message_index, HeldGroup { calls, signed: signed_calls.unwrap_or_default() });
         }
     }
     Ok(held)

@@ -72,6 +72,26 @@ pub struct SignedCall<'a> {
     pub input: &'a Value,
 }
 
+/// The calls held beside an approval request, as a signature binds them:
+/// computed once per step (or per message on verification), whatever the
+/// number of requests that share them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldCalls {
+    digest: Option<String>,
+}
+
+impl HeldCalls {
+    /// No calls held.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// These calls held (order does not matter). Fails when an input has no canonical form.
+    pub fn of(calls: &[SignedCall<'_>]) -> Result<Self, CanonicalError> {
+        Ok(Self { digest: held_digest(calls)? })
+    }
+}
+
 /// An approval id (and optional separate signature) issued for a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuedApproval {
@@ -114,16 +134,10 @@ impl ApprovalSigner {
     /// Issues a signed approval id for `call`, covering the calls `held`
     /// until the decision; `nonce` makes it unique. Fails when an input has
     /// no canonical form.
-    pub fn issue(
-        &self,
-        nonce: &str,
-        call: SignedCall<'_>,
-        held: &[SignedCall<'_>],
-    ) -> Result<IssuedApproval, CanonicalError> {
+    pub fn issue(&self, nonce: &str, call: SignedCall<'_>, held: &HeldCalls) -> Result<IssuedApproval, CanonicalError> {
         let digest = input_digest(call.input)?;
-        let held_digest = held_digest(held)?;
         let unsigned = format!("{APPROVAL_ID_PREFIX}{nonce}");
-        let message = toolgate_payload(&unsigned, call.tool_call_id, call.tool_name, &digest, held_digest.as_deref());
+        let message = toolgate_payload(&unsigned, call.tool_call_id, call.tool_name, &digest, held.digest.as_deref());
         let approval_id = format!("{unsigned}.{}", self.sign(&message));
         let signature = self
             .signature_field
@@ -140,18 +154,17 @@ impl ApprovalSigner {
         request: &ToolApprovalRequestPart,
         tool_name: &str,
         input: &Value,
-        held: &[SignedCall<'_>],
+        held: &HeldCalls,
     ) -> Result<(), SignatureError> {
         let digest = input_digest(input).map_err(|_| SignatureError::AmbiguousInput)?;
-        let held_digest = held_digest(held).map_err(|_| SignatureError::AmbiguousInput)?;
         if let Some((unsigned, sig)) = split_signed_id(&request.approval_id) {
-            let message = toolgate_payload(unsigned, &request.tool_call_id, tool_name, &digest, held_digest.as_deref());
+            let message = toolgate_payload(unsigned, &request.tool_call_id, tool_name, &digest, held.digest.as_deref());
             return if self.check(&message, sig) { Ok(()) } else { Err(SignatureError::Invalid) };
         }
         let Some(sig) = request.signature.as_deref() else {
             return Err(SignatureError::Missing);
         };
-        if held_digest.is_some() {
+        if held.digest.is_some() {
             return Err(SignatureError::Invalid);
         }
         let v1 = payload(&[AI_SDK_DOMAIN, &request.approval_id, &request.tool_call_id, tool_name, &digest]);
@@ -276,17 +289,17 @@ mod tests {
     fn integers_beyond_two_to_the_53_are_bound_exactly() {
         let signer = ApprovalSigner::new("secret").unwrap();
         let issued = json!({"amount": 9_007_199_254_740_993_u64});
-        let id = signer.issue("n1", call("c", "transfer_money", &issued), &[]).unwrap().approval_id;
+        let id = signer.issue("n1", call("c", "transfer_money", &issued), &HeldCalls::none()).unwrap().approval_id;
         let neighbour = json!({"amount": 9_007_199_254_740_992_u64});
-        assert_eq!(signer.verify(&request(&id, "c", None), "transfer_money", &issued, &[]), Ok(()));
+        assert_eq!(signer.verify(&request(&id, "c", None), "transfer_money", &issued, &HeldCalls::none()), Ok(()));
         assert_eq!(
-            signer.verify(&request(&id, "c", None), "transfer_money", &neighbour, &[]),
+            signer.verify(&request(&id, "c", None), "transfer_money", &neighbour, &HeldCalls::none()),
             Err(SignatureError::Invalid)
         );
         let ambiguous = json!({"amount": 1e20});
-        assert!(signer.issue("n2", call("c", "transfer_money", &ambiguous), &[]).is_err());
+        assert!(signer.issue("n2", call("c", "transfer_money", &ambiguous), &HeldCalls::none()).is_err());
         assert_eq!(
-            signer.verify(&request(&id, "c", None), "transfer_money", &ambiguous, &[]),
+            signer.verify(&request(&id, "c", None), "transfer_money", &ambiguous, &HeldCalls::none()),
             Err(SignatureError::AmbiguousInput)
         );
     }
@@ -295,27 +308,26 @@ mod tests {
     fn held_calls_are_bound_as_a_set() {
         let signer = ApprovalSigner::new("secret").unwrap();
         let (gated, weather, small) = (json!({"path": "a"}), json!({"city": "Paris"}), json!({"amount": 5}));
-        let held = [call("w", "get_weather", &weather), call("t", "transfer_money", &small)];
-        let id = signer.issue("n1", call("d", "delete_file", &gated), &held).unwrap().approval_id;
+        let calls = [call("w", "get_weather", &weather), call("t", "transfer_money", &small)];
+        let held = |calls: &[SignedCall<'_>]| HeldCalls::of(calls).unwrap();
+        let id = signer.issue("n1", call("d", "delete_file", &gated), &held(&calls)).unwrap().approval_id;
         let req = request(&id, "d", None);
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &held), Ok(()));
-        let reordered = [held[1], held[0]];
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &reordered), Ok(()), "order does not matter");
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held(&calls)), Ok(()));
+        let reordered = [calls[1], calls[0]];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held(&reordered)), Ok(()), "order does not matter");
         let injected = json!({"amount": 1000, "to": "Eve"});
-        let more = [held[0], held[1], call("x", "transfer_money", &injected)];
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &more), Err(SignatureError::Invalid));
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &held[..1]), Err(SignatureError::Invalid));
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &[]), Err(SignatureError::Invalid));
+        let more = [calls[0], calls[1], call("x", "transfer_money", &injected)];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held(&more)), Err(SignatureError::Invalid));
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held(&calls[..1])), Err(SignatureError::Invalid));
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &HeldCalls::none()), Err(SignatureError::Invalid));
         let changed = json!({"amount": 6});
-        let tampered = [held[0], call("t", "transfer_money", &changed)];
-        assert_eq!(signer.verify(&req, "delete_file", &gated, &tampered), Err(SignatureError::Invalid));
+        let tampered = [calls[0], call("t", "transfer_money", &changed)];
+        assert_eq!(signer.verify(&req, "delete_file", &gated, &held(&tampered)), Err(SignatureError::Invalid));
 
         // An approval issued with nothing held covers nothing held.
-        let plain = signer.issue("n2", call("d", "delete_file", &gated), &[]).unwrap().approval_id;
-        assert_eq!(
-            signer.verify(&request(&plain, "d", None), "delete_file", &gated, &held),
-            Err(SignatureError::Invalid)
-        );
+        let plain = signer.issue("n2", call("d", "delete_file", &gated), &HeldCalls::none()).unwrap().approval_id;
+        let plain = request(&plain, "d", None);
+        assert_eq!(signer.verify(&plain, "delete_file", &gated, &held(&calls)), Err(SignatureError::Invalid));
     }
 
     #[test]
@@ -324,33 +336,41 @@ mod tests {
         let input = json!({"path": "a"});
         let digest = input_digest(&input).unwrap();
         let v1 = signer.sign(&payload(&[AI_SDK_DOMAIN, "appr-1", "call-1", "delete_file", &digest]));
-        assert_eq!(signer.verify(&request("appr-1", "call-1", Some(v1.clone())), "delete_file", &input, &[]), Ok(()));
+        assert_eq!(
+            signer.verify(&request("appr-1", "call-1", Some(v1.clone())), "delete_file", &input, &HeldCalls::none()),
+            Ok(())
+        );
         let weather = json!({"city": "Paris"});
         assert_eq!(
             signer.verify(
                 &request("appr-1", "call-1", Some(v1)),
                 "delete_file",
                 &input,
-                &[call("w", "get_weather", &weather)]
+                &HeldCalls::of(&[call("w", "get_weather", &weather)]).unwrap()
             ),
             Err(SignatureError::Invalid),
             "the separate field covers no held calls"
         );
         let legacy = signer.sign(format!("appr-1\ncall-1\ndelete_file\n{digest}").as_bytes());
         assert_eq!(
-            signer.verify(&request("appr-1", "call-1", Some(legacy.clone())), "delete_file", &input, &[]),
+            signer.verify(
+                &request("appr-1", "call-1", Some(legacy.clone())),
+                "delete_file",
+                &input,
+                &HeldCalls::none()
+            ),
             Ok(())
         );
         assert_eq!(
-            signer.verify(&request("appr-1", "call-2", Some(legacy)), "delete_file", &input, &[]),
+            signer.verify(&request("appr-1", "call-2", Some(legacy)), "delete_file", &input, &HeldCalls::none()),
             Err(SignatureError::Invalid)
         );
         assert_eq!(
-            signer.verify(&request("appr-1", "call-1", None), "delete_file", &input, &[]),
+            signer.verify(&request("appr-1", "call-1", None), "delete_file", &input, &HeldCalls::none()),
             Err(SignatureError::Missing)
         );
         assert_eq!(
-            signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input, &[]),
+            signer.verify(&request("appr-1", "call-1", Some("%%%".into())), "delete_file", &input, &HeldCalls::none()),
             Err(SignatureError::Invalid)
         );
     }
@@ -359,11 +379,11 @@ mod tests {
     fn an_approval_id_has_one_valid_spelling() {
         let signer = ApprovalSigner::new("secret").unwrap();
         let input = json!({"path": "a"});
-        let id = signer.issue("n1", call("call-1", "delete_file", &input), &[]).unwrap().approval_id;
-        assert_eq!(signer.verify(&request(&id, "call-1", None), "delete_file", &input, &[]), Ok(()));
+        let id = signer.issue("n1", call("call-1", "delete_file", &input), &HeldCalls::none()).unwrap().approval_id;
+        assert_eq!(signer.verify(&request(&id, "call-1", None), "delete_file", &input, &HeldCalls::none()), Ok(()));
         for variant in [format!("{id}="), format!("{id}=="), format!("{id} "), id.replacen('.', "..", 1)] {
             assert_eq!(
-                signer.verify(&request(&variant, "call-1", None), "delete_file", &input, &[]),
+                signer.verify(&request(&variant, "call-1", None), "delete_file", &input, &HeldCalls::none()),
                 Err(SignatureError::Invalid),
                 "{variant}"
             );

@@ -33,7 +33,7 @@ use toolgate_protocol::{
 use super::execute::{ToolRun, Work, execute_all, result_part};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
-use crate::approval::{SignedCall, canonical_json, unsigned_approval_id};
+use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
 use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
 
@@ -373,18 +373,19 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                 Err(detail) => CallClass::Invalid(format!("Invalid input for tool {}: {detail}", part.tool_name)),
                 Ok(()) if tool.is_client_executed() => CallClass::Client,
                 Ok(()) if tool.is_provider_executed() => CallClass::Provider,
-                Ok(()) if context.request.signer.is_some() && canonical_json(&input).is_err() => {
-                    let error = canonical_json(&input).err().map(|e| e.to_string()).unwrap_or_default();
-                    CallClass::Invalid(format!("Invalid input for tool {}: {error}", part.tool_name))
-                }
-                Ok(()) => {
-                    let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
-                    match tool.decide(&input, approval).await {
-                        PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), gated: false },
-                        PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), gated: true },
-                        PolicyDecision::Deny { reason } => CallClass::Denied(reason),
+                Ok(()) => match context.request.signer.as_ref().map(|_| canonical_json(&input)) {
+                    Some(Err(error)) => {
+                        CallClass::Invalid(format!("Invalid input for tool {}: {error}", part.tool_name))
                     }
-                }
+                    None | Some(Ok(_)) => {
+                        let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
+                        match tool.decide(&input, approval).await {
+                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), gated: false },
+                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), gated: true },
+                            PolicyDecision::Deny { reason } => CallClass::Denied(reason),
+                        }
+                    }
+                },
             },
         }
     };
@@ -444,10 +445,13 @@ async fn act_on_calls(
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
 
     let mut approval_requests = std::mem::take(&mut transcript.provider_approvals);
+    let held_calls: Vec<SignedCall<'_>> = held_tool_calls.iter().map(signed_call).collect();
+    // Classification made every local input canonical when a signer is set.
+    let held = HeldCalls::of(&held_calls).unwrap_or_default();
     for position in gated {
         let tool_call = info(&transcript.calls[position]);
         let call = transcript.calls[position].part.clone();
-        let request = issue_approval(&call, &held_tool_calls, context.request);
+        let request = issue_approval(&call, &held, context.request);
         tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
         out.emit(StreamPart::ToolApprovalRequest {
             approval_id: request.approval_id.clone(),
@@ -497,12 +501,9 @@ async fn act_on_calls(
 }
 
 /// An approval request for `call`; signed (covering the calls `held` with it) when a signer is set.
-fn issue_approval(call: &ToolCallPart, held: &[ToolCallPart], request: &TextRequest) -> ApprovalRequest {
+fn issue_approval(call: &ToolCallPart, held: &HeldCalls, request: &TextRequest) -> ApprovalRequest {
     let nonce = (request.id_generator)();
-    let issued = request.signer.as_ref().map(|signer| {
-        let held: Vec<SignedCall<'_>> = held.iter().map(signed_call).collect();
-        signer.issue(&nonce, signed_call(call), &held)
-    });
+    let issued = request.signer.as_ref().map(|signer| signer.issue(&nonce, signed_call(call), held));
     let (approval_id, signature) = match issued {
         Some(Ok(issued)) => (issued.approval_id, issued.signature),
         // Classification made every local input canonical before a signer sees it; should one
