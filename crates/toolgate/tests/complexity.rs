@@ -55,10 +55,10 @@ fn signed_requests_sharing_held_calls(k: usize) -> Vec<ModelMessage> {
     let held = HeldCalls::of(&held).expect("canonical inputs");
     let mut parts = Vec::new();
     let mut answers = Vec::new();
-    for i in 0..k {
+    for (i, held_id) in held_ids.iter().enumerate() {
         let id = format!("d{i}");
         parts.push(json!({"type": "tool-call", "toolCallId": id, "toolName": "delete_file", "input": path}));
-        parts.push(json!({"type": "tool-call", "toolCallId": held_ids[i], "toolName": "get_weather", "input": city}));
+        parts.push(json!({"type": "tool-call", "toolCallId": held_id, "toolName": "get_weather", "input": city}));
     }
     for i in 0..k {
         let id = format!("d{i}");
