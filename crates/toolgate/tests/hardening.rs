@@ -501,10 +501,9 @@ async fn a_policy_can_deny_a_call_outright_without_asking() {
 // The stream.
 // ---------------------------------------------------------------------------
 
-#[tokio::test]
-async fn pre_resolution_parts_come_in_call_order() {
-    let log = Executions::default();
-    let history = messages(json!([
+/// Three deletions asked for in one message (approvals a1..a3 for calls c1..c3), then `after`.
+fn three_deletions(after: Value) -> Vec<ModelMessage> {
+    let mut history = json!([
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [
             {"type": "tool-call", "toolCallId": "c1", "toolName": "delete_file", "input": {"path": "1"}},
@@ -513,7 +512,16 @@ async fn pre_resolution_parts_come_in_call_order() {
             {"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1"},
             {"type": "tool-approval-request", "approvalId": "a2", "toolCallId": "c2"},
             {"type": "tool-approval-request", "approvalId": "a3", "toolCallId": "c3"}
-        ]},
+        ]}
+    ]);
+    history.as_array_mut().unwrap().extend(after.as_array().unwrap().iter().cloned());
+    messages(history)
+}
+
+#[tokio::test]
+async fn pre_resolution_parts_come_in_call_order() {
+    let log = Executions::default();
+    let history = three_deletions(json!([
         {"role": "tool", "content": [
             {"type": "tool-approval-response", "approvalId": "a1", "approved": true},
             {"type": "tool-approval-response", "approvalId": "a2", "approved": false},
@@ -583,16 +591,7 @@ async fn a_provider_approval_for_an_unknown_call_is_a_warning_and_the_stream_goe
 #[tokio::test]
 async fn the_result_records_every_answer_acted_on() {
     let log = Executions::default();
-    let history = messages(json!([
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [
-            {"type": "tool-call", "toolCallId": "c1", "toolName": "delete_file", "input": {"path": "1"}},
-            {"type": "tool-call", "toolCallId": "c2", "toolName": "delete_file", "input": {"path": "2"}},
-            {"type": "tool-call", "toolCallId": "c3", "toolName": "delete_file", "input": {"path": "3"}},
-            {"type": "tool-approval-request", "approvalId": "a1", "toolCallId": "c1"},
-            {"type": "tool-approval-request", "approvalId": "a2", "toolCallId": "c2"},
-            {"type": "tool-approval-request", "approvalId": "a3", "toolCallId": "c3"}
-        ]},
+    let history = three_deletions(json!([
         {"role": "tool", "content": [
             {"type": "tool-approval-response", "approvalId": "a2", "approved": false, "reason": "no"},
             {"type": "tool-approval-response", "approvalId": "a1", "approved": true, "editedInput": {"path": "one"}}
