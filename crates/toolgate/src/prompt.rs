@@ -8,9 +8,10 @@
 //!   messages merge and results that arrived later in the history (e.g. an
 //!   approval answered after more messages) sit where providers expect them.
 //! - An approved call whose input the person edited shows the edited input,
-//!   so the model sees the call that actually ran. The first answer to an
-//!   approval decides, here as in the engine (which refuses a history whose
-//!   later answers contradict it).
+//!   so the model sees the call that actually ran; a call that did not run
+//!   after all (its result is `execution-denied`, e.g. a policy refused it)
+//!   keeps the model's input. The first answer to an approval decides, here
+//!   as in the engine (which refuses a history whose later answers contradict it).
 //! - Every local (non-provider) call must end up with exactly one result;
 //!   otherwise [`EngineError::MissingToolResults`] names the calls. Duplicate
 //!   results keep the first; results for unknown calls are dropped.
@@ -178,10 +179,14 @@ impl<'h> HistoryIndex<'h> {
                             })
                         }));
                     } else {
-                        if let Some(&edited) = self.edited_inputs.get(call.tool_call_id.as_str()) {
+                        let result = self.results.get(call.tool_call_id.as_str());
+                        let ran = result.is_some_and(|result| !result.output.is_denied());
+                        if let Some(&edited) = self.edited_inputs.get(call.tool_call_id.as_str())
+                            && ran
+                        {
                             call.input = edited.clone();
                         }
-                        match self.results.get(call.tool_call_id.as_str()) {
+                        match result {
                             Some(&result) => tool_parts.push(ToolPart::ToolResult(result.clone())),
                             None => missing.push(call.tool_call_id.clone()),
                         }

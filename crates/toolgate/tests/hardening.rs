@@ -611,3 +611,24 @@ async fn the_result_records_every_answer_acted_on() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_prompt_shows_an_edit_only_when_it_ran() {
+    let log = Executions::default();
+    // Unsigned: an approval of a transfer that needs none is refused, so its edit never runs.
+    let history = messages(json!([
+        {"role": "user", "content": "pay Bob"},
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "toolCallId": "t", "toolName": "transfer_money", "input": {"amount": 50, "to": "Bob"}},
+            {"type": "tool-approval-request", "approvalId": "apr_t", "toolCallId": "t"}
+        ]},
+        {"role": "tool", "content": [{"type": "tool-approval-response", "approvalId": "apr_t", "approved": true,
+            "editedInput": {"amount": 60, "to": "Eve"}}]}
+    ]));
+    let model = toolgate::RecordingModel::new(ok_model());
+    let result = generate_text(&model, TextRequest::new(history).toolkit(toolkit(&log))).await.unwrap();
+    assert!(log.all().is_empty());
+    assert!(matches!(result.approvals[0].outcome, ApprovalOutcome::Refused { .. }));
+    let prompt = to_json(&model.prompts()[0]);
+    assert_eq!(prompt[1]["content"][0]["input"], json!({"amount": 50, "to": "Bob"}), "the edit did not run");
+}
