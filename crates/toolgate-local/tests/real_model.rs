@@ -3,7 +3,8 @@
 //! These tests need the model file: `toolgate model pull` (or `scripts/setup-local-model.sh`) puts it in
 //! the cache; `TOOLGATE_LOCAL_MODEL=PATH` points at another GGUF. The crate's build script looks for it:
 //! without it every test here is listed as ignored with the reason (never a silent pass), and
-//! `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (set by CI) makes `the_model_is_there_when_required` fail.
+//! `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (set by CI) makes `the_model_is_there_when_required` fail; a model
+//! that came or went since the build script looked fails `the_build_script_saw_the_model_as_it_is`.
 //! Assertions are on structure (tool names, input shape, result types), never on prose.
 
 use futures::StreamExt;
@@ -15,24 +16,50 @@ use toolgate::{
 };
 use toolgate_local::{LocalConfig, LocalModel, pull};
 
+/// `TOOLGATE_LOCAL_MODEL` (when not empty), else the default model; the build script looks at the same path.
 fn model_path() -> std::path::PathBuf {
-    std::env::var_os("TOOLGATE_LOCAL_MODEL").map(Into::into).unwrap_or_else(pull::default_model_path)
+    std::env::var_os("TOOLGATE_LOCAL_MODEL")
+        .filter(|path| !path.is_empty())
+        .map(Into::into)
+        .unwrap_or_else(pull::default_model_path)
 }
 
 fn model() -> LocalModel {
-    LocalModel::load(model_path()).expect("the model loads")
+    let path = model_path();
+    LocalModel::load(&path).unwrap_or_else(|error| panic!("cannot load the model at {}: {error}", path.display()))
 }
 
+/// Always runs: with `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (CI) a missing model fails the run instead of
+/// leaving the real-model tests ignored.
 #[test]
 fn the_model_is_there_when_required() {
     let path = model_path();
     if std::env::var("TOOLGATE_REQUIRE_LOCAL_MODEL").as_deref() == Ok("1") {
-        assert!(path.is_file(), "TOOLGATE_REQUIRE_LOCAL_MODEL=1 but there is no model at {}", path.display());
-        let built_with_model = cfg!(toolgate_local_model);
-        assert!(built_with_model, "the model appeared after the build; build again");
+        assert!(
+            path.is_file(),
+            "TOOLGATE_REQUIRE_LOCAL_MODEL=1 but there is no model at {}: run `toolgate model pull` \
+             (scripts/setup-local-model.sh)",
+            path.display()
+        );
     } else if !path.is_file() {
+        // Shown with `--nocapture`; the ignored tests carry the reason in any case.
         eprintln!("NOTICE: the real-model tests are ignored: no model at {}", path.display());
     }
+}
+
+/// The real-model tests are ignored or not by what the build script saw; a model that came or went
+/// without cargo noticing fails here rather than leaving them ignored next to a model.
+#[test]
+fn the_build_script_saw_the_model_as_it_is() {
+    let path = model_path();
+    let built_with_model = cfg!(toolgate_local_model);
+    assert_eq!(
+        built_with_model,
+        path.is_file(),
+        "the model at {} {} after the build looked for it: build again (`cargo clean -p toolgate-local`)",
+        path.display(),
+        if built_with_model { "went away" } else { "appeared" }
+    );
 }
 
 #[test]
@@ -99,7 +126,7 @@ fn result_in_prompt(request: &ModelRequest) -> ToolResultOutput {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn approved_deletion_runs_and_the_model_sees_the_result() {
     let model = model();
     let (history, approval_id, input) = approval_requested(&model).await;
@@ -119,7 +146,7 @@ async fn approved_deletion_runs_and_the_model_sees_the_result() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn denied_deletion_gives_execution_denied() {
     let model = model();
     let (history, approval_id, _) = approval_requested(&model).await;
@@ -136,7 +163,7 @@ async fn denied_deletion_gives_execution_denied() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn tool_choice_none_gives_text_and_no_calls() {
     let model = model();
     let request = TextRequest::new(ask_to_delete())
@@ -151,7 +178,7 @@ async fn tool_choice_none_gives_text_and_no_calls() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn required_gives_a_schema_valid_call_of_an_offered_tool() {
     let model = model();
     let request = ModelRequest {
@@ -177,7 +204,7 @@ async fn required_gives_a_schema_valid_call_of_an_offered_tool() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn streamed_named_call_has_input_parts_and_a_tool_calls_finish() {
     let model = model();
     let request = ModelRequest {
@@ -202,7 +229,7 @@ async fn streamed_named_call_has_input_parts_and_a_tool_calls_finish() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn a_history_longer_than_the_context_is_context_too_long() {
     let path = model_path();
     let small =
@@ -219,7 +246,7 @@ async fn a_history_longer_than_the_context_is_context_too_long() {
 }
 
 #[test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 fn the_chat_template_comes_from_the_gguf() {
     let model = model();
     let template = model.chat_template().expect("SmolLM2 ships a chat template");
@@ -233,7 +260,7 @@ async fn auto_turn(model: &impl LanguageModel, prompt: Vec<ModelMessage>) -> too
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn auto_calls_delete_file_for_a_deletion_request() {
     let model = model();
     let result = auto_turn(&model, vec![ModelMessage::user("Delete the file notes.txt")]).await;
@@ -245,7 +272,7 @@ async fn auto_calls_delete_file_for_a_deletion_request() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn auto_picks_the_tool_that_fits_runs_it_and_then_answers_in_text() {
     let model = model();
     // 50 is under transfer_money's approval limit, so the call runs in the same turn.
@@ -261,7 +288,7 @@ async fn auto_picks_the_tool_that_fits_runs_it_and_then_answers_in_text() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn auto_answers_small_talk_and_questions_in_text() {
     let model = model();
     for prompt in ["What is the capital of France?", "Write a haiku about autumn"] {
@@ -273,7 +300,7 @@ async fn auto_answers_small_talk_and_questions_in_text() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(toolgate_local_model), ignore = "no local model: run `toolgate model pull`")]
+#[cfg_attr(not(toolgate_local_model), ignore = "no local model: `toolgate model pull` or scripts/setup-local-model.sh")]
 async fn auto_after_an_approved_or_denied_call_answers_in_text_instead_of_repeating_it() {
     let model = model();
     for approved in [true, false] {
