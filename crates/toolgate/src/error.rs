@@ -145,6 +145,39 @@ pub enum EngineError {
         /// The calls without results.
         tool_call_ids: Vec<String>,
     },
+    /// The ledger never issued this approval id, whatever its signature says.
+    #[error("approval `{approval_id}` was never issued by this server; nothing runs")]
+    ApprovalNotIssued {
+        /// The approval id.
+        approval_id: String,
+    },
+    /// The ledger issued this approval id for another call, input or conversation.
+    #[error("approval `{approval_id}` does not match what was issued: {detail}")]
+    ApprovalMismatch {
+        /// The approval id.
+        approval_id: String,
+        /// What differs.
+        detail: String,
+    },
+    /// The approval was already decided otherwise; the recorded decision stands.
+    #[error("approval `{approval_id}` was already decided: recorded {recorded}, received {received}")]
+    ApprovalAlreadyDecided {
+        /// The approval id.
+        approval_id: String,
+        /// The decision on record.
+        recorded: ApprovalAnswer,
+        /// The conflicting answer this request carried.
+        received: ApprovalAnswer,
+    },
+    /// The approved call is running right now (another request claimed it); retry for its outcome.
+    #[error("approval `{approval_id}` is being executed by another request; retry to get its outcome")]
+    ApprovalInProgress {
+        /// The approval id.
+        approval_id: String,
+    },
+    /// The approval store failed; nothing ran that was not recorded.
+    #[error(transparent)]
+    Store(#[from] crate::ledger::StoreError),
     /// The call failed after it started producing messages (tools may have
     /// run). `response_messages` holds what it produced: persist it.
     #[error("{source}")]
@@ -187,6 +220,11 @@ impl EngineError {
             Self::DuplicateApprovalRequest { .. } => "duplicate_approval_request",
             Self::EditNotAllowed { .. } => "edit_not_allowed",
             Self::EditDenied { .. } => "edit_denied",
+            Self::ApprovalNotIssued { .. } => "approval_not_issued",
+            Self::ApprovalMismatch { .. } => "approval_mismatch",
+            Self::ApprovalAlreadyDecided { .. } => "approval_already_decided",
+            Self::ApprovalInProgress { .. } => "approval_in_progress",
+            Self::Store(_) => "store_unavailable",
             Self::Incomplete { source, .. } => source.code(),
         }
     }

@@ -38,6 +38,7 @@ pub mod approval;
 pub mod demo;
 mod engine;
 mod error;
+pub mod ledger;
 pub mod model;
 pub mod prompt;
 pub mod tool;

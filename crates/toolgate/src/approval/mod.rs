@@ -58,4 +58,15 @@ pub enum ApprovalOutcome {
         /// The person's decision.
         approved: bool,
     },
+    /// The ledger had already settled this approval (a replayed or duplicate
+    /// answer): nothing ran, the stored outcome was returned.
+    Replayed {
+        /// The state on record.
+        state: crate::ledger::ApprovalState,
+    },
+    /// The request expired before it was answered; it did not run.
+    Expired,
+    /// The call had started, but its process stopped before the outcome was
+    /// stored; it was not run again (the outcome is unknown).
+    Interrupted,
 }

@@ -44,8 +44,13 @@ pub const HELD_NEEDS_APPROVAL_REASON: &str =
 /// One thing to do before the model is called.
 #[derive(Debug, Clone)]
 pub(crate) enum Resolved {
-    /// Run the call; `call.input` is the input to run with (edited if the person edited it).
-    Run { call: ToolCallPart, tool: Tool, messages: SharedMessages },
+    /// Run the call; `call.input` is the input to run with (edited if the
+    /// person edited it). `approval_id` names the approval that let it run
+    /// (none for a held call).
+    Run { call: ToolCallPart, tool: Tool, messages: SharedMessages, approval_id: Option<String> },
+    /// The call's outcome is already on record (a replayed answer, an expired
+    /// or interrupted approval): its stored result, nothing runs.
+    Stored { call: ToolCallPart, output: toolgate_protocol::ToolResultOutput },
     /// The call is denied; it gets an `execution-denied` result.
     Deny { call: ToolCallPart, reason: Option<String> },
     /// A provider-executed call nobody answered: forward a denial to the provider.
@@ -56,7 +61,10 @@ impl Resolved {
     /// The call this is about.
     pub(crate) fn call(&self) -> &ToolCallPart {
         match self {
-            Self::Run { call, .. } | Self::Deny { call, .. } | Self::ForwardDenial { call, .. } => call,
+            Self::Run { call, .. }
+            | Self::Stored { call, .. }
+            | Self::Deny { call, .. }
+            | Self::ForwardDenial { call, .. } => call,
         }
     }
 }
@@ -171,7 +179,8 @@ pub(crate) async fn resolve(
         }
         let outcome = ApprovalOutcome::Approved { edited_input: edited_input.cloned() };
         approvals.push((position(at), record(request, call, outcome)));
-        entries.push((position(at), Resolved::Run { call: run, tool: tool.clone(), messages }));
+        let approval_id = Some(request.approval_id.clone());
+        entries.push((position(at), Resolved::Run { call: run, tool: tool.clone(), messages, approval_id }));
     }
 
     for (request, at) in &collected.unanswered {
@@ -199,7 +208,10 @@ pub(crate) async fn resolve(
             Err(_) => PolicyDecision::Ask,
         };
         entries.push(match decision {
-            PolicyDecision::Allow => (position(at), Resolved::Run { call: call.clone(), tool: tool.clone(), messages }),
+            PolicyDecision::Allow => {
+                let run = Resolved::Run { call: call.clone(), tool: tool.clone(), messages, approval_id: None };
+                (position(at), run)
+            }
             PolicyDecision::Ask => deny(at, Some(HELD_NEEDS_APPROVAL_REASON.to_owned())),
             PolicyDecision::Deny { reason } => deny(at, Some(reason)),
         });

@@ -66,6 +66,33 @@ impl ToolOutcome {
     }
 }
 
+/// The stream part of an outcome read back from the ledger, as if the call had just ended so.
+pub(crate) fn stored_part(call: &ToolCallPart, output: &ToolResultOutput) -> StreamPart {
+    let error = |error: Value| StreamPart::ToolError {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        input: call.input.clone(),
+        error,
+        provider_executed: None,
+        dynamic: None,
+    };
+    match output {
+        ToolResultOutput::ErrorText { value, .. } => error(Value::String(value.clone())),
+        ToolResultOutput::ErrorJson { value, .. } => error(value.clone()),
+        ToolResultOutput::ExecutionDenied { reason, .. } => StreamPart::ToolOutputDenied {
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            provider_executed: None,
+            reason: reason.clone(),
+        },
+        ToolResultOutput::Text { value, .. } => result_stream_part(call, Value::String(value.clone()), None, None),
+        ToolResultOutput::Json { value, .. } => result_stream_part(call, value.clone(), None, None),
+        ToolResultOutput::Content { value, .. } => {
+            result_stream_part(call, serde_json::to_value(value).unwrap_or_default(), None, None)
+        }
+    }
+}
+
 /// A tool result part for a call.
 pub(crate) fn result_part(call: &ToolCallPart, output: ToolResultOutput) -> ToolResultPart {
     ToolResultPart {

@@ -17,9 +17,11 @@
 //!    call ends the loop with the model's finish reason (`tool-calls`).
 
 mod execute;
+mod ledger;
 mod request;
 mod result;
 mod run;
+mod settle;
 mod step;
 mod stream;
 
@@ -83,7 +85,11 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
         resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
     };
     check_prompt_after(&history, &plan.actions)?;
-    Ok(Prepared { request, history, plan })
+    let (plan, warnings) = match &request.ledger {
+        Some(ledger) => settle::settle(plan, ledger, request.toolkit.as_ref()).await?,
+        None => (plan, Vec::new()),
+    };
+    Ok(Prepared { request, history, plan, warnings })
 }
 
 /// Fails if the prompt would still miss tool results once the plan is carried out.

@@ -6,6 +6,7 @@ use toolgate_protocol::{ModelMessage, ProviderOptions, ToolChoice};
 
 use super::StepResult;
 use crate::approval::ApprovalSigner;
+use crate::ledger::Ledger;
 use crate::tool::Toolkit;
 
 /// Steps a call takes at most unless told otherwise.
@@ -60,6 +61,7 @@ pub struct TextRequest {
     pub(crate) tool_concurrency: usize,
     pub(crate) hold_batch_for_approval: bool,
     pub(crate) signer: Option<ApprovalSigner>,
+    pub(crate) ledger: Option<Ledger>,
     pub(crate) id_generator: IdGenerator,
     pub(crate) max_output_tokens: Option<u32>,
     pub(crate) temperature: Option<f32>,
@@ -73,6 +75,7 @@ impl std::fmt::Debug for TextRequest {
             .field("toolkit", &self.toolkit.as_ref().map(Toolkit::names))
             .field("max_steps", &self.max_steps)
             .field("signed", &self.signer.is_some())
+            .field("ledger", &self.ledger.as_ref().map(|ledger| &ledger.conversation_id))
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +93,7 @@ impl TextRequest {
             tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
             hold_batch_for_approval: false,
             signer: None,
+            ledger: None,
             id_generator: Arc::new(|| uuid::Uuid::now_v7().simple().to_string()),
             max_output_tokens: None,
             temperature: None,
@@ -143,6 +147,13 @@ impl TextRequest {
     /// Sign approval requests and require valid signatures on approvals.
     pub fn approval_signer(mut self, signer: ApprovalSigner) -> Self {
         self.signer = Some(signer);
+        self
+    }
+
+    /// Record every approval request in this ledger and settle answers
+    /// against it: single-use, expiring, audited (see [`crate::ledger`]).
+    pub fn ledger(mut self, ledger: Ledger) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{FinishReason, ModelMessage, ModelRequest, StreamPart, ToolPart, ToolResultOutput, Usage};
 
-use super::execute::{ToolRun, Work, execute_all, result_part};
+use super::execute::{ToolOutcome, ToolRun, Work, execute_all, result_part, stored_part};
+use super::ledger::{record_outcomes, with_renewed_leases};
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
 use super::{StepResult, TextRequest, TextResult};
@@ -30,6 +31,8 @@ pub(crate) struct Prepared {
     pub request: TextRequest,
     pub history: Arc<Vec<ModelMessage>>,
     pub plan: Plan,
+    /// Warnings from settling answers against the ledger, streamed first.
+    pub warnings: Vec<StreamPart>,
 }
 
 /// Runs stages 2 and 3, writing stream parts to `out`.
@@ -40,9 +43,12 @@ pub(crate) async fn drive<M: LanguageModel>(
     cancellation: CancellationToken,
     out: Emitter,
 ) -> Result<TextResult, EngineError> {
-    let Prepared { request, history, plan: Plan { actions, approvals } } = prepared;
+    let Prepared { request, history, plan: Plan { actions, approvals }, warnings } = prepared;
     let mut conversation = history;
     out.emit(StreamPart::Start).await;
+    for warning in warnings {
+        out.emit(warning).await;
+    }
     let (preresolved, mut response_messages) = preresolve(actions, &request, &cancellation, &out).await;
     Arc::make_mut(&mut conversation).extend(response_messages.iter().cloned());
 
@@ -71,6 +77,11 @@ pub(crate) async fn drive<M: LanguageModel>(
         response_messages.extend(step.messages);
         total_usage = total_usage + step.result.usage;
         out.emit(StreamPart::FinishStep { finish_reason: step.result.finish_reason, usage: step.result.usage }).await;
+        if let Some(failure) = step.failure {
+            tracing::error!(error = %failure, "step failed");
+            end_with_error(&out, failure.to_string(), total_usage).await;
+            return Err(EngineError::Incomplete { source: Box::new(failure), response_messages });
+        }
         if let Some(source) = step.error {
             tracing::warn!(error = %source, "model step failed");
             end_with_error(&out, source.to_string(), total_usage).await;
@@ -130,18 +141,22 @@ async fn preresolve(
         return (Vec::new(), Vec::new());
     }
     let mut work = Vec::with_capacity(plan.len());
+    let mut claimed: Vec<Option<&str>> = Vec::new();
     for resolved in &plan {
         let call = resolved.call();
         let action = match resolved {
             Resolved::Run { .. } => "run",
+            Resolved::Stored { .. } => "stored outcome",
             Resolved::Deny { .. } => "deny",
             Resolved::ForwardDenial { .. } => "forward denial",
         };
         tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, action, "resolving approval answer");
         work.push(match resolved {
-            Resolved::Run { call, tool, messages } => {
+            Resolved::Run { call, tool, messages, approval_id } => {
+                claimed.push(approval_id.as_deref());
                 Work::Run(ToolRun { call: call.clone(), tool: tool.clone(), messages: messages.clone() })
             }
+            Resolved::Stored { call, output } => Work::Decided(stored_part(call, output)),
             Resolved::Deny { call, reason } => Work::Decided(StreamPart::ToolOutputDenied {
                 tool_call_id: call.tool_call_id.clone(),
                 tool_name: call.tool_name.clone(),
@@ -156,7 +171,20 @@ async fn preresolve(
             }),
         });
     }
-    let mut outcomes = execute_all(work, request.tool_concurrency, cancellation, out).await.into_iter();
+    let execution = execute_all(work, request.tool_concurrency, cancellation, out);
+    let ledger = request.ledger.as_ref().filter(|_| claimed.iter().any(Option::is_some));
+    let outcomes = match ledger {
+        Some(ledger) => with_renewed_leases(ledger, execution).await,
+        None => execution.await,
+    };
+    if let Some(ledger) = ledger {
+        let finished: Vec<(&str, &ToolOutcome)> =
+            claimed.iter().zip(&outcomes).filter_map(|(id, outcome)| id.map(|id| (id, outcome))).collect();
+        if let Some(warning) = record_outcomes(ledger, &finished).await {
+            out.emit(warning).await;
+        }
+    }
+    let mut outcomes = outcomes.into_iter();
     let mut results = Vec::new();
     let mut parts = Vec::new();
     for resolved in plan {
@@ -167,6 +195,11 @@ async fn preresolve(
                     results.push(part.clone());
                     parts.push(ToolPart::ToolResult(part));
                 }
+            }
+            Resolved::Stored { call, output } => {
+                let part = result_part(&call, output);
+                results.push(part.clone());
+                parts.push(ToolPart::ToolResult(part));
             }
             Resolved::Deny { call, reason } => {
                 let part = result_part(&call, ToolResultOutput::denied(reason));

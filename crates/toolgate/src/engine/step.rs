@@ -8,7 +8,7 @@
 //! - *client-executed*: handed back to the caller;
 //! - *local*: the approval policy decides between *automatic*, *gated* and
 //!   *denied* (an `execution-denied` result naming the policy's reason at
-//!   once; no person is asked). With a signer, a local call whose input has
+//!   once; no person is asked). With a signer or a ledger, a local call whose input has
 //!   no exact canonical form (see [`crate::approval::canonical_json`]) is
 //!   invalid: nothing could be bound to it.
 //!
@@ -31,6 +31,7 @@ use toolgate_protocol::{
 };
 
 use super::execute::{ToolRun, Work, execute_all, result_part};
+use super::ledger::record_issued;
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
@@ -56,6 +57,8 @@ pub(crate) struct StepOutput {
     pub result: StepResult,
     pub messages: Vec<ModelMessage>,
     pub error: Option<ModelError>,
+    /// A failure of the engine itself (the ledger could not record the step's approval requests).
+    pub failure: Option<crate::EngineError>,
 }
 
 enum CallClass {
@@ -373,7 +376,7 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                 Err(detail) => CallClass::Invalid(format!("Invalid input for tool {}: {detail}", part.tool_name)),
                 Ok(()) if tool.is_client_executed() => CallClass::Client,
                 Ok(()) if tool.is_provider_executed() => CallClass::Provider,
-                Ok(()) => match context.request.signer.as_ref().map(|_| canonical_json(&input)) {
+                Ok(()) => match binds_inputs(context.request).then(|| canonical_json(&input)) {
                     Some(Err(error)) => {
                         CallClass::Invalid(format!("Invalid input for tool {}: {error}", part.tool_name))
                     }
@@ -448,23 +451,31 @@ async fn act_on_calls(
     let held_calls: Vec<SignedCall<'_>> = held_tool_calls.iter().map(signed_call).collect();
     // Classification made every local input canonical when a signer is set.
     let held = HeldCalls::of(&held_calls).unwrap_or_default();
-    for position in gated {
-        let tool_call = info(&transcript.calls[position]);
-        let call = transcript.calls[position].part.clone();
-        let request = issue_approval(&call, &held, context.request);
-        tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
-        out.emit(StreamPart::ToolApprovalRequest {
-            approval_id: request.approval_id.clone(),
-            tool_call,
-            signature: request.signature.clone(),
-        })
-        .await;
-        transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
-            approval_id: request.approval_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            signature: request.signature.clone(),
-        }));
-        approval_requests.push(request);
+    let issued: Vec<ApprovalRequest> = gated
+        .iter()
+        .map(|&position| issue_approval(&transcript.calls[position].part, &held, context.request))
+        .collect();
+    let failure = match &context.request.ledger {
+        Some(ledger) if !issued.is_empty() => record_issued(ledger, context.toolkit, &issued).await.err(),
+        _ => None,
+    };
+    if failure.is_none() {
+        for (position, request) in gated.into_iter().zip(issued) {
+            let call = &transcript.calls[position].part;
+            tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
+            out.emit(StreamPart::ToolApprovalRequest {
+                approval_id: request.approval_id.clone(),
+                tool_call: info(&transcript.calls[position]),
+                signature: request.signature.clone(),
+            })
+            .await;
+            transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
+                approval_id: request.approval_id.clone(),
+                tool_call_id: call.tool_call_id.clone(),
+                signature: request.signature.clone(),
+            }));
+            approval_requests.push(request);
+        }
     }
 
     transcript.content.retain(|part| match part {
@@ -497,6 +508,7 @@ async fn act_on_calls(
         },
         messages,
         error: None,
+        failure,
     }
 }
 
@@ -515,6 +527,12 @@ fn issue_approval(call: &ToolCallPart, held: &HeldCalls, request: &TextRequest) 
         None => (unsigned_approval_id(&nonce), None),
     };
     ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false }
+}
+
+/// True when approvals bind the exact input (a signer or a ledger), so every
+/// local input needs a canonical form.
+fn binds_inputs(request: &TextRequest) -> bool {
+    request.signer.is_some() || request.ledger.is_some()
 }
 
 fn signed_call(call: &ToolCallPart) -> SignedCall<'_> {

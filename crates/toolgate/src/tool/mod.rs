@@ -77,6 +77,8 @@ struct ToolDef {
     approval: ApprovalPolicy,
     dynamic: bool,
     editable: bool,
+    approval_ttl: Option<std::time::Duration>,
+    idempotent: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -133,6 +135,8 @@ impl Tool {
                 approval: ApprovalPolicy::Never,
                 dynamic,
                 editable: true,
+                approval_ttl: None,
+                idempotent: false,
             }),
         }
     }
@@ -243,6 +247,30 @@ impl Tool {
     /// True when a person may edit this tool's input on approval.
     pub fn is_editable(&self) -> bool {
         self.def.editable && !self.is_provider_executed()
+    }
+
+    /// How long this tool's approval requests stay answerable, instead of the
+    /// ledger's default ([`crate::ledger::LedgerConfig::ttl`]).
+    pub fn approval_ttl(self, ttl: std::time::Duration) -> Self {
+        self.edit(|def| def.approval_ttl = Some(ttl))
+    }
+
+    /// This tool's own approval lifetime, if it sets one.
+    pub fn approval_ttl_override(&self) -> Option<std::time::Duration> {
+        self.def.approval_ttl
+    }
+
+    /// Declares that running a call twice has the same effect as running it
+    /// once (default `false`). With a ledger, an approved call whose process
+    /// died while it ran is run again only for idempotent tools; otherwise it
+    /// resolves as interrupted (outcome unknown).
+    pub fn idempotent(self, idempotent: bool) -> Self {
+        self.edit(|def| def.idempotent = idempotent)
+    }
+
+    /// True when the tool is declared idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        self.def.idempotent
     }
 
     /// The tool's name.

@@ -1,0 +1,129 @@
+//! What the engine writes to the ledger around a step: the approval requests
+//! it issues (before the client sees them), the outcomes of the calls it ran
+//! under a claim, and the lease renewals while they run.
+
+use std::future::Future;
+
+use serde_json::json;
+use toolgate_protocol::StreamPart;
+
+use super::ApprovalRequest;
+use super::execute::ToolOutcome;
+use crate::EngineError;
+use crate::approval::{canonical_json, input_digest};
+use crate::ledger::{
+    ApprovalRecord, ApprovalState, AuditKind, Guard, Ledger, Transition, Update, WARNING_NOT_RECORDED, millis,
+};
+use crate::tool::Toolkit;
+
+/// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
+pub(crate) async fn record_issued(
+    ledger: &Ledger,
+    toolkit: Option<&Toolkit>,
+    requests: &[ApprovalRequest],
+) -> Result<(), EngineError> {
+    let now = ledger.config.clock.now();
+    let mut records = Vec::with_capacity(requests.len());
+    let mut events = Vec::with_capacity(requests.len());
+    for request in requests {
+        let call = &request.tool_call;
+        let invalid = |error: crate::approval::CanonicalError| EngineError::InvalidToolInput {
+            tool_name: call.tool_name.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            detail: error.to_string(),
+        };
+        let canonical = canonical_json(&call.input).map_err(invalid)?;
+        let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
+        let ttl = toolkit
+            .and_then(|toolkit| toolkit.get(&call.tool_name))
+            .and_then(|tool| tool.approval_ttl_override())
+            .unwrap_or(ledger.config.ttl);
+        let record = ApprovalRecord {
+            approval_id: request.approval_id.clone(),
+            conversation_id: ledger.conversation_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            input_digest: input_digest(&call.input).map_err(invalid)?,
+            input,
+            issued_at: now,
+            expires_at: now.saturating_add(millis(ttl)),
+            state: ApprovalState::Pending,
+            decision: None,
+            output: None,
+            lease: None,
+            updated_at: now,
+        };
+        let data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
+        events.push(ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data));
+        records.push(record);
+    }
+    ledger.config.store.issue(&records, &events).await?;
+    Ok(())
+}
+
+/// Stores the outcomes of calls run under this request's claims
+/// (`executing → executed | failed`), in one transaction. A failure to
+/// store is a warning: the results are real and go to the client; the
+/// records stay `executing` and later resolve as interrupted.
+pub(crate) async fn record_outcomes(ledger: &Ledger, finished: &[(&str, &ToolOutcome)]) -> Option<StreamPart> {
+    if finished.is_empty() {
+        return None;
+    }
+    let now = ledger.config.clock.now();
+    let transitions: Vec<Transition> = finished
+        .iter()
+        .map(|(approval_id, outcome)| {
+            let output = outcome.to_result_part().output;
+            let (to, kind, data) = match &outcome.output {
+                Ok(_) => (
+                    ApprovalState::Executed,
+                    AuditKind::Executed,
+                    json!({"input": outcome.call.input, "result": output}),
+                ),
+                Err(error) => (
+                    ApprovalState::Failed,
+                    AuditKind::Failed,
+                    json!({"input": outcome.call.input, "error": error.to_value()}),
+                ),
+            };
+            Transition {
+                approval_id: (*approval_id).to_owned(),
+                from: ApprovalState::Executing,
+                to,
+                guard: Guard::None,
+                update: Update { output: Some(output), ..Update::default() },
+                at: now,
+                events: vec![ledger.event(kind, approval_id, &outcome.call.tool_call_id, now, data)],
+            }
+        })
+        .collect();
+    match ledger.config.store.apply(&transitions, &[]).await {
+        Ok(_) => None,
+        Err(error) => {
+            tracing::error!(%error, "cannot record tool outcomes in the approval ledger");
+            Some(StreamPart::Warning {
+                code: WARNING_NOT_RECORDED.to_owned(),
+                message: format!("the outcome of an approved call could not be recorded: {error}"),
+            })
+        }
+    }
+}
+
+/// Runs `work` while renewing this process's execution leases every third of a lease.
+pub(crate) async fn with_renewed_leases<F: Future>(ledger: &Ledger, work: F) -> F::Output {
+    let config = &ledger.config;
+    let period = (config.lease / 3).max(std::time::Duration::from_millis(10));
+    let renew = async {
+        loop {
+            tokio::time::sleep(period).await;
+            let until = config.clock.now().saturating_add(millis(config.lease));
+            if let Err(error) = config.store.renew_leases(&config.executor, until).await {
+                tracing::warn!(%error, "cannot renew execution leases");
+            }
+        }
+    };
+    tokio::select! {
+        output = work => output,
+        () = renew => unreachable!("the renewal loop never ends"),
+    }
+}

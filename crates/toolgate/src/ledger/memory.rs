@@ -1,0 +1,161 @@
+//! An in-memory [`ApprovalStore`] for library users and tests: one lock held
+//! across each operation makes every operation a transaction.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::{
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, Millis, StoreError, StoreFuture,
+    StoredConversation, Transition, TransitionOutcome,
+};
+
+/// Keeps everything in process memory; lost when the process ends.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    approvals: HashMap<String, ApprovalRecord>,
+    audit: Vec<AuditEvent>,
+    conversations: HashMap<String, StoredConversation>,
+}
+
+impl Inner {
+    fn append(&mut self, events: &[AuditEvent]) {
+        for event in events {
+            let seq = self.audit.len() as i64 + 1;
+            self.audit.push(AuditEvent { seq, ..event.clone() });
+        }
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied operation:
+        // every operation checks before it writes. Keep serving.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl ApprovalStore for MemoryStore {
+    fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if let Some(taken) = records.iter().find(|record| inner.approvals.contains_key(&record.approval_id)) {
+                return Err(StoreError::DuplicateApproval(taken.approval_id.clone()));
+            }
+            for record in records {
+                inner.approvals.insert(record.approval_id.clone(), record.clone());
+            }
+            inner.append(events);
+            Ok(())
+        })
+    }
+
+    fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            Ok(approval_ids.iter().filter_map(|id| inner.approvals.get(id).cloned()).collect())
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        transitions: &'a [Transition],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Vec<TransitionOutcome>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let mut outcomes = Vec::with_capacity(transitions.len());
+            for transition in transitions {
+                let outcome = match inner.approvals.get_mut(&transition.approval_id) {
+                    None => TransitionOutcome::Missing,
+                    Some(record) if transition.applies_to(record) => {
+                        transition.write_into(record);
+                        TransitionOutcome::Moved(record.clone())
+                    }
+                    Some(record) => TransitionOutcome::Unmoved(record.clone()),
+                };
+                if matches!(outcome, TransitionOutcome::Moved(_)) {
+                    inner.append(&transition.events);
+                }
+                outcomes.push(outcome);
+            }
+            inner.append(events);
+            Ok(outcomes)
+        })
+    }
+
+    fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.lock().append(events);
+            Ok(())
+        })
+    }
+
+    fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let mut renewed = 0;
+            for record in inner.approvals.values_mut() {
+                if let (ApprovalState::Executing, Some(lease)) = (record.state, record.lease.as_mut())
+                    && lease.executor == executor
+                {
+                    lease.until = until;
+                    renewed += 1;
+                }
+            }
+            Ok(renewed)
+        })
+    }
+
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let matching = inner.audit.iter().filter(|event| {
+                query.conversation_id.as_ref().is_none_or(|id| &event.conversation_id == id)
+                    && query.since.is_none_or(|since| event.at >= since)
+                    && query.after_seq.is_none_or(|after| event.seq > after)
+            });
+            Ok(matching.take(query.limit.unwrap_or(usize::MAX)).cloned().collect())
+        })
+    }
+
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
+        Box::pin(async move { Ok(self.lock().conversations.get(conversation_id).cloned()) })
+    }
+
+    fn save_conversation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        messages: &'a Value,
+        expected_version: Option<i64>,
+        at: Millis,
+    ) -> StoreFuture<'a, Option<i64>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let current = inner.conversations.get(conversation_id).map(|stored| stored.version);
+            if current != expected_version {
+                return Ok(None);
+            }
+            let version = current.unwrap_or(0) + 1;
+            let stored = StoredConversation {
+                conversation_id: conversation_id.to_owned(),
+                messages: messages.clone(),
+                version,
+                updated_at: at,
+            };
+            inner.conversations.insert(conversation_id.to_owned(), stored);
+            Ok(Some(version))
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! The approval ledger: what the engine asked, what people answered, and what ran.
+//!
+//! A stateless gate has to trust the client's history about the past; the
+//! ledger makes the engine the authority instead. With a ledger
+//! ([`crate::TextRequest::ledger`]):
+//! - every approval request the engine issues is recorded, `pending`, before
+//!   the client sees it, bound to its conversation, call, tool and input digest;
+//! - an answer is a **single-use claim**: a conditional transition
+//!   `pending → approved | denied` that only the first valid answer wins.
+//!   A later answer (a replay, a duplicate, another tab) executes nothing and
+//!   gets the stored outcome back; one that contradicts the recorded decision
+//!   is refused (`approval_already_decided`) and audited;
+//! - an approval id the ledger never issued, or one presented for another
+//!   call, input or conversation, is refused even when its signature verifies;
+//! - requests expire ([`LedgerConfig::ttl`], per tool [`crate::Tool::approval_ttl`]);
+//!   an answer after expiry runs nothing and resolves as *expired*;
+//! - an approved call is `executing` while it runs, under a lease the store
+//!   renews; a call whose process died meanwhile is never run again
+//!   automatically: it resolves as *interrupted* (outcome unknown), unless the
+//!   tool is declared [`crate::Tool::idempotent`], which runs it again;
+//! - every step is appended to an audit log ([`AuditEvent`]).
+//!
+//! States and transitions (each one atomic, a conditional update in the store):
+//! `pending → approved | denied | expired`, `approved → executing`,
+//! `executing → executed | failed | interrupted`.
+//!
+//! The engine defines the [`ApprovalStore`] trait and an in-memory store
+//! ([`MemoryStore`]); `toolgate-store` implements it on SQLite and Postgres.
+
+mod clock;
+mod memory;
+mod record;
+mod store;
+
+pub(crate) use clock::millis;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use memory::MemoryStore;
+pub use record::{
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,
+    StoredConversation, Transition, TransitionOutcome, Update,
+};
+pub use store::{ApprovalStore, StoreError, StoreFuture};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Requests expire after this long unless configured otherwise (24 hours).
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long an execution lease lasts before a running call counts as orphaned.
+pub const DEFAULT_EXECUTION_LEASE: Duration = Duration::from_secs(30);
+
+/// The result text of a call whose approval request expired unanswered.
+pub const EXPIRED_TEXT: &str = "The approval request for this tool call expired before anyone answered it, so the call did not run. Nobody refused it: ask again if it is still needed.";
+/// The result text of a call that started but whose outcome was never recorded.
+pub const INTERRUPTED_TEXT: &str = "This tool call was approved and started, but the server stopped before its outcome was recorded, so whether it took effect is unknown. It was not run again: check its effect before trying again.";
+/// The `warning` code of an answer to an expired approval request.
+pub const WARNING_EXPIRED: &str = "approval_expired";
+/// The `warning` code of an approved call whose outcome is unknown.
+pub const WARNING_INTERRUPTED: &str = "approval_interrupted";
+/// The `warning` code of an answer that lost a race to a conflicting one.
+pub const WARNING_ALREADY_DECIDED: &str = "approval_already_decided";
+/// The `warning` code of a result the ledger could not record.
+pub const WARNING_NOT_RECORDED: &str = "approval_outcome_not_recorded";
+
+/// A store with the settings every conversation shares. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LedgerConfig {
+    /// Where records and audit events live.
+    pub store: Arc<dyn ApprovalStore>,
+    /// What time it is (a [`ManualClock`] in tests).
+    pub clock: Arc<dyn Clock>,
+    /// How long an approval request stays answerable (tools may override it).
+    pub ttl: Duration,
+    /// How long an `executing` claim lasts without renewal.
+    pub lease: Duration,
+    /// This process's executor id (leases name it).
+    pub executor: String,
+}
+
+impl LedgerConfig {
+    /// A ledger over this store with the system clock and default durations.
+    pub fn new(store: Arc<dyn ApprovalStore>) -> Self {
+        Self {
+            store,
+            clock: Arc::new(SystemClock),
+            ttl: DEFAULT_APPROVAL_TTL,
+            lease: DEFAULT_EXECUTION_LEASE,
+            executor: format!("exe_{}", uuid::Uuid::now_v7().simple()),
+        }
+    }
+
+    /// Replaces the clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sets how long approval requests stay answerable.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets the execution lease.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The ledger of one conversation, answered by `principal` when known.
+    pub fn conversation(&self, conversation_id: impl Into<String>) -> Ledger {
+        Ledger { config: self.clone(), conversation_id: conversation_id.into(), principal: None }
+    }
+}
+
+/// The ledger as one engine call sees it: a conversation and who is answering.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    /// The shared settings.
+    pub config: LedgerConfig,
+    /// The conversation approvals are bound to.
+    pub conversation_id: String,
+    /// Who sent the answers of this request (recorded with every answer).
+    pub principal: Option<String>,
+}
+
+impl Ledger {
+    /// An audit event of this conversation, caused by this request's principal.
+    pub fn event(
+        &self,
+        kind: AuditKind,
+        approval_id: &str,
+        tool_call_id: &str,
+        at: Millis,
+        data: serde_json::Value,
+    ) -> AuditEvent {
+        AuditEvent {
+            seq: 0,
+            at,
+            kind,
+            approval_id: approval_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            conversation_id: self.conversation_id.clone(),
+            principal: self.principal.clone(),
+            data,
+        }
+    }
+
+    /// Records answers of this request as given by `principal`.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+}

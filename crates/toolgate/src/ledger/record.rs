@@ -1,0 +1,321 @@
+//! What the ledger stores: approval records, their transitions, audit events
+//! and server-side conversations.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toolgate_protocol::ToolResultOutput;
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// Where an approval is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalState {
+    /// Issued; waiting for an answer.
+    Pending,
+    /// A person approved it; it has not started running.
+    Approved,
+    /// A person denied it (or the conversation moved on without an answer).
+    Denied,
+    /// Nobody answered before it expired.
+    Expired,
+    /// Running under a lease.
+    Executing,
+    /// Ran; the result is stored.
+    Executed,
+    /// Ran and failed; the error is stored.
+    Failed,
+    /// Started, but the process stopped before the outcome was stored.
+    Interrupted,
+}
+
+impl ApprovalState {
+    /// Every state, in life order.
+    pub const ALL: [Self; 8] = [
+        Self::Pending,
+        Self::Approved,
+        Self::Denied,
+        Self::Expired,
+        Self::Executing,
+        Self::Executed,
+        Self::Failed,
+        Self::Interrupted,
+    ];
+
+    /// The name stored and shown (`pending`, `approved`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Executing => "executing",
+            Self::Executed => "executed",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// The state with this name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == name)
+    }
+}
+
+/// A person's recorded answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// Approved or denied.
+    pub approved: bool,
+    /// The input the person approved instead of the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_input: Option<Value>,
+    /// The reason given with a denial (or why nobody answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who answered, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// When the answer was recorded.
+    pub decided_at: Millis,
+}
+
+/// Who holds an `executing` claim, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The executor (one id per process).
+    pub executor: String,
+    /// The claim lapses after this time unless renewed.
+    pub until: Millis,
+}
+
+/// One issued approval request and everything that happened to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRecord {
+    /// The approval id sent to the client.
+    pub approval_id: String,
+    /// The conversation (chat or thread id) it was issued in.
+    pub conversation_id: String,
+    /// The call it gates.
+    pub tool_call_id: String,
+    /// The tool the call names.
+    pub tool_name: String,
+    /// The call's input, canonical JSON.
+    pub input: Value,
+    /// The input digest ([`crate::approval::input_digest`]: base64url SHA-256 of the canonical input).
+    pub input_digest: String,
+    /// When it was issued.
+    pub issued_at: Millis,
+    /// When it stops being answerable.
+    pub expires_at: Millis,
+    /// Where it is now.
+    pub state: ApprovalState,
+    /// The deciding answer, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// The stored result (executed), error (failed) or outcome text (interrupted, expired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<ToolResultOutput>,
+    /// The execution claim while executing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// When the state last changed.
+    pub updated_at: Millis,
+}
+
+/// A condition a transition needs besides the current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// No further condition.
+    None,
+    /// The request has not expired at this time (`expires_at > t`).
+    NotExpiredAt(Millis),
+    /// The request has expired at this time (`expires_at <= t`).
+    ExpiredAt(Millis),
+    /// The execution lease has lapsed at this time (`lease.until <= t`).
+    LeaseLapsedAt(Millis),
+}
+
+/// What a transition writes besides the new state. `None` fields keep their value.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Update {
+    /// The deciding answer.
+    pub decision: Option<Decision>,
+    /// The outcome.
+    pub output: Option<ToolResultOutput>,
+    /// The execution claim (set when entering `executing`, cleared when leaving it).
+    pub lease: Option<Lease>,
+}
+
+/// One conditional state change: applied only when the record is in `from`
+/// and the guard holds, atomically.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// The approval to move.
+    pub approval_id: String,
+    /// The state it must be in.
+    pub from: ApprovalState,
+    /// The state it moves to.
+    pub to: ApprovalState,
+    /// The extra condition.
+    pub guard: Guard,
+    /// What else to write.
+    pub update: Update,
+    /// The time of the change.
+    pub at: Millis,
+    /// Audit events appended in the same transaction if, and only if, it moves.
+    pub events: Vec<AuditEvent>,
+}
+
+/// What a transition did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransitionOutcome {
+    /// It applied; the record as it is now.
+    Moved(ApprovalRecord),
+    /// It did not apply; the record as it is (in another state, or the guard failed).
+    Unmoved(ApprovalRecord),
+    /// No record has this approval id.
+    Missing,
+}
+
+/// What an audit event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditKind {
+    /// An approval request was issued.
+    Issued,
+    /// A person approved.
+    Approved,
+    /// A person denied (or nobody answered before the conversation moved on).
+    Denied,
+    /// The approval came with an edited input.
+    Edited,
+    /// The call ran; the result is in the data.
+    Executed,
+    /// The call ran and failed; the error is in the data.
+    Failed,
+    /// The request expired unanswered.
+    Expired,
+    /// The call started but its outcome was never stored.
+    Interrupted,
+    /// An answer was refused (replayed, forged, conflicting, expired); why is in the data.
+    Rejected,
+}
+
+impl AuditKind {
+    /// Every kind.
+    pub const ALL: [Self; 9] = [
+        Self::Issued,
+        Self::Approved,
+        Self::Denied,
+        Self::Edited,
+        Self::Executed,
+        Self::Failed,
+        Self::Expired,
+        Self::Interrupted,
+        Self::Rejected,
+    ];
+
+    /// The name stored and shown (`issued`, `approved`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Issued => "issued",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Edited => "edited",
+            Self::Executed => "executed",
+            Self::Failed => "failed",
+            Self::Expired => "expired",
+            Self::Interrupted => "interrupted",
+            Self::Rejected => "rejected",
+        }
+    }
+
+    /// The kind with this name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+}
+
+/// One append-only audit entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEvent {
+    /// Position in the log, assigned by the store (0 before it is stored).
+    pub seq: i64,
+    /// When it happened.
+    pub at: Millis,
+    /// What happened.
+    pub kind: AuditKind,
+    /// The approval concerned.
+    pub approval_id: String,
+    /// Its tool call.
+    pub tool_call_id: String,
+    /// Its conversation.
+    pub conversation_id: String,
+    /// Who caused it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// The details: reason, inputs, result or error, why an answer was rejected.
+    pub data: Value,
+}
+
+/// Which audit events to list (every condition given must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Only this conversation's.
+    pub conversation_id: Option<String>,
+    /// Only events at or after this time.
+    pub since: Option<Millis>,
+    /// Only events after this position (for following the log).
+    pub after_seq: Option<i64>,
+    /// At most this many (oldest first).
+    pub limit: Option<usize>,
+}
+
+/// A conversation kept by the server, as its UI messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredConversation {
+    /// The chat or thread id.
+    pub conversation_id: String,
+    /// The messages (the JSON array the server returns from `GET /api/chats/:id`).
+    pub messages: Value,
+    /// Bumped by every save (optimistic concurrency).
+    pub version: i64,
+    /// When it was last saved.
+    pub updated_at: Millis,
+}
+
+impl Transition {
+    /// True when this transition applies to `record` as it is (state and guard).
+    pub fn applies_to(&self, record: &ApprovalRecord) -> bool {
+        record.state == self.from
+            && match self.guard {
+                Guard::None => true,
+                Guard::NotExpiredAt(now) => record.expires_at > now,
+                Guard::ExpiredAt(now) => record.expires_at <= now,
+                Guard::LeaseLapsedAt(now) => record.lease.as_ref().is_none_or(|lease| lease.until <= now),
+            }
+    }
+
+    /// Writes this transition into `record` (call only when it applies).
+    /// Leaving `executing` clears the lease.
+    pub fn write_into(&self, record: &mut ApprovalRecord) {
+        record.state = self.to;
+        record.updated_at = self.at;
+        if let Some(decision) = &self.update.decision {
+            record.decision = Some(decision.clone());
+        }
+        if let Some(output) = &self.update.output {
+            record.output = Some(output.clone());
+        }
+        if self.update.lease.is_some() {
+            record.lease = self.update.lease.clone();
+        } else if self.to != ApprovalState::Executing {
+            record.lease = None;
+        }
+    }
+}

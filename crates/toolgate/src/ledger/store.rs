@@ -1,0 +1,72 @@
+//! The storage contract the ledger needs; implemented in memory here and on
+//! SQLite and Postgres in `toolgate-store`.
+//!
+//! Every method is one transaction. A transition applies only when its
+//! record is in its `from` state and its guard holds, and never as a read
+//! followed by a write in application code: a conditional
+//! `UPDATE … WHERE state = … RETURNING` (or a lock held across the check, in
+//! memory), so two answers racing for one approval cannot both win, even
+//! from two processes.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{ApprovalRecord, AuditEvent, AuditQuery, Millis, StoredConversation, Transition, TransitionOutcome};
+
+/// A boxed store future (the trait is used as `dyn ApprovalStore`).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or refused the operation.
+    #[error("approval store unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value could not be read back.
+    #[error("approval store holds a corrupt value: {0}")]
+    Corrupt(String),
+    /// An approval id was issued twice.
+    #[error("approval `{0}` is already recorded")]
+    DuplicateApproval(String),
+}
+
+/// Durable approval storage (see the module docs for the rules).
+pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
+    /// Records newly issued approvals (each `pending`) and their events.
+    fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()>;
+
+    /// The records with these approval ids, in no particular order; unknown ids are left out.
+    fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>>;
+
+    /// Applies the transitions in order, in one transaction: each one's own
+    /// events are appended only when it moves; `events` are appended
+    /// whatever happens. One outcome per transition.
+    fn apply<'a>(
+        &'a self,
+        transitions: &'a [Transition],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Vec<TransitionOutcome>>;
+
+    /// Appends audit events.
+    fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()>;
+
+    /// Extends every `executing` lease held by `executor` to `until`.
+    fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64>;
+
+    /// Audit events matching the query, oldest first.
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>>;
+
+    /// A stored conversation.
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>>;
+
+    /// Saves a conversation if its stored version is still `expected_version`
+    /// (`None`: it must not exist yet). Returns the new version, or `None`
+    /// when another writer saved first.
+    fn save_conversation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        messages: &'a serde_json::Value,
+        expected_version: Option<i64>,
+        at: Millis,
+    ) -> StoreFuture<'a, Option<i64>>;
+}
