@@ -1,8 +1,10 @@
 //! The `toolgate` command.
 
+mod audit;
 mod model_spec;
 mod run;
 mod serve;
+mod store;
 
 use std::process::ExitCode;
 
@@ -22,6 +24,8 @@ enum Command {
     Run(run::RunArgs),
     /// Serve the chat endpoints and the web page.
     Serve(serve::ServeArgs),
+    /// Print the approval audit log as JSON lines.
+    Audit(audit::AuditArgs),
     /// Manage the local model.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Audit(args) => audit::run(args).await,
             Command::Model(command) => model_command(command),
         }
     });

@@ -12,6 +12,7 @@ use toolgate::protocol::parse_messages_str;
 use toolgate::{EngineError, RecordingModel, TextRequest, stream_text};
 
 use crate::model_spec::model_or_default;
+use crate::store::{self, LedgerArgs, default_data_dir};
 
 /// What `toolgate run` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,6 +56,18 @@ pub struct RunArgs {
     /// What to print.
     #[arg(long, value_enum, default_value_t = Emit::Parts)]
     emit: Emit,
+    /// Record and settle approvals in a store (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`); without it
+    /// the run is stateless over the history it is given (`TOOLGATE_STORE` does not apply here).
+    #[arg(long)]
+    store: Option<String>,
+    /// Where the default SQLite store is kept (with `--store sqlite`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    ledger: LedgerArgs,
+    /// The conversation the history belongs to (approvals are bound to it when a store is used).
+    #[arg(long, default_value = "cli")]
+    conversation: String,
 }
 
 /// Built-in toolkits.
@@ -89,6 +102,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(system) = args.system {
         request = request.system(system);
+    }
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    if let Some(store) = store::open(args.store.as_deref().unwrap_or("none"), &data_dir).await? {
+        request = request.ledger(args.ledger.config(store).conversation(&args.conversation));
     }
     if let Some(secret) = &args.approval_secret {
         let signer = ApprovalSigner::new(secret).context("--approval-secret")?;

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use axum::http::HeaderName;
 use clap::Args;
-use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve, shutdown_signal};
+use toolgate_server::{AppState, ApprovalSecret, PrincipalSource, ServerConfig, serve, shutdown_signal};
 
 use crate::model_spec::model_or_default;
 use crate::run::Tools;
+use crate::store::{LedgerArgs, StoreArgs};
 
 /// Arguments of `toolgate serve`.
 #[derive(Debug, Args)]
@@ -33,9 +35,16 @@ pub struct ServeArgs {
     /// Append every model prompt to this file as JSON lines.
     #[arg(long)]
     trace_prompts: Option<PathBuf>,
-    /// Where the generated approval secret is kept.
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    ledger: LedgerArgs,
+    /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
+    #[arg(long, conflicts_with = "tokens_file")]
+    principal_header: Option<String>,
+    /// A JSON object mapping bearer tokens to principals; requests without a known token get 401.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    tokens_file: Option<PathBuf>,
     /// Model steps per request at most.
     #[arg(long, default_value_t = toolgate::DEFAULT_MAX_STEPS)]
     max_steps: usize,
@@ -47,26 +56,26 @@ pub struct ServeArgs {
     max_body_bytes: usize,
 }
 
-/// The default data directory: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`.
-fn default_data_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("toolgate");
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    home.join(".local/share/toolgate")
-}
-
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let model = model_or_default(args.model.as_deref())?;
-    let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
+    let data_dir = args.store.data_dir();
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
+    let store = args.store.open().await?;
     let mut config = ServerConfig::new(args.addr, args.tools.toolkit().unwrap_or_default(), secret);
     config.signature_field = args.signature_field;
     config.trace_prompts = args.trace_prompts;
     config.max_steps = args.max_steps;
     config.system = args.system;
     config.max_body_bytes = args.max_body_bytes;
+    config.ledger = store.map(|store| args.ledger.config(store));
+    config.principals = match (&args.principal_header, &args.tokens_file) {
+        (Some(header), _) => PrincipalSource::Header(
+            HeaderName::try_from(header.as_str()).with_context(|| format!("--principal-header `{header}`"))?,
+        ),
+        (None, Some(path)) => PrincipalSource::tokens_file(path)?,
+        (None, None) => PrincipalSource::None,
+    };
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
     // The server logs `toolgate serving on http://ADDR` (the bound address) at info level.
     serve(state, shutdown_signal()).await.with_context(|| format!("cannot serve on {}", args.addr))?;

@@ -4,7 +4,11 @@
 //! answers). Reports requests/s and p50/p99 latency, and checks that every
 //! approved call ran exactly once and no request failed.
 //!
-//! `cargo run --release -p toolgate-server --example load_test -- [CONVERSATIONS] [CONCURRENCY]`
+//! `cargo run --release -p toolgate-server --example load_test -- [CONVERSATIONS] [CONCURRENCY] [STORE]`
+//!
+//! STORE is a `--store` value (`none`, the default; `memory`; `sqlite` for a
+//! fresh file in a temporary directory; `postgres://…`): with a store every
+//! approval goes through the ledger and the conversation is kept server-side.
 //!
 //! Bounded: a fixed number of conversations, only 127.0.0.1, and a timeout on
 //! every request.
@@ -121,6 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let conversations: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(2000);
     let concurrency: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(32);
+    let store_text = args.next().unwrap_or_else(|| "none".into());
 
     let executions: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let counter = Arc::clone(&executions);
@@ -130,7 +135,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let dir = std::env::temp_dir().join(format!("toolgate-load-{}", std::process::id()));
     let secret = ApprovalSecret::resolve(Some("load-test-secret"), &dir)?;
-    let config = ServerConfig::new("127.0.0.1:0".parse()?, Toolkit::new([tool])?, secret);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse()?, Toolkit::new([tool])?, secret);
+    let spec = toolgate_store::StoreSpec::parse(&store_text, &dir)?;
+    config.ledger = toolgate_store::open_store(&spec).await?.map(toolgate::ledger::LedgerConfig::new);
     let state = AppState::new(config, Arc::new(EchoModel))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/api/chat", listener.local_addr()?);
@@ -157,13 +164,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let path = format!("file-{n}.txt");
             let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": path}]});
             let (first, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user]})).await?;
+            let message_id = chunks.first().and_then(|c| c["messageId"].as_str()).unwrap_or("a").to_owned();
             let approval_id = chunks
                 .iter()
                 .find(|c| c["type"] == "tool-approval-request")
                 .and_then(|c| c["approvalId"].as_str())
                 .ok_or("no approval request")?
                 .to_owned();
-            let assistant = json!({"id": "a", "role": "assistant", "parts": [{"type": "step-start"},
+            let assistant = json!({"id": message_id, "role": "assistant", "parts": [{"type": "step-start"},
                     {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
                      "input": {"path": path}, "approval": {"id": approval_id, "approved": true}}]});
             let (second, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user, assistant]})).await?;
@@ -184,7 +192,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let executions = executions.lock().unwrap();
     let duplicated = executions.values().filter(|&&count| count != 1).count();
     let requests = latencies.len();
-    println!("conversations: {conversations}, concurrency: {concurrency}, requests: {requests}");
+    println!("store: {spec}, conversations: {conversations}, concurrency: {concurrency}, requests: {requests}");
     println!(
         "elapsed: {:.2} s, throughput: {:.0} requests/s",
         elapsed.as_secs_f64(),

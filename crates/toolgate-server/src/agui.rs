@@ -30,11 +30,17 @@ pub(crate) async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
+    let principal = state.principal(&headers)?;
     let input = RunAgentInput::from_json(&body.map_err(body_error)?)?;
+    let ledger = state.ledger(&input.thread_id, principal)?;
     tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
     let request_state = state.clone();
     let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-        request_state.text_request(messages)
+        let request = request_state.text_request(messages);
+        match ledger {
+            Some(ledger) => request.ledger(ledger),
+            None => request,
+        }
     })
     .map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
     Ok(sse_response(events, AGUI_STREAM_HEADERS))

@@ -7,16 +7,20 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use toolgate::approval::ApprovalSigner;
+use toolgate::ledger::{Ledger, LedgerConfig};
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
 
+use crate::error::ApiError;
+use crate::principal::PrincipalSource;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, chat, page};
+use crate::{agui, audit, chat, page};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -40,6 +44,10 @@ pub struct ServerConfig {
     pub system: Option<String>,
     /// Model steps per request at most.
     pub max_steps: usize,
+    /// The approval ledger; `None` keeps the stateless signed mode.
+    pub ledger: Option<LedgerConfig>,
+    /// Where the principal of a request comes from.
+    pub principals: PrincipalSource,
 }
 
 impl ServerConfig {
@@ -54,6 +62,8 @@ impl ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             system: None,
             max_steps: toolgate::DEFAULT_MAX_STEPS,
+            ledger: None,
+            principals: PrincipalSource::None,
         }
     }
 }
@@ -100,6 +110,36 @@ impl AppState {
         Arc::clone(&self.inner.model)
     }
 
+    /// The principal of a request (401 when a required token is missing or unknown).
+    pub fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+        self.config().principals.principal(headers)
+    }
+
+    /// The ledger settings, or 404 `no_store` when the server runs without a store.
+    pub fn ledger_config(&self) -> Result<&LedgerConfig, ApiError> {
+        self.config().ledger.as_ref().ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "no_store", "this server runs without a store (--store none)")
+        })
+    }
+
+    /// The ledger of one conversation, when the server has a store. A store
+    /// binds approvals to their conversation, so the id must not be empty.
+    pub fn ledger(&self, conversation_id: &str, principal: Option<String>) -> Result<Option<Ledger>, ApiError> {
+        let Some(config) = &self.config().ledger else { return Ok(None) };
+        if conversation_id.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "missing_conversation_id",
+                "with a store every request needs a conversation id (the chat `id` or the AG-UI `threadId`)",
+            ));
+        }
+        let ledger = config.conversation(conversation_id);
+        Ok(Some(match principal {
+            Some(principal) => ledger.principal(principal),
+            None => ledger,
+        }))
+    }
+
     /// An engine request over `messages` with the server's settings.
     pub fn text_request(&self, messages: Vec<ModelMessage>) -> TextRequest {
         let config = self.config();
@@ -124,6 +164,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/chat", post(chat::chat))
         .route("/ag-ui", post(agui::run))
+        .route("/api/audit", get(audit::audit))
+        .route("/api/chats/{id}", get(chat::stored_messages))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

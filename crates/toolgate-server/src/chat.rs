@@ -1,21 +1,32 @@
 //! `POST /api/chat`: the AI SDK v6 UI message stream.
+//!
+//! Without a store the request's history is the conversation (stateless
+//! signed mode). With one, the history is reconciled with the stored
+//! conversation first ([`crate::conversation`]), the run goes on even if the
+//! client disconnects, and the conversation is stored once it ends.
 
 use std::convert::Infallible;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
-use toolgate::stream_text;
+use serde_json::json;
+use toolgate::ledger::Ledger;
+use toolgate::{TextStream, stream_text};
 use toolgate_ui::{
-    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiStreamEncoder, convert_to_model_messages,
-    sse_frame,
+    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiMessageBuilder, UiRole, UiStreamEncoder,
+    convert_to_model_messages, sse_frame,
 };
 
 use crate::app::AppState;
+use crate::conversation::{self, Reconciled};
 use crate::error::ApiError;
+
+/// Frames buffered between a run and a slow client.
+const FRAME_BUFFER: usize = 256;
 
 /// Answers one chat request with a UI message stream.
 pub(crate) async fn chat(
@@ -24,26 +35,115 @@ pub(crate) async fn chat(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     require_json(&headers)?;
+    let principal = state.principal(&headers)?;
     let request = ChatRequest::from_json(&body.map_err(body_error)?)?;
-    let message_id = request
-        .continued_message_id()
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::now_v7().simple()));
+    match state.ledger(&request.id, principal)? {
+        Some(ledger) => stored_chat(state, request, ledger).await,
+        None => stateless_chat(state, request).await,
+    }
+}
+
+/// The stateless mode: the client's history is the conversation.
+async fn stateless_chat(state: AppState, request: ChatRequest) -> Result<Response, ApiError> {
+    let message_id = request.continued_message_id().map(str::to_owned).unwrap_or_else(new_message_id);
     let messages = convert_to_model_messages(&request.messages)?;
     tracing::info!(chat = %request.id, messages = messages.len(), "chat request");
-
-    let stream = stream_text(state.model(), state.text_request(messages)).await.map_err(|error| {
-        tracing::warn!(chat = %request.id, %error, "chat request rejected");
-        ApiError::from(error)
-    })?;
-    let mut encoder =
-        UiStreamEncoder::new(EncoderOptions { message_id, signature_field: state.config().signature_field });
+    let stream = start(&state, &request.id, state.text_request(messages)).await?;
+    let mut encoder = encoder(&state, message_id);
     let frames = stream
         .flat_map(move |part| futures::stream::iter(encoder.encode(&part)))
         .map(|chunk| Ok::<_, Infallible>(Bytes::from(sse_frame(&chunk))))
         .chain(futures::stream::once(async { Ok(Bytes::from_static(SSE_DONE.as_bytes())) }));
-
     Ok(sse_response(frames, UI_MESSAGE_STREAM_HEADERS))
+}
+
+/// With a store: reconcile, run to the end whatever the client does, store the conversation.
+async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> Result<Response, ApiError> {
+    let store = ledger.config.store.clone();
+    let chat_id = request.id.clone();
+    let Reconciled { messages, version, replay } =
+        conversation::reconcile(&ledger, request, &state.config().toolkit).await?;
+    if let Some(chunks) = replay {
+        tracing::info!(chat = %chat_id, "repeated request answered from the stored conversation");
+        let frames = chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, Infallible>(Bytes::from(sse_frame(&chunk))))
+            .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
+        return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
+    }
+    let model_messages = convert_to_model_messages(&messages)?;
+    tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
+    let clock = ledger.config.clock.clone();
+    let stream = start(&state, &chat_id, state.text_request(model_messages).ledger(ledger)).await?;
+
+    let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
+    let mut history = messages;
+    let mut builder = match continued {
+        Some(message) => {
+            history.pop();
+            UiMessageBuilder::continuing(message)
+        }
+        None => UiMessageBuilder::new(new_message_id()),
+    };
+    let mut encoder = encoder(&state, builder.message().id.clone());
+    let (frames, receiver) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let mut connected = true;
+        while let Some(part) = stream.next().await {
+            for chunk in encoder.encode(&part) {
+                builder.apply(&chunk);
+                // A client that went away stops receiving; the run and its record go on.
+                connected = connected && frames.send(Bytes::from(sse_frame(&chunk))).await.is_ok();
+            }
+        }
+        if connected {
+            frames.send(Bytes::from_static(SSE_DONE.as_bytes())).await.ok();
+        }
+        history.push(builder.finish());
+        conversation::save(store.as_ref(), &chat_id, &history, version, clock.now()).await;
+    });
+    let frames = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|frame| (Ok::<_, Infallible>(frame), receiver))
+    });
+    Ok(sse_response(frames, UI_MESSAGE_STREAM_HEADERS))
+}
+
+/// `GET /api/chats/:id`: the stored UI messages of a chat.
+pub(crate) async fn stored_messages(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(chat_id): Path<String>,
+) -> Result<Response, ApiError> {
+    state.principal(&headers)?;
+    let store = &state.ledger_config()?.store;
+    let stored = store
+        .conversation(&chat_id)
+        .await?
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "chat_not_found", format!("no stored chat `{chat_id}`")))?;
+    let body = json!({"id": chat_id, "messages": stored.messages, "version": stored.version});
+    let mut response = Response::new(Body::from(body.to_string()));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+async fn start<'a>(
+    state: &AppState,
+    chat_id: &str,
+    request: toolgate::TextRequest,
+) -> Result<TextStream<'a>, ApiError> {
+    stream_text(state.model(), request).await.map_err(|error| {
+        tracing::warn!(chat = %chat_id, %error, "chat request rejected");
+        ApiError::from(error)
+    })
+}
+
+fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
+    UiStreamEncoder::new(EncoderOptions { message_id, signature_field: state.config().signature_field })
+}
+
+fn new_message_id() -> String {
+    format!("msg-{}", uuid::Uuid::now_v7().simple())
 }
 
 /// A streamed response of these SSE frames with these headers.

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use toolgate::EngineError;
+use toolgate::ledger::StoreError;
 use toolgate_agui::InputError;
 use toolgate_ui::ConvertError;
 
@@ -54,10 +55,18 @@ impl From<InputError> for ApiError {
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         let status = match error {
+            EngineError::ApprovalAlreadyDecided { .. } | EngineError::ApprovalInProgress { .. } => StatusCode::CONFLICT,
+            EngineError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
             EngineError::Incomplete { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
         Self::new(status, error.code(), error.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", error.to_string())
     }
 }

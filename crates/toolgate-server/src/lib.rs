@@ -5,7 +5,14 @@
 //!   what `DefaultChatTransport` sends (`{id, messages: UIMessage[], trigger, messageId}`).
 //! - `POST /ag-ui`: AG-UI 1.0 runs with interrupt/resume approvals.
 //! - `GET /`: the web page (approve, deny with a reason, edit input).
+//! - `GET /api/audit`: the approval audit log as JSON lines (with a store).
+//! - `GET /api/chats/{id}`: a chat's stored UI messages (with a store).
 //! - `GET /healthz`: liveness.
+//!
+//! With a ledger ([`ServerConfig::ledger`]) every approval is recorded,
+//! single-use and expiring, bound to its conversation (the chat id, or the
+//! AG-UI thread id), and answered by the request's principal
+//! ([`PrincipalSource`]).
 //!
 //! Approvals are signed by default ([`ApprovalSecret`]): a forged, tampered
 //! or unsigned approval of a gated tool is rejected with HTTP 400 and a JSON
@@ -13,13 +20,19 @@
 
 mod agui;
 mod app;
+mod audit;
 mod chat;
+mod conversation;
 mod error;
 mod page;
+mod principal;
+mod replay;
 mod secret;
 mod trace;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, shutdown_signal};
+pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use error::ApiError;
+pub use principal::{PrincipalSource, TokensError};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};
 pub use trace::{PromptTracer, TraceFile, trace_prompts};

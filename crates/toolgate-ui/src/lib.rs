@@ -8,14 +8,18 @@
 //! - [`UiStreamEncoder`]: the engine's stream parts to UI chunks, which
 //!   [`sse_frame`] frames as server-sent events ending with [`SSE_DONE`].
 //! - [`ChatRequest`]: the body `DefaultChatTransport` POSTs.
+//! - [`UiMessageBuilder`]: the assistant message a client assembles from the
+//!   chunks, so a server can keep the conversation it streamed.
 //!
 //! No IO here; the server crate does the HTTP.
 
+mod build;
 mod chunk;
 mod convert;
 mod encode;
 mod message;
 
+pub use build::UiMessageBuilder;
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};
 pub use convert::{ConvertError, convert_to_model_messages};
 pub use encode::{EncoderOptions, UiStreamEncoder};

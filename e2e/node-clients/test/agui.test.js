@@ -4,7 +4,7 @@
 
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { prompts, server, signatureField } from '../lib/servers.js';
+import { prompts, server, signatureField, waitUntil } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
 import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
 
@@ -186,6 +186,8 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(third.error, undefined, third.error?.stack);
     assert.equal(terminal(third).outcome.type, 'success');
     assert.equal(assistantText(third), 'You are welcome.');
+    // The trace is written by a background thread: wait for the third line rather than race it.
+    await waitUntil(() => prompts('edit').length >= 3, { what: 'the third prompt in the trace' });
     all = prompts('edit');
     assert.equal(all.length, 3);
     assertCleanPrompt(all[2]);

@@ -430,11 +430,14 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
 
     assert.equal(chat.requests[1].status, 400);
     assert.equal(toolPart(chat.requests[1].body.messages[1], 'call-del-1').input.path, '/etc/passwd');
+    // The server keeps the conversation (the default SQLite store): a changed input is not the call the
+    // model made, so the history is refused before any signature is looked at.
     const reply = JSON.parse(chat.requests[1].text);
-    assert.equal(reply.error.code, 'invalid_approval_signature', chat.requests[1].text);
+    assert.equal(reply.error.code, 'history_mismatch', chat.requests[1].text);
+    assert.match(reply.error.message, /input differs/);
     assert.equal(chat.status, 'error');
     assert.equal(chat.errors.length, 1, 'onError was called once');
-    assert.match(chat.chat.error.message, /invalid_approval_signature/);
+    assert.match(chat.chat.error.message, /history_mismatch/);
     assert.equal(toolPart(chat.messages[1], 'call-del-1').state, 'approval-responded', 'nothing ran');
     assert.equal(prompts('tamper').length, 1, 'the model was not called again');
   });

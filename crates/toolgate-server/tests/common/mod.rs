@@ -47,15 +47,23 @@ pub fn default_script() -> Value {
 
 /// Starts a server playing `script`.
 pub async fn start_with(script: Value, max_body_bytes: Option<usize>) -> Server {
+    start_configured(script, |config| {
+        if let Some(limit) = max_body_bytes {
+            config.max_body_bytes = limit;
+        }
+    })
+    .await
+}
+
+/// Starts a server playing `script`, with the configuration changed by `configure`.
+pub async fn start_configured(script: Value, configure: impl FnOnce(&mut ServerConfig)) -> Server {
     let dir = std::env::temp_dir().join(format!("toolgate-server-test-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let model = ScriptedModel::from_json(&script.to_string()).unwrap();
     let secret = ApprovalSecret::resolve(Some("test-secret"), &dir).unwrap();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), toolgate::demo::toolkit(), secret);
     config.trace_prompts = Some(dir.join("prompts.jsonl"));
-    if let Some(limit) = max_body_bytes {
-        config.max_body_bytes = limit;
-    }
+    configure(&mut config);
     let state = AppState::new(config, Arc::new(model)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -92,10 +100,16 @@ impl Reply {
 
 /// A minimal HTTP/1.1 client, so the test sees exactly what goes over the wire.
 pub async fn post(server: &Server, path: &str, content_type: &str, body: &[u8]) -> Reply {
+    post_with(server, path, &[("content-type", content_type)], body).await
+}
+
+/// A POST with these headers.
+pub async fn post_with(server: &Server, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: localhost\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();

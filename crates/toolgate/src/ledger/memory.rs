@@ -50,7 +50,11 @@ impl ApprovalStore for MemoryStore {
     fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             let mut inner = self.lock();
-            if let Some(taken) = records.iter().find(|record| inner.approvals.contains_key(&record.approval_id)) {
+            let mut batch = std::collections::HashSet::with_capacity(records.len());
+            if let Some(taken) = records
+                .iter()
+                .find(|record| inner.approvals.contains_key(&record.approval_id) || !batch.insert(&record.approval_id))
+            {
                 return Err(StoreError::DuplicateApproval(taken.approval_id.clone()));
             }
             for record in records {

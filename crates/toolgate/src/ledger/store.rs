@@ -32,10 +32,12 @@ pub enum StoreError {
 
 /// Durable approval storage (see the module docs for the rules).
 pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
-    /// Records newly issued approvals (each `pending`) and their events.
+    /// Records newly issued approvals (each `pending`) and their events. An
+    /// approval id already stored, or given twice, fails the whole call with
+    /// [`StoreError::DuplicateApproval`] and records nothing.
     fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()>;
 
-    /// The records with these approval ids, in no particular order; unknown ids are left out.
+    /// The records with these approval ids, in the order asked; unknown ids are left out.
     fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>>;
 
     /// Applies the transitions in order, in one transaction: each one's own

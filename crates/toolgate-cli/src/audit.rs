@@ -1,0 +1,60 @@
+//! `toolgate audit`: the approval audit log, as JSON lines, from the store.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use toolgate::ledger::AuditQuery;
+
+use crate::store::StoreArgs;
+
+/// How often `--follow` looks for new events.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Arguments of `toolgate audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only this conversation's events (the chat id or AG-UI thread id).
+    #[arg(long)]
+    conversation: Option<String>,
+    /// Only events at or after this time (milliseconds since the epoch or RFC 3339).
+    #[arg(long)]
+    since: Option<String>,
+    /// Keep printing new events as they are recorded, until interrupted.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// Prints the matching events, one JSON object per line; with `--follow`, keeps going.
+pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let Some(store) = args.store.open().await? else {
+        bail!("`toolgate audit` needs a store; --store none keeps no audit log");
+    };
+    let since = args.since.as_deref().map(toolgate_server::parse_time).transpose().map_err(|e| anyhow::anyhow!(e))?;
+    let mut query = AuditQuery { conversation_id: args.conversation, since, after_seq: None, limit: Some(10_000) };
+    loop {
+        let events = store.audit(&query).await.context("cannot read the audit log")?;
+        let mut stdout = std::io::stdout().lock();
+        for event in &events {
+            writeln!(stdout, "{}", serde_json::to_string(event)?)?;
+        }
+        stdout.flush()?;
+        drop(stdout);
+        if let Some(last) = events.last() {
+            query.after_seq = Some(last.seq);
+        }
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if events.len() < query.limit.unwrap_or(usize::MAX) {
+            tokio::select! {
+                () = tokio::time::sleep(FOLLOW_INTERVAL) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            }
+        }
+    }
+}

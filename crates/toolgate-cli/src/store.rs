@@ -1,0 +1,78 @@
+//! The store flags shared by `serve`, `run` and `audit`, and the data directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use toolgate::ledger::{ApprovalStore, LedgerConfig};
+use toolgate_store::{StoreSpec, open_store};
+
+/// Where approvals, their audit log and conversations are kept.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The approval store: `sqlite` (DATA_DIR/toolgate.db), `sqlite://PATH`, `postgres://USER@HOST/DB`
+    /// (several servers may share one), `memory`, or `none` (stateless signed approvals, no replay protection).
+    #[arg(long, env = "TOOLGATE_STORE")]
+    pub store: Option<String>,
+    /// Where the generated approval secret and the default SQLite store are kept
+    /// (default: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(default_data_dir)
+    }
+
+    /// Opens the store named by `--store` (or `TOOLGATE_STORE`), else the default SQLite file; `None` for `none`.
+    pub async fn open(&self) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
+        open(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir()).await
+    }
+}
+
+/// Opens the store a `--store` value names; `None` for `none`.
+pub async fn open(text: &str, data_dir: &Path) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
+    let spec = StoreSpec::parse(text, data_dir).context("--store")?;
+    let store = open_store(&spec).await.context("cannot open the approval store")?;
+    if store.is_some() {
+        tracing::info!(store = %spec, "approval store open");
+    }
+    Ok(store)
+}
+
+/// The settings of approvals with a store.
+#[derive(Debug, Args)]
+pub struct LedgerArgs {
+    /// How long an approval request stays answerable, e.g. `90s`, `15m`, `24h` (tools may set their own).
+    #[arg(long, value_parser = parse_ttl, default_value = "24h")]
+    pub approval_ttl: Duration,
+}
+
+impl LedgerArgs {
+    /// The ledger over `store` with these settings.
+    pub fn config(&self, store: Arc<dyn ApprovalStore>) -> LedgerConfig {
+        LedgerConfig::new(store).ttl(self.approval_ttl)
+    }
+}
+
+/// A human duration of at least one second.
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))?;
+    if ttl < Duration::from_secs(1) {
+        return Err(format!("`{text}` is shorter than one second"));
+    }
+    Ok(ttl)
+}
+
+/// The default data directory: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("toolgate");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/toolgate")
+}

@@ -1,0 +1,182 @@
+//! Durable storage for toolgate's approval ledger on SQLite and Postgres.
+//!
+//! [`SqlStore`] implements [`toolgate::ledger::ApprovalStore`] with the
+//! semantics of [`toolgate::ledger::MemoryStore`], durably:
+//! - every method is one database transaction;
+//! - a transition is one conditional `UPDATE approvals … WHERE approval_id = $1
+//!   AND state = $2 AND <guard> RETURNING …`, never a read followed by a
+//!   write, so of many answers racing for one approval, in one process or
+//!   several, exactly one moves it and the others get the winner's record;
+//! - the audit log is append-only; `seq` grows in commit order.
+//!
+//! On SQLite every write transaction takes the write lock up front
+//! (`BEGIN IMMEDIATE`) through a single writer connection; on Postgres write
+//! transactions run at READ COMMITTED, where a conditional update that waited
+//! for a row lock re-checks its condition on the committed row.
+//!
+//! [`StoreSpec`] names a store (`none`, `memory`, `sqlite:PATH`,
+//! `postgres://…`); [`open_store`] opens it. Opening a SQL store creates
+//! the SQLite file if missing and runs the embedded migrations.
+
+mod postgres;
+mod spec;
+mod sql;
+mod sqlite;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, MemoryStore, Millis, StoreFuture, StoredConversation,
+    Transition, TransitionOutcome,
+};
+
+pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, redact_url};
+
+/// A boxed error from the database driver.
+pub type DriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The store spec is not one of the accepted forms.
+    #[error("invalid approval store `{text}`: expected {ACCEPTED_FORMS}", ACCEPTED_FORMS = spec::ACCEPTED_FORMS)]
+    InvalidSpec {
+        /// The text as given.
+        text: String,
+    },
+    /// [`SqlStore::open`] was given `none` or `memory`.
+    #[error("`{spec}` is not a SQL store: SqlStore opens sqlite and postgres stores")]
+    NotSql {
+        /// The spec given.
+        spec: String,
+    },
+    /// The directory of the SQLite file could not be created.
+    #[error("cannot create the data directory {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The database could not be opened or reached.
+    #[error("cannot connect to the {backend} approval store at {target}: {source}")]
+    Connect {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// The file, or the URL with its password redacted.
+        target: String,
+        /// The driver's error.
+        source: DriverError,
+    },
+    /// The schema could not be brought up to date.
+    #[error("cannot migrate the {backend} approval store: {source}")]
+    Migrate {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// The migrator's error.
+        source: DriverError,
+    },
+}
+
+/// An [`ApprovalStore`] on SQLite or Postgres (see the crate docs).
+pub struct SqlStore {
+    backend: Backend,
+    shown: String,
+}
+
+enum Backend {
+    Sqlite(sqlite::Backend),
+    Postgres(postgres::Backend),
+}
+
+/// Runs the same operation on whichever backend the store has.
+macro_rules! on_backend {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match &$store.backend {
+            Backend::Sqlite($backend) => $call.await,
+            Backend::Postgres($backend) => $call.await,
+        }
+    };
+}
+
+impl SqlStore {
+    /// Opens a SQLite or Postgres store and migrates its schema.
+    pub async fn open(spec: &StoreSpec) -> Result<Self, OpenError> {
+        let backend = match spec {
+            StoreSpec::Sqlite(path) => Backend::Sqlite(sqlite::Backend::open(path).await?),
+            StoreSpec::Postgres(url) => Backend::Postgres(postgres::Backend::open(url, &redact_url(url)).await?),
+            StoreSpec::None | StoreSpec::Memory => return Err(OpenError::NotSql { spec: spec.to_string() }),
+        };
+        Ok(Self { backend, shown: spec.to_string() })
+    }
+
+    /// Closes the connections; operations after this fail as unavailable.
+    pub async fn close(&self) {
+        on_backend!(self, backend => backend.close());
+    }
+}
+
+impl fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlStore").field("store", &self.shown).finish_non_exhaustive()
+    }
+}
+
+impl ApprovalStore for SqlStore {
+    fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        Box::pin(async move { on_backend!(self, backend => backend.issue(records, events)) })
+    }
+
+    fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(async move { on_backend!(self, backend => backend.approvals(approval_ids)) })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        transitions: &'a [Transition],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Vec<TransitionOutcome>> {
+        Box::pin(async move { on_backend!(self, backend => backend.apply(transitions, events)) })
+    }
+
+    fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        Box::pin(async move { on_backend!(self, backend => backend.append(events)) })
+    }
+
+    fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64> {
+        Box::pin(async move { on_backend!(self, backend => backend.renew_leases(executor, until)) })
+    }
+
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
+        Box::pin(async move { on_backend!(self, backend => backend.audit(query)) })
+    }
+
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
+        Box::pin(async move { on_backend!(self, backend => backend.conversation(conversation_id)) })
+    }
+
+    fn save_conversation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        messages: &'a serde_json::Value,
+        expected_version: Option<i64>,
+        at: Millis,
+    ) -> StoreFuture<'a, Option<i64>> {
+        Box::pin(async move {
+            on_backend!(self, backend => backend.save_conversation(conversation_id, messages, expected_version, at))
+        })
+    }
+}
+
+/// Opens the store a spec names: `None` for [`StoreSpec::None`], a
+/// [`MemoryStore`] for [`StoreSpec::Memory`], else a migrated [`SqlStore`].
+pub async fn open_store(spec: &StoreSpec) -> Result<Option<Arc<dyn ApprovalStore>>, OpenError> {
+    Ok(match spec {
+        StoreSpec::None => None,
+        StoreSpec::Memory => Some(Arc::new(MemoryStore::new())),
+        StoreSpec::Sqlite(_) | StoreSpec::Postgres(_) => Some(Arc::new(SqlStore::open(spec).await?)),
+    })
+}

@@ -1,0 +1,310 @@
+//! The SQL both backends share, and the mapping between rows and ledger types.
+//!
+//! Every statement here runs unchanged on SQLite and Postgres: both take `$N`
+//! placeholders (SQLite reads `$1` as parameter 1, and the same name twice as
+//! the same parameter).
+
+use serde_json::Value;
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, StoreError,
+    StoredConversation, Transition,
+};
+use toolgate_protocol::ToolResultOutput;
+
+/// The columns of `approvals`, in [`RecordRow`] order.
+macro_rules! record_columns {
+    () => {
+        "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
+         state, decision, output, lease_executor, lease_until, updated_at"
+    };
+}
+
+/// The columns of `audit_events`, in [`EventRow`] order.
+macro_rules! event_columns {
+    () => {
+        "seq, at, kind, approval_id, tool_call_id, conversation_id, principal, data"
+    };
+}
+
+pub(crate) use record_columns;
+
+/// Inserts an approval unless its id is taken (then no row is affected).
+pub(crate) const INSERT_RECORD: &str = concat!(
+    "INSERT INTO approvals (",
+    record_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (approval_id) DO NOTHING"
+);
+
+/// One approval by id.
+pub(crate) const SELECT_RECORD: &str = concat!("SELECT ", record_columns!(), " FROM approvals WHERE approval_id = $1");
+
+/// Appends one audit event; the store assigns `seq`.
+pub(crate) const INSERT_EVENT: &str = "INSERT INTO audit_events \
+     (at, kind, approval_id, tool_call_id, conversation_id, principal, data) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// Extends the leases of one executor's running calls.
+pub(crate) const RENEW_LEASES: &str =
+    "UPDATE approvals SET lease_until = $2 WHERE state = 'executing' AND lease_executor = $1";
+
+/// One stored conversation.
+pub(crate) const SELECT_CONVERSATION: &str =
+    "SELECT conversation_id, messages, version, updated_at FROM conversations WHERE conversation_id = $1";
+
+/// Creates a conversation at version 1 unless it exists.
+pub(crate) const CREATE_CONVERSATION: &str = "INSERT INTO conversations (conversation_id, messages, version, updated_at) \
+     VALUES ($1, $2, 1, $3) ON CONFLICT (conversation_id) DO NOTHING";
+
+/// Saves a conversation over the version the writer read.
+pub(crate) const UPDATE_CONVERSATION: &str = "UPDATE conversations SET messages = $2, version = version + 1, \
+     updated_at = $3 WHERE conversation_id = $1 AND version = $4";
+
+/// What happens to the lease columns in a transition (mirrors `Transition::write_into`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseWrite {
+    /// The transition sets a lease.
+    Set,
+    /// It moves into `executing` without one: keep the current lease.
+    Keep,
+    /// It leaves (or never enters) `executing`: clear the lease.
+    Clear,
+}
+
+impl LeaseWrite {
+    pub(crate) fn of(transition: &Transition) -> Self {
+        if transition.update.lease.is_some() {
+            Self::Set
+        } else if transition.to == ApprovalState::Executing {
+            Self::Keep
+        } else {
+            Self::Clear
+        }
+    }
+}
+
+/// The conditional update of one transition. Parameters: `$1` approval id,
+/// `$2` from, `$3` to, `$4` at, `$5` decision or NULL, `$6` output or NULL,
+/// then the guard's time when it has one, then the lease executor and
+/// until when it sets one. Returns the updated row.
+pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite) -> String {
+    let mut next = 7;
+    let mut param = || {
+        let name = format!("${next}");
+        next += 1;
+        name
+    };
+    let guard = match guard {
+        Guard::None => String::new(),
+        Guard::NotExpiredAt(_) => format!(" AND expires_at > {}", param()),
+        Guard::ExpiredAt(_) => format!(" AND expires_at <= {}", param()),
+        Guard::LeaseLapsedAt(_) => {
+            let at = param();
+            format!(" AND (lease_until IS NULL OR lease_until <= {at})")
+        }
+    };
+    let lease = match lease {
+        LeaseWrite::Set => format!("lease_executor = {}, lease_until = {}", param(), param()),
+        LeaseWrite::Keep => "lease_executor = lease_executor, lease_until = lease_until".to_owned(),
+        LeaseWrite::Clear => "lease_executor = NULL, lease_until = NULL".to_owned(),
+    };
+    format!(
+        "UPDATE approvals SET state = $3, updated_at = $4, decision = COALESCE($5, decision), \
+         output = COALESCE($6, output), {lease} WHERE approval_id = $1 AND state = $2{guard} RETURNING {}",
+        record_columns!()
+    )
+}
+
+/// The time a guard compares with, when it has one.
+pub(crate) fn guard_time(guard: Guard) -> Option<i64> {
+    match guard {
+        Guard::None => None,
+        Guard::NotExpiredAt(at) | Guard::ExpiredAt(at) | Guard::LeaseLapsedAt(at) => Some(at),
+    }
+}
+
+/// The audit query with its filters as `$N` parameters, in the order
+/// conversation id, since, after seq, limit (each only when given).
+pub(crate) fn audit_sql(query: &AuditQuery) -> String {
+    let mut sql = concat!("SELECT ", event_columns!(), " FROM audit_events").to_owned();
+    let mut next = 1;
+    let mut filters = Vec::new();
+    for (given, filter) in [
+        (query.conversation_id.is_some(), "conversation_id = "),
+        (query.since.is_some(), "at >= "),
+        (query.after_seq.is_some(), "seq > "),
+    ] {
+        if given {
+            filters.push(format!("{filter}${next}"));
+            next += 1;
+        }
+    }
+    if !filters.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&filters.join(" AND "));
+    }
+    sql.push_str(" ORDER BY seq");
+    if query.limit.is_some() {
+        sql.push_str(&format!(" LIMIT ${next}"));
+    }
+    sql
+}
+
+/// An audit limit as SQL takes it.
+pub(crate) fn limit_param(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// Maps a database error: undecodable values are corrupt, the rest unavailable.
+pub(crate) fn db_error(error: sqlx::Error) -> StoreError {
+    match error {
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt(error.to_string()),
+        error => StoreError::Unavailable(error.to_string()),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| StoreError::Corrupt(format!("cannot encode {what}: {error}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str, what: &str, id: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|error| StoreError::Corrupt(format!("{what} of `{id}`: {error}")))
+}
+
+/// The JSON text of an optional value.
+pub(crate) fn json_opt<T: serde::Serialize>(value: Option<&T>, what: &str) -> Result<Option<String>, StoreError> {
+    value.map(|value| to_json(value, what)).transpose()
+}
+
+/// An approval as its columns are written.
+pub(crate) struct RecordParams<'a> {
+    pub(crate) record: &'a ApprovalRecord,
+    pub(crate) input: String,
+    pub(crate) decision: Option<String>,
+    pub(crate) output: Option<String>,
+}
+
+impl<'a> RecordParams<'a> {
+    pub(crate) fn new(record: &'a ApprovalRecord) -> Result<Self, StoreError> {
+        Ok(Self {
+            record,
+            input: to_json(&record.input, "an approval input")?,
+            decision: json_opt(record.decision.as_ref(), "a decision")?,
+            output: json_opt(record.output.as_ref(), "an output")?,
+        })
+    }
+}
+
+/// An audit event's data as written.
+pub(crate) fn event_data(event: &AuditEvent) -> Result<String, StoreError> {
+    to_json(&event.data, "audit event data")
+}
+
+/// One row of `approvals`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RecordRow {
+    approval_id: String,
+    conversation_id: String,
+    tool_call_id: String,
+    tool_name: String,
+    input: String,
+    input_digest: String,
+    issued_at: i64,
+    expires_at: i64,
+    state: String,
+    decision: Option<String>,
+    output: Option<String>,
+    lease_executor: Option<String>,
+    lease_until: Option<i64>,
+    updated_at: i64,
+}
+
+impl RecordRow {
+    /// The record this row stores.
+    pub(crate) fn into_record(self) -> Result<ApprovalRecord, StoreError> {
+        let id = self.approval_id;
+        let state = ApprovalState::parse(&self.state)
+            .ok_or_else(|| StoreError::Corrupt(format!("approval `{id}` has unknown state `{}`", self.state)))?;
+        let lease = match (self.lease_executor, self.lease_until) {
+            (Some(executor), Some(until)) => Some(Lease { executor, until }),
+            (None, None) => None,
+            _ => return Err(StoreError::Corrupt(format!("approval `{id}` has half a lease"))),
+        };
+        let decision: Option<Decision> =
+            self.decision.as_deref().map(|text| from_json(text, "the decision", &id)).transpose()?;
+        let output: Option<ToolResultOutput> =
+            self.output.as_deref().map(|text| from_json(text, "the output", &id)).transpose()?;
+        Ok(ApprovalRecord {
+            input: from_json(&self.input, "the input", &id)?,
+            approval_id: id,
+            conversation_id: self.conversation_id,
+            tool_call_id: self.tool_call_id,
+            tool_name: self.tool_name,
+            input_digest: self.input_digest,
+            issued_at: self.issued_at,
+            expires_at: self.expires_at,
+            state,
+            decision,
+            output,
+            lease,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// One row of `audit_events`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct EventRow {
+    seq: i64,
+    at: i64,
+    kind: String,
+    approval_id: String,
+    tool_call_id: String,
+    conversation_id: String,
+    principal: Option<String>,
+    data: String,
+}
+
+impl EventRow {
+    /// The event this row stores.
+    pub(crate) fn into_event(self) -> Result<AuditEvent, StoreError> {
+        let seq = self.seq;
+        let kind = AuditKind::parse(&self.kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("audit event {seq} has unknown kind `{}`", self.kind)))?;
+        let data: Value = from_json(&self.data, "the data", &format!("audit event {seq}"))?;
+        Ok(AuditEvent {
+            seq,
+            at: self.at,
+            kind,
+            approval_id: self.approval_id,
+            tool_call_id: self.tool_call_id,
+            conversation_id: self.conversation_id,
+            principal: self.principal,
+            data,
+        })
+    }
+}
+
+/// One row of `conversations`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ConversationRow {
+    conversation_id: String,
+    messages: String,
+    version: i64,
+    updated_at: i64,
+}
+
+impl ConversationRow {
+    /// The conversation this row stores.
+    pub(crate) fn into_conversation(self) -> Result<StoredConversation, StoreError> {
+        Ok(StoredConversation {
+            messages: from_json(&self.messages, "the messages", &self.conversation_id)?,
+            conversation_id: self.conversation_id,
+            version: self.version,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The JSON text of a conversation's messages.
+pub(crate) fn messages_text(messages: &Value) -> Result<String, StoreError> {
+    to_json(messages, "conversation messages")
+}

@@ -1,0 +1,421 @@
+//! One behavioural suite for every `ApprovalStore`: run against the in-memory
+//! reference store, SQLite, and Postgres when `TOOLGATE_TEST_POSTGRES_URL`
+//! is set (`scripts/with-postgres.sh cargo test -p toolgate-store`).
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Barrier;
+
+use serde_json::json;
+use support::{Stores, decision, event, lease, record, transition, unsequenced};
+use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalStore, AuditKind, AuditQuery, Guard, StoreError, Transition, TransitionOutcome,
+};
+use toolgate_protocol::ToolResultOutput;
+
+/// Applies one transition and checks the outcome against the reference
+/// semantics (`applies_to` / `write_into` on the record as it was).
+async fn check(store: &dyn ApprovalStore, transition: Transition) -> TransitionOutcome {
+    let before = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
+    let outcome = store.apply(std::slice::from_ref(&transition), &[]).await.unwrap().remove(0);
+    let after = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
+    match before.first() {
+        None => assert_eq!(outcome, TransitionOutcome::Missing),
+        Some(before) if transition.applies_to(before) => {
+            let mut expected = before.clone();
+            transition.write_into(&mut expected);
+            assert_eq!(outcome, TransitionOutcome::Moved(expected.clone()));
+            assert_eq!(after, vec![expected]);
+        }
+        Some(before) => {
+            assert_eq!(outcome, TransitionOutcome::Unmoved(before.clone()));
+            assert_eq!(after, vec![before.clone()]);
+        }
+    }
+    outcome
+}
+
+fn moved(outcome: &TransitionOutcome) -> bool {
+    matches!(outcome, TransitionOutcome::Moved(_))
+}
+
+fn record_of(outcome: &TransitionOutcome) -> &ApprovalRecord {
+    match outcome {
+        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => record,
+        TransitionOutcome::Missing => panic!("missing"),
+    }
+}
+
+async fn all_events(store: &dyn ApprovalStore) -> Vec<toolgate::ledger::AuditEvent> {
+    store.audit(&AuditQuery::default()).await.unwrap()
+}
+
+async fn issue_and_read_back(stores: &Stores) {
+    let store = &*stores.a;
+    let input_text = r#"{"zeta":1,"alpha":{"b":[1,2.5,"x",true],"a":null},"mid":"ü ✓ \"q\""}"#;
+    let mut plain = record("ap_1", "conv");
+    plain.input = serde_json::from_str(input_text).unwrap();
+    let mut full = record("ap_2", "conv");
+    full.state = Executing;
+    full.decision = Some(decision(true, "bob", 20));
+    full.output = Some(ToolResultOutput::Json { value: json!({"z": 1, "a": [2]}), provider_options: None });
+    full.lease = Some(lease("exe_1", 500));
+    let issued = [
+        event(AuditKind::Issued, "ap_1", "conv", 10, json!({"z": "last", "a": "first"})),
+        event(AuditKind::Issued, "ap_2", "conv", 10, json!(null)),
+    ];
+    store.issue(&[plain.clone(), full.clone()], &issued).await.unwrap();
+
+    let ids = ["ap_2".to_owned(), "unknown".to_owned(), "ap_1".to_owned()];
+    let mut found = store.approvals(&ids).await.unwrap();
+    found.sort_by(|a, b| a.approval_id.cmp(&b.approval_id));
+    assert_eq!(found, vec![plain.clone(), full.clone()], "unknown ids left out");
+    assert_eq!(serde_json::to_string(&found[0].input).unwrap(), input_text, "key order and text kept");
+    assert_eq!(store.approvals(&[]).await.unwrap(), vec![]);
+    // The other handle (another connection or process) reads the same.
+    assert_eq!(stores.b.approvals(&ids[2..]).await.unwrap(), vec![plain]);
+
+    let events = all_events(store).await;
+    assert_eq!(unsequenced(&events), issued.to_vec());
+    assert!(events[0].seq > 0 && events[1].seq > events[0].seq, "{events:?}");
+    assert_eq!(serde_json::to_string(&events[0].data).unwrap(), r#"{"z":"last","a":"first"}"#);
+}
+
+async fn duplicate_issue_is_rejected_and_nothing_is_inserted(stores: &Stores) {
+    let store = &*stores.a;
+    let first = record("dup", "conv");
+    store.issue(std::slice::from_ref(&first), &[event(AuditKind::Issued, "dup", "conv", 10, json!({}))]).await.unwrap();
+    let mut again = record("dup", "conv");
+    again.tool_name = "other".to_owned();
+    let batch = [record("fresh", "conv"), again];
+    let events = [event(AuditKind::Issued, "fresh", "conv", 11, json!({}))];
+    let error = stores.b.issue(&batch, &events).await.unwrap_err();
+    assert_eq!(error, StoreError::DuplicateApproval("dup".to_owned()));
+    assert_eq!(store.approvals(&["fresh".to_owned()]).await.unwrap(), vec![], "rolled back");
+    assert_eq!(store.approvals(&["dup".to_owned()]).await.unwrap(), vec![first]);
+    assert_eq!(all_events(store).await.len(), 1, "no event of the failed issue");
+}
+
+async fn guards_hold_and_fail(stores: &Stores) {
+    let store = &*stores.a;
+    let mut records: Vec<ApprovalRecord> =
+        ["ne_yes", "ne_no", "ex_yes", "ex_no", "wrong_state"].iter().map(|id| record(id, "conv")).collect();
+    for (id, until) in [("lease_no", Some(500)), ("lease_yes", Some(500)), ("lease_none", None)] {
+        let mut running = record(id, "conv");
+        running.state = Executing;
+        running.lease = until.map(|until| lease("exe_1", until));
+        records.push(running);
+    }
+    store.issue(&records, &[]).await.unwrap();
+
+    let cases = [
+        ("ne_yes", Pending, Guard::NotExpiredAt(999), true),
+        ("ne_no", Pending, Guard::NotExpiredAt(1000), false),
+        ("ex_yes", Pending, Guard::ExpiredAt(1000), true),
+        ("ex_no", Pending, Guard::ExpiredAt(999), false),
+        ("wrong_state", Approved, Guard::None, false),
+        ("lease_no", Executing, Guard::LeaseLapsedAt(499), false),
+        ("lease_yes", Executing, Guard::LeaseLapsedAt(500), true),
+        ("lease_none", Executing, Guard::LeaseLapsedAt(0), true),
+    ];
+    for (id, from, guard, moves) in cases {
+        let to = if from == Executing { Interrupted } else { Expired };
+        let mut change = transition(id, from, to, guard, 2000);
+        change.events = vec![event(AuditKind::Expired, id, "conv", 2000, json!({"id": id}))];
+        let outcome = check(store, change).await;
+        assert_eq!(moved(&outcome), moves, "{id}");
+        let issued_in = if id == "wrong_state" { Pending } else { from };
+        assert_eq!(record_of(&outcome).state, if moves { to } else { issued_in }, "{id}");
+    }
+    let logged: Vec<String> = all_events(store).await.iter().map(|event| event.approval_id.clone()).collect();
+    assert_eq!(logged, ["ne_yes", "ex_yes", "lease_yes", "lease_none"], "only moves log their events");
+}
+
+async fn updates_keep_overwrite_and_clear(stores: &Stores) {
+    let store = &*stores.a;
+    store.issue(&[record("up", "conv")], &[]).await.unwrap();
+    let first = decision(true, "alice", 20);
+    let ok = ToolResultOutput::Text { value: "sent".to_owned(), provider_options: None };
+
+    let mut approve = transition("up", Pending, Approved, Guard::NotExpiredAt(20), 20);
+    approve.update.decision = Some(first.clone());
+    let now = record_of(&check(store, approve).await).clone();
+    assert_eq!((now.decision.as_ref(), now.output.as_ref(), now.lease.as_ref()), (Some(&first), None, None));
+
+    // Entering executing without a lease keeps none; with one sets it.
+    let now = record_of(&check(store, transition("up", Approved, Executing, Guard::None, 30)).await).clone();
+    assert_eq!(now.lease, None);
+    let mut claim = transition("up", Executing, Executing, Guard::LeaseLapsedAt(30), 31);
+    claim.update.lease = Some(lease("exe_1", 100));
+    let now = record_of(&check(store, claim).await).clone();
+    assert_eq!(now.lease, Some(lease("exe_1", 100)));
+    assert_eq!(now.decision, Some(first.clone()), "a None decision keeps the stored one");
+
+    // Staying in executing without a lease keeps it.
+    let now = record_of(&check(store, transition("up", Executing, Executing, Guard::None, 40)).await).clone();
+    assert_eq!((now.lease, now.updated_at), (Some(lease("exe_1", 100)), 40));
+
+    // Leaving executing clears the lease; the output is written, the decision kept.
+    let mut done = transition("up", Executing, Executed, Guard::None, 50);
+    done.update.output = Some(ok.clone());
+    let now = record_of(&check(store, done).await).clone();
+    assert_eq!((now.decision.as_ref(), now.output.as_ref(), now.lease.as_ref()), (Some(&first), Some(&ok), None));
+
+    // Some overwrites both; None keeps the output.
+    let second = decision(false, "carol", 60);
+    let failed = ToolResultOutput::ErrorJson { value: json!({"code": 7, "a": 1}), provider_options: None };
+    let mut overwrite = transition("up", Executed, Failed, Guard::None, 60);
+    overwrite.update = toolgate::ledger::Update {
+        decision: Some(second.clone()),
+        output: Some(failed.clone()),
+        lease: Some(lease("exe_2", 70)),
+    };
+    let now = record_of(&check(store, overwrite).await).clone();
+    assert_eq!((now.decision, now.output.as_ref(), now.lease), (Some(second), Some(&failed), Some(lease("exe_2", 70))));
+    let now = record_of(&check(store, transition("up", Failed, Denied, Guard::None, 70)).await).clone();
+    assert_eq!((now.output, now.lease, now.updated_at), (Some(failed), None, 70));
+}
+
+async fn missing_approvals(stores: &Stores) {
+    let store = &*stores.a;
+    let mut change = transition("nobody", Pending, Approved, Guard::None, 5);
+    change.events = vec![event(AuditKind::Approved, "nobody", "conv", 5, json!({}))];
+    let always = [event(AuditKind::Rejected, "nobody", "conv", 5, json!({"why": "unknown"}))];
+    let outcomes = store.apply(&[change], &always).await.unwrap();
+    assert_eq!(outcomes, vec![TransitionOutcome::Missing]);
+    assert_eq!(unsequenced(&all_events(store).await), always.to_vec());
+    assert_eq!(store.approvals(&["nobody".to_owned()]).await.unwrap(), vec![]);
+}
+
+async fn events_are_appended_with_their_transitions(stores: &Stores) {
+    let store = &*stores.a;
+    store.issue(&[record("e1", "conv"), record("e2", "conv"), record("e3", "conv")], &[]).await.unwrap();
+    let mut first = transition("e1", Pending, Approved, Guard::None, 20);
+    first.events = vec![
+        event(AuditKind::Approved, "e1", "conv", 20, json!({"n": 1})),
+        event(AuditKind::Edited, "e1", "conv", 20, json!({"n": 2})),
+    ];
+    let mut second = transition("e2", Approved, Executing, Guard::None, 20);
+    second.events = vec![event(AuditKind::Executed, "e2", "conv", 20, json!({"n": "never"}))];
+    let mut third = transition("e3", Pending, Denied, Guard::None, 20);
+    third.events = vec![event(AuditKind::Denied, "e3", "conv", 20, json!({"n": 3}))];
+    // A later transition sees an earlier one of the same batch.
+    let mut fourth = transition("e1", Approved, Executing, Guard::None, 21);
+    fourth.events = vec![event(AuditKind::Executed, "e1", "conv", 21, json!({"n": 4}))];
+    let always = [event(AuditKind::Rejected, "e2", "conv", 20, json!({"n": 5}))];
+    let outcomes = store.apply(&[first.clone(), second, third.clone(), fourth.clone()], &always).await.unwrap();
+    assert_eq!(outcomes.iter().map(moved).collect::<Vec<_>>(), [true, false, true, true]);
+
+    let events = all_events(store).await;
+    let expected: Vec<_> = [first.events, third.events, fourth.events, always.to_vec()].concat();
+    assert_eq!(unsequenced(&events), expected);
+    assert!(events.windows(2).all(|pair| pair[0].seq < pair[1].seq), "{events:?}");
+    store.append(&[event(AuditKind::Rejected, "e3", "conv", 30, json!({}))]).await.unwrap();
+    let after = all_events(store).await;
+    assert_eq!(after.len(), 6);
+    assert!(after[5].seq > after[4].seq);
+}
+
+async fn audit_filters(stores: &Stores) {
+    let store = &*stores.a;
+    let events: Vec<_> = (0..10)
+        .map(|n| {
+            event(
+                AuditKind::Rejected,
+                &format!("a{n}"),
+                if n % 2 == 0 { "even" } else { "odd" },
+                100 + n,
+                json!({"n": n}),
+            )
+        })
+        .collect();
+    store.append(&events[..4]).await.unwrap();
+    store.append(&events[4..]).await.unwrap();
+    let all = all_events(store).await;
+    assert_eq!(unsequenced(&all), events);
+    let ns = |query: AuditQuery| async move {
+        let found = store.audit(&query).await.unwrap();
+        found.iter().map(|event| event.data["n"].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+    let conversation = || Some("even".to_owned());
+    assert_eq!(ns(AuditQuery { conversation_id: conversation(), ..Default::default() }).await, [0, 2, 4, 6, 8]);
+    assert_eq!(ns(AuditQuery { since: Some(107), ..Default::default() }).await, [7, 8, 9]);
+    assert_eq!(ns(AuditQuery { after_seq: Some(all[5].seq), ..Default::default() }).await, [6, 7, 8, 9]);
+    assert_eq!(ns(AuditQuery { limit: Some(3), ..Default::default() }).await, [0, 1, 2]);
+    assert_eq!(ns(AuditQuery { limit: Some(0), ..Default::default() }).await, Vec::<i64>::new());
+    let combined =
+        AuditQuery { conversation_id: conversation(), since: Some(102), after_seq: Some(all[2].seq), limit: Some(2) };
+    assert_eq!(ns(combined).await, [4, 6]);
+    let nobody = AuditQuery { conversation_id: Some("none".to_owned()), ..Default::default() };
+    assert_eq!(ns(nobody).await, Vec::<i64>::new());
+}
+
+async fn renew_leases_touches_only_the_executors_running_calls(stores: &Stores) {
+    let store = &*stores.a;
+    let with = |id: &str, state, holder: Option<&str>| {
+        let mut record = record(id, "conv");
+        record.state = state;
+        record.lease = holder.map(|holder| lease(holder, 100));
+        record
+    };
+    let records = [
+        with("mine", Executing, Some("exe_a")),
+        with("mine_too", Executing, Some("exe_a")),
+        with("theirs", Executing, Some("exe_b")),
+        with("not_running", Approved, Some("exe_a")),
+        with("no_lease", Executing, None),
+    ];
+    store.issue(&records, &[]).await.unwrap();
+    assert_eq!(store.renew_leases("exe_a", 900).await.unwrap(), 2);
+    assert_eq!(store.renew_leases("exe_c", 900).await.unwrap(), 0);
+    let ids: Vec<String> = records.iter().map(|record| record.approval_id.clone()).collect();
+    let now: HashMap<String, ApprovalRecord> =
+        store.approvals(&ids).await.unwrap().into_iter().map(|record| (record.approval_id.clone(), record)).collect();
+    for mut expected in records {
+        if expected.approval_id.starts_with("mine") {
+            expected.lease = Some(lease("exe_a", 900));
+        }
+        assert_eq!(now[&expected.approval_id], expected, "updated_at and the rest unchanged");
+    }
+}
+
+async fn conversations_save_optimistically(stores: &Stores) {
+    let (store, other) = (&*stores.a, &*stores.b);
+    assert_eq!(store.conversation("c1").await.unwrap(), None);
+    let first = json!([{"role": "user", "parts": [{"type": "text", "text": "hi"}], "id": "m1"}]);
+    assert_eq!(store.save_conversation("c1", &first, None, 10).await.unwrap(), Some(1));
+    assert_eq!(other.save_conversation("c1", &json!([]), None, 11).await.unwrap(), None, "second create loses");
+    let stored = other.conversation("c1").await.unwrap().unwrap();
+    assert_eq!((stored.conversation_id.as_str(), stored.version, stored.updated_at), ("c1", 1, 10));
+    assert_eq!(serde_json::to_string(&stored.messages).unwrap(), serde_json::to_string(&first).unwrap());
+
+    let second = json!([{"z": 1, "a": 2}]);
+    assert_eq!(other.save_conversation("c1", &second, Some(1), 20).await.unwrap(), Some(2));
+    assert_eq!(store.save_conversation("c1", &json!([]), Some(1), 21).await.unwrap(), None, "stale version");
+    assert_eq!(store.save_conversation("c1", &json!([]), Some(3), 21).await.unwrap(), None, "future version");
+    assert_eq!(store.save_conversation("c2", &json!([]), Some(1), 21).await.unwrap(), None, "not created");
+    assert_eq!(store.conversation("c2").await.unwrap(), None);
+    let stored = store.conversation("c1").await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.updated_at), (2, 20));
+    assert_eq!(serde_json::to_string(&stored.messages).unwrap(), r#"[{"z":1,"a":2}]"#);
+}
+
+/// A racer's answer to `id`: approve (even racers) or deny (odd ones).
+fn answer(id: &str, racer: usize) -> Transition {
+    let approve = racer.is_multiple_of(2);
+    let mut change = transition(id, Pending, if approve { Approved } else { Denied }, Guard::NotExpiredAt(500), 100);
+    change.update.decision = Some(decision(approve, &format!("racer_{racer}"), 100));
+    let kind = if approve { AuditKind::Approved } else { AuditKind::Denied };
+    change.events = vec![event(kind, id, "race", 100, json!({"racer": racer}))];
+    change
+}
+
+/// Races the racers' answers on both handles; checks one wins per approval.
+async fn race(stores: &Stores, ids: &[String], racers: usize) {
+    let records: Vec<_> = ids.iter().map(|id| record(id, "race")).collect();
+    stores.a.issue(&records, &[]).await.unwrap();
+    // Open the pools' connections first, so that racers do not wait for new ones.
+    let warm = (0..32).map(|n| {
+        let store = if n % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+        let ids = ids.to_vec();
+        tokio::spawn(async move { store.approvals(&ids).await.unwrap() })
+    });
+    futures::future::join_all(warm).await;
+    // Every racer starts at once.
+    let start = Arc::new(Barrier::new(racers * ids.len()));
+    let mut tasks = Vec::new();
+    for racer in 0..racers {
+        for id in ids {
+            let store = if (racer / 2).is_multiple_of(2) { stores.a.clone() } else { stores.b.clone() };
+            let change = answer(id, racer);
+            let start = start.clone();
+            tasks.push(tokio::spawn(async move {
+                start.wait().await;
+                let outcome = store.apply(std::slice::from_ref(&change), &[]).await.unwrap().remove(0);
+                (change, outcome)
+            }));
+        }
+    }
+    let mut winners: HashMap<String, Transition> = HashMap::new();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        let (change, outcome) = task.await.unwrap();
+        if moved(&outcome) {
+            let previous = winners.insert(change.approval_id.clone(), change.clone());
+            assert!(previous.is_none(), "two answers won {}", change.approval_id);
+        }
+        outcomes.push((change, outcome));
+    }
+    assert_eq!(winners.len(), ids.len(), "every approval has exactly one winner");
+    for (change, outcome) in &outcomes {
+        let winner = &winners[&change.approval_id];
+        let record = record_of(outcome);
+        assert_eq!((record.state, &record.decision), (winner.to, &winner.update.decision), "{outcome:?}");
+    }
+    let unmoved = outcomes.iter().filter(|(_, outcome)| matches!(outcome, TransitionOutcome::Unmoved(_))).count();
+    assert_eq!(unmoved, ids.len() * (racers - 1));
+    let events = all_events(&*stores.a).await;
+    assert_eq!(events.len(), ids.len(), "one event per winner");
+    for event in events {
+        assert_eq!(event.data["racer"], json!(winners[&event.approval_id].events[0].data["racer"]));
+    }
+}
+
+async fn sixty_four_answers_race_for_one_approval(stores: &Stores) {
+    race(stores, &["contested".to_owned()], 64).await;
+}
+
+async fn two_hundred_approvals_race_four_ways(stores: &Stores) {
+    let ids: Vec<String> = (0..200).map(|n| format!("ap_{n:03}")).collect();
+    race(stores, &ids, 4).await;
+    let found = stores.b.approvals(&ids).await.unwrap();
+    assert_eq!(found.len(), 200);
+    assert!(found.iter().all(|record| matches!(record.state, Approved | Denied)));
+}
+
+/// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                super::$name(&super::Stores::memory()).await;
+            })*
+        }
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let stores = super::Stores::sqlite().await;
+                super::$name(&stores).await;
+                stores.finish().await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                if let Some(stores) = super::Stores::postgres(stringify!($name)).await {
+                    super::$name(&stores).await;
+                    stores.finish().await;
+                }
+            })*
+        }
+    };
+}
+
+suite!(
+    issue_and_read_back,
+    duplicate_issue_is_rejected_and_nothing_is_inserted,
+    guards_hold_and_fail,
+    updates_keep_overwrite_and_clear,
+    missing_approvals,
+    events_are_appended_with_their_transitions,
+    audit_filters,
+    renew_leases_touches_only_the_executors_running_calls,
+    conversations_save_optimistically,
+    sixty_four_answers_race_for_one_approval,
+    two_hundred_approvals_race_four_ways,
+);

@@ -1,0 +1,141 @@
+//! Opening stores: specs, SQLite files and their settings, durability across
+//! reopening, corrupt values, and errors that never show a password.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::json;
+use sqlx::Connection;
+use support::{decision, event, record, transition};
+use toolgate::ledger::ApprovalState::{Approved, Pending};
+use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, Guard, StoreError, TransitionOutcome};
+use toolgate_store::{OpenError, SqlStore, StoreSpec, open_store};
+
+#[tokio::test]
+async fn none_and_memory_specs() {
+    let dir = Path::new("/nonexistent");
+    assert!(open_store(&StoreSpec::parse("none", dir).unwrap()).await.unwrap().is_none());
+    let memory = open_store(&StoreSpec::parse("memory", dir).unwrap()).await.unwrap().unwrap();
+    memory.issue(&[record("m", "c")], &[]).await.unwrap();
+    assert_eq!(memory.approvals(&["m".to_owned()]).await.unwrap().len(), 1);
+    assert!(matches!(SqlStore::open(&StoreSpec::Memory).await, Err(OpenError::NotSql { .. })));
+}
+
+#[tokio::test]
+async fn sqlite_file_is_created_with_its_directories_in_wal_mode() {
+    let (_dir, path) = support::sqlite_path();
+    let spec = StoreSpec::parse(&format!("sqlite://{}", path.display()), Path::new("/unused")).unwrap();
+    let store = open_store(&spec).await.unwrap().unwrap();
+    store.issue(&[record("a", "c")], &[]).await.unwrap();
+    assert!(path.is_file(), "{}", path.display());
+
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut conn).await.unwrap();
+    assert_eq!(mode, "wal");
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%sqlite%' ORDER BY name",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(tables, ["_sqlx_migrations", "approvals", "audit_events", "conversations"]);
+}
+
+#[tokio::test]
+async fn default_sqlite_spec_lives_in_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let spec = StoreSpec::parse("sqlite", &data_dir).unwrap();
+    assert_eq!(spec, StoreSpec::default_for(&data_dir));
+    open_store(&spec).await.unwrap().unwrap();
+    assert!(data_dir.join("toolgate.db").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_a_sqlite_file_keeps_everything() {
+    let (_dir, path) = support::sqlite_path();
+    let spec = StoreSpec::Sqlite(path);
+    let ids = ["kept".to_owned(), "answered".to_owned()];
+    let (records, events, conversation) = {
+        let store = SqlStore::open(&spec).await.unwrap();
+        let issued = [event(AuditKind::Issued, "kept", "c", 10, json!({"b": 1, "a": 2}))];
+        store.issue(&[record("kept", "c"), record("answered", "c")], &issued).await.unwrap();
+        let mut approve = transition("answered", Pending, Approved, Guard::NotExpiredAt(20), 20);
+        approve.update.decision = Some(decision(true, "alice", 20));
+        approve.events = vec![event(AuditKind::Approved, "answered", "c", 20, json!({}))];
+        store.apply(&[approve], &[]).await.unwrap();
+        store.save_conversation("c", &json!([{"id": "m1"}]), None, 30).await.unwrap();
+        let saved = (
+            store.approvals(&ids).await.unwrap(),
+            store.audit(&AuditQuery::default()).await.unwrap(),
+            store.conversation("c").await.unwrap(),
+        );
+        store.close().await;
+        saved
+    };
+    let store = SqlStore::open(&spec).await.unwrap();
+    assert_eq!(store.approvals(&ids).await.unwrap(), records);
+    assert_eq!(store.audit(&AuditQuery::default()).await.unwrap(), events);
+    assert_eq!(store.conversation("c").await.unwrap(), conversation);
+    // The answer is still spent, and the log keeps counting up.
+    let mut again = transition("answered", Pending, Approved, Guard::None, 40);
+    again.update.decision = Some(decision(true, "mallory", 40));
+    let outcome = store.apply(&[again], &[event(AuditKind::Rejected, "answered", "c", 40, json!({}))]).await.unwrap();
+    assert_eq!(outcome, vec![TransitionOutcome::Unmoved(records[1].clone())]);
+    let log = store.audit(&AuditQuery::default()).await.unwrap();
+    assert!(log[2].seq > log[1].seq);
+}
+
+#[tokio::test]
+async fn corrupt_values_are_reported_as_corrupt() {
+    let (_dir, path) = support::sqlite_path();
+    let store = SqlStore::open(&StoreSpec::Sqlite(path.clone())).await.unwrap();
+    store.issue(&[record("bad", "c")], &[event(AuditKind::Issued, "bad", "c", 1, json!({}))]).await.unwrap();
+    store.save_conversation("c", &json!([]), None, 1).await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    for statement in [
+        "UPDATE approvals SET decision = '{not json'",
+        "UPDATE audit_events SET data = 'nope'",
+        "UPDATE conversations SET messages = '['",
+    ] {
+        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    }
+    let corrupt = |result: Result<_, StoreError>| matches!(result, Err(StoreError::Corrupt(_)));
+    assert!(corrupt(store.approvals(&["bad".to_owned()]).await.map(drop)));
+    assert!(corrupt(store.audit(&AuditQuery::default()).await.map(drop)));
+    assert!(corrupt(store.conversation("c").await.map(drop)));
+    let answer = transition("bad", Pending, Approved, Guard::None, 2);
+    assert!(corrupt(store.apply(&[answer], &[]).await.map(drop)));
+}
+
+#[tokio::test]
+async fn closed_store_is_unavailable() {
+    let (_dir, path) = support::sqlite_path();
+    let store = SqlStore::open(&StoreSpec::Sqlite(path)).await.unwrap();
+    store.close().await;
+    let result = store.approvals(&["x".to_owned()]).await;
+    assert!(matches!(result, Err(StoreError::Unavailable(_))), "{result:?}");
+}
+
+#[tokio::test]
+async fn connect_errors_name_the_backend_but_never_the_password() {
+    let url = "postgres://alice:hunter2@127.0.0.1:1/ledger";
+    let spec = StoreSpec::parse(url, Path::new("/unused")).unwrap();
+    let error = open_store(&spec).await.map(drop).unwrap_err();
+    assert!(matches!(error, OpenError::Connect { backend: "postgres", .. }), "{error:?}");
+    let shown = format!("{error} {error:?}");
+    assert!(shown.contains("postgres://alice:***@127.0.0.1:1/ledger"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_data_dir_that_cannot_be_created_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let spec = StoreSpec::Sqlite(file.join("sub/ledger.db"));
+    let error = open_store(&spec).await.map(drop).unwrap_err();
+    assert!(matches!(&error, OpenError::CreateDir { path, .. } if path == &file.join("sub")), "{error:?}");
+    assert!(error.to_string().contains("a-file/sub"), "{error}");
+}

@@ -1,0 +1,158 @@
+//! Stores to run the behavioural suite against, and record builders.
+#![allow(dead_code, missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, Decision, Guard, Lease, MemoryStore,
+    Transition, Update,
+};
+use toolgate_store::{SqlStore, StoreSpec};
+
+/// The Postgres server the suite also runs against, when set.
+pub const POSTGRES_URL: &str = "TOOLGATE_TEST_POSTGRES_URL";
+/// When `1`, a missing [`POSTGRES_URL`] fails the Postgres tests instead of skipping them.
+pub const REQUIRE_POSTGRES: &str = "TOOLGATE_TEST_REQUIRE_POSTGRES";
+
+/// Two handles on one database (two "processes" for the SQL stores).
+pub struct Stores {
+    pub a: Arc<dyn ApprovalStore>,
+    pub b: Arc<dyn ApprovalStore>,
+    sql: Vec<Arc<SqlStore>>,
+    _dir: Option<tempfile::TempDir>,
+    drop_database: Option<(String, String)>,
+}
+
+impl Stores {
+    pub fn memory() -> Self {
+        let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::new());
+        Self { a: store.clone(), b: store, sql: Vec::new(), _dir: None, drop_database: None }
+    }
+
+    pub async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let spec = StoreSpec::Sqlite(dir.path().join("ledger.db"));
+        let (a, b) = (open(&spec).await, open(&spec).await);
+        Self { a: a.clone(), b: b.clone(), sql: vec![a, b], _dir: Some(dir), drop_database: None }
+    }
+
+    /// A fresh database on the test server, or `None` (skipped) without one.
+    pub async fn postgres(test: &str) -> Option<Self> {
+        let Ok(url) = std::env::var(POSTGRES_URL) else {
+            assert!(
+                std::env::var(REQUIRE_POSTGRES).as_deref() != Ok("1"),
+                "{REQUIRE_POSTGRES}=1 but {POSTGRES_URL} is not set"
+            );
+            eprintln!("skipped postgres::{test}: set {POSTGRES_URL} to run it");
+            return None;
+        };
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!("toolgate_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let mut admin = sqlx::PgConnection::connect(&url).await.expect("connect to the test server");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("create a test database");
+        admin.close().await.ok();
+        let spec = StoreSpec::Postgres(with_database(&url, &name));
+        let (a, b) = (open(&spec).await, open(&spec).await);
+        Some(Self { a: a.clone(), b: b.clone(), sql: vec![a, b], _dir: None, drop_database: Some((url, name)) })
+    }
+
+    /// Closes the SQL stores and drops a test database.
+    pub async fn finish(self) {
+        for store in &self.sql {
+            store.close().await;
+        }
+        if let Some((url, name)) = &self.drop_database {
+            let mut admin = sqlx::PgConnection::connect(url).await.expect("connect to the test server");
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+                .execute(&mut admin)
+                .await
+                .expect("drop the test database");
+        }
+    }
+}
+
+async fn open(spec: &StoreSpec) -> Arc<SqlStore> {
+    Arc::new(SqlStore::open(spec).await.unwrap_or_else(|error| panic!("open {spec}: {error}")))
+}
+
+/// The URL with its database replaced.
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(base, query)| (base, Some(query)));
+    let scheme_end = base.find("://").map_or(0, |at| at + 3);
+    let host_end = base[scheme_end..].find('/').map_or(base.len(), |at| scheme_end + at);
+    let mut out = format!("{}/{database}", &base[..host_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+/// A temp path for a SQLite file, and the dir that owns it.
+pub fn sqlite_path() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nested/dir/ledger.db");
+    (dir, path)
+}
+
+/// A pending approval expiring at 1000.
+pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
+    ApprovalRecord {
+        approval_id: id.to_owned(),
+        conversation_id: conversation.to_owned(),
+        tool_call_id: format!("call_{id}"),
+        tool_name: "send_email".to_owned(),
+        input: json!({"to": "a@example.com", "body": "hi"}),
+        input_digest: format!("digest_{id}"),
+        issued_at: 10,
+        expires_at: 1000,
+        state: ApprovalState::Pending,
+        decision: None,
+        output: None,
+        lease: None,
+        updated_at: 10,
+    }
+}
+
+pub fn event(kind: AuditKind, approval_id: &str, conversation: &str, at: i64, data: Value) -> AuditEvent {
+    AuditEvent {
+        seq: 0,
+        at,
+        kind,
+        approval_id: approval_id.to_owned(),
+        tool_call_id: format!("call_{approval_id}"),
+        conversation_id: conversation.to_owned(),
+        principal: Some("alice".to_owned()),
+        data,
+    }
+}
+
+pub fn decision(approved: bool, principal: &str, at: i64) -> Decision {
+    Decision {
+        approved,
+        edited_input: approved.then(|| json!({"to": "b@example.com", "body": "edited"})),
+        reason: (!approved).then(|| format!("no, says {principal}")),
+        principal: Some(principal.to_owned()),
+        decided_at: at,
+    }
+}
+
+pub fn lease(executor: &str, until: i64) -> Lease {
+    Lease { executor: executor.to_owned(), until }
+}
+
+pub fn transition(id: &str, from: ApprovalState, to: ApprovalState, guard: Guard, at: i64) -> Transition {
+    Transition { approval_id: id.to_owned(), from, to, guard, update: Update::default(), at, events: Vec::new() }
+}
+
+/// The events as stored, without `seq` (to compare with what was appended).
+pub fn unsequenced(events: &[AuditEvent]) -> Vec<AuditEvent> {
+    events.iter().map(|event| AuditEvent { seq: 0, ..event.clone() }).collect()
+}
