@@ -373,8 +373,13 @@ impl EventEncoder {
     }
 
     fn approval_request(&mut self, approval_id: &str, call: &ToolCallInfo, signature: Option<String>) {
-        let metadata =
-            Map::from_iter([("toolName".to_owned(), json!(call.tool_name)), ("input".to_owned(), call.input.clone())]);
+        // `kind: "approval"` with the tool and its input is the approval marker TanStack's
+        // client resumes (its legacy, pre-binding form); other clients ignore it.
+        let metadata = Map::from_iter([
+            ("kind".to_owned(), json!("approval")),
+            ("toolName".to_owned(), json!(call.tool_name)),
+            ("input".to_owned(), call.input.clone()),
+        ]);
         self.interrupts.push(Interrupt {
             id: approval_id.to_owned(),
             reason: TOOL_CALL_REASON.to_owned(),

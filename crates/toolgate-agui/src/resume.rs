@@ -24,6 +24,11 @@
 //! Structural problems (which interrupt is answered, how often) are errors;
 //! content problems are denials. Both fail closed.
 //!
+//! **Client placeholders.** A tool result the client holds for a call whose
+//! interrupt the resume answers is dropped: the resume decides that call, so
+//! such a result is the client's placeholder (`@tanstack/ai-client` writes
+//! `{approved, pendingExecution, message}` there), never an outcome.
+//!
 //! **Injection.** Each answer becomes, in the converted history, a
 //! `tool-approval-request {approvalId: interruptId, toolCallId}` appended to
 //! the assistant message holding the call, and one trailing tool message with
@@ -268,8 +273,27 @@ pub fn inject(history: &mut Vec<ModelMessage>, resolutions: &[Resolution]) -> Re
             parts.push(AssistantPart::ToolApprovalRequest(request));
         }
     }
+    // After the requests: removing messages shifts the indexes they were placed by.
+    drop_placeholder_results(history, resolutions);
     history.push(ModelMessage::tool(responses));
     Ok(())
+}
+
+/// Removes the tool results the client holds for the calls this resume answers:
+/// the resume decides them, so such a result is the client's placeholder
+/// (TanStack's client writes `{approved, pendingExecution}` there), never an
+/// outcome. A tool message left empty is removed.
+fn drop_placeholder_results(history: &mut Vec<ModelMessage>, resolutions: &[Resolution]) {
+    let answered: std::collections::HashSet<&str> =
+        resolutions.iter().map(|resolution| resolution.pending.tool_call_id.as_str()).collect();
+    history.retain_mut(|message| {
+        let ModelMessage::Tool(tool) = message else { return true };
+        tool.content.retain(|part| match part {
+            ToolPart::ToolResult(result) => !answered.contains(result.tool_call_id.as_str()),
+            ToolPart::ToolApprovalResponse(_) => true,
+        });
+        !tool.content.is_empty()
+    });
 }
 
 /// Every tool call of the history: call id -> (index of the assistant message holding it, tool name).

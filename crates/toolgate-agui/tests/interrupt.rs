@@ -50,7 +50,7 @@ async fn a_gated_call_pauses_the_run_with_snapshots_and_an_interrupt() {
             json!({"type": "RUN_FINISHED", "threadId": "t1", "runId": "run1", "outcome": {"type": "interrupt", "interrupts": [{
                 "id": "apr_n1", "reason": "tool_call", "message": "delete_file needs approval", "toolCallId": "call-1",
                 "responseSchema": approval_response_schema(),
-                "metadata": {"toolName": "delete_file", "input": {"path": "notes.txt"}}
+                "metadata": {"kind": "approval", "toolName": "delete_file", "input": {"path": "notes.txt"}}
             }]}}),
         ]
     );

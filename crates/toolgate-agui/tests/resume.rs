@@ -211,7 +211,7 @@ async fn two_interrupts_answered_in_one_resume() {
     assert_eq!(client.interrupts[1]["message"], "transfer_money needs approval");
     assert_eq!(
         client.interrupts[1]["metadata"],
-        json!({"toolName": "transfer_money", "input": {"amount": 5000, "to": "Bob"}})
+        json!({"kind": "approval", "toolName": "transfer_money", "input": {"amount": 5000, "to": "Bob"}})
     );
 
     let resume = json!([
@@ -289,4 +289,31 @@ async fn a_mixed_batch_runs_the_safe_calls_at_once_and_the_gated_ones_after_the_
             ("t-big", &json!({"type": "execution-denied", "reason": "cancelled"}))
         ]
     );
+}
+
+#[tokio::test]
+async fn a_placeholder_result_the_client_wrote_for_the_answered_call_is_dropped_and_the_tool_runs() {
+    let server = Server::new(delete_turns());
+    let mut client = interrupted(&server).await;
+    let id = client.interrupt_ids().remove(0);
+    // What @tanstack/ai-client puts in its history when the person approves.
+    let placeholder = json!({"approved": true, "pendingExecution": true, "message": "User approved this action"});
+    client.messages.push(json!({"id": "t1", "role": "tool", "toolCallId": "call-1",
+        "content": placeholder.to_string()}));
+    let events = server.run(client.input(Some(resolved(&id, json!({"approved": true}))))).await;
+    let result = events.iter().find(|e| e["type"] == "TOOL_CALL_RESULT").expect("the tool ran");
+    assert_eq!(
+        serde_json::from_str::<Value>(result["content"].as_str().unwrap()).unwrap(),
+        json!({"deleted": "notes.txt"})
+    );
+    let prompt = server.last_prompt();
+    let outputs: Vec<&Value> = prompt
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|p| p["type"] == "tool-result")
+        .map(|p| &p["output"])
+        .collect();
+    assert_eq!(outputs, vec![&json!({"type": "json", "value": {"deleted": "notes.txt"}})], "{prompt:#}");
 }

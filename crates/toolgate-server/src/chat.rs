@@ -37,6 +37,13 @@ pub(crate) async fn chat(
     require_json(&headers)?;
     let principal = state.principal(&headers)?;
     let request = ChatRequest::from_json(&body.map_err(body_error)?)?;
+    if request.id.starts_with(crate::agui::AGUI_PREFIX) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_chat_id",
+            format!("chat ids may not start with `{}` (the AG-UI threads' namespace)", crate::agui::AGUI_PREFIX),
+        ));
+    }
     match state.ledger(&request.id, principal)? {
         Some(ledger) => stored_chat(state, request, ledger).await,
         None => stateless_chat(state, request).await,
@@ -86,27 +93,40 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
         None => UiMessageBuilder::new(new_message_id()),
     };
     let mut encoder = encoder(&state, builder.message().id.clone());
-    let (frames, receiver) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
-    tokio::spawn(async move {
+    let frames = async_stream::stream! {
         let mut stream = stream;
-        let mut connected = true;
         while let Some(part) = stream.next().await {
             for chunk in encoder.encode(&part) {
                 builder.apply(&chunk);
-                // A client that went away stops receiving; the run and its record go on.
-                connected = connected && frames.send(Bytes::from(sse_frame(&chunk))).await.is_ok();
+                yield Bytes::from(sse_frame(&chunk));
             }
         }
-        if connected {
-            frames.send(Bytes::from_static(SSE_DONE.as_bytes())).await.ok();
-        }
+        yield Bytes::from_static(SSE_DONE.as_bytes());
         history.push(builder.finish());
         conversation::save(store.as_ref(), &chat_id, &history, version, clock.now()).await;
+    };
+    Ok(detached_sse(frames, UI_MESSAGE_STREAM_HEADERS))
+}
+
+/// Streams `frames` from a task of its own that polls them to the end: a
+/// client that goes away stops receiving, but the run (and what it records
+/// when it ends) goes on.
+pub(crate) fn detached_sse(
+    frames: impl Stream<Item = Bytes> + Send + 'static,
+    headers: &[(&'static str, &'static str)],
+) -> Response {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
+    tokio::spawn(async move {
+        let mut frames = std::pin::pin!(frames);
+        let mut connected = true;
+        while let Some(frame) = frames.next().await {
+            connected = connected && sender.send(frame).await.is_ok();
+        }
     });
     let frames = futures::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|frame| (Ok::<_, Infallible>(frame), receiver))
     });
-    Ok(sse_response(frames, UI_MESSAGE_STREAM_HEADERS))
+    sse_response(frames, headers)
 }
 
 /// `GET /api/chats/:id`: the stored UI messages of a chat.

@@ -38,7 +38,7 @@ function assertInterrupted(thread, run, expected) {
     assert.equal(interrupt.responseSchema.type, 'object');
     assert.deepEqual(Object.keys(interrupt.responseSchema.properties).sort(), RESPONSE_SCHEMA_KEYS);
     assert.deepEqual(interrupt.responseSchema.required, ['approved']);
-    assert.deepEqual(interrupt.metadata, { toolName, input });
+    assert.deepEqual(interrupt.metadata, { kind: 'approval', toolName, input }, 'with the approval marker TanStack resumes');
   });
   for (const pending of thread.agent.state.toolgate.pendingApprovals) {
     if (signatureField) assert.equal(typeof pending.signature, 'string', 'the AI SDK signature rides in the state');

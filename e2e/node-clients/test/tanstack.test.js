@@ -1,26 +1,23 @@
 // `@tanstack/ai-client` (ChatClient + fetchServerSentEvents, which speaks AG-UI RunAgentInput / events)
-// against `POST /ag-ui`.
+// against `POST /ag-ui`, through a whole approval round trip with the client's own API.
 //
-// The first leg works: ChatClient parses toolgate's events and sees the interrupt. The approval cannot be
-// completed, for two reasons in @tanstack/ai-client 0.33.2 itself (see the e2e report):
-//  1. Its RunAgentInput builder always sends `state: {}` (connection-adapters.js, buildRunAgentInputBody), so the
-//     STATE_SNAPSHOT toolgate sends before the interrupt (the pending approvals, since the server is stateless)
-//     never comes back, and the server answers the resume with RUN_ERROR `no_pending_interrupts`.
-//  2. It only lets an application answer interrupts that carry its own binding metadata
-//     (`metadata["tanstack:interruptBinding"]`, made by a TanStack server) or its legacy marker
-//     (`metadata.kind: "approval"`); toolgate's interrupts are "unbound" (`canResolve: false`), so only the
-//     documented-unsafe `resumeInterruptsUnsafe` can send an answer at all.
-// This test pins those facts down with the real client, so a client or server change that makes the flow work
-// shows up as a failure here (then replace it with a real approve scenario). It does not pretend the flow works.
+// Two things in @tanstack/ai-client 0.33.2 used to stop this:
+//  1. Its RunAgentInput builder always sends `state: {}`, so the STATE_SNAPSHOT listing the pending approvals
+//     never comes back. The server now keeps each thread's open interrupts in its store (the default SQLite
+//     store) and matches the resume against them.
+//  2. It only lets an application answer interrupts that carry its binding metadata or its approval marker
+//     (`metadata: {kind: "approval", toolName, input}`). toolgate's interrupts carry that marker, so the client
+//     offers `resolveInterrupt` (canResolve: true) and submits the answer itself.
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ChatClient, fetchServerSentEvents } from '@tanstack/ai-client';
 import { prompts, server, sseData, waitUntil } from '../lib/servers.js';
 import { hasAguiRoute } from '../lib/agui.js';
+import { assertCleanPrompt, toolResults } from '../lib/prompt.js';
 
 describe('@tanstack/ai-client ChatClient against /ag-ui', () => {
-  test('sees the interrupt, but cannot resume it (sends state {}; interrupt unbound)', async (t) => {
+  test('approve: the client resolves the interrupt, the server resumes from its stored interrupts, the tool runs once', async (t) => {
     const url = server('tanstack-approve').url;
     if (!(await hasAguiRoute(url))) {
       t.skip('POST /ag-ui is not wired in this build of toolgate serve (404)');
@@ -50,32 +47,38 @@ describe('@tanstack/ai-client ChatClient against /ag-ui', () => {
     const events = sseData(requests[0].text);
     assert.equal(events.at(-1).type, 'RUN_FINISHED');
     assert.equal(events.at(-1).outcome.type, 'interrupt');
-    const toolgateState = events.find((e) => e.type === 'STATE_SNAPSHOT').snapshot;
-    assert.ok(toolgateState.toolgate.pendingApprovals.length === 1, 'the server sent its pending list');
 
     const interrupts = client.getInterrupts();
     assert.equal(interrupts.length, 1, 'the client shows the interrupt');
     const [interrupt] = interrupts;
-    assert.equal(interrupt.id, toolgateState.toolgate.pendingApprovals[0].interruptId);
-    assert.equal(interrupt.kind, 'unbound', 'reason 2: toolgate interrupts carry no TanStack binding');
-    assert.equal(interrupt.canResolve, false);
-    const call = client
-      .getMessages()
-      .flatMap((m) => m.parts)
-      .find((p) => p.type === 'tool-call');
-    assert.ok(call, 'the client holds the tool call');
-    assert.equal(call.name, 'delete_file');
+    assert.equal(interrupt.id, events.at(-1).outcome.interrupts[0].id);
+    assert.equal(interrupt.canResolve, true, 'the approval marker makes the interrupt answerable');
+    assert.equal(prompts('tanstack-approve').length, 1);
 
-    // The only way TanStack offers to answer an unbound interrupt.
-    await client.resumeInterruptsUnsafe([{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }]);
-    await waitUntil(() => requests[1]?.text !== undefined, { what: 'the resume response' });
+    interrupt.resolveInterrupt({ approved: true });
+    await waitUntil(() => requests[1]?.text !== undefined, {
+      what: 'the resume response',
+      describe: () => JSON.stringify(client.getInterruptState()),
+    });
     const resume = requests[1].body;
-    assert.deepEqual(resume.resume, [{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }]);
-    assert.deepEqual(resume.state, {}, 'reason 1: the client does not send the state snapshot back');
+    assert.deepEqual(resume.resume.map((entry) => [entry.interruptId, entry.status, entry.payload?.approved]), [
+      [interrupt.id, 'resolved', true],
+    ]);
+    assert.deepEqual(resume.state, {}, 'the client still sends no state: the server used the interrupts it kept');
     const answer = sseData(requests[1].text);
-    const runError = answer.find((e) => e.type === 'RUN_ERROR');
-    assert.ok(runError, `the server refused the resume: ${requests[1].text}`);
-    assert.equal(runError.code, 'no_pending_interrupts');
-    assert.equal(prompts('tanstack-approve').length, 1, 'nothing ran and the model was not called again');
+    assert.equal(answer.find((e) => e.type === 'RUN_ERROR'), undefined, requests[1].text);
+    const result = answer.find((e) => e.type === 'TOOL_CALL_RESULT');
+    assert.ok(result, requests[1].text);
+    assert.equal(result.toolCallId, 'call-del-1');
+    assert.deepEqual(JSON.parse(result.content), { deleted: 'notes.txt' });
+    assert.equal(answer.at(-1).type, 'RUN_FINISHED');
+    assert.equal(answer.at(-1).outcome?.type ?? 'success', 'success');
+    assert.deepEqual(errors, []);
+
+    await waitUntil(() => prompts('tanstack-approve').length >= 2, { what: 'the second prompt in the trace' });
+    const all = prompts('tanstack-approve');
+    assert.equal(all.length, 2, 'the model was called once more, after the tool ran');
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes.txt' } });
   });
 });
