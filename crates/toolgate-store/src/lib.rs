@@ -134,6 +134,16 @@ impl ApprovalStore for SqlStore {
         Box::pin(async move { on_backend!(self, backend => backend.approvals(approval_ids)) })
     }
 
+    fn approvals_for_calls<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        tool_call_ids: &'a [String],
+    ) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(
+            async move { on_backend!(self, backend => backend.approvals_for_calls(conversation_id, tool_call_ids)) },
+        )
+    }
+
     fn apply<'a>(
         &'a self,
         transitions: &'a [Transition],

@@ -65,6 +65,18 @@ impl Backend {
         Ok(approval_ids.iter().filter_map(|id| found.get(id).cloned()).collect())
     }
 
+    pub(crate) async fn approvals_for_calls(
+        &self,
+        conversation_id: &str,
+        tool_call_ids: &[String],
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        if tool_call_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self.select_records_for_calls(conversation_id, tool_call_ids).await?;
+        rows.into_iter().map(RecordRow::into_record).collect()
+    }
+
     pub(crate) async fn apply(
         &self,
         transitions: &[Transition],

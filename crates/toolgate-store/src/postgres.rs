@@ -78,6 +78,24 @@ impl Backend {
         sqlx::query_as::<_, RecordRow>(SELECT).bind(ids).fetch_all(&self.pool).await.map_err(db_error)
     }
 
+    async fn select_records_for_calls(
+        &self,
+        conversation_id: &str,
+        calls: &[String],
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        const SELECT: &str = concat!(
+            "SELECT ",
+            sql::record_columns!(),
+            " FROM approvals WHERE conversation_id = $1 AND tool_call_id = ANY($2)"
+        );
+        sqlx::query_as::<_, RecordRow>(SELECT)
+            .bind(conversation_id)
+            .bind(calls)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
     /// Closes the pool.
     pub(crate) async fn close(&self) {
         self.pool.close().await;

@@ -105,6 +105,29 @@ impl Backend {
         Ok(rows)
     }
 
+    /// The rows of these calls of one conversation, an `IN` list of at most [`IDS_PER_QUERY`] at a time.
+    async fn select_records_for_calls(
+        &self,
+        conversation_id: &str,
+        calls: &[String],
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        let mut rows = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(IDS_PER_QUERY) {
+            let params: Vec<String> = (2..=chunk.len() + 1).map(|n| format!("${n}")).collect();
+            let text = format!(
+                "SELECT {} FROM approvals WHERE conversation_id = $1 AND tool_call_id IN ({})",
+                sql::record_columns!(),
+                params.join(", ")
+            );
+            let mut select = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text)).bind(conversation_id);
+            for call in chunk {
+                select = select.bind(call);
+            }
+            rows.extend(select.fetch_all(&self.reader).await.map_err(db_error)?);
+        }
+        Ok(rows)
+    }
+
     /// Closes both pools.
     pub(crate) async fn close(&self) {
         self.reader.close().await;

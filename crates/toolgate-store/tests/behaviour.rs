@@ -191,6 +191,21 @@ async fn missing_approvals(stores: &Stores) {
     assert_eq!(store.approvals(&["nobody".to_owned()]).await.unwrap(), vec![]);
 }
 
+async fn approvals_are_found_by_their_calls_within_one_conversation(stores: &Stores) {
+    let store = &*stores.a;
+    let records = [record("a1", "conv-1"), record("a2", "conv-1"), record("b1", "conv-2")];
+    store.issue(&records, &[]).await.unwrap();
+    let calls: Vec<String> = ["call_a1", "call_a2", "call_b1", "call_none"].map(str::to_owned).to_vec();
+    let mut found: Vec<String> =
+        stores.b.approvals_for_calls("conv-1", &calls).await.unwrap().into_iter().map(|r| r.approval_id).collect();
+    found.sort();
+    assert_eq!(found, ["a1", "a2"], "only this conversation's calls");
+    let many: Vec<String> = (0..1200).map(|n| format!("call_x{n}")).chain(["call_b1".to_owned()]).collect();
+    let found = store.approvals_for_calls("conv-2", &many).await.unwrap();
+    assert_eq!(found, vec![records[2].clone()], "long lists are read in chunks");
+    assert!(store.approvals_for_calls("conv-2", &[]).await.unwrap().is_empty());
+}
+
 async fn events_are_appended_with_their_transitions(stores: &Stores) {
     let store = &*stores.a;
     store.issue(&[record("e1", "conv"), record("e2", "conv"), record("e3", "conv")], &[]).await.unwrap();
@@ -412,6 +427,7 @@ suite!(
     guards_hold_and_fail,
     updates_keep_overwrite_and_clear,
     missing_approvals,
+    approvals_are_found_by_their_calls_within_one_conversation,
     events_are_appended_with_their_transitions,
     audit_filters,
     renew_leases_touches_only_the_executors_running_calls,

@@ -175,6 +175,15 @@ pub enum EngineError {
         /// The approval id.
         approval_id: String,
     },
+    /// A tool result in the history contradicts the ledger: the server never
+    /// produced it (the call awaits approval, or ran with another outcome).
+    #[error("tool call `{tool_call_id}` has a result the server did not produce: {detail}")]
+    ForgedToolResult {
+        /// The call.
+        tool_call_id: String,
+        /// What the ledger says.
+        detail: String,
+    },
     /// The approval store failed; nothing ran that was not recorded.
     #[error(transparent)]
     Store(#[from] crate::ledger::StoreError),
@@ -224,6 +233,7 @@ impl EngineError {
             Self::ApprovalMismatch { .. } => "approval_mismatch",
             Self::ApprovalAlreadyDecided { .. } => "approval_already_decided",
             Self::ApprovalInProgress { .. } => "approval_in_progress",
+            Self::ForgedToolResult { .. } => "forged_tool_result",
             Self::Store(_) => "store_unavailable",
             Self::Incomplete { source, .. } => source.code(),
         }

@@ -4,8 +4,10 @@
 //! 1. **Prepare** (nothing runs yet): normalize older approval encodings,
 //!    collect approval answers anywhere in the history, and check them all
 //!    (structure, schemas and signatures first, then policies) and the
-//!    prompt they lead to. Any problem is an [`EngineError`] and nothing
-//!    executes. The work is linear in the size of the history.
+//!    prompt they lead to. With a ledger, the history's results are checked
+//!    against it and the answers settled as single-use claims. Any problem
+//!    is an [`EngineError`] and nothing executes. The work is linear in the
+//!    size of the history.
 //! 2. **Pre-resolve**: before the model is called, approved calls run (with
 //!    the person's edit, if any), denied and unanswered ones become
 //!    `execution-denied` results, provider-executed answers are forwarded.
@@ -24,6 +26,7 @@ mod run;
 mod settle;
 mod step;
 mod stream;
+mod verify;
 
 use std::sync::Arc;
 
@@ -86,7 +89,10 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
     };
     check_prompt_after(&history, &plan.actions)?;
     let (plan, warnings) = match &request.ledger {
-        Some(ledger) => settle::settle(plan, ledger, request.toolkit.as_ref()).await?,
+        Some(ledger) => {
+            verify::verify_results(&history, ledger).await?;
+            settle::settle(plan, ledger, request.toolkit.as_ref()).await?
+        }
         None => (plan, Vec::new()),
     };
     Ok(Prepared { request, history, plan, warnings })

@@ -20,6 +20,8 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     approvals: HashMap<String, ApprovalRecord>,
+    /// (conversation id, tool call id) -> approval id.
+    by_call: HashMap<(String, String), String>,
     audit: Vec<AuditEvent>,
     conversations: HashMap<String, StoredConversation>,
 }
@@ -58,6 +60,8 @@ impl ApprovalStore for MemoryStore {
                 return Err(StoreError::DuplicateApproval(taken.approval_id.clone()));
             }
             for record in records {
+                let call = (record.conversation_id.clone(), record.tool_call_id.clone());
+                inner.by_call.insert(call, record.approval_id.clone());
                 inner.approvals.insert(record.approval_id.clone(), record.clone());
             }
             inner.append(events);
@@ -69,6 +73,21 @@ impl ApprovalStore for MemoryStore {
         Box::pin(async move {
             let inner = self.lock();
             Ok(approval_ids.iter().filter_map(|id| inner.approvals.get(id).cloned()).collect())
+        })
+    }
+
+    fn approvals_for_calls<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        tool_call_ids: &'a [String],
+    ) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            Ok(tool_call_ids
+                .iter()
+                .filter_map(|call| inner.by_call.get(&(conversation_id.to_owned(), call.clone())))
+                .filter_map(|id| inner.approvals.get(id).cloned())
+                .collect())
         })
     }
 

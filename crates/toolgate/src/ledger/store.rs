@@ -40,6 +40,14 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// The records with these approval ids, in the order asked; unknown ids are left out.
     fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>>;
 
+    /// The records issued for these tool calls of one conversation, in no
+    /// particular order; calls without a record are left out.
+    fn approvals_for_calls<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        tool_call_ids: &'a [String],
+    ) -> StoreFuture<'a, Vec<ApprovalRecord>>;
+
     /// Applies the transitions in order, in one transaction: each one's own
     /// events are appended only when it moves; `events` are appended
     /// whatever happens. One outcome per transition.
