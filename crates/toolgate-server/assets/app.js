@@ -16,8 +16,13 @@ const CLIENT_TOOLS = new Set(['ask_user']);
 // ---------------------------------------------------------------------------
 // State
 
+// The conversation id lives in the URL (`#chat=ID`): a reload keeps it, and the page
+// restores the conversation the server stored (pending approvals included).
+const chatIdInUrl = () => /(?:^#|&)chat=([^&]+)/.exec(location.hash)?.[1];
+const initialChatId = chatIdInUrl() ? decodeURIComponent(chatIdInUrl()) : null;
+
 const state = {
-  chatId: newId('chat'),
+  chatId: initialChatId ?? newId('chat'),
   messages: [], // UIMessage[], exactly what is POSTed
   status: 'ready', // 'ready' | 'submitted' | 'streaming' | 'error'
   error: null, // {title, detail, retry} shown in the banner
@@ -231,7 +236,111 @@ async function submit() {
   if (abort.signal.aborted) return;
   finishText(run.message);
   setStatus(run.failed ? 'error' : 'ready');
+  refreshAudit();
   if (!run.failed) continueIfComplete();
+}
+
+// ---------------------------------------------------------------------------
+// Server-side conversations and the audit log (with a store; without one both
+// endpoints answer 404 and the page works as before).
+
+function rememberChatId() {
+  history.replaceState(null, '', `#chat=${encodeURIComponent(state.chatId)}`);
+}
+
+async function restoreConversation() {
+  if (!initialChatId) return;
+  try {
+    const response = await fetch(`api/chats/${encodeURIComponent(initialChatId)}`);
+    if (!response.ok) return;
+    const stored = await response.json();
+    if (Array.isArray(stored.messages) && state.messages.length === 0 && state.chatId === initialChatId) {
+      state.messages = stored.messages;
+      render();
+      scrollToBottom();
+    }
+  } catch {
+    // Offline or no store: start empty, as a new page would.
+  }
+}
+
+const audit = { open: false, events: [], note: '' };
+
+function toggleAudit() {
+  audit.open = !audit.open;
+  $('#audit-toggle').setAttribute('aria-expanded', String(audit.open));
+  $('#audit-panel').hidden = !audit.open;
+  if (audit.open) refreshAudit();
+}
+
+async function refreshAudit() {
+  if (!audit.open) return;
+  const chatId = state.chatId;
+  try {
+    const response = await fetch(`api/audit?conversation=${encodeURIComponent(chatId)}`);
+    if (chatId !== state.chatId) return;
+    if (response.status === 404) {
+      Object.assign(audit, { events: [], note: 'This server keeps no audit log (it runs with --store none).' });
+    } else if (!response.ok) {
+      Object.assign(audit, { events: [], note: `The audit log could not be read (HTTP ${response.status}).` });
+    } else {
+      const text = await response.text();
+      const events = text.split('\n').filter((line) => line.trim() !== '').map((line) => JSON.parse(line));
+      Object.assign(audit, { events, note: events.length === 0 ? 'No approvals in this conversation yet.' : '' });
+    }
+  } catch (error) {
+    Object.assign(audit, { events: [], note: `The audit log could not be read: ${error.message}` });
+  }
+  renderAudit();
+}
+
+const AUDIT_LABEL = {
+  issued: 'Asked',
+  approved: 'Approved',
+  denied: 'Denied',
+  edited: 'Edited',
+  executed: 'Ran',
+  failed: 'Failed',
+  expired: 'Expired',
+  interrupted: 'Interrupted',
+  rejected: 'Refused answer',
+};
+
+function auditDetail(event) {
+  const data = event.data ?? {};
+  switch (event.kind) {
+    case 'issued':
+      return `${data.toolName ?? ''} ${JSON.stringify(data.input ?? {})}`;
+    case 'edited':
+      return `${JSON.stringify(data.originalInput)} → ${JSON.stringify(data.editedInput)}`;
+    case 'denied':
+      return data.reason ?? '';
+    case 'executed':
+      return JSON.stringify(data.result?.value ?? data.result ?? '');
+    case 'failed':
+      return JSON.stringify(data.error ?? '');
+    case 'rejected':
+      return data.why ?? '';
+    default:
+      return '';
+  }
+}
+
+function renderAudit() {
+  const list = $('#audit-events');
+  const items = audit.events.map((event) =>
+    el(
+      'li',
+      { class: 'audit-event', 'data-testid': 'audit-event', 'data-kind': event.kind },
+      el('span', { class: 'audit-time' }, new Date(event.at).toLocaleTimeString()),
+      el('span', { class: `audit-kind audit-kind-${event.kind}` }, AUDIT_LABEL[event.kind] ?? event.kind),
+      el('span', { class: 'audit-who' }, event.principal ?? ''),
+      el('code', { class: 'audit-call' }, event.toolCallId),
+      el('span', { class: 'audit-detail' }, auditDetail(event)),
+    ),
+  );
+  list.replaceChildren(...items);
+  $('#audit-note').textContent = audit.note;
 }
 
 // A 4xx/5xx answer carries `{"error": {"code", "message"}}`.
@@ -320,6 +429,8 @@ function answerClientTool(toolCallId, output) {
 function newChat() {
   state.abort?.abort();
   Object.assign(state, { chatId: newId('chat'), messages: [], status: 'ready', error: null, abort: null });
+  rememberChatId();
+  refreshAudit();
   drafts.clear();
   streamedInput.clear();
   unsentOutputs.clear();
@@ -946,6 +1057,10 @@ function setup() {
     });
   }
   $('#new-chat').addEventListener('click', newChat);
+  $('#audit-toggle').addEventListener('click', toggleAudit);
+  $('#audit-close').addEventListener('click', toggleAudit);
+  rememberChatId();
+  restoreConversation();
   $('#error-dismiss').addEventListener('click', clearError);
   $('#error-retry').addEventListener('click', () => !busy() && submit());
   render();

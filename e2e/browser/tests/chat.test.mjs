@@ -312,3 +312,40 @@ test(
     { width: 390, height: 844 },
   ),
 );
+
+test(
+  'reload: the stored conversation comes back with its pending approval, which still works; the audit view lists what happened',
+  scenario('k-reload-audit', 'approvals', async (page, name) => {
+    await send(page, 'Please delete notes.txt');
+    await waitForState(page, 'call-delete', 'approval-requested');
+    assert.match(page.url(), /#chat=chat-/, 'the conversation id is in the address');
+
+    await page.reload();
+    await waitForState(page, 'call-delete', 'approval-requested');
+    assert.equal(await page.getByTestId('chat-status').getAttribute('data-status'), 'waiting');
+    await shot(page, `${name}-1-restored-pending`);
+    await card(page, 'call-delete').getByTestId('approve-button').click();
+    await waitForState(page, 'call-delete', 'output-available');
+    await waitIdle(page);
+
+    await page.reload();
+    await waitForState(page, 'call-delete', 'output-available');
+    assert.deepEqual(
+      JSON.parse(await card(page, 'call-delete').getByTestId('tool-output').innerText()),
+      { deleted: 'notes.txt' },
+    );
+    await page.getByTestId('audit-button').click();
+    await page.locator('[data-testid="audit-event"][data-kind="executed"]').waitFor();
+    const kinds = await page
+      .locator('[data-testid="audit-event"]')
+      .evaluateAll((nodes) => nodes.map((node) => node.dataset.kind));
+    assert.deepEqual(kinds, ['issued', 'approved', 'executed']);
+    await shot(page, `${name}-2-audit`);
+
+    const before = page.url();
+    await page.getByTestId('new-chat-button').click();
+    assert.match(page.url(), /#chat=chat-/);
+    assert.notEqual(page.url(), before, 'a new chat has a new id');
+    await page.getByTestId('audit-note').filter({ hasText: 'No approvals in this conversation yet.' }).waitFor();
+  }),
+);
