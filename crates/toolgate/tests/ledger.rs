@@ -260,8 +260,10 @@ async fn an_answer_after_expiry_runs_nothing_and_resolves_as_expired() {
     assert!(parts.iter().any(|part| matches!(part, StreamPart::Warning { code, .. } if code == WARNING_EXPIRED)));
     assert!(fixture.log.all().is_empty());
     assert_eq!(fixture.state(&approval_id).await, ApprovalState::Expired);
-    let kinds: Vec<AuditKind> = fixture.events("c1").await.into_iter().map(|(kind, _)| kind).collect();
+    let events = fixture.events("c1").await;
+    let kinds: Vec<AuditKind> = events.iter().map(|(kind, _)| *kind).collect();
     assert_eq!(kinds, vec![AuditKind::Issued, AuditKind::Expired, AuditKind::Rejected]);
+    assert_eq!(events[2].1["why"], "answered after the request expired");
 
     // A second answer gets the same expired outcome.
     let again = generate_text(&delete_model(), fixture.request(answer(&history, deny(&approval_id)), "c1")).await;

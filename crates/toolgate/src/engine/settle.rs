@@ -198,18 +198,21 @@ pub(crate) async fn settle(
     if !moves.is_empty() {
         for (position, outcome) in moving.into_iter().zip(store.apply(&moves, &[]).await?) {
             let entry = &entries[position];
-            settled[position] = Some(match outcome {
+            settled[position] = Some(match &outcome {
                 TransitionOutcome::Moved(record) => {
                     won[position] = record.state == ApprovalState::Executing;
-                    moved_settlement(&record)
+                    moved_settlement(record)
                 }
-                TransitionOutcome::Unmoved(record) => match verdict(&record, entry, ledger, now) {
+                TransitionOutcome::Unmoved(record) => match verdict(record, entry, ledger, now) {
                     Verdict::Settled(settlement) => settlement,
-                    Verdict::Conflict(..) => recorded_settlement(&record),
+                    Verdict::Conflict(..) => recorded_settlement(record),
                     Verdict::Move(_) | Verdict::InProgress => busy(entry, record.state),
                 },
                 TransitionOutcome::Missing => busy(entry, ApprovalState::Pending),
             });
+            if let TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) = outcome {
+                records.insert(record.approval_id.clone(), record);
+            }
         }
     }
     for (position, entry) in entries.iter().enumerate() {
