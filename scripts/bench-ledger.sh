@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The approval round trip over HTTP without a store, with SQLite and with Postgres, at 1 and 16 connections.
+#
+#   scripts/bench-ledger.sh [CONVERSATIONS]
+#
+# Builds the load test (crates/toolgate-server/examples/load_test.rs) in release mode, starts a throwaway
+# Postgres on loopback (scripts/with-postgres.sh), and runs, for each store and concurrency, CONVERSATIONS
+# conversations (default 1000): a first turn (an approval request) and the approved continuation (the tool
+# runs, the model answers). Loopback only, bounded by the conversation count. Prints one table (markdown).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CONVERSATIONS="${1:-1000}"
+cd "$ROOT"
+cargo build --quiet --release -p toolgate-server --example load_test
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/load_test"
+export BIN CONVERSATIONS
+
+bash scripts/with-postgres.sh bash -c '
+  set -euo pipefail
+  echo "| store | connections | requests/s | p50 | p99 | errors |"
+  echo "|---|---:|---:|---:|---:|---:|"
+  for store in none sqlite "$TOOLGATE_TEST_POSTGRES_URL"; do
+    for connections in 1 16; do
+      out="$("$BIN" "$CONVERSATIONS" "$connections" "$store")"
+      rps="$(sed -n "s/.*throughput: \([0-9]*\) requests\/s.*/\1/p" <<<"$out")"
+      p50="$(sed -n "s/.*p50: \([0-9.]*\) ms.*/\1 ms/p" <<<"$out")"
+      p99="$(sed -n "s/.*p99: \([0-9.]*\) ms.*/\1 ms/p" <<<"$out")"
+      errors="$(sed -n "s/^errors: \([0-9]*\),.*/\1/p" <<<"$out")"
+      name="$store"
+      case "$store" in postgres*) name=postgres ;; esac
+      echo "| $name | $connections | $rps | $p50 | $p99 | $errors |"
+    done
+  done
+'
