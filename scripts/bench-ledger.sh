@@ -20,9 +20,11 @@ bash scripts/with-postgres.sh bash -c '
   set -euo pipefail
   echo "| store | connections | requests/s | p50 | p99 | errors |"
   echo "|---|---:|---:|---:|---:|---:|"
+  status=0
   for store in none sqlite "$TOOLGATE_TEST_POSTGRES_URL"; do
     for connections in 1 16; do
-      out="$("$BIN" "$CONVERSATIONS" "$connections" "$store")"
+      out="$("$BIN" "$CONVERSATIONS" "$connections" "$store")" || status=1
+      grep "^first error" <<<"$out" >&2 || true
       rps="$(sed -n "s/.*throughput: \([0-9]*\) requests\/s.*/\1/p" <<<"$out")"
       p50="$(sed -n "s/.*p50: \([0-9.]*\) ms.*/\1 ms/p" <<<"$out")"
       p99="$(sed -n "s/.*p99: \([0-9.]*\) ms.*/\1 ms/p" <<<"$out")"
@@ -32,4 +34,5 @@ bash scripts/with-postgres.sh bash -c '
       echo "| $name | $connections | $rps | $p50 | $p99 | $errors |"
     done
   done
+  exit "$status"
 '

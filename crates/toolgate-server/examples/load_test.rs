@@ -25,7 +25,7 @@ use toolgate::protocol::{
     UserContent, UserPart,
 };
 use toolgate::{LanguageModel, Tool, ToolError, Toolkit};
-use toolgate_server::{AppState, ApprovalSecret, ServerConfig, router};
+use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 
 /// Asks to delete the file the user names; once a tool result is in the prompt, says it is done.
 struct EchoModel;
@@ -141,7 +141,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let state = AppState::new(config, Arc::new(EchoModel))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/api/chat", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, router(state)).await });
+    tokio::spawn(serve_listener(listener, state, std::future::pending()));
 
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let post = |body: Value| {
@@ -158,12 +158,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
+    // Chat ids unique to this run: a store may already hold earlier runs' conversations.
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let run = run.as_str();
     let started = Instant::now();
     let results: Vec<Result<[Duration; 2], String>> = futures::stream::iter(0..conversations)
         .map(|n| async move {
             let path = format!("file-{n}.txt");
             let user = json!({"id": "u", "role": "user", "parts": [{"type": "text", "text": path}]});
-            let (first, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user]})).await?;
+            let chat_id = format!("chat-{run}-{n}");
+            let (first, chunks) = post(json!({"id": chat_id, "messages": [user]})).await?;
             let message_id = chunks.first().and_then(|c| c["messageId"].as_str()).unwrap_or("a").to_owned();
             let approval_id = chunks
                 .iter()
@@ -174,7 +178,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let assistant = json!({"id": message_id, "role": "assistant", "parts": [{"type": "step-start"},
                     {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
                      "input": {"path": path}, "approval": {"id": approval_id, "approved": true}}]});
-            let (second, chunks) = post(json!({"id": format!("chat-{n}"), "messages": [user, assistant]})).await?;
+            let (second, chunks) = post(json!({"id": chat_id, "messages": [user, assistant]})).await?;
             let ran = chunks.iter().any(|c| c["type"] == "tool-output-available" && c["output"]["deleted"] == path);
             if !ran {
                 return Err(format!("conversation {n}: no tool output"));

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
@@ -204,8 +205,24 @@ pub async fn shutdown_signal() {
 /// and writes out the prompt trace.
 pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
+    serve_listener(listener, state, shutdown).await
+}
+
+/// [`serve`] on a listener that is already bound (e.g. to `127.0.0.1:0`).
+pub async fn serve_listener(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
+    // SSE frames are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
+    // client's delayed ACK (tens of milliseconds per response).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let served = axum::serve(listener, router(state.clone())).with_graceful_shutdown(shutdown).await;
     state.flush_trace();
     served

@@ -123,8 +123,18 @@ pub(crate) fn detached_sse(
             connected = connected && sender.send(frame).await.is_ok();
         }
     });
+    // Every frame that is ready goes out in one write.
     let frames = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|frame| (Ok::<_, Infallible>(frame), receiver))
+        let first = receiver.recv().await?;
+        let mut batch = Vec::new();
+        while let Ok(next) = receiver.try_recv() {
+            if batch.is_empty() {
+                batch.extend_from_slice(&first);
+            }
+            batch.extend_from_slice(&next);
+        }
+        let frame = if batch.is_empty() { first } else { Bytes::from(batch) };
+        Some((Ok::<_, Infallible>(frame), receiver))
     });
     sse_response(frames, headers)
 }

@@ -30,7 +30,7 @@ mod replay;
 mod secret;
 mod trace;
 
-pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, shutdown_signal};
+pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, serve_listener, shutdown_signal};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use error::ApiError;
 pub use principal::{PrincipalSource, TokensError};

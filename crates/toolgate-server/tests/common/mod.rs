@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate::ScriptedModel;
-use toolgate_server::{AppState, ApprovalSecret, ServerConfig, router};
+use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -68,7 +68,7 @@ pub async fn start_configured(script: Value, configure: impl FnOnce(&mut ServerC
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let served = state.clone();
-    tokio::spawn(async move { axum::serve(listener, router(served)).await.unwrap() });
+    tokio::spawn(async move { serve_listener(listener, served, std::future::pending()).await.unwrap() });
     Server { addr, trace: dir.join("prompts.jsonl"), state, _dir: TempDir(dir) }
 }
 
