@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::serve::ListenerExt;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
 use toolgate::ledger::{Ledger, LedgerConfig};
 use toolgate::model::ObservedModel;

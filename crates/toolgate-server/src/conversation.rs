@@ -238,14 +238,8 @@ fn replay_of(stored: &[UiMessage], index: usize, client: &UiMessage) -> Option<V
 
 /// True when the client's copy of a stored message lacks parts or has tools in earlier states.
 fn is_behind(client: &UiMessage, stored: &UiMessage) -> bool {
-    let states: HashMap<&str, ToolState> = stored
-        .parts
-        .iter()
-        .filter_map(|part| match part {
-            UiPart::Tool(tool) => Some((tool.tool_call_id.as_str(), tool.state)),
-            _ => None,
-        })
-        .collect();
+    let states: HashMap<&str, ToolState> =
+        stored.tool_parts().map(|(_, tool)| (tool.tool_call_id.as_str(), tool.state)).collect();
     client.parts.len() < stored.parts.len()
         || client.parts.iter().any(|part| match part {
             UiPart::Tool(tool) => states.get(tool.tool_call_id.as_str()).is_some_and(|s| rank(tool.state) < rank(*s)),
@@ -265,15 +259,8 @@ fn merge_message(
     }
     let mut merged = stored.clone();
     let mut answered_any = false;
-    let tools: HashMap<&str, usize> = stored
-        .parts
-        .iter()
-        .enumerate()
-        .filter_map(|(index, part)| match part {
-            UiPart::Tool(tool) => Some((tool.tool_call_id.as_str(), index)),
-            _ => None,
-        })
-        .collect();
+    let tools: HashMap<&str, usize> =
+        stored.tool_parts().map(|(index, tool)| (tool.tool_call_id.as_str(), index)).collect();
     for part in &client.parts {
         let UiPart::Tool(theirs) = part else { continue };
         let at = |detail: &str| format!("message `{}`, tool call `{}`: {detail}", client.id, theirs.tool_call_id);

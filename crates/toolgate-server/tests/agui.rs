@@ -6,23 +6,8 @@ use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-fn events(reply: &Reply) -> Vec<Value> {
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
-    reply
-        .body
-        .split("\n\n")
-        .filter_map(|frame| frame.strip_prefix("data: "))
-        .map(|data| serde_json::from_str(data).unwrap())
-        .collect()
-}
-
-fn find<'e>(events: &'e [Value], kind: &str) -> &'e Value {
-    events.iter().rev().find(|e| e["type"] == kind).unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
-}
-
 async fn run(server: &Server, input: Value) -> Vec<Value> {
-    events(&post(server, "/ag-ui", "application/json", input.to_string().as_bytes()).await)
+    agui_events(&post(server, "/ag-ui", "application/json", input.to_string().as_bytes()).await)
 }
 
 #[tokio::test]
@@ -35,7 +20,7 @@ async fn an_approval_interrupts_the_run_and_a_resume_runs_the_tool() {
     )
     .await;
     assert_eq!(first[0]["type"], "RUN_STARTED");
-    let finished = find(&first, "RUN_FINISHED");
+    let finished = last_event(&first, "RUN_FINISHED");
     let interrupt = &finished["outcome"]["interrupts"][0];
     assert_eq!(finished["outcome"]["type"], "interrupt");
     assert_eq!(interrupt["reason"], "tool_call");
@@ -45,8 +30,8 @@ async fn an_approval_interrupts_the_run_and_a_resume_runs_the_tool() {
     let resumed = run(
         &server,
         json!({"threadId": "t1", "runId": "r2", "tools": [], "context": [],
-               "messages": find(&first, "MESSAGES_SNAPSHOT")["messages"],
-               "state": find(&first, "STATE_SNAPSHOT")["snapshot"],
+               "messages": last_event(&first, "MESSAGES_SNAPSHOT")["messages"],
+               "state": last_event(&first, "STATE_SNAPSHOT")["snapshot"],
                "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]}),
     )
     .await;
@@ -60,7 +45,7 @@ async fn an_approval_interrupts_the_run_and_a_resume_runs_the_tool() {
         serde_json::from_str::<Value>(resumed[result]["content"].as_str().unwrap()).unwrap(),
         json!({"deleted": "notes.txt"})
     );
-    assert_eq!(find(&resumed, "RUN_FINISHED")["outcome"]["type"], "success");
+    assert_eq!(last_event(&resumed, "RUN_FINISHED")["outcome"]["type"], "success");
 }
 
 #[tokio::test]
@@ -75,7 +60,7 @@ async fn refused_resumes_report_run_error_and_bad_bodies_a_4xx() {
     .await;
     let types: Vec<&str> = unknown.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["RUN_STARTED", "RUN_ERROR"], "{unknown:#?}");
-    let error = find(&unknown, "RUN_ERROR");
+    let error = last_event(&unknown, "RUN_ERROR");
     assert_eq!(error["code"], "no_pending_interrupts", "{error}");
     assert!(error["message"].is_string(), "{error}");
     assert_eq!(server.trace_text(), "", "the model was never called");

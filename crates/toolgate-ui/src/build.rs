@@ -34,15 +34,7 @@ impl UiMessageBuilder {
 
     /// Extends an existing assistant message (a continuation after approvals).
     pub fn continuing(message: UiMessage) -> Self {
-        let tools = message
-            .parts
-            .iter()
-            .enumerate()
-            .filter_map(|(index, part)| match part {
-                UiPart::Tool(tool) => Some((tool.tool_call_id.clone(), index)),
-                _ => None,
-            })
-            .collect();
+        let tools = message.tool_parts().map(|(index, tool)| (tool.tool_call_id.clone(), index)).collect();
         Self { message, blocks: HashMap::new(), tools }
     }
 

@@ -44,6 +44,16 @@ pub struct UiMessage {
     pub extra: Map<String, Value>,
 }
 
+impl UiMessage {
+    /// The message's tool parts with their positions among its parts.
+    pub fn tool_parts(&self) -> impl Iterator<Item = (usize, &UiToolPart)> {
+        self.parts.iter().enumerate().filter_map(|(index, part)| match part {
+            UiPart::Tool(tool) => Some((index, tool.as_ref())),
+            _ => None,
+        })
+    }
+}
+
 /// A part of a UI message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UiPart {

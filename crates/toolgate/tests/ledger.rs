@@ -33,7 +33,11 @@ impl Fixture {
     fn new() -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(T0));
-        let config = LedgerConfig::new(store.clone()).clock(clock.clone()).ttl(Duration::from_secs(60));
+        // No waiting for other requests' executions unless a test asks for it.
+        let config = LedgerConfig::new(store.clone())
+            .clock(clock.clone())
+            .ttl(Duration::from_secs(60))
+            .settle_wait(Duration::ZERO);
         Self { store, clock, config, log: Executions::default() }
     }
 
@@ -141,8 +145,10 @@ async fn a_replayed_approval_returns_the_stored_result_and_runs_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_hundred_concurrent_copies_run_the_tool_once() {
-    let fixture = Arc::new(Fixture::new());
+async fn two_hundred_concurrent_copies_run_the_tool_once_and_all_get_its_result() {
+    let mut fixture = Fixture::new();
+    fixture.config = fixture.config.clone().settle_wait(Duration::from_secs(10));
+    let fixture = Arc::new(fixture);
     let (history, approval_id) = fixture.asked("c1").await;
     let approved = answer(&history, approve(&approval_id));
     let tasks: Vec<_> = (0..200)
@@ -151,20 +157,45 @@ async fn two_hundred_concurrent_copies_run_the_tool_once() {
             tokio::spawn(async move { generate_text(&delete_model(), fixture.request(approved, "c1")).await })
         })
         .collect();
-    let mut completed = 0;
     for task in tasks {
-        match task.await.unwrap() {
-            Ok(result) => {
-                completed += 1;
-                let output = &result.preresolved[0].output;
-                assert!(*output == deleted() || output.is_error(), "stored or in-progress outcome: {output:?}");
-            }
-            Err(EngineError::ApprovalInProgress { .. }) => {}
-            Err(other) => panic!("unexpected error: {other}"),
-        }
+        let result = task.await.unwrap().expect("every duplicate gets the outcome");
+        assert_eq!(result.preresolved[0].output, deleted(), "the real result, never a placeholder");
     }
-    assert!(completed >= 1);
     assert_eq!(fixture.log.call_ids(), vec!["d"], "exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approve_and_deny_racing_each_get_the_winning_decision_or_a_conflict() {
+    for round in 0..20 {
+        let mut fixture = Fixture::new();
+        fixture.config = fixture.config.clone().settle_wait(Duration::from_secs(10));
+        let fixture = Arc::new(fixture);
+        let conversation = format!("race-{round}");
+        let (history, approval_id) = fixture.asked(&conversation).await;
+        let tasks: Vec<_> = (0..8)
+            .map(|n| {
+                let fixture = fixture.clone();
+                let body = if n % 2 == 0 { approve(&approval_id) } else { deny(&approval_id) };
+                let (history, conversation) = (answer(&history, body), conversation.clone());
+                tokio::spawn(
+                    async move { generate_text(&delete_model(), fixture.request(history, &conversation)).await },
+                )
+            })
+            .collect();
+        let mut outputs = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(result) => outputs.push(result.preresolved[0].output.clone()),
+                Err(EngineError::ApprovalAlreadyDecided { .. }) => {}
+                Err(other) => panic!("unexpected error: {other}"),
+            }
+        }
+        let ran = fixture.log.all().len();
+        let expected = if ran == 1 { deleted() } else { ToolResultOutput::denied(Some("no".into())) };
+        assert!(ran <= 1);
+        assert!(!outputs.is_empty());
+        assert!(outputs.iter().all(|output| *output == expected), "round {round}: {outputs:?}");
+    }
 }
 
 #[tokio::test]

@@ -155,3 +155,20 @@ pub async fn get(server: &Server, path: &str) -> Reply {
     stream.read_to_end(&mut raw).await.unwrap();
     parse_reply(&raw)
 }
+
+/// The AG-UI events of a 200 `text/event-stream` reply.
+pub fn agui_events(reply: &Reply) -> Vec<Value> {
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+    reply
+        .body
+        .split("\n\n")
+        .filter_map(|frame| frame.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+/// The last event of this type.
+pub fn last_event<'e>(events: &'e [Value], kind: &str) -> &'e Value {
+    events.iter().rev().find(|e| e["type"] == kind).unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
+}

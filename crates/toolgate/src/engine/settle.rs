@@ -84,8 +84,31 @@ enum Verdict {
     Move(Transition),
 }
 
+/// How often a request waiting for another request's claim looks again.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Re-reads after losing every race at most this often (one is always enough: a
+/// lost claim means the record left `pending`).
+const MAX_LOST_ROUNDS: usize = 3;
+
+/// What the read-and-check move found.
+enum Checked {
+    /// Nothing stands in the way: these claims (by entry position) are to be tried.
+    Ready { claims: Vec<Transition>, claimants: Vec<usize> },
+    /// Another request is executing this approval right now.
+    Busy(String),
+    /// The request is refused; the rejections are audited.
+    Refused(EngineError),
+}
+
 /// Settles the plan's approvals against the ledger (see the module docs);
 /// returns the plan to carry out and the warnings to stream first.
+///
+/// A request that finds an approval being executed by another request waits
+/// for that outcome (up to [`crate::ledger::LedgerConfig::settle_wait`], then
+/// `approval_in_progress`), and one that loses every race it ran reads the
+/// winners' records again: a duplicate answer always gets the real outcome,
+/// never a placeholder.
 pub(crate) async fn settle(
     mut plan: Plan,
     ledger: &Ledger,
@@ -96,22 +119,112 @@ pub(crate) async fn settle(
         return Ok((plan, Vec::new()));
     }
     let store = &ledger.config.store;
-    let now = ledger.config.clock.now();
     let ids: Vec<String> = entries.iter().map(|entry| entry.approval_id.clone()).collect();
-    let mut records: HashMap<String, ApprovalRecord> =
-        store.approvals(&ids).await?.into_iter().map(|record| (record.approval_id.clone(), record)).collect();
+    let deadline = tokio::time::Instant::now() + ledger.config.settle_wait;
+    let mut lost_rounds = 0;
+    loop {
+        let now = ledger.config.clock.now();
+        let mut records: HashMap<String, ApprovalRecord> =
+            store.approvals(&ids).await?.into_iter().map(|record| (record.approval_id.clone(), record)).collect();
+        let mut rejected = Vec::new();
+        let (claims, claimants) = match check(&entries, &records, ledger, now, &mut rejected) {
+            Checked::Ready { claims, claimants } => (claims, claimants),
+            Checked::Refused(error) => {
+                store.append(&rejected).await?;
+                return Err(error);
+            }
+            Checked::Busy(approval_id) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(EngineError::ApprovalInProgress { approval_id });
+                }
+                tokio::time::sleep(SETTLE_POLL).await;
+                continue;
+            }
+        };
 
-    // 1. Read and check.
-    let mut rejected = Vec::new();
+        // 2. Claim. An entry is this request's when its first transition moved
+        //    (the rest of its transitions run in the same transaction, on a row it holds).
+        let mut settled: Vec<Option<Settlement>> = entries.iter().map(|_| None).collect();
+        let mut won = vec![false; entries.len()];
+        let outcomes = store.apply(&claims, &[]).await?;
+        let mut previous = None;
+        for (position, outcome) in claimants.iter().copied().zip(outcomes) {
+            let first = previous != Some(position);
+            previous = Some(position);
+            match outcome {
+                TransitionOutcome::Moved(record) if first || won[position] => {
+                    won[position] = true;
+                    settled[position] = Some(moved_settlement(&record, &entries[position]));
+                    records.insert(record.approval_id.clone(), record);
+                }
+                TransitionOutcome::Unmoved(record) if first => {
+                    records.insert(record.approval_id.clone(), record);
+                }
+                TransitionOutcome::Unmoved(record) if won[position] => {
+                    // Approved but not executing: cannot happen on a row this transaction holds.
+                    // Never run a claim that did not fully move.
+                    won[position] = false;
+                    settled[position] = Some(busy(&entries[position], record.state));
+                }
+                TransitionOutcome::Moved(_) | TransitionOutcome::Unmoved(_) | TransitionOutcome::Missing => {}
+            }
+        }
+        if !claims.is_empty() && !won.contains(&true) && lost_rounds < MAX_LOST_ROUNDS {
+            // Every race lost and nothing of this request changed: settle from the winners'
+            // records. They are no longer pending, so the next read has nothing left to lose.
+            lost_rounds += 1;
+            continue;
+        }
+        let (warnings, settled) =
+            settle_unclaimed(&entries, settled, &mut won, &mut records, ledger, now, &mut rejected).await?;
+        for (position, entry) in entries.iter().enumerate() {
+            if entry.answer.given().is_some() && !won[position] {
+                let why = match records[&entry.approval_id].state {
+                    ApprovalState::Expired => "answered after the request expired".to_owned(),
+                    state => format!("replayed: the approval was already {}", state.as_str()),
+                };
+                rejected.push(rejection(ledger, entry, now, why));
+            }
+        }
+        if !rejected.is_empty() {
+            store.append(&rejected).await?;
+        }
+        let mut warnings = warnings;
+        for ((entry, settlement), won) in entries.iter().zip(settled).zip(won) {
+            if let Settlement::Stored(_, outcome @ (ApprovalOutcome::Expired | ApprovalOutcome::Interrupted)) =
+                &settlement
+            {
+                let (code, text) = match outcome {
+                    ApprovalOutcome::Expired => (WARNING_EXPIRED, "expired before it was answered"),
+                    _ => (WARNING_INTERRUPTED, "was interrupted; its outcome is unknown"),
+                };
+                let message = format!("approval `{}` for tool `{}` {text}", entry.approval_id, entry.call.tool_name);
+                warnings.push(StreamPart::Warning { code: code.to_owned(), message });
+            }
+            apply_settlement(&mut plan, entry, settlement, won);
+        }
+        return Ok((plan, warnings));
+    }
+}
+
+/// 1. Checks every entry against its record before anything changes.
+fn check(
+    entries: &[Entry],
+    records: &HashMap<String, ApprovalRecord>,
+    ledger: &Ledger,
+    now: Millis,
+    rejected: &mut Vec<AuditEvent>,
+) -> Checked {
     let mut failure = None;
+    let mut busy = None;
     let mut claims = Vec::new();
     let mut claimants = Vec::new();
     for (position, entry) in entries.iter().enumerate() {
-        let refusal = match records.get(&entry.approval_id) {
+        let record = match records.get(&entry.approval_id) {
             None => Err(EngineError::ApprovalNotIssued { approval_id: entry.approval_id.clone() }),
             Some(record) => check_binding(record, entry, &ledger.conversation_id).map(|()| record),
         };
-        let record = match refusal {
+        let record = match record {
             Ok(record) => record,
             Err(error) => {
                 rejected.push(rejection(ledger, entry, now, error.to_string()));
@@ -125,50 +238,37 @@ pub(crate) async fn settle(
             claims.extend(transitions);
             continue;
         }
-        let error = match verdict(record, entry, ledger, now) {
+        match verdict(record, entry, ledger, now) {
             Verdict::Conflict(recorded, received) => {
-                EngineError::ApprovalAlreadyDecided { approval_id: entry.approval_id.clone(), recorded, received }
+                let error =
+                    EngineError::ApprovalAlreadyDecided { approval_id: entry.approval_id.clone(), recorded, received };
+                rejected.push(rejection(ledger, entry, now, error.to_string()));
+                failure.get_or_insert(error);
             }
-            Verdict::InProgress => EngineError::ApprovalInProgress { approval_id: entry.approval_id.clone() },
-            Verdict::Settled(_) | Verdict::Move(_) => continue,
-        };
-        rejected.push(rejection(ledger, entry, now, error.to_string()));
-        failure.get_or_insert(error);
-    }
-    if let Some(error) = failure {
-        store.append(&rejected).await?;
-        return Err(error);
-    }
-
-    // 2. Claim. An entry is this request's when its first transition moved
-    //    (the rest of its transitions run in the same transaction, on a row it holds).
-    let mut settled: Vec<Option<Settlement>> = entries.iter().map(|_| None).collect();
-    let mut won = vec![false; entries.len()];
-    let outcomes = store.apply(&claims, &[]).await?;
-    let mut previous = None;
-    for (position, outcome) in claimants.into_iter().zip(outcomes) {
-        let first = previous != Some(position);
-        previous = Some(position);
-        match outcome {
-            TransitionOutcome::Moved(record) if first || won[position] => {
-                won[position] = true;
-                settled[position] = Some(moved_settlement(&record));
-                records.insert(record.approval_id.clone(), record);
+            Verdict::InProgress => {
+                busy.get_or_insert_with(|| entry.approval_id.clone());
             }
-            TransitionOutcome::Moved(_) | TransitionOutcome::Missing => {}
-            TransitionOutcome::Unmoved(record) if first => {
-                records.insert(record.approval_id.clone(), record);
-            }
-            TransitionOutcome::Unmoved(record) => {
-                // Approved but not executing: cannot happen on a row this transaction holds.
-                // Never run a claim that did not fully move.
-                won[position] = false;
-                settled[position] = Some(busy(&entries[position], record.state));
-            }
+            Verdict::Settled(_) | Verdict::Move(_) => {}
         }
     }
+    match (failure, busy) {
+        (Some(error), _) => Checked::Refused(error),
+        (None, Some(approval_id)) => Checked::Busy(approval_id),
+        (None, None) => Checked::Ready { claims, claimants },
+    }
+}
 
-    // 3. Settle what this request did not claim: at most one round of transitions.
+/// 3. Settles what this request did not claim, with at most one round of
+///    transitions (expire, interrupt, claim again for an idempotent tool).
+async fn settle_unclaimed(
+    entries: &[Entry],
+    mut settled: Vec<Option<Settlement>>,
+    won: &mut [bool],
+    records: &mut HashMap<String, ApprovalRecord>,
+    ledger: &Ledger,
+    now: Millis,
+    rejected: &mut Vec<AuditEvent>,
+) -> Result<(Vec<StreamPart>, Vec<Settlement>), EngineError> {
     let mut warnings = Vec::new();
     let mut moves = Vec::new();
     let mut moving = Vec::new();
@@ -184,28 +284,30 @@ pub(crate) async fn settle(
                 moves.push(transition);
             }
             Verdict::Conflict(recorded, received) => {
+                // Another answer won the race after this request's own claims moved.
                 let message = format!(
                     "approval `{}` was already decided ({recorded}); this answer ({received}) was not applied",
                     entry.approval_id
                 );
                 rejected.push(rejection(ledger, entry, now, message.clone()));
                 warnings.push(StreamPart::Warning { code: WARNING_ALREADY_DECIDED.to_owned(), message });
-                settled[position] = Some(recorded_settlement(record));
+                settled[position] = Some(recorded_settlement(record, entry));
             }
             Verdict::InProgress => settled[position] = Some(busy(entry, record.state)),
         }
     }
     if !moves.is_empty() {
-        for (position, outcome) in moving.into_iter().zip(store.apply(&moves, &[]).await?) {
+        let outcomes = ledger.config.store.apply(&moves, &[]).await?;
+        for (position, outcome) in moving.into_iter().zip(outcomes) {
             let entry = &entries[position];
             settled[position] = Some(match &outcome {
                 TransitionOutcome::Moved(record) => {
                     won[position] = record.state == ApprovalState::Executing;
-                    moved_settlement(record)
+                    moved_settlement(record, entry)
                 }
                 TransitionOutcome::Unmoved(record) => match verdict(record, entry, ledger, now) {
                     Verdict::Settled(settlement) => settlement,
-                    Verdict::Conflict(..) => recorded_settlement(record),
+                    Verdict::Conflict(..) => recorded_settlement(record, entry),
                     Verdict::Move(_) | Verdict::InProgress => busy(entry, record.state),
                 },
                 TransitionOutcome::Missing => busy(entry, ApprovalState::Pending),
@@ -215,37 +317,17 @@ pub(crate) async fn settle(
             }
         }
     }
-    for (position, entry) in entries.iter().enumerate() {
-        if entry.answer.given().is_some() && !won[position] {
-            let why = match records[&entry.approval_id].state {
-                ApprovalState::Expired => "answered after the request expired".to_owned(),
-                state => format!("replayed: the approval was already {}", state.as_str()),
-            };
-            rejected.push(rejection(ledger, entry, now, why));
-        }
-    }
-    if !rejected.is_empty() {
-        store.append(&rejected).await?;
-    }
-
-    for ((entry, settlement), won) in entries.iter().zip(settled).zip(won) {
-        let settlement = match settlement {
+    let settled = entries
+        .iter()
+        .zip(settled)
+        .zip(won.iter())
+        .map(|((entry, settlement), won)| match settlement {
             Some(Settlement::Run) if !won => busy(entry, ApprovalState::Executing),
             Some(settlement) => settlement,
             None => busy(entry, ApprovalState::Pending),
-        };
-        if let Settlement::Stored(_, outcome @ (ApprovalOutcome::Expired | ApprovalOutcome::Interrupted)) = &settlement
-        {
-            let (code, text) = match outcome {
-                ApprovalOutcome::Expired => (WARNING_EXPIRED, "expired before it was answered"),
-                _ => (WARNING_INTERRUPTED, "was interrupted; its outcome is unknown"),
-            };
-            let message = format!("approval `{}` for tool `{}` {text}", entry.approval_id, entry.call.tool_name);
-            warnings.push(StreamPart::Warning { code: code.to_owned(), message });
-        }
-        apply_settlement(&mut plan, entry, settlement, won);
-    }
-    Ok((plan, warnings))
+        })
+        .collect();
+    Ok((warnings, settled))
 }
 
 /// The ledger-relevant approvals of a plan (provider-executed ones are not recorded here).
@@ -412,15 +494,15 @@ fn verdict(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis)
         | ApprovalState::Expired
         | ApprovalState::Executed
         | ApprovalState::Failed
-        | ApprovalState::Interrupted => Verdict::Settled(recorded_settlement(record)),
+        | ApprovalState::Interrupted => Verdict::Settled(recorded_settlement(record, entry)),
     }
 }
 
 /// What a transition this request made means: run under its lease, or the stored outcome.
-fn moved_settlement(record: &ApprovalRecord) -> Settlement {
+fn moved_settlement(record: &ApprovalRecord, entry: &Entry) -> Settlement {
     match record.state {
         ApprovalState::Executing => Settlement::Run,
-        _ => recorded_settlement(record),
+        _ => recorded_settlement(record, entry),
     }
 }
 
@@ -436,13 +518,17 @@ fn busy(entry: &Entry, state: ApprovalState) -> Settlement {
 }
 
 /// The outcome on record, as this request returns it.
-fn recorded_settlement(record: &ApprovalRecord) -> Settlement {
+fn recorded_settlement(record: &ApprovalRecord, entry: &Entry) -> Settlement {
     let stored = |fallback: &str| record.output.clone().unwrap_or_else(|| ToolResultOutput::error_text(fallback));
     match record.state {
         ApprovalState::Denied => Settlement::Deny(record.decision.as_ref().and_then(|d| d.reason.clone())),
         ApprovalState::Expired => Settlement::Stored(stored(EXPIRED_TEXT), ApprovalOutcome::Expired),
         ApprovalState::Interrupted => Settlement::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Interrupted),
-        state => Settlement::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Replayed { state }),
+        ApprovalState::Executed | ApprovalState::Failed => {
+            Settlement::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Replayed { state: record.state })
+        }
+        // No outcome yet: another request holds it.
+        ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Executing => busy(entry, record.state),
     }
 }
 

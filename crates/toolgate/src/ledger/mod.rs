@@ -46,6 +46,8 @@ use std::time::Duration;
 
 /// Requests expire after this long unless configured otherwise (24 hours).
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a request waits for an approval another request is executing.
+pub const DEFAULT_SETTLE_WAIT: Duration = Duration::from_secs(5);
 /// How long an execution lease lasts before a running call counts as orphaned.
 pub const DEFAULT_EXECUTION_LEASE: Duration = Duration::from_secs(30);
 
@@ -75,6 +77,10 @@ pub struct LedgerConfig {
     pub lease: Duration,
     /// This process's executor id (leases name it).
     pub executor: String,
+    /// How long a request waits for an approval another request is executing
+    /// before it answers `approval_in_progress` (a duplicate answer then gets
+    /// the real outcome instead of an error).
+    pub settle_wait: Duration,
 }
 
 impl LedgerConfig {
@@ -86,6 +92,7 @@ impl LedgerConfig {
             ttl: DEFAULT_APPROVAL_TTL,
             lease: DEFAULT_EXECUTION_LEASE,
             executor: format!("exe_{}", uuid::Uuid::now_v7().simple()),
+            settle_wait: DEFAULT_SETTLE_WAIT,
         }
     }
 
@@ -98,6 +105,12 @@ impl LedgerConfig {
     /// Sets how long approval requests stay answerable.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// Sets how long a request waits for another request's execution of an approval.
+    pub fn settle_wait(mut self, wait: Duration) -> Self {
+        self.settle_wait = wait;
         self
     }
 
