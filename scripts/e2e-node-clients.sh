@@ -3,7 +3,8 @@
 #
 #   scripts/e2e-node-clients.sh [--no-install] [--only PHASE]...
 #
-# 1. `npm ci` in e2e/node-clients (pinned: the `ai` package twice, @ag-ui/client, @tanstack/ai-client).
+# 1. `npm ci` in e2e/node-clients (pinned: the `ai` package at 6.0.201, 6.0.326 and 7.0.173, @ag-ui/client,
+#    @tanstack/ai-client).
 # 2. `cargo build -p toolgate-cli`.
 # 3. For each phase, one `toolgate serve` per scenario script (e2e/node-clients/scenarios/<dir>/<name>.json,
 #    extra server flags from an optional <name>.args), each on a free 127.0.0.1 port with its own
@@ -14,6 +15,7 @@
 #   ui-strict        ai@6.0.201 (strict chunk schemas, no `signature` field)  scenarios/ui, default server
 #   ui-latest        ai@6.0.326 (newest 6.x)                                    scenarios/ui, default server
 #   ui-latest-sig    ai@6.0.326                                                 scenarios/ui, --signature-field
+#   ui-v7            ai@7.0.173 (the current major)                             scenarios/ui, --signature-field
 #   agui             @ag-ui/client HttpAgent and @tanstack/ai-client           scenarios/agui, against /ag-ui
 #   agui-sig         @ag-ui/client HttpAgent                                   scenarios/agui, --signature-field
 #
@@ -194,6 +196,7 @@ run_phase() {
 run_phase ui-strict ui ai-v6-strict 0 test/ai-chat.test.js
 run_phase ui-latest ui ai-v6-latest 0 test/ai-chat.test.js
 run_phase ui-latest-sig ui ai-v6-latest 1 test/ai-chat.test.js
+run_phase ui-v7 ui ai-v7 1 test/ai-chat.test.js
 run_phase agui agui ai-v6-latest 0 test/agui.test.js test/tanstack.test.js
 run_phase agui-sig agui ai-v6-latest 1 test/agui.test.js
 

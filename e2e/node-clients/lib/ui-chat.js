@@ -2,7 +2,7 @@
 // `DefaultChatTransport` against the server's `/api/chat`, and
 // `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses`.
 //
-// TOOLGATE_E2E_AI_PACKAGE names the installed `ai` alias to use (`ai-v6-strict` or `ai-v6-latest`).
+// TOOLGATE_E2E_AI_PACKAGE names the installed `ai` alias to use (`ai-v6-strict`, `ai-v6-latest` or `ai-v7`).
 // Every request body, HTTP status and raw response body is recorded so tests can look at the wire as well.
 
 import { readFileSync } from 'node:fs';
@@ -15,13 +15,15 @@ export const aiVersion = JSON.parse(
   readFileSync(new URL(`../node_modules/${aiPackage}/package.json`, import.meta.url), 'utf8'),
 ).version;
 
-const [, , aiPatch] = aiVersion.split('.').map(Number);
+const [aiMajor, , aiPatch] = aiVersion.split('.').map(Number);
+/** True from this 6.0.x patch on (and for every later major). */
+const since6 = (patch) => aiMajor > 6 || aiPatch >= patch;
 /** Chunk schemas reject unknown keys before ai@6.0.231. */
-export const strictChunks = aiPatch < 231;
+export const strictChunks = !since6(231);
 /** The `signature` field exists in chunks and approvals from ai@6.0.202 on. */
-export const knowsSignature = aiPatch >= 202;
+export const knowsSignature = since6(202);
 /** `addToolApprovalResponse` keeps the approval's `signature` from ai@6.0.221 on. */
-export const keepsSignature = aiPatch >= 221;
+export const keepsSignature = since6(221);
 
 /** A ChatState kept in memory (what a framework's reactive store does in a browser). */
 class MemoryChatState {
