@@ -3,7 +3,8 @@
 //! `sqlite.rs` and `postgres.rs` each include this file as their `ops`
 //! module (`#[path = "ops.rs"]`), after defining `Db` (the sqlx database),
 //! `Backend` (the pools) with `write` (a transaction that holds the write
-//! lock it needs) and `reader` (a pool for reads), `lock_log` (serialises
+//! lock it needs), `writer` (the pool single writing statements run on) and
+//! `reader` (a pool for reads), `lock_log` (serialises
 //! audit appends until commit) and `select_records` (approvals by id).
 //! Generic sqlx code over `Database` needs long higher-ranked bounds; a
 //! concrete `Db` per copy keeps every query plain.
@@ -156,15 +157,14 @@ impl Backend {
         at: Millis,
     ) -> Result<Option<i64>, StoreError> {
         let messages = sql::messages_text(messages)?;
-        let mut tx = self.write().await?;
         let query = match expected_version {
             None => sqlx::query(sql::CREATE_CONVERSATION).bind(conversation_id).bind(&messages).bind(at),
             Some(version) => {
                 sqlx::query(sql::UPDATE_CONVERSATION).bind(conversation_id).bind(&messages).bind(at).bind(version)
             }
         };
-        let done = query.execute(&mut *tx).await.map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
+        // One conditional statement is atomic on its own: no transaction round trips.
+        let done = query.execute(self.writer()).await.map_err(db_error)?;
         Ok((done.rows_affected() == 1).then(|| expected_version.unwrap_or(0) + 1))
     }
 }

@@ -68,6 +68,10 @@ impl Backend {
         self.pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED").await.map_err(db_error)
     }
 
+    fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
     fn reader(&self) -> &PgPool {
         &self.pool
     }

@@ -82,6 +82,10 @@ impl Backend {
         self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(db_error)
     }
 
+    fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     fn reader(&self) -> &SqlitePool {
         &self.reader
     }
