@@ -68,14 +68,7 @@ impl ToolOutcome {
 
 /// The stream part of an outcome read back from the ledger, as if the call had just ended so.
 pub(crate) fn stored_part(call: &ToolCallPart, output: &ToolResultOutput) -> StreamPart {
-    let error = |error: Value| StreamPart::ToolError {
-        tool_call_id: call.tool_call_id.clone(),
-        tool_name: call.tool_name.clone(),
-        input: call.input.clone(),
-        error,
-        provider_executed: None,
-        dynamic: None,
-    };
+    let error = |error: Value| error_part(call, error);
     match output {
         ToolResultOutput::ErrorText { value, .. } => error(Value::String(value.clone())),
         ToolResultOutput::ErrorJson { value, .. } => error(value.clone()),
@@ -90,6 +83,18 @@ pub(crate) fn stored_part(call: &ToolCallPart, output: &ToolResultOutput) -> Str
         ToolResultOutput::Content { value, .. } => {
             result_stream_part(call, serde_json::to_value(value).unwrap_or_default(), None, None)
         }
+    }
+}
+
+/// The `tool-error` part of a call of a local tool.
+pub(crate) fn error_part(call: &ToolCallPart, error: Value) -> StreamPart {
+    StreamPart::ToolError {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        input: call.input.clone(),
+        error,
+        provider_executed: None,
+        dynamic: None,
     }
 }
 

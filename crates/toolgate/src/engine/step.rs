@@ -30,7 +30,7 @@ use toolgate_protocol::{
     ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
 };
 
-use super::execute::{ToolRun, Work, execute_all, result_part};
+use super::execute::{ToolRun, Work, error_part, execute_all, result_part};
 use super::ledger::record_issued;
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
@@ -332,17 +332,6 @@ fn info(call: &Call) -> ToolCallInfo {
         dynamic: call.dynamic,
         invalid,
         error,
-    }
-}
-
-fn error_part(call: &ToolCallPart, error: Value) -> StreamPart {
-    StreamPart::ToolError {
-        tool_call_id: call.tool_call_id.clone(),
-        tool_name: call.tool_name.clone(),
-        input: call.input.clone(),
-        error,
-        provider_executed: None,
-        dynamic: None,
     }
 }
 
