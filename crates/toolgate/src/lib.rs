@@ -9,6 +9,8 @@
 //!   requests instead of running gated calls and, on the next request,
 //!   resolves the answers before calling the model.
 //! - [`approval`]: HMAC signing that binds an approval to one exact call.
+//! - [`ledger`]: the durable approval ledger (single-use, expiring, audited
+//!   approvals) and the storage trait it runs on.
 //! - [`protocol`]: the AI SDK v6 compatible wire types (re-exported).
 //!
 //! ```no_run

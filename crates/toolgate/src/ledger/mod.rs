@@ -14,10 +14,12 @@
 //!   call, input or conversation, is refused even when its signature verifies;
 //! - requests expire ([`LedgerConfig::ttl`], per tool [`crate::Tool::approval_ttl`]);
 //!   an answer after expiry runs nothing and resolves as *expired*;
-//! - an approved call is `executing` while it runs, under a lease the store
+//! - an approved call is `executing` while it runs, under a lease the engine
 //!   renews; a call whose process died meanwhile is never run again
 //!   automatically: it resolves as *interrupted* (outcome unknown), unless the
 //!   tool is declared [`crate::Tool::idempotent`], which runs it again;
+//! - a result in the history for a call the ledger gated must be the outcome
+//!   it recorded (a forged result is refused);
 //! - every step is appended to an audit log ([`AuditEvent`]).
 //!
 //! States and transitions (each one atomic, a conditional update in the store):
