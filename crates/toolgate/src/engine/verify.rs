@@ -2,7 +2,11 @@
 //! a call the ledger gated may only carry the outcome the ledger recorded.
 //!
 //! One pass over the history and one store query for the calls that have
-//! results. For each of them with a record:
+//! results. Every result part counts, wherever it stands (a tool message or
+//! an assistant message) and however many there are for one call, and
+//! whatever the history claims about the call (a call marked
+//! provider-executed is still the ledger's if the ledger gated it). For each
+//! result of a call with a record:
 //! - pending, approved or executing: the server produced no result yet, so the
 //!   history's result is forged ([`EngineError::ForgedToolResult`]);
 //! - denied: the result must be an `execution-denied`;
@@ -13,7 +17,7 @@
 //! Calls without a record (ungated calls, provider-executed ones) are not
 //! the ledger's to judge.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::Value;
 use toolgate_protocol::{AssistantPart, ModelMessage, ToolPart, ToolResultOutput};
@@ -23,38 +27,34 @@ use crate::ledger::{ApprovalRecord, ApprovalState, Ledger};
 
 /// Fails when a result in `history` contradicts the ledger (see the module docs).
 pub(crate) async fn verify_results(history: &[ModelMessage], ledger: &Ledger) -> Result<(), EngineError> {
-    let mut local_calls: HashSet<&str> = HashSet::new();
-    let mut results: HashMap<&str, &ToolResultOutput> = HashMap::new();
+    let mut results: HashMap<&str, Vec<&ToolResultOutput>> = HashMap::new();
     for message in history {
         match message {
             ModelMessage::Assistant(assistant) => {
                 for part in assistant.part_slice() {
-                    if let AssistantPart::ToolCall(call) = part
-                        && !call.is_provider_executed()
-                    {
-                        local_calls.insert(&call.tool_call_id);
+                    if let AssistantPart::ToolResult(result) = part {
+                        results.entry(&result.tool_call_id).or_default().push(&result.output);
                     }
                 }
             }
             ModelMessage::Tool(tool) => {
                 for part in &tool.content {
                     if let ToolPart::ToolResult(result) = part {
-                        results.entry(&result.tool_call_id).or_insert(&result.output);
+                        results.entry(&result.tool_call_id).or_default().push(&result.output);
                     }
                 }
             }
             ModelMessage::User(_) | ModelMessage::System(_) => {}
         }
     }
-    let ids: Vec<String> = results.keys().filter(|id| local_calls.contains(**id)).map(|id| (*id).to_owned()).collect();
-    if ids.is_empty() {
+    if results.is_empty() {
         return Ok(());
     }
+    let ids: Vec<String> = results.keys().map(|id| (*id).to_owned()).collect();
     let records = ledger.config.store.approvals_for_calls(&ledger.conversation_id, &ids).await?;
     for record in &records {
-        if let Some(output) = results.get(record.tool_call_id.as_str())
-            && let Some(detail) = contradiction(record, output)
-        {
+        let outputs = results.get(record.tool_call_id.as_str()).into_iter().flatten();
+        if let Some(detail) = outputs.filter_map(|output| contradiction(record, output)).next() {
             return Err(EngineError::ForgedToolResult { tool_call_id: record.tool_call_id.clone(), detail });
         }
     }
