@@ -22,13 +22,13 @@
 //! message the client assembled from the stream (optimistically: when another
 //! request saved the same chat meanwhile, the first save stands).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use axum::http::StatusCode;
 use serde_json::Value;
 use serde_json::json;
-use toolgate::Toolkit;
 use toolgate::ledger::{ApprovalStore, AuditEvent, AuditKind, Ledger, Millis};
+use toolgate::{ApprovalAnswer, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
 use crate::replay::replay_chunks;
@@ -85,7 +85,7 @@ pub(crate) async fn reconcile(
         Err(Refusal::AlreadyDecided { approval_id, tool_call_id, recorded, received }) => {
             let message =
                 format!("approval `{approval_id}` was already decided: recorded {recorded}, received {received}");
-            store.append(&[rejected(&approval_id, &tool_call_id, message.clone(), &received)]).await?;
+            store.append(&[rejected(&approval_id, &tool_call_id, message.clone(), &received.to_string())]).await?;
             Err(ApiError::new(StatusCode::CONFLICT, "approval_already_decided", message))
         }
     }
@@ -120,7 +120,7 @@ enum Refusal {
     /// It holds something the server never produced, or changed what it did.
     Mismatch(String),
     /// It answers an approval the server already decided otherwise.
-    AlreadyDecided { approval_id: String, tool_call_id: String, recorded: String, received: String },
+    AlreadyDecided { approval_id: String, tool_call_id: String, recorded: ApprovalAnswer, received: ApprovalAnswer },
 }
 
 impl From<String> for Refusal {
@@ -146,12 +146,12 @@ enum ToolMerge {
     Repeated(Repeated),
 }
 
-/// The decision an approval object carries, as errors and the audit log name it.
-fn decision_name(approval: &toolgate_ui::UiApproval) -> Option<String> {
+/// The decision an approval object carries (edits compare as JSON values, whatever their key order).
+fn decision(approval: &toolgate_ui::UiApproval) -> Option<ApprovalAnswer> {
     match (approval.approved?, &approval.edited_input) {
-        (false, _) => Some("deny".to_owned()),
-        (true, None) => Some("approve".to_owned()),
-        (true, Some(edit)) => Some(format!("approve with edited input {edit}")),
+        (false, _) => Some(ApprovalAnswer::Deny),
+        (true, None) => Some(ApprovalAnswer::Approve),
+        (true, Some(edit)) => Some(ApprovalAnswer::ApproveWithEdit(Box::new(edit.clone()))),
     }
 }
 
@@ -261,9 +261,13 @@ fn merge_message(
     let mut answered_any = false;
     let tools: HashMap<&str, usize> =
         stored.tool_parts().map(|(index, tool)| (tool.tool_call_id.as_str(), index)).collect();
-    for part in &client.parts {
-        let UiPart::Tool(theirs) = part else { continue };
+    let mut seen = HashSet::with_capacity(tools.len());
+    for (_, theirs) in client.tool_parts() {
         let at = |detail: &str| format!("message `{}`, tool call `{}`: {detail}", client.id, theirs.tool_call_id);
+        if !seen.insert(theirs.tool_call_id.as_str()) {
+            // Two copies could carry two answers; the stored message has one part per call.
+            return Err(Refusal::Mismatch(at("the message holds this tool call twice")));
+        }
         let Some(&index) = tools.get(theirs.tool_call_id.as_str()) else {
             return Err(Refusal::Mismatch(at("this server never produced this tool call")));
         };
@@ -310,7 +314,7 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
     // An answer to an approval the server already decided: the same decision is a
     // repeat, another one a conflict.
     if let (Some(received), Some(recorded)) =
-        (theirs.approval.as_ref().and_then(decision_name), ours.approval.as_ref().and_then(decision_name))
+        (theirs.approval.as_ref().and_then(decision), ours.approval.as_ref().and_then(decision))
     {
         let approval_id = approval_id(ours).unwrap_or_default();
         if received != recorded {
@@ -319,7 +323,8 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
         }
         if rank(theirs.state) < rank(ours.state) {
             let tool_call_id = ours.tool_call_id.clone();
-            return Ok(ToolMerge::Repeated(Repeated { approval_id, tool_call_id, answer: received }));
+            let answer = received.to_string();
+            return Ok(ToolMerge::Repeated(Repeated { approval_id, tool_call_id, answer }));
         }
     }
     match (ours.state, theirs.state) {
@@ -357,11 +362,7 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
         }
         (stored, client) if rank(client) < rank(stored) => Ok(ToolMerge::Unchanged),
         (stored, client) => {
-            Err(format!("it is `{}` where the server has `{}`", state_name(client), state_name(stored)).into())
+            Err(format!("it is `{}` where the server has `{}`", client.as_str(), stored.as_str()).into())
         }
     }
-}
-
-fn state_name(state: ToolState) -> String {
-    serde_json::to_value(state).ok().and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_default()
 }

@@ -435,3 +435,39 @@ async fn an_ag_ui_client_cannot_answer_a_gated_call_with_a_result_of_its_own() {
     assert_eq!(ledgered.runs.load(Ordering::SeqCst), 0);
     assert_eq!(ledgered.server.trace_text().lines().count(), 1, "the model never saw the forged result");
 }
+
+#[tokio::test]
+async fn a_message_holding_one_call_twice_is_refused() {
+    let ledgered = start_ledgered(PrincipalSource::None).await;
+    let asked = ask(&ledgered.server, "chat-1").await;
+    let mut doubled = answered("chat-1", &asked, true);
+    let mut denial = doubled["messages"][1]["parts"][1].clone();
+    denial["approval"]["approved"] = json!(false);
+    doubled["messages"][1]["parts"].as_array_mut().unwrap().push(denial);
+    let reply = chat(&ledgered.server, &doubled).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.json()["error"];
+    assert_eq!(error["code"], "history_mismatch");
+    assert!(error["message"].as_str().unwrap().contains("holds this tool call twice"), "{error}");
+    assert_eq!(ledgered.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_edit_repeated_with_its_keys_in_another_order_is_a_repeat_not_a_conflict() {
+    let ledgered = start_ledgered(PrincipalSource::None).await;
+    let asked = ask(&ledgered.server, "chat-1").await;
+    let edit = |edited: Value| {
+        let mut body = answered("chat-1", &asked, true);
+        body["messages"][1]["parts"][1]["approval"]["editedInput"] = edited;
+        body
+    };
+    let first = chat(&ledgered.server, &edit(json!({"path": "b.txt", "note": "x"}))).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(output_chunk(&first)["output"], json!({"deleted": "b.txt"}));
+    let again = chat(&ledgered.server, &edit(json!({"note": "x", "path": "b.txt"}))).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(output_chunk(&again)["output"], json!({"deleted": "b.txt"}));
+    let other = chat(&ledgered.server, &edit(json!({"path": "c.txt", "note": "x"}))).await;
+    assert_eq!(other.status, 409, "{}", other.body);
+    assert_eq!(ledgered.runs.load(Ordering::SeqCst), 1);
+}

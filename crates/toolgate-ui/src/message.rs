@@ -113,6 +113,21 @@ pub enum ToolState {
     OutputDenied,
 }
 
+impl ToolState {
+    /// The state's wire name (`approval-requested`, `output-available`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InputStreaming => "input-streaming",
+            Self::InputAvailable => "input-available",
+            Self::ApprovalRequested => "approval-requested",
+            Self::ApprovalResponded => "approval-responded",
+            Self::OutputAvailable => "output-available",
+            Self::OutputError => "output-error",
+            Self::OutputDenied => "output-denied",
+        }
+    }
+}
+
 /// The approval object of a tool part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -339,7 +354,7 @@ fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String
         Some(name) => name,
         None => return Err("a dynamic-tool part needs `toolName`".into()),
     };
-    let needs = |what: &str| format!("a `{}` tool part needs {what}", state_name(fields.state));
+    let needs = |what: &str| format!("a `{}` tool part needs {what}", fields.state.as_str());
     match fields.state {
         ToolState::ApprovalRequested if fields.approval.is_none() => return Err(needs("`approval`")),
         ToolState::ApprovalResponded if fields.approval.as_ref().and_then(|a| a.approved).is_none() => {
@@ -362,10 +377,6 @@ fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String
         call_provider_metadata: fields.call_provider_metadata,
         preliminary: fields.preliminary,
     })))
-}
-
-fn state_name(state: ToolState) -> String {
-    serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 impl Serialize for UiMessage {
