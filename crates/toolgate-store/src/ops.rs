@@ -175,7 +175,7 @@ async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<Trans
     let text = sql::transition_sql(transition.guard, lease);
     let decision = sql::json_opt(transition.update.decision.as_ref(), "a decision")?;
     let output = sql::json_opt(transition.update.output.as_ref(), "an output")?;
-    let mut update = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text))
+    let mut update = sqlx::query_as::<_, RecordRow>(text)
         .bind(&transition.approval_id)
         .bind(transition.from.as_str())
         .bind(transition.to.as_str())

@@ -4,6 +4,8 @@
 //! placeholders (SQLite reads `$1` as parameter 1, and the same name twice as
 //! the same parameter).
 
+use std::sync::OnceLock;
+
 use serde_json::Value;
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, StoreError,
@@ -84,8 +86,30 @@ impl LeaseWrite {
 /// The conditional update of one transition. Parameters: `$1` approval id,
 /// `$2` from, `$3` to, `$4` at, `$5` decision or NULL, `$6` output or NULL,
 /// then the guard's time when it has one, then the lease executor and
-/// until when it sets one. Returns the updated row.
-pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite) -> String {
+/// until when it sets one. Returns the updated row. Each of the twelve
+/// guard and lease shapes is written once per process.
+pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite) -> &'static str {
+    static TEXTS: OnceLock<Vec<String>> = OnceLock::new();
+    const GUARDS: [Guard; 4] = [Guard::None, Guard::NotExpiredAt(0), Guard::ExpiredAt(0), Guard::LeaseLapsedAt(0)];
+    const LEASES: [LeaseWrite; 3] = [LeaseWrite::Set, LeaseWrite::Keep, LeaseWrite::Clear];
+    let texts = TEXTS.get_or_init(|| {
+        GUARDS.iter().flat_map(|guard| LEASES.iter().map(|lease| write_transition_sql(*guard, *lease))).collect()
+    });
+    let guard_index = match guard {
+        Guard::None => 0,
+        Guard::NotExpiredAt(_) => 1,
+        Guard::ExpiredAt(_) => 2,
+        Guard::LeaseLapsedAt(_) => 3,
+    };
+    let lease_index = match lease {
+        LeaseWrite::Set => 0,
+        LeaseWrite::Keep => 1,
+        LeaseWrite::Clear => 2,
+    };
+    &texts[guard_index * LEASES.len() + lease_index]
+}
+
+fn write_transition_sql(guard: Guard, lease: LeaseWrite) -> String {
     let mut next = 7;
     let mut param = || {
         let name = format!("${next}");

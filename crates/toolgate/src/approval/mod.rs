@@ -14,7 +14,9 @@ pub(crate) use collect::collect;
 pub use resolve::HELD_NEEDS_APPROVAL_REASON;
 pub(crate) use resolve::{Plan, ResolveOptions, Resolved, resolve};
 pub(crate) use signing::unsigned_approval_id;
-pub use signing::{ApprovalSigner, HeldCalls, IssuedApproval, SignatureError, SignedCall, SignerError, input_digest};
+pub use signing::{
+    ApprovalSigner, HeldCalls, IssuedApproval, SignatureError, SignedCall, SignerError, canonical_digest, input_digest,
+};
 
 /// The denial reason for an approval the person never answered before the
 /// conversation moved on.

@@ -205,7 +205,12 @@ impl ApprovalSigner {
 /// base64url(SHA-256(canonical JSON of `input`)); for inputs whose integers
 /// fit a double this is exactly the AI SDK's digest.
 pub fn input_digest(input: &Value) -> Result<String, CanonicalError> {
-    Ok(URL_SAFE_NO_PAD.encode(Sha256::digest(canonical_json(input)?.as_bytes())))
+    Ok(canonical_digest(&canonical_json(input)?))
+}
+
+/// The [`input_digest`] of an input already in canonical form ([`canonical_json`]).
+pub fn canonical_digest(canonical: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(canonical.as_bytes()))
 }
 
 /// The digest of the held calls, `None` when there are none.

@@ -10,7 +10,7 @@ use toolgate_protocol::StreamPart;
 use super::ApprovalRequest;
 use super::execute::ToolOutcome;
 use crate::EngineError;
-use crate::approval::{canonical_json, input_digest};
+use crate::approval::{canonical_digest, canonical_json};
 use crate::ledger::{
     ApprovalRecord, ApprovalState, AuditKind, Guard, Ledger, Transition, Update, WARNING_NOT_RECORDED, millis,
 };
@@ -43,7 +43,7 @@ pub(crate) async fn record_issued(
             conversation_id: ledger.conversation_id.clone(),
             tool_call_id: call.tool_call_id.clone(),
             tool_name: call.tool_name.clone(),
-            input_digest: input_digest(&call.input).map_err(invalid)?,
+            input_digest: canonical_digest(&canonical),
             input,
             issued_at: now,
             expires_at: now.saturating_add(millis(ttl)),
