@@ -43,6 +43,13 @@ impl UiMessageBuilder {
         &self.message
     }
 
+    /// The message so far, to change in place (a client recording an answer
+    /// while the stream goes on). Parts may be changed, not removed or
+    /// reordered: the builder finds blocks and tool calls by position.
+    pub fn message_mut(&mut self) -> &mut UiMessage {
+        &mut self.message
+    }
+
     /// The finished message.
     pub fn finish(self) -> UiMessage {
         self.message

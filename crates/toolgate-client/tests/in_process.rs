@@ -1,0 +1,98 @@
+//! The chat against the engine in this process: approvals, denials, edits,
+//! chained approvals and client tool results, end to end.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use toolgate::model::ScriptedModel;
+use toolgate::{SharedModel, demo};
+use toolgate_client::{
+    Chat, ChatEvent, Decision, InProcessTransport, Status, ToolOutput, ToolState, UiMessage, UiPart,
+};
+
+fn scripted(turns: Value) -> SharedModel {
+    Arc::new(ScriptedModel::from_json(&json!({ "turns": turns }).to_string()).expect("a valid script"))
+}
+
+fn chat(turns: Value) -> Chat {
+    let transport = InProcessTransport::new(scripted(turns), demo::toolkit()).expect("a transport");
+    Chat::new("chat-1", transport)
+}
+
+fn call(id: &str, tool: &str, input: Value) -> Value {
+    json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input})
+}
+
+fn text(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// The tool parts of every message, as (call id, state).
+fn tool_states(messages: &[UiMessage]) -> Vec<(String, ToolState)> {
+    messages
+        .iter()
+        .flat_map(|message| message.tool_parts())
+        .map(|(_, tool)| (tool.tool_call_id.clone(), tool.state))
+        .collect()
+}
+
+fn approval_id(chat: &Chat, call_id: &str) -> String {
+    chat.messages()
+        .iter()
+        .flat_map(|message| message.tool_parts().map(|(_, tool)| tool.clone()).collect::<Vec<_>>())
+        .find(|tool| tool.tool_call_id == call_id)
+        .and_then(|tool| tool.approval)
+        .map(|approval| approval.id)
+        .expect("the call has an approval")
+}
+
+fn last_text(chat: &Chat) -> String {
+    let messages = chat.messages();
+    messages
+        .last()
+        .into_iter()
+        .flat_map(|message| &message.parts)
+        .filter_map(|part| match part {
+            UiPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_and_the_chat_continues_by_itself() {
+    let chat = chat(json!([[call("c1", "delete_file", json!({"path": "notes.txt"}))], [text("deleted it")]]));
+    let events = chat.subscribe();
+    chat.send_message("delete notes.txt").await.unwrap();
+    assert_eq!(tool_states(&chat.messages()), vec![("c1".into(), ToolState::ApprovalRequested)]);
+    assert_eq!(chat.status(), Status::Ready);
+
+    chat.add_tool_approval_response(&approval_id(&chat, "c1"), Decision::Approve).await.unwrap();
+    let messages = chat.messages();
+    assert_eq!(messages.len(), 2, "the continuation extends the assistant message");
+    assert_eq!(tool_states(&messages), vec![("c1".into(), ToolState::OutputAvailable)]);
+    let output = messages[1].tool_parts().next().unwrap().1.output.clone();
+    assert_eq!(output, Some(json!({"deleted": "notes.txt"})));
+    assert_eq!(last_text(&chat), "deleted it");
+
+    drop(chat);
+    let events: Vec<ChatEvent> = events.collect().await;
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, ChatEvent::ApprovalRequested { tool_name, .. } if tool_name == "delete_file"))
+    );
+}
+
+#[tokio::test]
+async fn a_client_tool_result_is_sent_once_given() {
+    let chat = chat(json!([[call("q1", "ask_user", json!({"question": "which file?"}))], [text("thanks")]]));
+    chat.send_message("ask me").await.unwrap();
+    assert_eq!(tool_states(&chat.messages()), vec![("q1".into(), ToolState::InputAvailable)]);
+    chat.add_tool_output("q1", ToolOutput::Output(json!("notes.txt"))).await.unwrap();
+    assert_eq!(tool_states(&chat.messages()), vec![("q1".into(), ToolState::OutputAvailable)]);
+    assert_eq!(last_text(&chat), "thanks");
+}
