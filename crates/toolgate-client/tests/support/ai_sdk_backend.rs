@@ -98,11 +98,7 @@ impl Drop for AiSdkBackend {
 fn backend_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = root.join("e2e/ai-sdk-backend");
-    assert!(
-        dir.join("server.mjs").is_file(),
-        "no server.mjs in {}",
-        dir.display()
-    );
+    assert!(dir.join("server.mjs").is_file(), "no server.mjs in {}", dir.display());
     dir
 }
 
@@ -117,9 +113,7 @@ fn node_available() -> bool {
 }
 
 fn installed(dir: &Path) -> bool {
-    ["ai", "zod"]
-        .iter()
-        .all(|pkg| dir.join("node_modules").join(pkg).join("package.json").is_file())
+    ["ai", "zod"].iter().all(|pkg| dir.join("node_modules").join(pkg).join("package.json").is_file())
 }
 
 /// Runs `npm ci` once, even with several test processes starting at the same
@@ -220,20 +214,18 @@ fn spawn(dir: &Path) -> AiSdkBackend {
         let mut port_tx = Some(port_tx);
         for line in BufReader::new(out_pipe).lines() {
             let Ok(line) = line else { break };
-            if let Some(port) = line.trim().strip_prefix("listening ") {
-                if let Some(tx) = port_tx.take() {
-                    let _ = tx.send(port.trim().to_owned());
-                }
+            if let Some(port) = line.trim().strip_prefix("listening ")
+                && let Some(tx) = port_tx.take()
+            {
+                let _ = tx.send(port.trim().to_owned());
             }
         }
     });
 
     match port_rx.recv_timeout(STARTUP_TIMEOUT) {
-        Ok(port) if port.parse::<u16>().is_ok_and(|p| p != 0) => AiSdkBackend {
-            base_url: format!("http://127.0.0.1:{port}"),
-            child,
-            stderr,
-        },
+        Ok(port) if port.parse::<u16>().is_ok_and(|p| p != 0) => {
+            AiSdkBackend { base_url: format!("http://127.0.0.1:{port}"), child, stderr }
+        }
         outcome => {
             let _ = child.kill();
             let status = child.wait();
