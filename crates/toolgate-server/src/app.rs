@@ -19,9 +19,10 @@ use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
 use crate::principal::PrincipalSource;
+use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, audit, chat, page};
+use crate::{agui, audit, chat, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -80,6 +81,7 @@ struct Inner {
     model: SharedModel,
     signer: ApprovalSigner,
     trace: Option<TraceFile>,
+    running: Arc<RunningResponses>,
 }
 
 impl AppState {
@@ -91,7 +93,8 @@ impl AppState {
             None => model,
         };
         let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
-        Ok(Self { inner: Arc::new(Inner { config, model, signer, trace }) })
+        let running = Arc::default();
+        Ok(Self { inner: Arc::new(Inner { config, model, signer, trace, running }) })
     }
 
     /// Waits until every prompt traced so far is in the trace file (no-op without `--trace-prompts`).
@@ -99,6 +102,11 @@ impl AppState {
         if let Some(trace) = &self.inner.trace {
             trace.flush();
         }
+    }
+
+    /// The stored chats' responses running now (for `GET /api/chat/{id}/stream`).
+    pub(crate) fn running(&self) -> &Arc<RunningResponses> {
+        &self.inner.running
     }
 
     /// The configuration.
@@ -164,6 +172,7 @@ pub fn router(state: AppState) -> Router {
         .route("/app.css", get(page::styles))
         .route("/healthz", get(|| async { "ok" }))
         .route("/api/chat", post(chat::chat))
+        .route("/api/chat/{id}/stream", get(resume::resume))
         .route("/ag-ui", post(agui::run))
         .route("/api/audit", get(audit::audit))
         .route("/api/chats/{id}", get(chat::stored_messages))

@@ -93,15 +93,20 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
         None => UiMessageBuilder::new(new_message_id()),
     };
     let mut encoder = encoder(&state, builder.message().id.clone());
+    let running = state.running().start(&chat_id);
     let frames = async_stream::stream! {
         let mut stream = stream;
         while let Some(part) = stream.next().await {
             for chunk in encoder.encode(&part) {
                 builder.apply(&chunk);
-                yield Bytes::from(sse_frame(&chunk));
+                let frame = Bytes::from(sse_frame(&chunk));
+                running.push(&frame);
+                yield frame;
             }
         }
-        yield Bytes::from_static(SSE_DONE.as_bytes());
+        let done = Bytes::from_static(SSE_DONE.as_bytes());
+        running.push(&done);
+        yield done;
         history.push(builder.finish());
         conversation::save(store.as_ref(), &chat_id, &history, version, clock.now()).await;
     };

@@ -27,6 +27,7 @@ mod error;
 mod page;
 mod principal;
 mod replay;
+mod resume;
 mod secret;
 mod trace;
 
