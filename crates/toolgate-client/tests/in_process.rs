@@ -96,3 +96,41 @@ async fn a_client_tool_result_is_sent_once_given() {
     assert_eq!(tool_states(&chat.messages()), vec![("q1".into(), ToolState::OutputAvailable)]);
     assert_eq!(last_text(&chat), "thanks");
 }
+
+#[tokio::test]
+async fn with_a_ledger_every_answer_is_recorded_and_audited() {
+    use toolgate::TextRequest;
+    use toolgate::approval::ApprovalSigner;
+    use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, LedgerConfig, MemoryStore};
+
+    let store = Arc::new(MemoryStore::new());
+    let ledger = LedgerConfig::new(store.clone());
+    let signer = ApprovalSigner::new("in-process-test").unwrap();
+    let model = scripted(json!([
+        [call("a", "delete_file", json!({"path": "a.txt"}))],
+        [call("b", "delete_file", json!({"path": "b.txt"}))],
+        [text("done")]
+    ]));
+    let transport = InProcessTransport::with_requests(model, move |chat_id, messages| {
+        TextRequest::new(messages)
+            .toolkit(demo::toolkit())
+            .approval_signer(signer.clone())
+            .ledger(ledger.conversation(chat_id))
+    });
+    let chat = Chat::new("ledgered", transport);
+    chat.send_message("delete a and b").await.unwrap();
+    chat.add_tool_approval_response(&approval_id(&chat, "a"), Decision::Approve).await.unwrap();
+    chat.add_tool_approval_response(&approval_id(&chat, "b"), Decision::deny_because("keep b")).await.unwrap();
+    assert_eq!(last_text(&chat), "done");
+    assert_eq!(
+        tool_states(&chat.messages()),
+        vec![("a".into(), ToolState::OutputAvailable), ("b".into(), ToolState::OutputDenied)]
+    );
+
+    let query = AuditQuery { conversation_id: Some("ledgered".into()), ..AuditQuery::default() };
+    let kinds: Vec<AuditKind> = store.audit(&query).await.unwrap().into_iter().map(|event| event.kind).collect();
+    assert_eq!(
+        kinds,
+        [AuditKind::Issued, AuditKind::Approved, AuditKind::Executed, AuditKind::Issued, AuditKind::Denied]
+    );
+}
