@@ -37,17 +37,23 @@ pub(crate) async fn chat(
     require_json(&headers)?;
     let principal = state.principal(&headers)?;
     let request = ChatRequest::from_json(&body.map_err(body_error)?)?;
-    if request.id.starts_with(crate::agui::AGUI_PREFIX) {
+    check_chat_id(&request.id)?;
+    match state.ledger(&request.id, principal)? {
+        Some(ledger) => stored_chat(state, request, ledger).await,
+        None => stateless_chat(state, request).await,
+    }
+}
+
+/// Chat ids share the store with AG-UI threads, which own the `ag-ui:` prefix.
+fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
+    if chat_id.starts_with(crate::agui::AGUI_PREFIX) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_chat_id",
             format!("chat ids may not start with `{}` (the AG-UI threads' namespace)", crate::agui::AGUI_PREFIX),
         ));
     }
-    match state.ledger(&request.id, principal)? {
-        Some(ledger) => stored_chat(state, request, ledger).await,
-        None => stateless_chat(state, request).await,
-    }
+    Ok(())
 }
 
 /// The stateless mode: the client's history is the conversation.
@@ -151,6 +157,7 @@ pub(crate) async fn stored_messages(
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
     state.principal(&headers)?;
+    check_chat_id(&chat_id)?;
     let store = &state.ledger_config()?.store;
     let stored = store
         .conversation(&chat_id)

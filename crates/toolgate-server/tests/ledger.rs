@@ -343,6 +343,11 @@ async fn the_stored_conversation_survives_and_a_client_may_send_only_its_newest_
 
     let missing = get(&ledgered.server, "/api/chats/nope").await;
     assert_eq!((missing.status, missing.json()["error"]["code"].as_str()), (404, Some("chat_not_found")));
+    // AG-UI threads live beside the chats under their own prefix; no chat request reaches them.
+    let thread = get(&ledgered.server, "/api/chats/ag-ui:thread-1").await;
+    assert_eq!((thread.status, thread.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
+    let posted = chat(&ledgered.server, &first_turn("ag-ui:thread-1")).await;
+    assert_eq!((posted.status, posted.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
 }
 
 #[tokio::test]
