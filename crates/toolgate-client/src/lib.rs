@@ -14,7 +14,8 @@
 //!   ([`Chat::subscribe`]) or a callback ([`Chat::on_event`]).
 //! - Transports behind [`ChatTransport`]: [`HttpTransport`] to any AI SDK v6
 //!   UI-message-stream endpoint (`toolgate serve`, or a Vercel AI SDK
-//!   backend), and [`InProcessTransport`] running the engine directly.
+//!   backend), [`AguiTransport`] to an AG-UI endpoint (interrupts and
+//!   resumes), and [`InProcessTransport`] running the engine directly.
 //! - [`ChatOptions`]: approvals as `tool-approval-response` parts (default)
 //!   or as seed 004's user-message `tool-approval` parts; edits as toolgate's
 //!   `editedInput` or by replacing the input (stock AI SDK servers).
@@ -34,4 +35,4 @@ pub use event::{ChatEvent, MessageChange, Status};
 pub use options::{ApprovalForm, ChatOptions, EditForm};
 pub use state::ToolOutput;
 pub use toolgate_ui::{ToolState, UiMessage, UiPart, UiToolPart};
-pub use transport::{ChatTransport, HttpTransport, InProcessTransport, TransportRequest, Trigger};
+pub use transport::{AguiTransport, ChatTransport, HttpTransport, InProcessTransport, TransportRequest, Trigger};

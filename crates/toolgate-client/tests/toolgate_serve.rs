@@ -218,3 +218,47 @@ async fn a_dropped_connection_is_resumed_from_the_running_response() {
     assert_eq!(last_text(&chat), "read it");
     assert_eq!(chat.resume().await, Err(ClientError::NothingToResume), "204 once the response is over");
 }
+
+#[tokio::test]
+async fn over_ag_ui_interrupts_are_answered_by_resumes() {
+    use toolgate_client::AguiTransport;
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let toolkit = Toolkit::new([counted_delete(runs.clone())]).unwrap();
+    let turns = json!([
+        [text("on it"), call("a", "delete_file", json!({"path": "a.txt"}))],
+        [call("b", "delete_file", json!({"path": "b.txt"}))],
+        [call("c", "delete_file", json!({"path": "c.txt"}))],
+        [text("all done")]
+    ]);
+    let endpoint = serve(turns, toolkit).await.replace("/api/chat", "/ag-ui");
+    let chat = Chat::new("thread-1", AguiTransport::new(endpoint.clone()));
+    chat.send_message("delete a, b and c").await.unwrap();
+    let before_answer = chat.messages();
+
+    chat.add_tool_approval_response(&pending_approval(&chat, "a"), Decision::Approve).await.unwrap();
+    let edit = Decision::ApproveWithInput(json!({"path": "b-old.txt"}));
+    chat.add_tool_approval_response(&pending_approval(&chat, "b"), edit).await.unwrap();
+    chat.add_tool_approval_response(&pending_approval(&chat, "c"), Decision::deny_because("keep c")).await.unwrap();
+    assert_eq!(chat.status(), Status::Ready, "{:?}", chat.error());
+    assert_eq!(
+        tool_outputs(&chat.messages()),
+        [
+            ("a".to_owned(), ToolState::OutputAvailable, Some(json!({"deleted": "a.txt"}))),
+            ("b".to_owned(), ToolState::OutputAvailable, Some(json!({"deleted": "b-old.txt"}))),
+            ("c".to_owned(), ToolState::OutputDenied, None),
+        ]
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(last_text(&chat), "on itall done");
+
+    // Another client (no state snapshot) answering the settled interrupt again is refused with the server's code.
+    let other = Chat::with_messages("thread-1", AguiTransport::new(endpoint), before_answer, ChatOptions::default());
+    let approval = pending_approval(&other, "a");
+    let refused = other.add_tool_approval_response(&approval, Decision::deny_because("no")).await;
+    assert!(
+        matches!(&refused, Err(ClientError::Rejected { code, .. }) if code == "no_pending_interrupts"),
+        "{refused:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}

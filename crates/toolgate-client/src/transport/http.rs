@@ -98,7 +98,7 @@ impl ChatTransport for HttpTransport {
 }
 
 /// The response if its status is a success, else its error as [`ClientError::Rejected`].
-async fn accepted(response: reqwest::Response) -> Result<reqwest::Response, ClientError> {
+pub(crate) async fn accepted(response: reqwest::Response) -> Result<reqwest::Response, ClientError> {
     let status = response.status();
     if status.is_success() {
         return Ok(response);

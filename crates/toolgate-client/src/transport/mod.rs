@@ -8,6 +8,7 @@
 //! [`ClientError::Disconnected`] as its last item. Chunk types a transport
 //! does not know are skipped, so newer servers keep working.
 
+mod agui;
 mod http;
 mod in_process;
 mod sse;
@@ -16,6 +17,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use toolgate_ui::{UiChunk, UiMessage};
 
+pub use agui::AguiTransport;
 pub use http::HttpTransport;
 pub use in_process::{InProcessTransport, RequestFactory};
 

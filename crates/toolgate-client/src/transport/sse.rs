@@ -8,6 +8,7 @@
 //! An `abort` chunk ends the stream.
 
 use eventsource_stream::{EventStreamError, Eventsource};
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use toolgate_ui::UiChunk;
@@ -75,6 +76,37 @@ fn preview(data: &str) -> String {
     if cut.len() < data.len() { format!("{cut}…") } else { cut }
 }
 
+/// The data of each server-sent event of a body. A body that breaks off
+/// ends with [`ClientError::Disconnected`]; bytes that are not UTF-8 or not
+/// SSE end it with [`ClientError::MalformedChunk`].
+pub(crate) fn data_stream<B, E>(body: B) -> BoxStream<'static, Result<String, ClientError>>
+where
+    B: Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    body.eventsource()
+        .map(|event| match event {
+            Ok(event) => Ok(event.data),
+            Err(EventStreamError::Transport(error)) => {
+                tracing::debug!(%error, "the response body broke off");
+                Err(ClientError::Disconnected)
+            }
+            Err(EventStreamError::Utf8(error)) => {
+                Err(ClientError::MalformedChunk(format!("the event stream is not UTF-8: {error}")))
+            }
+            Err(EventStreamError::Parser(error)) => {
+                Err(ClientError::MalformedChunk(format!("the event stream is malformed: {error}")))
+            }
+        })
+        // Nothing after the first error.
+        .scan(false, |failed, item| {
+            let item = (!*failed).then_some(item);
+            *failed = item.as_ref().is_some_and(Result::is_err);
+            std::future::ready(item)
+        })
+        .boxed()
+}
+
 /// The chunks of a UI message stream body.
 pub(crate) fn chunk_stream<B, E>(body: B) -> ChunkStream
 where
@@ -82,22 +114,13 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     Box::pin(async_stream::stream! {
-        let mut events = std::pin::pin!(body.eventsource());
+        let mut events = data_stream(body);
         let mut finished = false;
-        while let Some(event) = events.next().await {
-            let data = match event {
-                Ok(event) => event.data,
-                Err(EventStreamError::Transport(error)) => {
-                    tracing::debug!(%error, "the response body broke off");
-                    yield Err(ClientError::Disconnected);
-                    return;
-                }
-                Err(EventStreamError::Utf8(error)) => {
-                    yield Err(ClientError::MalformedChunk(format!("the event stream is not UTF-8: {error}")));
-                    return;
-                }
-                Err(EventStreamError::Parser(error)) => {
-                    yield Err(ClientError::MalformedChunk(format!("the event stream is malformed: {error}")));
+        while let Some(data) = events.next().await {
+            let data = match data {
+                Ok(data) => data,
+                Err(error) => {
+                    yield Err(error);
                     return;
                 }
             };
