@@ -56,6 +56,8 @@ struct InFlight {
     sent: BTreeSet<String>,
     /// Whether any chunk arrived.
     received: bool,
+    /// The user message of `tool-approval` parts this request added (user-message form).
+    approval_message: Option<String>,
 }
 
 /// What a broken-off response leaves to resume from.
@@ -182,9 +184,10 @@ impl ChatState {
             return Err(ClientError::Busy);
         }
         let sent = std::mem::take(&mut self.unsent);
-        if self.options.approval_form == ApprovalForm::UserMessage {
-            self.push_approval_message(&sent);
-        }
+        let approval_message = match self.options.approval_form {
+            ApprovalForm::UserMessage => self.push_approval_message(&sent),
+            ApprovalForm::ResponsePart => None,
+        };
         let message_id = message_id.or_else(|| self.messages.last().map(|message| message.id.clone()));
         let request =
             TransportRequest { chat_id: self.id.clone(), messages: self.outgoing_messages(), trigger, message_id };
@@ -197,6 +200,7 @@ impl ChatState {
                 announced: true,
                 sent,
                 received: false,
+                approval_message: None,
             }
         } else {
             InFlight {
@@ -205,9 +209,10 @@ impl ChatState {
                 announced: false,
                 sent,
                 received: false,
+                approval_message: None,
             }
         };
-        Ok((request, self.open(flight)))
+        Ok((request, self.open(InFlight { approval_message, ..flight })))
     }
 
     /// Starts applying a resumed response from where the broken-off one began.
@@ -225,7 +230,7 @@ impl ChatState {
                     Some(message) => UiMessageBuilder::continuing(message),
                     None => UiMessageBuilder::new(message_id),
                 };
-                InFlight { base, builder, announced, sent: BTreeSet::new(), received: false }
+                InFlight { base, builder, announced, sent: BTreeSet::new(), received: false, approval_message: None }
             }
             None if self.messages.last().is_some_and(|message| message.role == UiRole::Assistant) => {
                 let message = self.messages.pop().expect("checked above");
@@ -235,6 +240,7 @@ impl ChatState {
                     announced: true,
                     sent: BTreeSet::new(),
                     received: false,
+                    approval_message: None,
                 }
             }
             None => InFlight {
@@ -243,6 +249,7 @@ impl ChatState {
                 announced: false,
                 sent: BTreeSet::new(),
                 received: false,
+                approval_message: None,
             },
         };
         Ok(self.open(flight))
@@ -344,6 +351,10 @@ impl ChatState {
             self.messages.extend(flight.base);
             if !matches!(end, StreamEnd::Completed) {
                 self.unsent.extend(flight.sent);
+                // The answers go again in a new approval message next time.
+                if let Some(id) = flight.approval_message {
+                    self.messages.retain(|message| message.id != id);
+                }
             }
         } else {
             let message = flight.builder.finish();
@@ -480,8 +491,9 @@ impl ChatState {
         })
     }
 
-    /// The answers of `sent` that are approvals, as one user message of `tool-approval` parts.
-    fn push_approval_message(&mut self, sent: &BTreeSet<String>) {
+    /// The answers of `sent` that are approvals, as one user message of
+    /// `tool-approval` parts; returns its id when there was one to add.
+    fn push_approval_message(&mut self, sent: &BTreeSet<String>) -> Option<String> {
         let parts: Vec<UiPart> = self
             .messages
             .iter()
@@ -500,8 +512,11 @@ impl ChatState {
             let mut message =
                 UiMessage { id: new_id("user"), role: UiRole::User, parts, metadata: None, extra: Default::default() };
             message.metadata = Some(serde_json::json!({"isToolApproval": true}));
+            let id = message.id.clone();
             self.push_message(message);
+            return Some(id);
         }
+        None
     }
 
     /// The messages as the server should see them. In the user-message form,

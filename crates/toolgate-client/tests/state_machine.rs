@@ -394,14 +394,19 @@ async fn approvals_can_travel_as_user_message_parts() {
         chat.add_tool_approval_response("ap-c1", Decision::ApproveWithInput(json!({"path": "x"}))).await,
         Err(ClientError::EditNotSupported)
     );
+    // A refused request takes its approval message back; the retry sends one again.
+    transport.refuse(ClientError::Transport("connection refused".into()));
+    let refused = chat.add_tool_approval_response("ap-c1", Decision::deny_because("keep it")).await;
+    assert_eq!(refused, Err(ClientError::Transport("connection refused".into())));
+    assert_eq!(chat.messages().len(), 2);
     let second = transport.respond();
     second.chunk(json!({"type": "start", "messageId": "m2"}));
     second.chunk(json!({"type": "tool-output-denied", "toolCallId": "c1"}));
     text_response(&second, "kept it");
     second.end();
-    chat.add_tool_approval_response("ap-c1", Decision::deny_because("keep it")).await.unwrap();
+    chat.resubmit().await.unwrap();
 
-    let sent = &transport.requests()[1].messages;
+    let sent = &transport.requests()[2].messages;
     assert_eq!(sent.len(), 3);
     let approval_message = serde_json::to_value(&sent[2]).unwrap();
     assert_eq!(approval_message["role"], "user");
