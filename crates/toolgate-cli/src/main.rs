@@ -1,6 +1,7 @@
 //! The `toolgate` command.
 
 mod audit;
+mod chat;
 mod model_spec;
 mod run;
 mod serve;
@@ -24,6 +25,8 @@ enum Command {
     Run(run::RunArgs),
     /// Serve the chat endpoints and the web page.
     Serve(serve::ServeArgs),
+    /// Chat in the terminal: streamed answers, and every approval asked with one key (y/n/e/a).
+    Chat(chat::ChatArgs),
     /// Print the approval audit log as JSON lines.
     Audit(audit::AuditArgs),
     /// Manage the local model.
@@ -57,11 +60,15 @@ fn model_command(_: ModelCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The chat shares the terminal with its logs: only warnings unless asked.
+    let default_filter = if matches!(cli.command, Command::Chat(_)) { "warn" } else { "info" };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| default_filter.into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -73,6 +80,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Serve(args) => serve::run(args).await,
+            Command::Chat(args) => chat::run(args).await,
             Command::Audit(args) => audit::run(args).await,
             Command::Model(command) => model_command(command),
         }
