@@ -4,7 +4,7 @@
 #
 # Checks: approve with `y`; deny with `n` and a reason; edit with `e` (invalid JSON, then a schema violation,
 # each shown and asked again, then valid JSON: the edit is what runs); edit in $VISUAL; always allow with `a`
-# (the tool's next call runs without asking); Ctrl-C while a response streams stops it (the connection to the
+# (the tool's next call runs without asking); a client-executed tool (`ask_user`) answered at a prompt; Ctrl-C while a response streams stops it (the connection to the
 # model is dropped) and the chat goes on; Ctrl-C at the prompt clears the line; Ctrl-D quits with status 0.
 # Then the default local model once, if it is installed (`toolgate model pull`) or TOOLGATE_REQUIRE_LOCAL_MODEL=1:
 # tolerant of its text, strict about the approval flow when it asks for one.
@@ -57,7 +57,7 @@ fail() {
   log "FAILED: $1"
   if [ -n "${2:-}" ]; then
     log "screen of $2:"
-    screen "$2" | sed 's/^/    | /' >&2 || true
+    screen "$2" | sed -e '/^[[:space:]]*$/d' -e 's/^/    | /' >&2 || true
   fi
 }
 
@@ -76,27 +76,42 @@ start() {
 }
 # The whole pane, scrollback included, wrapped lines joined.
 screen() { t capture-pane -p -J -S - -t "$1"; }
-# Waits (polling, at most TIMEOUT seconds, default 20) until the screen of NAME matches the extended regex.
+# Whether the screen of NAME matches the extended regex (read whole first: no pipe for `grep -q` to cut).
+shows() {
+  local text
+  text=$(screen "$1") || return 1
+  grep -Eq -- "$2" <<<"$text"
+}
+# Whether the screen's last non-empty line matches (the chat waits at that prompt).
+shows_last() {
+  local text
+  text=$(screen "$1") || return 1
+  text=$(sed '/^[[:space:]]*$/d' <<<"$text" | tail -n 1)
+  grep -Eq -- "$2" <<<"$text"
+}
+# Waits (polling, at most TIMEOUT seconds, default 20) until `shows NAME PATTERN`.
 wait_for() {
-  local name=$1 pattern=$2 timeout=${3:-20}
-  local deadline=$((SECONDS + timeout))
+  local deadline=$((SECONDS + ${3:-20}))
   while [ $SECONDS -lt $deadline ]; do
-    if screen "$name" | grep -Eq -- "$pattern"; then return 0; fi
+    if shows "$1" "$2"; then return 0; fi
     sleep 0.1
   done
   return 1
 }
-# Waits until the screen's last non-empty line matches the regex (the chat waits at that prompt).
+# Waits (the same way) until `shows_last NAME PATTERN`.
 wait_last() {
-  local name=$1 pattern=$2 timeout=${3:-20}
-  local deadline=$((SECONDS + timeout))
+  local deadline=$((SECONDS + ${3:-20}))
   while [ $SECONDS -lt $deadline ]; do
-    if screen "$name" | sed '/^[[:space:]]*$/d' | tail -n 1 | grep -Eq -- "$pattern"; then return 0; fi
+    if shows_last "$1" "$2"; then return 0; fi
     sleep 0.1
   done
   return 1
 }
-count() { screen "$1" | grep -Ec -- "$2" || true; }
+count() {
+  local text
+  text=$(screen "$1")
+  grep -Ec -- "$2" <<<"$text" || true
+}
 # Types a line of text literally, then Enter.
 type_line() { t send-keys -t "$1" -l -- "$2"; t send-keys -t "$1" Enter; }
 key() { t send-keys -t "$1" "$2"; }
@@ -208,6 +223,26 @@ else
 fi
 stop always
 
+# --- a client-executed tool: the person types its result -------------------------------------------------
+model=$(script ask <<'JSON'
+{"turns": [
+  [{"type": "tool-call", "toolCallId": "q1", "toolName": "ask_user", "input": {"question": "Which file should I delete?"}}],
+  [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "old.txt"}}],
+  [{"type": "text", "text": "Deleted the one you named."}]
+]}
+JSON
+)
+start ask --model "$model" --store none
+if wait_last ask "$PROMPT" && type_line ask "delete a file" \
+  && wait_last ask 'answer> $' && wait_for ask '\? ask_user asks: Which file should I delete\?' \
+  && type_line ask "old.txt" && wait_last ask "$KEYS.*›" && key ask y \
+  && wait_for ask '"deleted": "old.txt"' && wait_for ask 'Deleted the one you named\.' && wait_last ask "$PROMPT"; then
+  pass "ask_user: the question is shown, the typed answer is its result, the chat goes on"
+else
+  fail "ask_user" ask
+fi
+stop ask
+
 # --- Ctrl-C while a response streams; Ctrl-C at the prompt; Ctrl-D -----------------------------------------
 cat >"$WORK/slow_server.py" <<'PY'
 # An OpenAI-compatible Chat Completions server that streams slowly. "slow" in the last user message: 400
@@ -278,7 +313,7 @@ else
   }
   if wait_last keys "$PROMPT" && type_line keys "tell me something slow" && wait_for keys 'w5 w6 ' \
     && key keys C-c && wait_for keys '\(stopped\)' && wait_last keys "$PROMPT" && hung_up \
-    && ! screen keys | grep -q 'END-OF-ANSWER' \
+    && ! shows keys 'END-OF-ANSWER' \
     && type_line keys "and now quickly" && wait_for keys '^quick reply\.' && wait_last keys "$PROMPT"; then
     pass "Ctrl-C mid-stream stops the response ($(grep '^hung up' "$WORK/slow_server.log")), the chat goes on"
   else
@@ -299,17 +334,18 @@ if [ -n "$model_path" ] && [ -f "$model_path" ]; then
   start local --store none
   if wait_last local "$PROMPT" 120 && type_line local "Delete the file notes.txt" \
     && wait_last local "($KEYS.*›|$PROMPT)" 180; then
-    if screen local | grep -Eq "$KEYS"; then
+    called=$(screen local | grep -Eo 'tool call [a-z_]+' | head -n 1 || true)
+    if shows local "$KEYS"; then
       # The model asked: the flow must be complete.
       if key local y && wait_for local '→ approved ' \
         && wait_for local '(✓ [a-z_]+ result:|✗ [a-z_]+ (failed|denied))' 180 && wait_last local "$PROMPT" 180 \
-        && ! screen local | grep -q '^error:'; then
-        pass "local model: it asked for approval ($(screen local | grep -Eo 'tool call [a-z_]+' | head -n 1)); y ran the call"
+        && ! shows local '^error:'; then
+        pass "local model: it asked for approval ($called); y ran the call"
       else
         fail "local model: the approval flow" local
       fi
-    elif ! screen local | grep -q '^error:'; then
-      pass "local model: answered without asking ($(screen local | grep -Eo 'tool call [a-z_]+' | head -n 1 || echo 'text only'))"
+    elif ! shows local '^error:'; then
+      pass "local model: answered without asking (${called:-text only})"
     else
       fail "local model: an error" local
     fi

@@ -241,6 +241,23 @@ fn messages_are_sent_in_order_from_flags_or_stdin() {
 }
 
 #[test]
+fn a_client_executed_call_gets_an_error_result_without_a_terminal() {
+    let scratch = Scratch::new(json!([
+        [call("q1", "ask_user", json!({"question": "Which file?"}))],
+        [text("I will ask again later.")]
+    ]));
+    let output = scratch.chat(&["--output", "jsonl", "-m", "delete something"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("ask_user needs an answer from a person"), "{}", stderr(&output));
+    let lines = json_lines(&output);
+    assert!(
+        lines.iter().any(|l| l["type"] == "tool-state-changed" && l["toolCallId"] == "q1" && l["to"] == "output-error"),
+        "{lines:#?}"
+    );
+    assert!(lines.iter().any(|l| l["chunk"]["delta"] == "later."), "the chat went on: {lines:#?}");
+}
+
+#[test]
 fn a_failed_request_exits_non_zero() {
     let scratch = Scratch::new(json!([[text("Partly"), {"type": "error", "message": "the model fell over"}]]));
     let output = scratch.chat(&["-m", "hi", "-m", "never sent"]);

@@ -168,11 +168,10 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         return Ok(if session.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
     }
     if interactive_prompt {
-        session.say(&session.paint(
-            &format!("toolgate chat · {description} · tools {} · chat {chat_id}", tools_name(args.tools)),
-            Color::DarkGrey,
-        ));
-        session.say(&session.paint("Enter sends · Ctrl-C stops a response · Ctrl-D quits", Color::DarkGrey));
+        let tools = tools_name(args.tools);
+        session.say(&session.paint(&format!("toolgate chat · {description} · tools {tools}"), Color::DarkGrey));
+        let keys = "Enter sends · Ctrl-C stops a response · Ctrl-D quits";
+        session.say(&session.paint(&format!("chat {chat_id} · {keys}"), Color::DarkGrey));
         loop {
             let line = {
                 let terminal = session.terminal.as_mut().expect("a terminal");
