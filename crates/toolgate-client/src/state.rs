@@ -483,8 +483,8 @@ impl ChatState {
     fn tool_part_mut(&mut self, matches: impl Fn(&UiToolPart) -> bool) -> Option<(String, &mut UiToolPart)> {
         let streaming = self.in_flight.as_mut().map(|flight| flight.builder.message_mut());
         streaming.into_iter().chain(self.messages.iter_mut().rev()).find_map(|message| {
-            let id = message.id.clone();
-            message.parts.iter_mut().find_map(|part| match part {
+            let UiMessage { id, parts, .. } = message;
+            parts.iter_mut().find_map(|part| match part {
                 UiPart::Tool(tool) if matches(tool) => Some((id.clone(), &mut **tool)),
                 _ => None,
             })

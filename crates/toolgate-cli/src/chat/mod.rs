@@ -27,7 +27,6 @@ use clap::{Args, ValueEnum};
 use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
-use toolgate::approval::ApprovalSigner;
 use toolgate::{ApprovalContext, PolicyDecision, TextRequest, Tool, Toolkit};
 use toolgate_client::{
     Chat, ChatEvent, ClientError, Decision, HttpTransport, InProcessTransport, ToolOutput, ToolState,
@@ -212,9 +211,7 @@ async fn in_process(args: &ChatArgs, toolkit: Option<Toolkit>) -> anyhow::Result
     let store_name = toolgate_store::StoreSpec::parse(&store_text, &args.store.data_dir())
         .map_or_else(|_| store_text.clone(), |spec| spec.to_string());
     let store = args.store.open().await?;
-    let mut key = [0u8; 32];
-    getrandom::fill(&mut key).map_err(|error| anyhow!("no random signing key: {error}"))?;
-    let signer = ApprovalSigner::new(key).context("the approval signer")?;
+    let signer = InProcessTransport::random_signer()?;
     let ledger = store.map(|store| args.ledger.config(store));
     let system = args.system.clone();
     let description = format!("model {}/{} · store {store_name}", model.provider(), model.model_id());
@@ -236,18 +233,15 @@ async fn in_process(args: &ChatArgs, toolkit: Option<Toolkit>) -> anyhow::Result
 
 /// The chat endpoint of `--server`: `/api/chat` added to a URL without a path.
 fn chat_endpoint(url: &str) -> anyhow::Result<String> {
-    let url = url.trim();
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("--server must be an http:// or https:// URL, got `{url}`");
-    };
-    if !matches!(scheme, "http" | "https") || rest.is_empty() {
-        bail!("--server must be an http:// or https:// URL, got `{url}`");
+    let invalid = || anyhow!("--server must be an http:// or https:// URL, got `{url}`");
+    let mut parsed = reqwest::Url::parse(url.trim()).map_err(|_| invalid())?;
+    if !matches!(parsed.scheme(), "http" | "https") || !parsed.has_host() {
+        return Err(invalid());
     }
-    Ok(match rest.find('/') {
-        None => format!("{url}/api/chat"),
-        Some(slash) if &rest[slash..] == "/" => format!("{url}api/chat"),
-        Some(_) => url.to_owned(),
-    })
+    if parsed.path() == "/" {
+        parsed.set_path("/api/chat");
+    }
+    Ok(parsed.to_string())
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = ChatEvent> + Send>>;

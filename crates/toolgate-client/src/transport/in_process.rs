@@ -36,9 +36,7 @@ impl InProcessTransport {
     /// The engine over `model` with these tools, approvals signed with a
     /// random key of this transport.
     pub fn new(model: SharedModel, toolkit: Toolkit) -> Result<Self, ClientError> {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|error| ClientError::Transport(format!("no random key: {error}")))?;
-        let signer = ApprovalSigner::new(key).map_err(|error| ClientError::Transport(error.to_string()))?;
+        let signer = Self::random_signer()?;
         Ok(Self::with_requests(model, move |_, messages| {
             TextRequest::new(messages).toolkit(toolkit.clone()).approval_signer(signer.clone())
         }))
@@ -51,6 +49,14 @@ impl InProcessTransport {
         factory: impl Fn(&str, Vec<ModelMessage>) -> TextRequest + Send + Sync + 'static,
     ) -> Self {
         Self { model, factory: Arc::new(factory) }
+    }
+
+    /// A signer with a random key of its own, for a [`RequestFactory`]
+    /// (approvals it signs are valid only for requests it also checks).
+    pub fn random_signer() -> Result<ApprovalSigner, ClientError> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|error| ClientError::Transport(format!("no random key: {error}")))?;
+        ApprovalSigner::new(key).map_err(|error| ClientError::Transport(error.to_string()))
     }
 
     async fn run(&self, request: TransportRequest) -> Result<ChunkStream, ClientError> {

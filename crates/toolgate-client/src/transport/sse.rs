@@ -56,6 +56,11 @@ pub(crate) fn decode_data(data: &str) -> Result<Decoded, ClientError> {
     if data.trim() == "[DONE]" {
         return Ok(Decoded::End);
     }
+    // Nearly every chunk is one this client reads: decode it directly, and
+    // look at the type only when that fails.
+    if let Ok(chunk) = serde_json::from_str::<UiChunk>(data) {
+        return Ok(Decoded::Chunk(chunk));
+    }
     let value: Value = serde_json::from_str(data)
         .map_err(|error| ClientError::MalformedChunk(format!("not JSON ({error}): {}", preview(data))))?;
     let kind = value.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
