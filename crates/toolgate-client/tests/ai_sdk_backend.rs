@@ -8,7 +8,8 @@ mod support;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::ai_sdk_backend::AiSdkBackend;
-use toolgate_client::{Chat, ChatOptions, Decision, EditForm, HttpTransport, Status, ToolState, UiMessage, UiPart};
+use support::{last_text, pending_approval, tool_parts};
+use toolgate_client::{Chat, ChatOptions, Decision, EditForm, HttpTransport, Status, ToolState};
 
 /// A chat with the backend; stock servers take edits as a replaced input.
 fn chat_with(backend: &AiSdkBackend) -> Chat {
@@ -16,37 +17,9 @@ fn chat_with(backend: &AiSdkBackend) -> Chat {
     Chat::with_messages("chat-1", HttpTransport::new(backend.chat_url()), Vec::new(), options)
 }
 
-/// Every (tool call id, tool, state, approval id) of the chat.
-fn tools(messages: &[UiMessage]) -> Vec<(String, String, ToolState, Option<String>)> {
-    messages
-        .iter()
-        .flat_map(|message| message.tool_parts())
-        .map(|(_, tool)| {
-            let approval = tool.approval.as_ref().map(|approval| approval.id.clone());
-            (tool.tool_call_id.clone(), tool.tool_name.clone(), tool.state, approval)
-        })
-        .collect()
-}
-
-fn approval_of(chat: &Chat, tool: &str) -> String {
-    tools(&chat.messages())
-        .into_iter()
-        .find(|(_, name, state, _)| name == tool && *state == ToolState::ApprovalRequested)
-        .and_then(|(_, _, _, approval)| approval)
-        .unwrap_or_else(|| panic!("no pending approval for {tool}: {:?}", chat.messages()))
-}
-
-fn last_text(chat: &Chat) -> String {
-    let messages = chat.messages();
-    let last = messages.last().expect("a message");
-    last.parts
-        .iter()
-        .filter_map(|part| if let UiPart::Text { text } = part { Some(text.as_str()) } else { None })
-        .collect()
-}
-
+/// Every (tool, state) of the chat.
 fn states(chat: &Chat) -> Vec<(String, ToolState)> {
-    tools(&chat.messages()).into_iter().map(|(_, name, state, _)| (name, state)).collect()
+    tool_parts(&chat.messages()).into_iter().map(|tool| (tool.tool_name, tool.state)).collect()
 }
 
 #[tokio::test]
@@ -57,7 +30,12 @@ async fn approve_runs_the_call_once_and_the_model_sees_the_result() {
     assert_eq!(states(&chat), [("delete_file".to_owned(), ToolState::ApprovalRequested)]);
     assert!(backend.executions().await.is_empty(), "nothing runs before the answer");
 
-    chat.add_tool_approval_response(&approval_of(&chat, "delete_file"), Decision::Approve).await.unwrap();
+    chat.add_tool_approval_response(
+        &pending_approval(&chat, |tool| tool.tool_name == "delete_file"),
+        Decision::Approve,
+    )
+    .await
+    .unwrap();
     assert_eq!(chat.status(), Status::Ready, "{:?}", chat.error());
     assert_eq!(backend.executions().await, [json!({"tool": "delete_file", "input": {"path": "/tmp/a"}})]);
     assert_eq!(states(&chat), [("delete_file".to_owned(), ToolState::OutputAvailable)]);
@@ -75,7 +53,7 @@ async fn deny_with_a_reason_runs_nothing_and_the_model_gets_the_reason() {
     let Some(backend) = AiSdkBackend::start() else { return };
     let chat = chat_with(&backend);
     chat.send_message("delete /tmp/a").await.unwrap();
-    let approval = approval_of(&chat, "delete_file");
+    let approval = pending_approval(&chat, |tool| tool.tool_name == "delete_file");
     chat.add_tool_approval_response(&approval, Decision::deny_because("not today")).await.unwrap();
     assert_eq!(states(&chat), [("delete_file".to_owned(), ToolState::OutputDenied)]);
     assert_eq!(last_text(&chat), "denied: delete_file (reason: not today)");
@@ -87,7 +65,7 @@ async fn an_edit_runs_the_edited_input() {
     let Some(backend) = AiSdkBackend::start() else { return };
     let chat = chat_with(&backend);
     chat.send_message("delete /tmp/a").await.unwrap();
-    let approval = approval_of(&chat, "delete_file");
+    let approval = pending_approval(&chat, |tool| tool.tool_name == "delete_file");
     chat.add_tool_approval_response(&approval, Decision::ApproveWithInput(json!({"path": "/tmp/b"}))).await.unwrap();
     assert_eq!(backend.executions().await, [json!({"tool": "delete_file", "input": {"path": "/tmp/b"}})]);
     assert_eq!(last_text(&chat), r#"done: delete_file -> {"deleted":"/tmp/b"}"#);
@@ -98,8 +76,8 @@ async fn two_approvals_in_one_step_are_sent_together() {
     let Some(backend) = AiSdkBackend::start() else { return };
     let chat = chat_with(&backend);
     chat.send_message("delete /tmp/x and email bob@example.com").await.unwrap();
-    let delete = approval_of(&chat, "delete_file");
-    let email = approval_of(&chat, "send_email");
+    let delete = pending_approval(&chat, |tool| tool.tool_name == "delete_file");
+    let email = pending_approval(&chat, |tool| tool.tool_name == "send_email");
     chat.add_tool_approval_response(&email, Decision::deny_because("spam")).await.unwrap();
     assert_eq!(chat.messages().len(), 2, "one answer of two sends nothing");
     chat.add_tool_approval_response(&delete, Decision::Approve).await.unwrap();

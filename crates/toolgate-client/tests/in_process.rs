@@ -1,16 +1,17 @@
 //! The chat against the engine in this process: approvals, denials, edits,
 //! chained approvals and client tool results, end to end.
 
+mod support;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{call, last_text, pending_approval, text, tool_parts};
 use toolgate::model::ScriptedModel;
 use toolgate::{SharedModel, demo};
-use toolgate_client::{
-    Chat, ChatEvent, Decision, InProcessTransport, Status, ToolOutput, ToolState, UiMessage, UiPart,
-};
+use toolgate_client::{Chat, ChatEvent, Decision, InProcessTransport, Status, ToolOutput, ToolState, UiMessage};
 
 fn scripted(turns: Value) -> SharedModel {
     Arc::new(ScriptedModel::from_json(&json!({ "turns": turns }).to_string()).expect("a valid script"))
@@ -21,45 +22,9 @@ fn chat(turns: Value) -> Chat {
     Chat::new("chat-1", transport)
 }
 
-fn call(id: &str, tool: &str, input: Value) -> Value {
-    json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input})
-}
-
-fn text(text: &str) -> Value {
-    json!({"type": "text", "text": text})
-}
-
 /// The tool parts of every message, as (call id, state).
 fn tool_states(messages: &[UiMessage]) -> Vec<(String, ToolState)> {
-    messages
-        .iter()
-        .flat_map(|message| message.tool_parts())
-        .map(|(_, tool)| (tool.tool_call_id.clone(), tool.state))
-        .collect()
-}
-
-fn approval_id(chat: &Chat, call_id: &str) -> String {
-    chat.messages()
-        .iter()
-        .flat_map(|message| message.tool_parts().map(|(_, tool)| tool.clone()).collect::<Vec<_>>())
-        .find(|tool| tool.tool_call_id == call_id)
-        .and_then(|tool| tool.approval)
-        .map(|approval| approval.id)
-        .expect("the call has an approval")
-}
-
-fn last_text(chat: &Chat) -> String {
-    let messages = chat.messages();
-    messages
-        .last()
-        .into_iter()
-        .flat_map(|message| &message.parts)
-        .filter_map(|part| match part {
-            UiPart::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("|")
+    tool_parts(messages).into_iter().map(|tool| (tool.tool_call_id, tool.state)).collect()
 }
 
 #[tokio::test]
@@ -70,7 +35,9 @@ async fn an_approved_call_runs_and_the_chat_continues_by_itself() {
     assert_eq!(tool_states(&chat.messages()), vec![("c1".into(), ToolState::ApprovalRequested)]);
     assert_eq!(chat.status(), Status::Ready);
 
-    chat.add_tool_approval_response(&approval_id(&chat, "c1"), Decision::Approve).await.unwrap();
+    chat.add_tool_approval_response(&pending_approval(&chat, |tool| tool.tool_call_id == "c1"), Decision::Approve)
+        .await
+        .unwrap();
     let messages = chat.messages();
     assert_eq!(messages.len(), 2, "the continuation extends the assistant message");
     assert_eq!(tool_states(&messages), vec![("c1".into(), ToolState::OutputAvailable)]);
@@ -119,8 +86,15 @@ async fn with_a_ledger_every_answer_is_recorded_and_audited() {
     });
     let chat = Chat::new("ledgered", transport);
     chat.send_message("delete a and b").await.unwrap();
-    chat.add_tool_approval_response(&approval_id(&chat, "a"), Decision::Approve).await.unwrap();
-    chat.add_tool_approval_response(&approval_id(&chat, "b"), Decision::deny_because("keep b")).await.unwrap();
+    chat.add_tool_approval_response(&pending_approval(&chat, |tool| tool.tool_call_id == "a"), Decision::Approve)
+        .await
+        .unwrap();
+    chat.add_tool_approval_response(
+        &pending_approval(&chat, |tool| tool.tool_call_id == "b"),
+        Decision::deny_because("keep b"),
+    )
+    .await
+    .unwrap();
     assert_eq!(last_text(&chat), "done");
     assert_eq!(
         tool_states(&chat.messages()),

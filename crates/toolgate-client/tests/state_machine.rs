@@ -8,7 +8,7 @@ mod support;
 use futures::{Stream, StreamExt};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{TestTransport, approval_response, text_response};
+use support::{TestTransport, approval_response, text_of, text_response, tool_parts};
 use toolgate_client::{
     ApprovalForm, Chat, ChatEvent, ChatOptions, ClientError, Decision, EditForm, Status, ToolOutput, ToolState,
     UiMessage, UiPart,
@@ -38,9 +38,8 @@ fn approval_requested(approval: &'static str) -> impl Fn(&ChatEvent) -> bool {
 
 /// A tool part of a message list, as JSON (what went over the wire).
 fn tool_part(messages: &[UiMessage], call_id: &str) -> Value {
-    let part = messages
-        .iter()
-        .flat_map(|message| message.tool_parts().map(|(_, tool)| tool.clone()).collect::<Vec<_>>())
+    let part = tool_parts(messages)
+        .into_iter()
         .find(|tool| tool.tool_call_id == call_id)
         .unwrap_or_else(|| panic!("no tool part {call_id}"));
     serde_json::to_value(UiPart::Tool(Box::new(part))).unwrap()
@@ -48,14 +47,6 @@ fn tool_part(messages: &[UiMessage], call_id: &str) -> Value {
 
 fn state_of(chat: &Chat, call_id: &str) -> ToolState {
     serde_json::from_value(tool_part(&chat.messages(), call_id)["state"].clone()).unwrap()
-}
-
-fn text_of(message: &UiMessage) -> String {
-    message
-        .parts
-        .iter()
-        .filter_map(|part| if let UiPart::Text { text } = part { Some(text.as_str()) } else { None })
-        .collect()
 }
 
 /// Sends `text` on a task of its own (so the test can answer while it streams).

@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use support::{call, last_text, pending_approval, text, tool_parts};
 use tokio::sync::{Semaphore, oneshot};
 use toolgate::ledger::{LedgerConfig, MemoryStore};
 use toolgate::model::ScriptedModel;
@@ -19,17 +21,18 @@ use toolgate::{Tool, ToolError, Toolkit};
 use toolgate_client::transport::ChunkStream;
 use toolgate_client::{
     Chat, ChatOptions, ChatTransport, ClientError, Decision, EditForm, HttpTransport, Status, ToolState,
-    TransportRequest, UiMessage, UiPart,
+    TransportRequest, UiMessage,
 };
-use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
+use toolgate_server::{AppState, ApprovalSecret, PrincipalSource, ServerConfig, serve_listener};
 
 /// Starts `toolgate serve` on a loopback port with a ledger in memory; returns the chat endpoint.
-async fn serve(turns: Value, toolkit: Toolkit) -> String {
+async fn serve(turns: Value, toolkit: Toolkit, principals: PrincipalSource) -> String {
     let model = ScriptedModel::from_json(&json!({ "turns": turns }).to_string()).unwrap();
     let dir = std::env::temp_dir();
     let secret = ApprovalSecret::resolve(Some("client-test-secret"), &dir).unwrap();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), toolkit, secret);
     config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+    config.principals = principals;
     let state = AppState::new(config, Arc::new(model)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -53,59 +56,32 @@ fn counted_delete(runs: Arc<AtomicUsize>) -> Tool {
     })
 }
 
-fn call(id: &str, tool: &str, input: Value) -> Value {
-    json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input})
-}
-
-fn text(text: &str) -> Value {
-    json!({"type": "text", "text": text})
-}
-
-fn pending_approval(chat: &Chat, call_id: &str) -> String {
-    chat.messages()
-        .iter()
-        .flat_map(|message| message.tool_parts().map(|(_, tool)| tool.clone()).collect::<Vec<_>>())
-        .find(|tool| tool.tool_call_id == call_id && tool.state == ToolState::ApprovalRequested)
-        .and_then(|tool| tool.approval)
-        .map(|approval| approval.id)
-        .unwrap_or_else(|| panic!("no pending approval for {call_id}: {:?}", chat.messages()))
-}
-
 fn tool_outputs(messages: &[UiMessage]) -> Vec<(String, ToolState, Option<Value>)> {
-    messages
-        .iter()
-        .flat_map(|message| message.tool_parts())
-        .map(|(_, tool)| (tool.tool_call_id.clone(), tool.state, tool.output.clone()))
-        .collect()
+    tool_parts(messages).into_iter().map(|tool| (tool.tool_call_id, tool.state, tool.output)).collect()
 }
 
-fn last_text(chat: &Chat) -> String {
-    let messages = chat.messages();
-    let last = messages.last().expect("a message");
-    last.parts
-        .iter()
-        .filter_map(|part| if let UiPart::Text { text } = part { Some(text.as_str()) } else { None })
-        .collect()
-}
-
-#[tokio::test]
-async fn chained_approvals_edits_and_denials_through_toolgate_serve() {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let toolkit = Toolkit::new([counted_delete(runs.clone())]).unwrap();
-    let turns = json!([
-        [call("a", "delete_file", json!({"path": "a.txt"}))],
+/// Script turns asking for `a`, `b` and `c` one after another, then `closing` text.
+fn chain_turns(opening: Option<&str>, closing: &str) -> Value {
+    let first = match opening {
+        Some(opening) => json!([text(opening), call("a", "delete_file", json!({"path": "a.txt"}))]),
+        None => json!([call("a", "delete_file", json!({"path": "a.txt"}))]),
+    };
+    json!([
+        first,
         [call("b", "delete_file", json!({"path": "b.txt"}))],
         [call("c", "delete_file", json!({"path": "c.txt"}))],
-        [text("all done")]
-    ]);
-    let chat = Chat::new("chat-chain", HttpTransport::new(serve(turns, toolkit).await));
-    chat.send_message("delete a, b and c").await.unwrap();
+        [text(closing)]
+    ])
+}
 
-    chat.add_tool_approval_response(&pending_approval(&chat, "a"), Decision::Approve).await.unwrap();
-    // The continuation ran `a` and asked for `b` by itself.
+/// Answers the chain: approve `a`, approve `b` with an edit, deny `c`; each
+/// answer's continuation asks the next by itself. Checks what ran.
+async fn answer_chain(chat: &Chat, runs: &AtomicUsize) {
+    let approval = |call_id: &'static str| pending_approval(chat, move |tool| tool.tool_call_id == call_id);
+    chat.add_tool_approval_response(&approval("a"), Decision::Approve).await.unwrap();
     let edit = Decision::ApproveWithInput(json!({"path": "b-old.txt"}));
-    chat.add_tool_approval_response(&pending_approval(&chat, "b"), edit).await.unwrap();
-    chat.add_tool_approval_response(&pending_approval(&chat, "c"), Decision::deny_because("keep c")).await.unwrap();
+    chat.add_tool_approval_response(&approval("b"), edit).await.unwrap();
+    chat.add_tool_approval_response(&approval("c"), Decision::deny_because("keep c")).await.unwrap();
 
     assert_eq!(chat.status(), Status::Ready, "{:?}", chat.error());
     assert_eq!(
@@ -118,6 +94,16 @@ async fn chained_approvals_edits_and_denials_through_toolgate_serve() {
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(chat.messages().len(), 2, "one assistant message through every continuation");
+}
+
+#[tokio::test]
+async fn chained_approvals_edits_and_denials_through_toolgate_serve() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let toolkit = Toolkit::new([counted_delete(runs.clone())]).unwrap();
+    let endpoint = serve(chain_turns(None, "all done"), toolkit, PrincipalSource::None).await;
+    let chat = Chat::new("chat-chain", HttpTransport::new(endpoint));
+    chat.send_message("delete a, b and c").await.unwrap();
+    answer_chain(&chat, &runs).await;
     assert_eq!(last_text(&chat), "all done");
 }
 
@@ -129,10 +115,10 @@ async fn a_replaced_input_is_refused_with_the_servers_error_code() {
     let toolkit = Toolkit::new([counted_delete(runs.clone())]).unwrap();
     let turns = json!([[call("a", "delete_file", json!({"path": "a.txt"}))], [text("ok")]]);
     let options = ChatOptions { edit_form: EditForm::ReplaceInput, ..ChatOptions::default() };
-    let transport = HttpTransport::new(serve(turns, toolkit).await);
+    let transport = HttpTransport::new(serve(turns, toolkit, PrincipalSource::None).await);
     let chat = Chat::with_messages("chat-swap", transport, Vec::new(), options);
     chat.send_message("delete a").await.unwrap();
-    let approval = pending_approval(&chat, "a");
+    let approval = pending_approval(&chat, |tool| tool.tool_call_id == "a");
     let refused = chat.add_tool_approval_response(&approval, Decision::ApproveWithInput(json!({"path": "/etc"}))).await;
     let Err(ClientError::Rejected { status: Some(status), code, .. }) = refused else {
         panic!("expected a refusal, got {refused:?}");
@@ -188,16 +174,19 @@ async fn a_dropped_connection_is_resumed_from_the_running_response() {
         })
     };
     let turns = json!([[call("r", "slow_read", json!({"path": "notes.txt"}))], [text("read it")]]);
-    let endpoint = serve(turns, Toolkit::new([slow]).unwrap()).await;
-    let (reconnected, on_reconnect) = oneshot::channel();
-    let transport = FlakyTransport {
-        http: HttpTransport::new(endpoint),
-        cut_after: 2,
-        reconnected: std::sync::Mutex::new(Some(reconnected)),
+    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"));
+    let endpoint = serve(turns, Toolkit::new([slow]).unwrap(), principals).await;
+    let as_user = |user: &'static str| {
+        HttpTransport::new(endpoint.clone()).header(HeaderName::from_static("x-user"), HeaderValue::from_static(user))
     };
+    let (reconnected, on_reconnect) = oneshot::channel();
+    let transport =
+        FlakyTransport { http: as_user("alice"), cut_after: 2, reconnected: std::sync::Mutex::new(Some(reconnected)) };
     let chat = Chat::new("chat-resume", transport);
     assert_eq!(chat.send_message("read notes.txt").await, Err(ClientError::Disconnected));
     assert_eq!(chat.status(), Status::Error);
+    // The response is Alice's: another principal finds nothing to reattach to.
+    assert!(as_user("mallory").reconnect("chat-resume").await.unwrap().is_none());
 
     let resuming = {
         let chat = chat.clone();
@@ -225,36 +214,17 @@ async fn over_ag_ui_interrupts_are_answered_by_resumes() {
 
     let runs = Arc::new(AtomicUsize::new(0));
     let toolkit = Toolkit::new([counted_delete(runs.clone())]).unwrap();
-    let turns = json!([
-        [text("on it"), call("a", "delete_file", json!({"path": "a.txt"}))],
-        [call("b", "delete_file", json!({"path": "b.txt"}))],
-        [call("c", "delete_file", json!({"path": "c.txt"}))],
-        [text("all done")]
-    ]);
-    let endpoint = serve(turns, toolkit).await.replace("/api/chat", "/ag-ui");
+    let turns = chain_turns(Some("on it"), "all done");
+    let endpoint = serve(turns, toolkit, PrincipalSource::None).await.replace("/api/chat", "/ag-ui");
     let chat = Chat::new("thread-1", AguiTransport::new(endpoint.clone()));
     chat.send_message("delete a, b and c").await.unwrap();
     let before_answer = chat.messages();
-
-    chat.add_tool_approval_response(&pending_approval(&chat, "a"), Decision::Approve).await.unwrap();
-    let edit = Decision::ApproveWithInput(json!({"path": "b-old.txt"}));
-    chat.add_tool_approval_response(&pending_approval(&chat, "b"), edit).await.unwrap();
-    chat.add_tool_approval_response(&pending_approval(&chat, "c"), Decision::deny_because("keep c")).await.unwrap();
-    assert_eq!(chat.status(), Status::Ready, "{:?}", chat.error());
-    assert_eq!(
-        tool_outputs(&chat.messages()),
-        [
-            ("a".to_owned(), ToolState::OutputAvailable, Some(json!({"deleted": "a.txt"}))),
-            ("b".to_owned(), ToolState::OutputAvailable, Some(json!({"deleted": "b-old.txt"}))),
-            ("c".to_owned(), ToolState::OutputDenied, None),
-        ]
-    );
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    answer_chain(&chat, &runs).await;
     assert_eq!(last_text(&chat), "on itall done");
 
     // Another client (no state snapshot) answering the settled interrupt again is refused with the server's code.
     let other = Chat::with_messages("thread-1", AguiTransport::new(endpoint), before_answer, ChatOptions::default());
-    let approval = pending_approval(&other, "a");
+    let approval = pending_approval(&other, |tool| tool.tool_call_id == "a");
     let refused = other.add_tool_approval_response(&approval, Decision::deny_because("no")).await;
     assert!(
         matches!(&refused, Err(ClientError::Rejected { code, .. }) if code == "no_pending_interrupts"),

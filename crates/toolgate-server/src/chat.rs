@@ -87,6 +87,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
+    let principal = ledger.principal.clone();
     let stream = start(&state, &chat_id, state.text_request(model_messages).ledger(ledger)).await?;
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
@@ -99,7 +100,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
         None => UiMessageBuilder::new(new_message_id()),
     };
     let mut encoder = encoder(&state, builder.message().id.clone());
-    let running = state.running().start(&chat_id);
+    let running = state.running().start(&chat_id, principal);
     let frames = async_stream::stream! {
         let mut stream = stream;
         while let Some(part) = stream.next().await {

@@ -4,7 +4,9 @@
 //! from its first frame, then follows it to the end. 204 when the chat has
 //! no response running (nothing to resume, or the server has no store).
 //!
-//! Frames are kept only while their response runs.
+//! A response is bound to the principal of the request that started it: with
+//! principals configured, nobody else can reattach to it. Frames are kept
+//! only while their response runs.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,6 +32,8 @@ pub(crate) struct RunningResponses {
 /// The frames of one running response.
 #[derive(Debug, Default)]
 pub(crate) struct ResponseLog {
+    /// Who started the response.
+    principal: Option<String>,
     frames: Mutex<LogState>,
     changed: Notify,
 }
@@ -42,8 +46,8 @@ struct LogState {
 
 impl RunningResponses {
     /// Starts the log of a new response of `chat_id` (a newer response replaces an older one).
-    pub(crate) fn start(self: &Arc<Self>, chat_id: &str) -> RunningResponse {
-        let log = Arc::new(ResponseLog::default());
+    pub(crate) fn start(self: &Arc<Self>, chat_id: &str, principal: Option<String>) -> RunningResponse {
+        let log = Arc::new(ResponseLog { principal, ..ResponseLog::default() });
         lock(&self.by_chat).insert(chat_id.to_owned(), Arc::clone(&log));
         RunningResponse { responses: Arc::clone(self), chat_id: chat_id.to_owned(), log }
     }
@@ -84,14 +88,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// `GET /api/chat/{id}/stream`.
+/// `GET /api/chat/{id}/stream`; another principal's response is answered
+/// like no response (204), so chat ids cannot be probed.
 pub(crate) async fn resume(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    state.principal(&headers)?;
-    let Some(log) = state.running().get(&chat_id) else {
+    let principal = state.principal(&headers)?;
+    let running = state.running().get(&chat_id).filter(|log| log.principal == principal);
+    let Some(log) = running else {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::NO_CONTENT;
         return Ok(response);

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_client::transport::ChunkStream;
-use toolgate_client::{ChatTransport, ClientError, TransportRequest};
+use toolgate_client::{Chat, ChatTransport, ClientError, ToolState, TransportRequest, UiMessage, UiPart, UiToolPart};
 use toolgate_ui::UiChunk;
 
 /// What the next request gets.
@@ -143,4 +143,44 @@ pub fn text_response(response: &Response, text: &str) {
     response.chunk(json!({"type": "text-end", "id": "t"}));
     response.chunk(json!({"type": "finish-step"}));
     response.chunk(json!({"type": "finish", "finishReason": "stop"}));
+}
+
+/// A scripted model's tool call.
+pub fn call(id: &str, tool: &str, input: Value) -> Value {
+    json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input})
+}
+
+/// A scripted model's text.
+pub fn text(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// Every tool part of these messages, in order.
+pub fn tool_parts(messages: &[UiMessage]) -> Vec<UiToolPart> {
+    messages.iter().flat_map(|message| message.tool_parts().map(|(_, tool)| tool.clone())).collect()
+}
+
+/// The approval id of the first tool part of the chat matching `matches`
+/// that is waiting for an answer.
+pub fn pending_approval(chat: &Chat, matches: impl Fn(&UiToolPart) -> bool) -> String {
+    tool_parts(&chat.messages())
+        .into_iter()
+        .find(|tool| matches(tool) && tool.state == ToolState::ApprovalRequested)
+        .and_then(|tool| tool.approval)
+        .map(|approval| approval.id)
+        .unwrap_or_else(|| panic!("no pending approval of that kind: {:?}", chat.messages()))
+}
+
+/// The text parts of a message, joined.
+pub fn text_of(message: &UiMessage) -> String {
+    message
+        .parts
+        .iter()
+        .filter_map(|part| if let UiPart::Text { text } = part { Some(text.as_str()) } else { None })
+        .collect()
+}
+
+/// The text of the chat's last message.
+pub fn last_text(chat: &Chat) -> String {
+    chat.messages().last().map(text_of).unwrap_or_default()
 }
