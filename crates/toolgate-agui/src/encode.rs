@@ -213,8 +213,8 @@ impl EventEncoder {
                 self.apply_edit(tool_call_id, input);
                 self.result(tool_call_id, error_content(error), &mut out);
             }
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature } => {
-                self.approval_request(approval_id, tool_call, signature.clone());
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason } => {
+                self.approval_request(approval_id, tool_call, signature.clone(), reason.clone());
             }
             StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
                 self.result(tool_call_id, denial_content(reason.as_deref()), &mut out);
@@ -372,7 +372,13 @@ impl EventEncoder {
         });
     }
 
-    fn approval_request(&mut self, approval_id: &str, call: &ToolCallInfo, signature: Option<String>) {
+    fn approval_request(
+        &mut self,
+        approval_id: &str,
+        call: &ToolCallInfo,
+        signature: Option<String>,
+        reason: Option<String>,
+    ) {
         // `kind: "approval"` with the tool and its input is the approval marker TanStack's
         // client resumes (its legacy, pre-binding form); other clients ignore it.
         let metadata = Map::from_iter([
@@ -383,7 +389,10 @@ impl EventEncoder {
         self.interrupts.push(Interrupt {
             id: approval_id.to_owned(),
             reason: TOOL_CALL_REASON.to_owned(),
-            message: Some(format!("{} needs approval", call.tool_name)),
+            message: Some(match reason {
+                Some(reason) => format!("{} needs approval: {reason}", call.tool_name),
+                None => format!("{} needs approval", call.tool_name),
+            }),
             tool_call_id: Some(call.tool_call_id.clone()),
             response_schema: Some(approval_response_schema()),
             expires_at: self.options.interrupt_expires_at.clone(),

@@ -114,10 +114,15 @@ fn interrupts_carry_the_configured_expiry() {
         approval_id: "apr_1".into(),
         tool_call: call("c1", json!({"path": "a"})),
         signature: Some("sig".into()),
+        reason: Some("rule `ask-writes` matched /path".into()),
     };
     let events = encode_all(&mut encoder, &[StreamPart::Start, StreamPart::StartStep, request, finish()]);
     let finished = events.last().unwrap();
     assert_eq!(finished["outcome"]["interrupts"][0]["expiresAt"], "2030-01-01T00:00:00Z");
+    assert_eq!(
+        finished["outcome"]["interrupts"][0]["message"],
+        "delete_file needs approval: rule `ask-writes` matched /path"
+    );
     assert_eq!(
         first(&events, "STATE_SNAPSHOT")["snapshot"],
         json!({"toolgate": {"pendingApprovals": [

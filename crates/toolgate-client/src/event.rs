@@ -91,6 +91,8 @@ pub enum ChatEvent {
         tool_name: String,
         /// The input the model gave.
         input: Value,
+        /// Why the server asks (e.g. the policy rule that matched), when it says.
+        reason: Option<String>,
     },
     /// The chat's status changed.
     StatusChanged {

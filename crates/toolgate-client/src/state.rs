@@ -17,7 +17,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole, UiToolPart};
+use toolgate_ui::{
+    REASON_PART, ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole, UiToolPart,
+};
 
 use crate::decision::Decision;
 use crate::error::ClientError;
@@ -301,6 +303,7 @@ impl ChatState {
                 tool_call_id: part.tool_call_id.clone(),
                 tool_name: part.tool_name.clone(),
                 input: part.input.clone().unwrap_or(Value::Null),
+                reason: reason_for(message, &part.tool_call_id),
             }),
             _ => None,
         };
@@ -586,6 +589,7 @@ fn tool_call_id(chunk: &UiChunk) -> Option<&str> {
         | UiChunk::FinishStep
         | UiChunk::Error { .. }
         | UiChunk::Warning { .. }
+        | UiChunk::Reason { .. }
         | UiChunk::TextStart { .. }
         | UiChunk::TextDelta { .. }
         | UiChunk::TextEnd { .. }
@@ -593,6 +597,16 @@ fn tool_call_id(chunk: &UiChunk) -> Option<&str> {
         | UiChunk::ReasoningDelta { .. }
         | UiChunk::ReasoningEnd { .. } => None,
     }
+}
+
+/// The `data-toolgate-reason` text the server sent for a call, if any.
+pub(crate) fn reason_for(message: &UiMessage, tool_call_id: &str) -> Option<String> {
+    message.parts.iter().rev().find_map(|part| match part {
+        UiPart::Other(raw) if raw["type"] == REASON_PART && raw["id"] == tool_call_id => {
+            raw["data"]["reason"].as_str().map(str::to_owned)
+        }
+        _ => None,
+    })
 }
 
 fn is_output(chunk: &UiChunk) -> bool {

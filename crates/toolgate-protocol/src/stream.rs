@@ -160,6 +160,9 @@ pub enum StreamPart {
         /// The AI SDK's separate signature field, when configured.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// Why a person is asked (e.g. the policy rule that matched), when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A call was denied and did not run.
     #[serde(rename_all = "camelCase")]

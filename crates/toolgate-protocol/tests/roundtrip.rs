@@ -132,6 +132,7 @@ fn stream_parts_use_full_stream_names() {
             error: None,
         },
         signature: None,
+        reason: None,
     };
     assert_eq!(
         serde_json::to_value(&part).unwrap(),

@@ -7,7 +7,10 @@
 //!   AND state = $2 AND <guard> RETURNING …`, never a read followed by a
 //!   write, so of many answers racing for one approval, in one process or
 //!   several, exactly one moves it and the others get the winner's record;
-//! - the audit log is append-only; `seq` grows in commit order.
+//! - the audit log is append-only; `seq` grows in commit order;
+//! - sticky decisions are listed in one query (live, and global or scoped to
+//!   the conversation or principal asked), oldest first by `created_at`, then
+//!   in the order they were saved; a revocation is one `DELETE … RETURNING`.
 //!
 //! On SQLite every write transaction takes the write lock up front
 //! (`BEGIN IMMEDIATE`) through a single writer connection; on Postgres write
@@ -28,8 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, MemoryStore, Millis, StoreFuture, StoredConversation,
-    Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, MemoryStore, Millis, StoreFuture,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, redact_url};
@@ -178,6 +181,18 @@ impl ApprovalStore for SqlStore {
         Box::pin(async move {
             on_backend!(self, backend => backend.save_conversation(conversation_id, messages, expected_version, at))
         })
+    }
+
+    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()> {
+        Box::pin(async move { on_backend!(self, backend => backend.save_decision(decision)) })
+    }
+
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move { on_backend!(self, backend => backend.decisions(query)) })
+    }
+
+    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { on_backend!(self, backend => backend.revoke_decision(id)) })
     }
 }
 

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 
 use sqlx::Database;
 use toolgate::ledger::{
-    ApprovalRecord, AuditEvent, AuditQuery, Millis, StoreError, StoredConversation, Transition, TransitionOutcome,
+    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, StoreError, StoredConversation, StoredDecision,
+    Transition, TransitionOutcome,
 };
 
 use super::{Backend, Db, lock_log};
-use crate::sql::{self, ConversationRow, EventRow, LeaseWrite, RecordParams, RecordRow, db_error};
+use crate::sql::{self, ConversationRow, DecisionRow, EventRow, LeaseWrite, RecordParams, RecordRow, db_error};
 
 type Conn = <Db as Database>::Connection;
 
@@ -166,6 +167,52 @@ impl Backend {
         // One conditional statement is atomic on its own: no transaction round trips.
         let done = query.execute(self.writer()).await.map_err(db_error)?;
         Ok((done.rows_affected() == 1).then(|| expected_version.unwrap_or(0) + 1))
+    }
+
+    pub(crate) async fn save_decision(&self, decision: &StoredDecision) -> Result<(), StoreError> {
+        let body = sql::decision_body(decision)?;
+        let mut tx = self.write().await?;
+        let done = sqlx::query(sql::INSERT_DECISION)
+            .bind(&decision.id)
+            .bind(decision.scope.kind())
+            .bind(decision.scope.key())
+            .bind(&decision.tool_name)
+            .bind(decision.created_at)
+            .bind(decision.expires_at)
+            .bind(&body)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(StoreError::DuplicateDecision(decision.id.clone()));
+        }
+        tx.commit().await.map_err(db_error)
+    }
+
+    pub(crate) async fn decisions(&self, query: &DecisionQuery) -> Result<Vec<StoredDecision>, StoreError> {
+        // One statement reads one snapshot: no transaction round trips.
+        let rows = sqlx::query_as::<_, DecisionRow>(sql::SELECT_DECISIONS)
+            .bind(query.now)
+            .bind(&query.conversation_id)
+            .bind(&query.principal)
+            .fetch_all(self.reader())
+            .await
+            .map_err(db_error)?;
+        rows.into_iter().map(DecisionRow::into_decision).collect()
+    }
+
+    pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {
+        let mut tx = self.write().await?;
+        let row = sqlx::query_as::<_, DecisionRow>(sql::DELETE_DECISION)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        // A row that cannot be read back is not removed: the error rolls back.
+        let revoked = row.map(DecisionRow::into_decision).transpose()?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(revoked)
     }
 }
 

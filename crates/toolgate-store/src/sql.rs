@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, StoreError,
-    StoredConversation, Transition,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, DecisionScope, Guard, Lease,
+    StoreError, StoredConversation, StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -25,6 +25,13 @@ macro_rules! record_columns {
 macro_rules! event_columns {
     () => {
         "seq, at, kind, approval_id, tool_call_id, conversation_id, principal, data"
+    };
+}
+
+/// The columns of `decisions` a [`DecisionRow`] reads, in its order.
+macro_rules! decision_columns {
+    () => {
+        "id, scope_kind, scope_key, tool_name, created_at, expires_at, body"
     };
 }
 
@@ -59,6 +66,28 @@ pub(crate) const CREATE_CONVERSATION: &str = "INSERT INTO conversations (convers
 /// Saves a conversation over the version the writer read.
 pub(crate) const UPDATE_CONVERSATION: &str = "UPDATE conversations SET messages = $2, version = version + 1, \
      updated_at = $3 WHERE conversation_id = $1 AND version = $4";
+
+/// Saves a sticky decision unless its id is taken (then no row is affected);
+/// the store assigns `seq`.
+pub(crate) const INSERT_DECISION: &str = concat!(
+    "INSERT INTO decisions (",
+    decision_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING"
+);
+
+/// The sticky decisions live at `$1` that are global, or scoped to the
+/// conversation `$2` or the principal `$3` (a NULL one matches nothing),
+/// oldest first.
+pub(crate) const SELECT_DECISIONS: &str = concat!(
+    "SELECT ",
+    decision_columns!(),
+    " FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
+     OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3)) \
+     ORDER BY created_at, seq"
+);
+
+/// Removes one sticky decision and returns its row.
+pub(crate) const DELETE_DECISION: &str = concat!("DELETE FROM decisions WHERE id = $1 RETURNING ", decision_columns!());
 
 /// What happens to the lease columns in a transition (mirrors `Transition::write_into`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,4 +360,40 @@ impl ConversationRow {
 /// The JSON text of a conversation's messages.
 pub(crate) fn messages_text(messages: &Value) -> Result<String, StoreError> {
     to_json(messages, "conversation messages")
+}
+
+/// The JSON text of a sticky decision's body.
+pub(crate) fn decision_body(decision: &StoredDecision) -> Result<String, StoreError> {
+    to_json(&decision.body, "a sticky decision body")
+}
+
+/// One row of `decisions`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct DecisionRow {
+    id: String,
+    scope_kind: String,
+    scope_key: Option<String>,
+    tool_name: String,
+    created_at: i64,
+    expires_at: Option<i64>,
+    body: String,
+}
+
+impl DecisionRow {
+    /// The sticky decision this row stores.
+    pub(crate) fn into_decision(self) -> Result<StoredDecision, StoreError> {
+        let id = self.id;
+        let scope = DecisionScope::from_parts(&self.scope_kind, self.scope_key.clone()).ok_or_else(|| {
+            let key = self.scope_key.as_ref().map_or_else(|| "no key".to_owned(), |key| format!("key `{key}`"));
+            StoreError::Corrupt(format!("sticky decision `{id}` has scope kind `{}` with {key}", self.scope_kind))
+        })?;
+        Ok(StoredDecision {
+            body: from_json(&self.body, "the body", &format!("sticky decision {id}"))?,
+            id,
+            scope,
+            tool_name: self.tool_name,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+        })
+    }
 }

@@ -10,10 +10,14 @@ use std::sync::Arc;
 use tokio::sync::Barrier;
 
 use serde_json::json;
-use support::{Stores, decision, event, lease, record, transition, unsequenced};
+use support::{
+    Stores, decision, decision_ids, decision_query, event, in_conversation, lease, of_principal, record, sticky,
+    transition, unsequenced,
+};
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditKind, AuditQuery, Guard, StoreError, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalStore, AuditKind, AuditQuery, DecisionScope, Guard, StoreError, Transition,
+    TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -392,6 +396,161 @@ async fn two_hundred_approvals_race_four_ways(stores: &Stores) {
     assert!(found.iter().all(|record| matches!(record.state, Approved | Denied)));
 }
 
+async fn decisions_are_listed_by_scope(stores: &Stores) {
+    let (store, other) = (&*stores.a, &*stores.b);
+    let saved = [
+        sticky("conv_1", in_conversation("c1"), 10),
+        sticky("conv_2", in_conversation("c2"), 11),
+        sticky("alice", of_principal("alice"), 12),
+        sticky("bob", of_principal("bob"), 13),
+        sticky("everyone", DecisionScope::Global, 14),
+        // Named like a principal, scoped to a conversation: principals never see it.
+        sticky("conv_alice", in_conversation("alice"), 15),
+    ];
+    for decision in &saved {
+        store.save_decision(decision).await.unwrap();
+    }
+    let ids = |conversation, principal| async move {
+        decision_ids(other, &decision_query(conversation, principal, 20)).await
+    };
+    assert_eq!(ids(Some("c1"), Some("alice")).await, ["conv_1", "alice", "everyone"]);
+    assert_eq!(ids(Some("c2"), None).await, ["conv_2", "everyone"], "only this conversation's");
+    assert_eq!(ids(None, Some("bob")).await, ["bob", "everyone"], "only this principal's");
+    assert_eq!(ids(None, Some("alice")).await, ["alice", "everyone"], "a conversation is not a principal");
+    assert_eq!(ids(Some("alice"), None).await, ["everyone", "conv_alice"], "a principal is not a conversation");
+    assert_eq!(ids(Some("c9"), Some("carol")).await, ["everyone"], "global ones apply to everyone");
+    assert_eq!(ids(None, None).await, ["everyone"]);
+    // The records read back whole.
+    let found = other.decisions(&decision_query(Some("c1"), Some("alice"), 20)).await.unwrap();
+    assert_eq!(found, vec![saved[0].clone(), saved[2].clone(), saved[4].clone()]);
+}
+
+async fn decisions_expire_at_their_expiry_time(stores: &Stores) {
+    let store = &*stores.a;
+    let mut expiring = sticky("expiring", in_conversation("c"), 10);
+    expiring.expires_at = Some(100);
+    let mut global = sticky("global", DecisionScope::Global, 11);
+    global.expires_at = Some(50);
+    let mut far = sticky("far", of_principal("p"), 12);
+    far.expires_at = Some(i64::MAX);
+    let standing = sticky("standing", in_conversation("c"), 13);
+    for decision in [&expiring, &global, &far, &standing] {
+        store.save_decision(decision).await.unwrap();
+    }
+    let at = |now| async move { decision_ids(store, &decision_query(Some("c"), Some("p"), now)).await };
+    assert_eq!(at(49).await, ["expiring", "global", "far", "standing"]);
+    assert_eq!(at(50).await, ["expiring", "far", "standing"], "expires_at == now is not live");
+    assert_eq!(at(99).await, ["expiring", "far", "standing"]);
+    assert_eq!(at(100).await, ["far", "standing"], "expires_at == now is not live");
+    assert_eq!(at(i64::MAX - 1).await, ["far", "standing"]);
+    assert_eq!(at(i64::MAX).await, ["standing"], "none: never expires");
+    // Expired decisions are left out, not removed.
+    assert_eq!(store.revoke_decision("expiring").await.unwrap(), Some(expiring));
+}
+
+async fn duplicate_decision_is_rejected_and_nothing_changes(stores: &Stores) {
+    let (store, other) = (&*stores.a, &*stores.b);
+    let first = sticky("dup", in_conversation("c1"), 10);
+    store.save_decision(&first).await.unwrap();
+    let mut again = sticky("dup", DecisionScope::Global, 20);
+    again.tool_name = "delete_file".to_owned();
+    again.body = json!({"other": true});
+    let error = other.save_decision(&again).await.unwrap_err();
+    assert_eq!(error, StoreError::DuplicateDecision("dup".to_owned()));
+    assert_eq!(store.save_decision(&first).await.unwrap_err(), StoreError::DuplicateDecision("dup".to_owned()));
+    let everything = decision_query(Some("c1"), Some("p"), 30);
+    assert_eq!(store.decisions(&everything).await.unwrap(), vec![first.clone()], "the first is kept as it was");
+    assert_eq!(decision_ids(store, &decision_query(None, None, 30)).await, Vec::<String>::new(), "no global one");
+    // The id is free again once revoked.
+    assert_eq!(store.revoke_decision("dup").await.unwrap(), Some(first));
+    other.save_decision(&again).await.unwrap();
+    assert_eq!(store.decisions(&everything).await.unwrap(), vec![again]);
+}
+
+async fn sixteen_saves_of_one_decision_race(stores: &Stores) {
+    let start = Arc::new(Barrier::new(16));
+    let tasks: Vec<_> = (0..16i64)
+        .map(|n| {
+            let store = if n % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            let start = start.clone();
+            tokio::spawn(async move {
+                let mut decision = sticky("contested", in_conversation("race"), 10);
+                decision.body = json!({"racer": n});
+                start.wait().await;
+                store.save_decision(&decision).await.map(|()| decision)
+            })
+        })
+        .collect();
+    let mut saved = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(decision) => saved.push(decision),
+            Err(error) => assert_eq!(error, StoreError::DuplicateDecision("contested".to_owned())),
+        }
+    }
+    assert_eq!(saved.len(), 1, "exactly one save wins");
+    assert_eq!(stores.a.decisions(&decision_query(Some("race"), None, 0)).await.unwrap(), saved);
+}
+
+async fn revoking_returns_the_decision_once(stores: &Stores) {
+    let (store, other) = (&*stores.a, &*stores.b);
+    let mut kept = sticky("kept", in_conversation("c"), 10);
+    kept.expires_at = Some(1000);
+    let revoked = sticky("revoked", DecisionScope::Global, 11);
+    store.save_decision(&kept).await.unwrap();
+    store.save_decision(&revoked).await.unwrap();
+    assert_eq!(other.revoke_decision("revoked").await.unwrap(), Some(revoked.clone()));
+    assert_eq!(store.revoke_decision("revoked").await.unwrap(), None, "only once");
+    assert_eq!(other.revoke_decision("revoked").await.unwrap(), None);
+    assert_eq!(store.revoke_decision("unknown").await.unwrap(), None);
+    assert_eq!(store.decisions(&decision_query(Some("c"), None, 20)).await.unwrap(), vec![kept.clone()]);
+    assert_eq!(store.revoke_decision("kept").await.unwrap(), Some(kept));
+    assert_eq!(store.decisions(&decision_query(Some("c"), None, 20)).await.unwrap(), vec![]);
+}
+
+async fn decision_bodies_read_back_exactly(stores: &Stores) {
+    let store = &*stores.a;
+    let text = r#"{"zeta":1,"alpha":{"b":[1,2.5,-3e-7,"x",true,null],"a":{}},"mid":"ü ✓ \"q\" \\ \n","empty":[]}"#;
+    let mut decision = sticky("body", of_principal("ünï ✓"), -5);
+    decision.body = serde_json::from_str(text).unwrap();
+    decision.tool_name = "tool.with/odd chars".to_owned();
+    decision.expires_at = Some(i64::MAX);
+    store.save_decision(&decision).await.unwrap();
+    let mut scalar = sticky("scalar", DecisionScope::Global, 0);
+    scalar.body = json!("just a string");
+    store.save_decision(&scalar).await.unwrap();
+
+    let found = stores.b.decisions(&decision_query(None, Some("ünï ✓"), 0)).await.unwrap();
+    assert_eq!(found, vec![decision.clone(), scalar.clone()]);
+    assert_eq!(serde_json::to_string(&found[0].body).unwrap(), text, "key order and text kept");
+    let revoked = store.revoke_decision("body").await.unwrap().unwrap();
+    assert_eq!(serde_json::to_string(&revoked.body).unwrap(), text, "as revoked too");
+    assert_eq!(revoked, decision);
+}
+
+async fn decisions_are_listed_oldest_first(stores: &Stores) {
+    let store = &*stores.a;
+    // Ids in reverse order, scopes mixed, two made at the same time (listed as saved).
+    let saved = [
+        sticky("z", in_conversation("c"), 10),
+        sticky("y", DecisionScope::Global, 20),
+        sticky("x", of_principal("p"), 20),
+        sticky("w", in_conversation("c"), 20),
+        sticky("v", of_principal("p"), 30),
+    ];
+    for decision in &saved {
+        store.save_decision(decision).await.unwrap();
+    }
+    let query = decision_query(Some("c"), Some("p"), 40);
+    assert_eq!(decision_ids(store, &query).await, ["z", "y", "x", "w", "v"]);
+    // A decision saved after a revocation comes last.
+    store.revoke_decision("v").await.unwrap();
+    store.revoke_decision("x").await.unwrap();
+    store.save_decision(&sticky("x", of_principal("p"), 35)).await.unwrap();
+    store.save_decision(&sticky("a", DecisionScope::Global, 35)).await.unwrap();
+    assert_eq!(decision_ids(&*stores.b, &query).await, ["z", "y", "w", "x", "a"]);
+}
+
 /// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.
 macro_rules! suite {
     ($($name:ident),* $(,)?) => {
@@ -434,4 +593,11 @@ suite!(
     conversations_save_optimistically,
     sixty_four_answers_race_for_one_approval,
     two_hundred_approvals_race_four_ways,
+    decisions_are_listed_by_scope,
+    decisions_expire_at_their_expiry_time,
+    duplicate_decision_is_rejected_and_nothing_changes,
+    sixteen_saves_of_one_decision_race,
+    revoking_returns_the_decision_once,
+    decision_bodies_read_back_exactly,
+    decisions_are_listed_oldest_first,
 );

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde_json::json;
 use sqlx::Connection;
-use support::{decision, event, record, transition};
+use support::{decision, decision_query, event, in_conversation, record, sticky, transition};
 use toolgate::ledger::ApprovalState::{Approved, Pending};
-use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, Guard, StoreError, TransitionOutcome};
+use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, DecisionScope, Guard, StoreError, TransitionOutcome};
 use toolgate_store::{OpenError, SqlStore, StoreSpec, open_store};
 
 #[tokio::test]
@@ -39,7 +39,7 @@ async fn sqlite_file_is_created_with_its_directories_in_wal_mode() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    assert_eq!(tables, ["_sqlx_migrations", "approvals", "audit_events", "conversations"]);
+    assert_eq!(tables, ["_sqlx_migrations", "approvals", "audit_events", "conversations", "decisions"]);
 }
 
 #[tokio::test]
@@ -57,7 +57,8 @@ async fn reopening_a_sqlite_file_keeps_everything() {
     let (_dir, path) = support::sqlite_path();
     let spec = StoreSpec::Sqlite(path);
     let ids = ["kept".to_owned(), "answered".to_owned()];
-    let (records, events, conversation) = {
+    let everything = decision_query(Some("c"), None, 25);
+    let (records, events, conversation, decisions) = {
         let store = SqlStore::open(&spec).await.unwrap();
         let issued = [event(AuditKind::Issued, "kept", "c", 10, json!({"b": 1, "a": 2}))];
         store.issue(&[record("kept", "c"), record("answered", "c")], &issued).await.unwrap();
@@ -66,10 +67,17 @@ async fn reopening_a_sqlite_file_keeps_everything() {
         approve.events = vec![event(AuditKind::Approved, "answered", "c", 20, json!({}))];
         store.apply(&[approve], &[]).await.unwrap();
         store.save_conversation("c", &json!([{"id": "m1"}]), None, 30).await.unwrap();
+        let mut expiring = sticky("expiring", DecisionScope::Global, 20);
+        expiring.expires_at = Some(50);
+        for decision in [sticky("here", in_conversation("c"), 10), expiring, sticky("gone", in_conversation("c"), 21)] {
+            store.save_decision(&decision).await.unwrap();
+        }
+        store.revoke_decision("gone").await.unwrap().unwrap();
         let saved = (
             store.approvals(&ids).await.unwrap(),
             store.audit(&AuditQuery::default()).await.unwrap(),
             store.conversation("c").await.unwrap(),
+            store.decisions(&everything).await.unwrap(),
         );
         store.close().await;
         saved
@@ -78,6 +86,15 @@ async fn reopening_a_sqlite_file_keeps_everything() {
     assert_eq!(store.approvals(&ids).await.unwrap(), records);
     assert_eq!(store.audit(&AuditQuery::default()).await.unwrap(), events);
     assert_eq!(store.conversation("c").await.unwrap(), conversation);
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(store.decisions(&everything).await.unwrap(), decisions, "saved ones kept, the revoked one gone");
+    assert_eq!(store.decisions(&decision_query(Some("c"), None, 50)).await.unwrap(), decisions[..1], "expiry kept");
+    // Ids stay taken, and later decisions still come after the ones before.
+    let taken = store.save_decision(&sticky("here", DecisionScope::Global, 40)).await.unwrap_err();
+    assert_eq!(taken, StoreError::DuplicateDecision("here".to_owned()));
+    store.save_decision(&sticky("gone", in_conversation("c"), 21)).await.unwrap();
+    let ids: Vec<String> = store.decisions(&everything).await.unwrap().into_iter().map(|found| found.id).collect();
+    assert_eq!(ids, ["here", "expiring", "gone"]);
     // The answer is still spent, and the log keeps counting up.
     let mut again = transition("answered", Pending, Approved, Guard::None, 40);
     again.update.decision = Some(decision(true, "mallory", 40));
@@ -93,11 +110,17 @@ async fn corrupt_values_are_reported_as_corrupt() {
     let store = SqlStore::open(&StoreSpec::Sqlite(path.clone())).await.unwrap();
     store.issue(&[record("bad", "c")], &[event(AuditKind::Issued, "bad", "c", 1, json!({}))]).await.unwrap();
     store.save_conversation("c", &json!([]), None, 1).await.unwrap();
+    store.save_decision(&sticky("bad_body", in_conversation("c"), 1)).await.unwrap();
+    store.save_decision(&sticky("bad_scope", in_conversation("elsewhere"), 2)).await.unwrap();
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
     for statement in [
         "UPDATE approvals SET decision = '{not json'",
         "UPDATE audit_events SET data = 'nope'",
         "UPDATE conversations SET messages = '['",
+        "UPDATE decisions SET body = '{\"a\":' WHERE id = 'bad_body'",
+        // The schema refuses a global scope with a key; written past its checks.
+        "PRAGMA ignore_check_constraints = ON",
+        "UPDATE decisions SET scope_kind = 'global' WHERE id = 'bad_scope'",
     ] {
         sqlx::query(statement).execute(&mut conn).await.unwrap();
     }
@@ -107,6 +130,28 @@ async fn corrupt_values_are_reported_as_corrupt() {
     assert!(corrupt(store.conversation("c").await.map(drop)));
     let answer = transition("bad", Pending, Approved, Guard::None, 2);
     assert!(corrupt(store.apply(&[answer], &[]).await.map(drop)));
+
+    let named = |result: Result<_, StoreError>, what: &str| match result {
+        Err(StoreError::Corrupt(message)) => assert!(message.contains(what), "{message}"),
+        other => panic!("expected a corrupt value naming {what}: {other:?}"),
+    };
+    named(
+        store.decisions(&decision_query(None, None, 0)).await.map(drop),
+        "`bad_scope` has scope kind `global` with key `elsewhere`",
+    );
+    named(store.revoke_decision("bad_body").await.map(drop), "the body of `sticky decision bad_body`");
+    named(store.revoke_decision("bad_scope").await.map(drop), "`bad_scope` has scope kind");
+    // A decision that cannot be read back is not removed.
+    sqlx::query("UPDATE decisions SET scope_kind = 'conversation' WHERE id = 'bad_scope'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    named(
+        store.decisions(&decision_query(Some("c"), None, 0)).await.map(drop),
+        "the body of `sticky decision bad_body`",
+    );
+    let found = store.decisions(&decision_query(Some("elsewhere"), None, 0)).await.unwrap();
+    assert_eq!(found, vec![sticky("bad_scope", in_conversation("elsewhere"), 2)]);
 }
 
 #[tokio::test]

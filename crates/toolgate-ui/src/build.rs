@@ -17,7 +17,11 @@ pub struct UiMessageBuilder {
     message: UiMessage,
     blocks: HashMap<String, usize>,
     tools: HashMap<String, usize>,
+    reasons: HashMap<String, usize>,
 }
+
+/// The type of the data part that says why a call waits or was denied.
+pub const REASON_PART: &str = "data-toolgate-reason";
 
 impl UiMessageBuilder {
     /// A new assistant message with this id (a `start` chunk naming another id replaces it).
@@ -35,7 +39,16 @@ impl UiMessageBuilder {
     /// Extends an existing assistant message (a continuation after approvals).
     pub fn continuing(message: UiMessage) -> Self {
         let tools = message.tool_parts().map(|(index, tool)| (tool.tool_call_id.clone(), index)).collect();
-        Self { message, blocks: HashMap::new(), tools }
+        let reasons = message
+            .parts
+            .iter()
+            .enumerate()
+            .filter_map(|(index, part)| match part {
+                UiPart::Other(raw) if raw["type"] == REASON_PART => Some((raw["id"].as_str()?.to_owned(), index)),
+                _ => None,
+            })
+            .collect();
+        Self { message, blocks: HashMap::new(), tools, reasons }
     }
 
     /// The message so far.
@@ -122,6 +135,16 @@ impl UiMessageBuilder {
             UiChunk::ToolOutputDenied { tool_call_id } => {
                 if let Some(part) = self.existing_tool(tool_call_id) {
                     part.state = ToolState::OutputDenied;
+                }
+            }
+            UiChunk::Reason { id, data } => {
+                let part = UiPart::Other(serde_json::json!({ "type": REASON_PART, "id": id, "data": data }));
+                match self.reasons.get(id).and_then(|&index| self.message.parts.get_mut(index)) {
+                    Some(existing) => *existing = part,
+                    None => {
+                        self.reasons.insert(id.clone(), self.message.parts.len());
+                        self.message.parts.push(part);
+                    }
                 }
             }
         }

@@ -57,6 +57,17 @@ pub enum UiChunk {
         /// Always true.
         transient: bool,
     },
+    /// Why a call waits for a person or was denied (`data-toolgate-reason`, a
+    /// data part stored in the message, one per call: a later reason for the
+    /// same call replaces the earlier one). `data` is
+    /// `{toolCallId, approvalId?, decision: "ask" | "deny", reason}`.
+    #[serde(rename = "data-toolgate-reason")]
+    Reason {
+        /// The call's id (the data part's id).
+        id: String,
+        /// See above.
+        data: Value,
+    },
     /// A text part starts.
     TextStart {
         /// Part id.

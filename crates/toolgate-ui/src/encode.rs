@@ -98,13 +98,17 @@ impl UiStreamEncoder {
                 provider_executed: *provider_executed,
                 dynamic: *dynamic,
             },
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature } => UiChunk::ToolApprovalRequest {
-                approval_id: approval_id.clone(),
-                tool_call_id: tool_call.tool_call_id.clone(),
-                signature: signature.clone().filter(|_| self.options.signature_field),
-            },
-            StreamPart::ToolOutputDenied { tool_call_id, .. } => {
-                UiChunk::ToolOutputDenied { tool_call_id: tool_call_id.clone() }
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason } => {
+                let request = UiChunk::ToolApprovalRequest {
+                    approval_id: approval_id.clone(),
+                    tool_call_id: tool_call.tool_call_id.clone(),
+                    signature: signature.clone().filter(|_| self.options.signature_field),
+                };
+                return with_reason(request, &tool_call.tool_call_id, Some(approval_id), "ask", reason.as_deref());
+            }
+            StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
+                let denied = UiChunk::ToolOutputDenied { tool_call_id: tool_call_id.clone() };
+                return with_reason(denied, tool_call_id, None, "deny", reason.as_deref());
             }
         };
         vec![chunk]
@@ -120,4 +124,21 @@ fn error_text(error: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
+}
+
+/// `chunk`, after a `data-toolgate-reason` chunk when there is a reason (first,
+/// so a client reading the approval request already holds its reason).
+fn with_reason(
+    chunk: UiChunk,
+    tool_call_id: &str,
+    approval_id: Option<&String>,
+    decision: &str,
+    reason: Option<&str>,
+) -> Vec<UiChunk> {
+    let Some(reason) = reason else { return vec![chunk] };
+    let mut data = serde_json::json!({ "toolCallId": tool_call_id, "decision": decision, "reason": reason });
+    if let Some(approval_id) = approval_id {
+        data["approvalId"] = Value::String(approval_id.clone());
+    }
+    vec![UiChunk::Reason { id: tool_call_id.to_owned(), data }, chunk]
 }

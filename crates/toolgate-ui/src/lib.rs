@@ -19,7 +19,7 @@ mod convert;
 mod encode;
 mod message;
 
-pub use build::UiMessageBuilder;
+pub use build::{REASON_PART, UiMessageBuilder};
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};
 pub use convert::{ConvertError, convert_to_model_messages};
 pub use encode::{EncoderOptions, UiStreamEncoder};

@@ -55,6 +55,6 @@ pub use engine::{
 pub use error::{ApprovalAnswer, AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};
 pub use tool::{
-    ApprovalContext, ApprovalPolicy, PolicyDecision, SharedMessages, Tool, ToolContext, ToolError, Toolkit,
-    ToolkitError,
+    ApprovalContext, ApprovalPolicy, CallGate, GateAction, GateCall, GateVerdict, PolicyDecision, SharedMessages, Tool,
+    ToolContext, ToolError, Toolkit, ToolkitError,
 };

@@ -258,13 +258,14 @@ pub fn event_json(event: &ChatEvent) -> Value {
             "from": from.map(ToolState::as_str),
             "to": to.as_str(),
         }),
-        ChatEvent::ApprovalRequested { message_id, approval_id, tool_call_id, tool_name, input } => json!({
+        ChatEvent::ApprovalRequested { message_id, approval_id, tool_call_id, tool_name, input, reason } => json!({
             "type": "approval-requested",
             "messageId": message_id,
             "approvalId": approval_id,
             "toolCallId": tool_call_id,
             "toolName": tool_name,
             "input": input,
+            "reason": reason,
         }),
         ChatEvent::StatusChanged { from, to } => {
             json!({"type": "status-changed", "from": from.as_str(), "to": to.as_str()})

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde_json::{Value, json};
 use sqlx::Connection;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, Decision, Guard, Lease, MemoryStore,
-    Transition, Update,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, Decision, DecisionQuery, DecisionScope, Guard,
+    Lease, MemoryStore, StoredDecision, Transition, Update,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 
@@ -155,4 +155,34 @@ pub fn transition(id: &str, from: ApprovalState, to: ApprovalState, guard: Guard
 /// The events as stored, without `seq` (to compare with what was appended).
 pub fn unsequenced(events: &[AuditEvent]) -> Vec<AuditEvent> {
     events.iter().map(|event| AuditEvent { seq: 0, ..event.clone() }).collect()
+}
+
+pub fn in_conversation(conversation_id: &str) -> DecisionScope {
+    DecisionScope::Conversation { conversation_id: conversation_id.to_owned() }
+}
+
+pub fn of_principal(principal: &str) -> DecisionScope {
+    DecisionScope::Principal { principal: principal.to_owned() }
+}
+
+/// A sticky decision about `send_email` made at `created_at`, never expiring.
+pub fn sticky(id: &str, scope: DecisionScope, created_at: i64) -> StoredDecision {
+    StoredDecision {
+        id: id.to_owned(),
+        body: json!({"id": id, "scope": scope, "effect": "allow", "toolName": "send_email"}),
+        scope,
+        tool_name: "send_email".to_owned(),
+        created_at,
+        expires_at: None,
+    }
+}
+
+/// The decisions a query selects at `now`.
+pub fn decision_query(conversation_id: Option<&str>, principal: Option<&str>, now: i64) -> DecisionQuery {
+    DecisionQuery { conversation_id: conversation_id.map(str::to_owned), principal: principal.map(str::to_owned), now }
+}
+
+/// The ids of the decisions the query selects, in the order the store lists them.
+pub async fn decision_ids(store: &dyn ApprovalStore, query: &DecisionQuery) -> Vec<String> {
+    store.decisions(query).await.unwrap().into_iter().map(|decision| decision.id).collect()
 }

@@ -9,7 +9,8 @@
 //! 3. With a signer, every approval request of a message with held
 //!    candidates is verified against exactly those calls (see below), and
 //!    every approved call that would run must carry a valid signature.
-//! 4. Policies. With a signer, a valid signature proves the server gated
+//! 4. Policies (the request's gate, then the tool's own; see
+//!    [`CallGate`](crate::tool::CallGate)). With a signer, a valid signature proves the server gated
 //!    the call itself, so an approved call runs unless its policy now denies
 //!    it. Without one, the policy is the only guard: an approval for a call
 //!    that needs none becomes a denial (a forged approval cannot run a tool
@@ -35,7 +36,7 @@ use super::collect::{Answer, CallRef, Collected, HeldCandidates};
 use super::signing::{HeldCalls, SignatureError, SignedCall};
 use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
-use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
+use crate::tool::{ApprovalContext, Caller, PolicyDecision, SharedMessages, Tool, Toolkit, decide_call};
 
 /// The denial reason for a held call that needs approval itself once the batch is decided.
 pub const HELD_NEEDS_APPROVAL_REASON: &str =
@@ -83,6 +84,8 @@ pub(crate) struct ResolveOptions<'a> {
     pub signer: Option<&'a ApprovalSigner>,
     /// Whether this request holds batches (`hold_batch_for_approval`).
     pub hold_batch: bool,
+    /// The request's gate and identity.
+    pub caller: Caller<'a>,
 }
 
 /// An approved call that passed the cheap checks and waits for its policy.
@@ -153,8 +156,8 @@ pub(crate) async fn resolve(
     for Approved { request, call: at, tool, edited_input } in approved {
         let call = at.call;
         let messages = history.prefix(at.message_index);
-        let decision =
-            tool.decide(&call.input, ApprovalContext::new(call.tool_call_id.clone(), messages.clone())).await;
+        let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
+        let decision = decide_call(options.caller, tool, &call.input, context).await.decision;
         let refusal = match (decision, options.signer.is_some()) {
             (PolicyDecision::Deny { reason }, _) => Some(reason),
             (PolicyDecision::Allow, false) => Some(format!("Tool \"{}\" does not require approval", call.tool_name)),
@@ -168,7 +171,7 @@ pub(crate) async fn resolve(
         let mut run = call.clone();
         if let Some(edited) = edited_input {
             let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
-            if let PolicyDecision::Deny { reason } = tool.decide(edited, context).await {
+            if let PolicyDecision::Deny { reason } = decide_call(options.caller, tool, edited, context).await.decision {
                 return Err(EngineError::EditDenied {
                     approval_id: request.approval_id.clone(),
                     tool_name: call.tool_name.clone(),
@@ -204,7 +207,10 @@ pub(crate) async fn resolve(
         let call = at.call;
         let messages = history.prefix(at.message_index);
         let decision = match tool.validate_input(&call.input) {
-            Ok(()) => tool.decide(&call.input, ApprovalContext::new(call.tool_call_id.clone(), messages.clone())).await,
+            Ok(()) => {
+                let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
+                decide_call(options.caller, tool, &call.input, context).await.decision
+            }
             Err(_) => PolicyDecision::Ask,
         };
         entries.push(match decision {

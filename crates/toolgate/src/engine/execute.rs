@@ -36,14 +36,15 @@ pub(crate) enum Work {
 pub(crate) struct ToolOutcome {
     pub call: ToolCallPart,
     pub output: Result<Value, ToolError>,
-    pub dynamic: bool,
+    /// The tool that ran (it maps its output to what the model reads).
+    pub tool: Tool,
 }
 
 impl ToolOutcome {
     /// The tool result as the history stores it.
     pub(crate) fn to_result_part(&self) -> ToolResultPart {
         let output = match &self.output {
-            Ok(value) => ToolResultOutput::from_value(value.clone()),
+            Ok(value) => self.tool.model_output(value),
             Err(error) => error.to_output(),
         };
         result_part(&self.call, output)
@@ -51,7 +52,7 @@ impl ToolOutcome {
 
     /// The stream part announcing the outcome.
     pub(crate) fn to_stream_part(&self) -> StreamPart {
-        let dynamic = self.dynamic.then_some(true);
+        let dynamic = self.tool.is_dynamic().then_some(true);
         match &self.output {
             Ok(output) => result_stream_part(&self.call, output.clone(), None, dynamic),
             Err(error) => StreamPart::ToolError {
@@ -136,13 +137,13 @@ pub(crate) async fn execute_all(
 ) -> Vec<ToolOutcome> {
     let total = work.len();
     let (preliminary_sender, mut preliminary) = mpsc::unbounded_channel::<(usize, Value)>();
-    let mut calls: Vec<Option<(ToolCallPart, bool)>> = Vec::with_capacity(total);
+    let mut calls: Vec<Option<(ToolCallPart, Tool)>> = Vec::with_capacity(total);
     let mut finals: Vec<Option<StreamPart>> = Vec::with_capacity(total);
     let mut runs = Vec::new();
     for (index, item) in work.into_iter().enumerate() {
         match item {
             Work::Run(run) => {
-                calls.push(Some((run.call.clone(), run.tool.is_dynamic())));
+                calls.push(Some((run.call.clone(), run.tool.clone())));
                 finals.push(None);
                 runs.push((index, run));
             }
@@ -180,7 +181,7 @@ pub(crate) async fn execute_all(
     let preliminary_part = |index: usize, value: Value| {
         calls[index]
             .as_ref()
-            .map(|(call, dynamic)| result_stream_part(call, value, Some(true), dynamic.then_some(true)))
+            .map(|(call, tool)| result_stream_part(call, value, Some(true), tool.is_dynamic().then_some(true)))
     };
     while !running.is_empty() {
         tokio::select! {
@@ -195,8 +196,8 @@ pub(crate) async fn execute_all(
                         out.emit(part).await;
                     }
                 }
-                if let Some((call, dynamic)) = calls[index].clone() {
-                    let outcome = ToolOutcome { call, output, dynamic };
+                if let Some((call, tool)) = calls[index].clone() {
+                    let outcome = ToolOutcome { call, output, tool };
                     finals[index] = Some(outcome.to_stream_part());
                     outcomes[index] = Some(outcome);
                 }

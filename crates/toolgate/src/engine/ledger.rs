@@ -53,7 +53,10 @@ pub(crate) async fn record_issued(
             lease: None,
             updated_at: now,
         };
-        let data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
+        let mut data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
+        if let Some(reason) = &request.reason {
+            data["reason"] = json!(reason);
+        }
         events.push(ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data));
         records.push(record);
     }

@@ -84,6 +84,7 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
             toolkit: request.toolkit.as_ref(),
             signer: request.signer.as_ref(),
             hold_batch: request.hold_batch_for_approval,
+            caller: request.caller(),
         };
         resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
     };

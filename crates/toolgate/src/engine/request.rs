@@ -7,7 +7,7 @@ use toolgate_protocol::{ModelMessage, ProviderOptions, ToolChoice};
 use super::StepResult;
 use crate::approval::ApprovalSigner;
 use crate::ledger::Ledger;
-use crate::tool::Toolkit;
+use crate::tool::{CallGate, Caller, Toolkit};
 
 /// Steps a call takes at most unless told otherwise.
 pub const DEFAULT_MAX_STEPS: usize = 10;
@@ -66,6 +66,9 @@ pub struct TextRequest {
     pub(crate) max_output_tokens: Option<u32>,
     pub(crate) temperature: Option<f32>,
     pub(crate) provider_options: Option<ProviderOptions>,
+    pub(crate) gate: Option<Arc<dyn CallGate>>,
+    pub(crate) conversation_id: Option<String>,
+    pub(crate) principal: Option<String>,
 }
 
 impl std::fmt::Debug for TextRequest {
@@ -98,6 +101,9 @@ impl TextRequest {
             max_output_tokens: None,
             temperature: None,
             provider_options: None,
+            gate: None,
+            conversation_id: None,
+            principal: None,
         }
     }
 
@@ -179,5 +185,37 @@ impl TextRequest {
     pub fn provider_options(mut self, options: ProviderOptions) -> Self {
         self.provider_options = Some(options);
         self
+    }
+
+    /// Rules that decide calls before each tool's own policy (declarative
+    /// policies, sticky decisions); see [`CallGate`] for the precedence.
+    pub fn gate(mut self, gate: Arc<dyn CallGate>) -> Self {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// The conversation gates see (default: the ledger's conversation).
+    pub fn conversation_id(mut self, conversation_id: impl Into<String>) -> Self {
+        self.conversation_id = Some(conversation_id.into());
+        self
+    }
+
+    /// Who is asking, as gates see it (default: the ledger's principal).
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    /// The gate and the identity it decides for.
+    pub(crate) fn caller(&self) -> Caller<'_> {
+        let ledger = self.ledger.as_ref();
+        Caller {
+            gate: self.gate.as_deref(),
+            conversation_id: self
+                .conversation_id
+                .as_deref()
+                .or_else(|| ledger.map(|ledger| ledger.conversation_id.as_str())),
+            principal: self.principal.as_deref().or_else(|| ledger.and_then(|ledger| ledger.principal.as_deref())),
+        }
     }
 }

@@ -15,6 +15,8 @@ pub struct ApprovalRequest {
     pub tool_call: ToolCallPart,
     /// True when the provider issued it (provider-executed call).
     pub provider_executed: bool,
+    /// Why a person is asked (the rule or tool policy that asked), when known.
+    pub reason: Option<String>,
 }
 
 /// One model step: what the model said and what happened to its calls.

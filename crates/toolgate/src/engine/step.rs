@@ -36,7 +36,10 @@ use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
-use crate::tool::{ApprovalContext, PolicyDecision, SharedMessages, Tool, Toolkit};
+use crate::tool::{ApprovalContext, Decided, PolicyDecision, SharedMessages, Tool, Toolkit, decide_call};
+
+/// Why a person is asked about a provider-executed call.
+const PROVIDER_APPROVAL_REASON: &str = "the model provider asked for approval";
 
 /// The `warning` code of a provider approval request naming a call the provider never made.
 pub const UNKNOWN_CALL_APPROVAL: &str = "tool_call_not_found_for_approval";
@@ -66,7 +69,11 @@ enum CallClass {
     Denied(String),
     Provider,
     Client,
-    Local { tool: Tool, gated: bool },
+    /// Run by toolgate; `ask` says why a person must approve first (none: it runs).
+    Local {
+        tool: Tool,
+        ask: Option<String>,
+    },
 }
 
 struct Call {
@@ -250,9 +257,11 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
                     signature: None,
                     tool_call: call.part.clone(),
                     provider_executed: true,
+                    reason: Some(PROVIDER_APPROVAL_REASON.to_owned()),
                 });
             }
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None }
+            let reason = Some(PROVIDER_APPROVAL_REASON.to_owned());
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None, reason }
         }
         ModelStreamPart::ToolResult(result) => {
             let part = provider_result(result, transcript, context.toolkit);
@@ -371,9 +380,11 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     }
                     None | Some(Ok(_)) => {
                         let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
-                        match tool.decide(&input, approval).await {
-                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), gated: false },
-                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), gated: true },
+                        let Decided { decision, ask_reason } =
+                            decide_call(context.request.caller(), tool, &input, approval).await;
+                        match decision {
+                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), ask: None },
+                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), ask: ask_reason },
                             PolicyDecision::Deny { reason } => CallClass::Denied(reason),
                         }
                     }
@@ -394,7 +405,7 @@ async fn act_on_calls(
     out: &Emitter,
 ) -> StepOutput {
     let runnable = finish_reason.allows_tool_execution();
-    let any_gated = transcript.calls.iter().any(|call| matches!(call.class, CallClass::Local { gated: true, .. }));
+    let any_gated = transcript.calls.iter().any(|call| matches!(call.class, CallClass::Local { ask: Some(_), .. }));
     let hold = context.request.hold_batch_for_approval && any_gated;
 
     let mut results: Vec<(usize, ToolResultPart)> = Vec::new();
@@ -413,7 +424,7 @@ async fn act_on_calls(
             }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
-            CallClass::Local { gated: true, .. } => gated.push(position),
+            CallClass::Local { ask: Some(reason), .. } => gated.push((position, reason.clone())),
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
@@ -442,20 +453,23 @@ async fn act_on_calls(
     let held = HeldCalls::of(&held_calls).unwrap_or_default();
     let issued: Vec<ApprovalRequest> = gated
         .iter()
-        .map(|&position| issue_approval(&transcript.calls[position].part, &held, context.request))
+        .map(|(position, reason)| {
+            issue_approval(&transcript.calls[*position].part, &held, context.request, Some(reason.clone()))
+        })
         .collect();
     let failure = match &context.request.ledger {
         Some(ledger) if !issued.is_empty() => record_issued(ledger, context.toolkit, &issued).await.err(),
         _ => None,
     };
     if failure.is_none() {
-        for (position, request) in gated.into_iter().zip(issued) {
+        for ((position, _), request) in gated.into_iter().zip(issued) {
             let call = &transcript.calls[position].part;
             tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
             out.emit(StreamPart::ToolApprovalRequest {
                 approval_id: request.approval_id.clone(),
                 tool_call: info(&transcript.calls[position]),
                 signature: request.signature.clone(),
+                reason: request.reason.clone(),
             })
             .await;
             transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
@@ -502,7 +516,12 @@ async fn act_on_calls(
 }
 
 /// An approval request for `call`; signed (covering the calls `held` with it) when a signer is set.
-fn issue_approval(call: &ToolCallPart, held: &HeldCalls, request: &TextRequest) -> ApprovalRequest {
+fn issue_approval(
+    call: &ToolCallPart,
+    held: &HeldCalls,
+    request: &TextRequest,
+    reason: Option<String>,
+) -> ApprovalRequest {
     let nonce = (request.id_generator)();
     let issued = request.signer.as_ref().map(|signer| signer.issue(&nonce, signed_call(call), held));
     let (approval_id, signature) = match issued {
@@ -515,7 +534,7 @@ fn issue_approval(call: &ToolCallPart, held: &HeldCalls, request: &TextRequest) 
         }
         None => (unsigned_approval_id(&nonce), None),
     };
-    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false }
+    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false, reason }
 }
 
 /// True when approvals bind the exact input (a signer or a ledger), so every

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, Millis, StoreError, StoreFuture,
-    StoredConversation, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, Millis, StoreError,
+    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 /// Keeps everything in process memory; lost when the process ends.
@@ -24,6 +24,8 @@ struct Inner {
     by_call: HashMap<(String, String), String>,
     audit: Vec<AuditEvent>,
     conversations: HashMap<String, StoredConversation>,
+    /// Sticky decisions, oldest first.
+    decisions: Vec<StoredDecision>,
 }
 
 impl Inner {
@@ -179,6 +181,40 @@ impl ApprovalStore for MemoryStore {
             };
             inner.conversations.insert(conversation_id.to_owned(), stored);
             Ok(Some(version))
+        })
+    }
+
+    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if inner.decisions.iter().any(|stored| stored.id == decision.id) {
+                return Err(StoreError::DuplicateDecision(decision.id.clone()));
+            }
+            // Oldest first, ties in save order (as the SQL stores order them).
+            let position = inner.decisions.partition_point(|stored| stored.created_at <= decision.created_at);
+            inner.decisions.insert(position, decision.clone());
+            Ok(())
+        })
+    }
+
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move {
+            let (conversation, principal) = (query.conversation_id.as_deref(), query.principal.as_deref());
+            Ok(self
+                .lock()
+                .decisions
+                .iter()
+                .filter(|decision| decision.is_live(query.now) && decision.applies_to(conversation, principal))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let position = inner.decisions.iter().position(|decision| decision.id == id);
+            Ok(position.map(|position| inner.decisions.remove(position)))
         })
     }
 }

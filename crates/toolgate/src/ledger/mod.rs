@@ -30,12 +30,14 @@
 //! ([`MemoryStore`]); `toolgate-store` implements it on SQLite and Postgres.
 
 mod clock;
+mod decision;
 mod memory;
 mod record;
 mod store;
 
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
 pub use memory::MemoryStore;
 pub use record::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,

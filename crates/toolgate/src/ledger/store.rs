@@ -11,7 +11,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::{ApprovalRecord, AuditEvent, AuditQuery, Millis, StoredConversation, Transition, TransitionOutcome};
+use super::{
+    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, StoredConversation, StoredDecision, Transition,
+    TransitionOutcome,
+};
 
 /// A boxed store future (the trait is used as `dyn ApprovalStore`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -28,6 +31,9 @@ pub enum StoreError {
     /// An approval id was issued twice.
     #[error("approval `{0}` is already recorded")]
     DuplicateApproval(String),
+    /// A sticky decision id was saved twice.
+    #[error("sticky decision `{0}` is already recorded")]
+    DuplicateDecision(String),
 }
 
 /// Durable approval storage (see the module docs for the rules).
@@ -79,4 +85,14 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
         expected_version: Option<i64>,
         at: Millis,
     ) -> StoreFuture<'a, Option<i64>>;
+
+    /// Saves a sticky decision. An id already stored fails with
+    /// [`StoreError::DuplicateDecision`].
+    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()>;
+
+    /// The sticky decisions the query selects (see [`DecisionQuery`]), oldest first.
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>>;
+
+    /// Removes a sticky decision; returns it, or `None` when no decision has this id.
+    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
 }

@@ -24,6 +24,7 @@
 
 mod context;
 mod error;
+mod gate;
 mod policy;
 mod toolkit;
 
@@ -36,17 +37,20 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use toolgate_protocol::ToolSpec;
+use toolgate_protocol::{ToolResultOutput, ToolSpec};
 
 pub(crate) use context::PreliminarySink;
 pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
+pub use gate::{CallGate, GateAction, GateCall, GateVerdict};
+pub(crate) use gate::{Caller, Decided, decide_call};
 pub use policy::{ApprovalPolicy, PolicyDecision};
 pub use toolkit::{Toolkit, ToolkitError};
 
 type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+type OutputMapper = Arc<dyn Fn(&Value) -> ToolResultOutput + Send + Sync>;
 
 /// Who runs a tool.
 #[derive(Clone)]
@@ -79,6 +83,8 @@ struct ToolDef {
     editable: bool,
     approval_ttl: Option<std::time::Duration>,
     idempotent: bool,
+    approval_reason: Option<String>,
+    model_output: Option<OutputMapper>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -137,6 +143,8 @@ impl Tool {
                 editable: true,
                 approval_ttl: None,
                 idempotent: false,
+                approval_reason: None,
+                model_output: None,
             }),
         }
     }
@@ -271,6 +279,37 @@ impl Tool {
     /// True when the tool is declared idempotent.
     pub fn is_idempotent(&self) -> bool {
         self.def.idempotent
+    }
+
+    /// Why this tool's own policy asks a person, as approval cards show it
+    /// (default: ``tool `NAME` requires approval``).
+    pub fn approval_reason(self, reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        self.edit(|def| def.approval_reason = Some(reason))
+    }
+
+    /// Why a person is asked when this tool's own policy asks.
+    pub fn ask_reason(&self) -> String {
+        match &self.def.approval_reason {
+            Some(reason) => reason.clone(),
+            None => format!("tool `{}` requires approval", self.def.name),
+        }
+    }
+
+    /// Maps the handler's output to what the model reads (AI SDK
+    /// `toModelOutput`), e.g. images as content parts. By default a string is
+    /// a text result and anything else a JSON result.
+    pub fn to_model_output(self, mapper: impl Fn(&Value) -> ToolResultOutput + Send + Sync + 'static) -> Self {
+        let mapper: OutputMapper = Arc::new(mapper);
+        self.edit(|def| def.model_output = Some(mapper))
+    }
+
+    /// The tool result the model reads for a handler output.
+    pub fn model_output(&self, output: &Value) -> ToolResultOutput {
+        match &self.def.model_output {
+            Some(mapper) => mapper(output),
+            None => ToolResultOutput::from_value(output.clone()),
+        }
     }
 
     /// The tool's name.

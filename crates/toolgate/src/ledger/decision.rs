@@ -1,0 +1,105 @@
+//! Sticky decisions as the store keeps them.
+//!
+//! A sticky decision is a person's standing answer ("always allow this tool
+//! in this conversation", "never allow this input"). Policy code (the
+//! `toolgate-policy` crate) gives it meaning; the store only keeps it, by
+//! scope and expiry, with its full description as JSON in `body`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Millis;
+
+/// Where a sticky decision applies.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum DecisionScope {
+    /// One conversation.
+    #[serde(rename_all = "camelCase")]
+    Conversation {
+        /// The conversation's id.
+        conversation_id: String,
+    },
+    /// Every conversation of one principal.
+    Principal {
+        /// The principal.
+        principal: String,
+    },
+    /// Everyone, everywhere.
+    Global,
+}
+
+impl DecisionScope {
+    /// `conversation`, `principal` or `global`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Conversation { .. } => "conversation",
+            Self::Principal { .. } => "principal",
+            Self::Global => "global",
+        }
+    }
+
+    /// The conversation id or principal it names (none for `global`).
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Conversation { conversation_id } => Some(conversation_id),
+            Self::Principal { principal } => Some(principal),
+            Self::Global => None,
+        }
+    }
+
+    /// The scope with this kind and key, if they fit together.
+    pub fn from_parts(kind: &str, key: Option<String>) -> Option<Self> {
+        match (kind, key) {
+            ("conversation", Some(conversation_id)) => Some(Self::Conversation { conversation_id }),
+            ("principal", Some(principal)) => Some(Self::Principal { principal }),
+            ("global", None) => Some(Self::Global),
+            _ => None,
+        }
+    }
+}
+
+/// One sticky decision in the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDecision {
+    /// Its id (unique).
+    pub id: String,
+    /// Where it applies.
+    pub scope: DecisionScope,
+    /// The tool it is about.
+    pub tool_name: String,
+    /// When it was made.
+    pub created_at: Millis,
+    /// When it stops applying (`None`: never).
+    pub expires_at: Option<Millis>,
+    /// The whole decision as JSON, as its maker wrote it.
+    pub body: Value,
+}
+
+impl StoredDecision {
+    /// True while it applies at `now`.
+    pub fn is_live(&self, now: Millis) -> bool {
+        self.expires_at.is_none_or(|expires_at| now < expires_at)
+    }
+
+    /// True when it applies to this conversation or principal (global ones always do).
+    pub fn applies_to(&self, conversation_id: Option<&str>, principal: Option<&str>) -> bool {
+        match &self.scope {
+            DecisionScope::Global => true,
+            DecisionScope::Conversation { conversation_id: scoped } => conversation_id == Some(scoped.as_str()),
+            DecisionScope::Principal { principal: scoped } => principal == Some(scoped.as_str()),
+        }
+    }
+}
+
+/// Which sticky decisions to read: the live ones (at `now`) that apply to
+/// this conversation or this principal, and the global ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecisionQuery {
+    /// The conversation (none: no conversation-scoped decision matches).
+    pub conversation_id: Option<String>,
+    /// The principal (none: no principal-scoped decision matches).
+    pub principal: Option<String>,
+    /// Decisions that expired at or before this are left out.
+    pub now: Millis,
+}

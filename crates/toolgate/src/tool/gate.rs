@@ -1,0 +1,144 @@
+//! Request-wide gates: rules that decide calls before a tool's own policy.
+//!
+//! A [`CallGate`] sees every local call the engine decides (new calls from
+//! the model, approved calls about to run, edited inputs, held calls) with
+//! who is asking and in which conversation. Its verdict combines with the
+//! tool's own [`ApprovalPolicy`](super::ApprovalPolicy) so:
+//!
+//! 1. a gate `Deny` wins over everything;
+//! 2. a tool's own `Deny` comes next: a gate may relax asking, never a refusal
+//!    the tool's code makes;
+//! 3. then a gate `Ask`, then a gate `Allow`;
+//! 4. no verdict: the tool's own decision.
+//!
+//! Gates fail closed: a gate that panics decides `Ask`.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::{ApprovalContext, PolicyDecision, Tool};
+
+/// One call as a gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct GateCall<'a> {
+    /// The tool's name.
+    pub tool_name: &'a str,
+    /// The input to decide on (an edited input when a person edited it).
+    pub input: &'a Value,
+    /// The model's id for the call.
+    pub tool_call_id: &'a str,
+    /// The conversation, when the caller named one.
+    pub conversation_id: Option<&'a str>,
+    /// Who is asking or answering, when known.
+    pub principal: Option<&'a str>,
+}
+
+/// What a gate decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GateAction {
+    /// Run without asking.
+    Allow,
+    /// A person must approve.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+impl GateAction {
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// A gate's verdict and why, as the person (and, for a denial, the model) reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateVerdict {
+    /// The decision.
+    pub action: GateAction,
+    /// Why, e.g. ``rule `ask-writes` matched /path``.
+    pub reason: String,
+}
+
+/// Decides calls for a whole request before each tool's own policy. See the module docs.
+pub trait CallGate: Send + Sync {
+    /// The verdict for one call, or `None` when no rule speaks to it.
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>>;
+}
+
+/// Who is asking, for gates.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Caller<'a> {
+    pub gate: Option<&'a dyn CallGate>,
+    pub conversation_id: Option<&'a str>,
+    pub principal: Option<&'a str>,
+}
+
+impl std::fmt::Debug for Caller<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caller")
+            .field("gate", &self.gate.is_some())
+            .field("conversation_id", &self.conversation_id)
+            .field("principal", &self.principal)
+            .finish()
+    }
+}
+
+/// A decision with the reason a person is asked, when one is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decided {
+    pub decision: PolicyDecision,
+    /// Why a person is asked (set when `decision` is `Ask`).
+    pub ask_reason: Option<String>,
+}
+
+/// Decides one call: the gate's verdict combined with the tool's own policy (module docs).
+pub(crate) async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context: ApprovalContext) -> Decided {
+    let verdict = match caller.gate {
+        Some(gate) => {
+            let call = GateCall {
+                tool_name: tool.name(),
+                input,
+                tool_call_id: context.tool_call_id(),
+                conversation_id: caller.conversation_id,
+                principal: caller.principal,
+            };
+            checked(gate, call).await
+        }
+        None => None,
+    };
+    if let Some(GateVerdict { action: GateAction::Deny, reason }) = verdict {
+        return Decided { decision: PolicyDecision::Deny { reason }, ask_reason: None };
+    }
+    let own = tool.decide(input, context).await;
+    match (own, verdict) {
+        (deny @ PolicyDecision::Deny { .. }, _) => Decided { decision: deny, ask_reason: None },
+        (_, Some(GateVerdict { action: GateAction::Ask, reason })) => {
+            Decided { decision: PolicyDecision::Ask, ask_reason: Some(reason) }
+        }
+        (_, Some(GateVerdict { action: GateAction::Allow, .. })) => {
+            Decided { decision: PolicyDecision::Allow, ask_reason: None }
+        }
+        (PolicyDecision::Ask, _) => Decided { decision: PolicyDecision::Ask, ask_reason: Some(tool.ask_reason()) },
+        (PolicyDecision::Allow, _) => Decided { decision: PolicyDecision::Allow, ask_reason: None },
+    }
+}
+
+/// Runs the gate; a panic decides `Ask` (fail closed).
+async fn checked(gate: &dyn CallGate, call: GateCall<'_>) -> Option<GateVerdict> {
+    let tool_name = call.tool_name;
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.check(call))) {
+        Ok(future) => std::panic::AssertUnwindSafe(future).catch_unwind().await,
+        Err(panic) => Err(panic),
+    };
+    outcome.unwrap_or_else(|panic| {
+        let detail = super::panic_message(panic.as_ref());
+        tracing::warn!(tool = tool_name, %detail, "approval gate panicked; approval required");
+        Some(GateVerdict { action: GateAction::Ask, reason: format!("the approval policy failed ({detail})") })
+    })
+}
