@@ -2,10 +2,13 @@
 
 mod audit;
 mod chat;
+mod config;
 mod model_spec;
+mod policy;
 mod run;
 mod serve;
 mod store;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -29,6 +32,9 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Print the approval audit log as JSON lines.
     Audit(audit::AuditArgs),
+    /// Check approval rules: `toolgate policy explain --config FILE --tool NAME --input JSON`.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// Manage the local model.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -82,6 +88,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Audit(args) => audit::run(args).await,
+            Command::Policy(command) => policy::run(command).await,
             Command::Model(command) => model_command(command),
         }
     });

@@ -10,9 +10,12 @@ use futures::StreamExt;
 use toolgate::approval::ApprovalSigner;
 use toolgate::protocol::parse_messages_str;
 use toolgate::{EngineError, RecordingModel, TextRequest, stream_text};
+use toolgate_policy::StoredGate;
 
+use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
 use crate::store::{self, LedgerArgs, default_data_dir};
+use crate::tools::ToolSetup;
 
 /// What `toolgate run` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,9 +38,11 @@ pub struct RunArgs {
     /// A JSON file holding an array of AI SDK ModelMessages.
     #[arg(long)]
     messages: PathBuf,
-    /// The toolkit to offer the model.
+    /// The toolkit to offer the model (MCP tools of `--config` join it).
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
+    #[command(flatten)]
+    config: ConfigArgs,
     /// Sign approval requests with this secret and require valid signatures on approvals.
     #[arg(long, env = "TOOLGATE_APPROVAL_SECRET", hide_env_values = true)]
     approval_secret: Option<String>,
@@ -97,14 +102,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let model = RecordingModel::new(model_or_default(args.model.as_deref())?);
 
     let mut request = TextRequest::new(messages).max_steps(args.max_steps).hold_batch_for_approval(args.hold_batch);
-    if let Some(toolkit) = args.tools.toolkit() {
+    let setup = ToolSetup::load(args.tools, args.config.config.as_deref()).await?;
+    if let Some(toolkit) = setup.toolkit()? {
         request = request.toolkit(toolkit);
     }
     if let Some(system) = args.system {
         request = request.system(system);
     }
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    if let Some(store) = store::open(args.store.as_deref().unwrap_or("none"), &data_dir).await? {
+    let store = store::open(args.store.as_deref().unwrap_or("none"), &data_dir).await?;
+    // Sticky decisions live in the store; a stateless run has only the file's rules.
+    let decisions = store.clone().unwrap_or_else(|| std::sync::Arc::new(toolgate::ledger::MemoryStore::new()));
+    let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);
+    let gate = StoredGate::new(setup.policy.current(), decisions, Some(args.conversation.clone()), None, now);
+    request = request.gate(std::sync::Arc::new(gate)).conversation_id(&args.conversation);
+    if let Some(store) = store {
         request = request.ledger(args.ledger.config(store).conversation(&args.conversation));
     }
     if let Some(secret) = &args.approval_secret {
@@ -143,6 +155,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     stdout.flush()?;
+    setup.shutdown().await;
     match failure {
         None => Ok(ExitCode::SUCCESS),
         Some(error) => {

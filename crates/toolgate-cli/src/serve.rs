@@ -3,15 +3,18 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::http::HeaderName;
 use clap::Args;
 use toolgate_server::{AppState, ApprovalSecret, PrincipalSource, ServerConfig, serve, shutdown_signal};
 
+use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
 use crate::run::Tools;
 use crate::store::{LedgerArgs, StoreArgs};
+use crate::tools::ToolSetup;
 
 /// Arguments of `toolgate serve`.
 #[derive(Debug, Args)]
@@ -23,9 +26,11 @@ pub struct ServeArgs {
     /// (default: the local model `toolgate model pull` installs).
     #[arg(long)]
     model: Option<String>,
-    /// The toolkit to offer the model.
+    /// The toolkit to offer the model (MCP tools of `--config` join it).
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
+    #[command(flatten)]
+    config: ConfigArgs,
     /// The approval signing secret (else `TOOLGATE_APPROVAL_SECRET`, else one generated and kept in the data directory).
     #[arg(long)]
     approval_secret: Option<String>,
@@ -62,7 +67,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let data_dir = args.store.data_dir();
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
     let store = args.store.open().await?;
-    let mut config = ServerConfig::new(args.addr, args.tools.toolkit().unwrap_or_default(), secret);
+    let setup = Arc::new(ToolSetup::load(args.tools, args.config.config.as_deref()).await?);
+    let _rules_watcher = setup.watch_rules()?;
+    let mut config = ServerConfig::new(args.addr, setup.toolkit()?.unwrap_or_default(), secret);
+    config.policy = setup.policy.clone();
     config.signature_field = args.signature_field;
     config.trace_prompts = args.trace_prompts;
     config.max_steps = args.max_steps;
@@ -77,7 +85,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         (None, None) => PrincipalSource::None,
     };
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
+    let refresher =
+        setup.changes().map(|changes| tokio::spawn(offer_new_tools(changes, Arc::clone(&setup), state.clone())));
     // The server logs `toolgate serving on http://ADDR` (the bound address) at info level.
-    serve(state, shutdown_signal()).await.with_context(|| format!("cannot serve on {}", args.addr))?;
+    let served = serve(state, shutdown_signal()).await.with_context(|| format!("cannot serve on {}", args.addr));
+    if let Some(refresher) = refresher {
+        refresher.abort();
+    }
+    setup.shutdown().await;
+    served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Offers the MCP servers' new tool lists from the next request on.
+async fn offer_new_tools(mut changes: tokio::sync::watch::Receiver<u64>, setup: Arc<ToolSetup>, state: AppState) {
+    while changes.changed().await.is_ok() {
+        match setup.toolkit() {
+            Ok(toolkit) => {
+                let toolkit = toolkit.unwrap_or_default();
+                tracing::info!(tools = ?toolkit.names(), "MCP tool list changed; offering the new toolkit");
+                state.set_toolkit(toolkit);
+            }
+            Err(error) => {
+                tracing::error!("MCP tool list changed but the toolkit is refused, keeping the old one: {error:#}")
+            }
+        }
+    }
 }

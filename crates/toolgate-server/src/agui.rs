@@ -46,7 +46,7 @@ pub(crate) async fn run(
     let principal = state.principal(&headers)?;
     let mut input = RunAgentInput::from_json(&body.map_err(body_error)?)?;
     let thread_key = thread_key(&input.thread_id);
-    let ledger = state.ledger(&thread_key, principal)?;
+    let ledger = state.ledger(&thread_key, principal.clone())?;
     if let Some(ledger) = &ledger {
         restore_interrupts(ledger, &thread_key, &mut input).await?;
     }
@@ -54,15 +54,16 @@ pub(crate) async fn run(
     let request_state = state.clone();
     let Some(ledger) = ledger else {
         let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-            request_state.text_request(messages)
+            request_state.text_request(messages, &thread_key, principal.as_deref())
         })
         .map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(events, AGUI_STREAM_HEADERS));
     };
     let store = ledger.config.store.clone();
     let clock = ledger.config.clock.clone();
+    let gate_thread = thread_key.clone();
     let mut events = Box::pin(run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-        request_state.text_request(messages).ledger(ledger)
+        request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger)
     }));
     let frames = async_stream::stream! {
         let mut interrupts = None;

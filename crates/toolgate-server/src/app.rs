@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -11,9 +11,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
-use toolgate::ledger::{Ledger, LedgerConfig};
+use toolgate::ledger::{ApprovalStore, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock};
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
+use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
 
@@ -22,7 +23,7 @@ use crate::principal::PrincipalSource;
 use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, audit, chat, page, resume};
+use crate::{agui, audit, chat, decisions, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -32,8 +33,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub struct ServerConfig {
     /// Where to listen.
     pub addr: SocketAddr,
-    /// The tools offered to the model.
+    /// The tools offered to the model at start ([`AppState::set_toolkit`] replaces them).
     pub toolkit: Toolkit,
+    /// The declarative approval rules (a handle: replacing its policy applies to the next request).
+    pub policy: PolicyHandle,
     /// The approval signing secret (signing is always on).
     pub secret: ApprovalSecret,
     /// Also send the AI SDK `signature` field (for clients from ai@6.0.231 on).
@@ -58,6 +61,7 @@ impl ServerConfig {
         Self {
             addr,
             toolkit,
+            policy: PolicyHandle::default(),
             secret,
             signature_field: false,
             trace_prompts: None,
@@ -82,6 +86,10 @@ struct Inner {
     signer: ApprovalSigner,
     trace: Option<TraceFile>,
     running: Arc<RunningResponses>,
+    toolkit: RwLock<Toolkit>,
+    /// Where sticky decisions live: the ledger's store, else this process's memory.
+    decisions: Arc<dyn ApprovalStore>,
+    clock: Arc<dyn Clock>,
 }
 
 impl AppState {
@@ -94,7 +102,33 @@ impl AppState {
         };
         let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
         let running = Arc::default();
-        Ok(Self { inner: Arc::new(Inner { config, model, signer, trace, running }) })
+        let toolkit = RwLock::new(config.toolkit.clone());
+        let (decisions, clock): (Arc<dyn ApprovalStore>, Arc<dyn Clock>) = match &config.ledger {
+            Some(ledger) => (Arc::clone(&ledger.store), Arc::clone(&ledger.clock)),
+            None => (Arc::new(MemoryStore::new()), Arc::new(SystemClock)),
+        };
+        let inner = Inner { config, model, signer, trace, running, toolkit, decisions, clock };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// The tools offered now.
+    pub fn toolkit(&self) -> Toolkit {
+        self.inner.toolkit.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Offers other tools from the next request on (e.g. after an MCP server's tool list changed).
+    pub fn set_toolkit(&self, toolkit: Toolkit) {
+        *self.inner.toolkit.write().unwrap_or_else(std::sync::PoisonError::into_inner) = toolkit;
+    }
+
+    /// Where sticky decisions are kept.
+    pub(crate) fn decision_store(&self) -> &Arc<dyn ApprovalStore> {
+        &self.inner.decisions
+    }
+
+    /// The time, by the ledger's clock when there is one.
+    pub(crate) fn now(&self) -> Millis {
+        self.inner.clock.now()
     }
 
     /// Waits until every prompt traced so far is in the trace file (no-op without `--trace-prompts`).
@@ -149,13 +183,31 @@ impl AppState {
         }))
     }
 
-    /// An engine request over `messages` with the server's settings.
-    pub fn text_request(&self, messages: Vec<ModelMessage>) -> TextRequest {
+    /// An engine request over `messages` with the server's settings, gated by
+    /// the rules and the sticky decisions that apply to this conversation and principal.
+    pub fn text_request(
+        &self,
+        messages: Vec<ModelMessage>,
+        conversation_id: &str,
+        principal: Option<&str>,
+    ) -> TextRequest {
         let config = self.config();
+        let gate = StoredGate::new(
+            config.policy.current(),
+            Arc::clone(&self.inner.decisions),
+            Some(conversation_id.to_owned()),
+            principal.map(str::to_owned),
+            self.now(),
+        );
         let mut request = TextRequest::new(messages)
-            .toolkit(config.toolkit.clone())
+            .toolkit(self.toolkit())
             .max_steps(config.max_steps)
-            .approval_signer(self.inner.signer.clone());
+            .approval_signer(self.inner.signer.clone())
+            .gate(Arc::new(gate))
+            .conversation_id(conversation_id);
+        if let Some(principal) = principal {
+            request = request.principal(principal);
+        }
         if let Some(system) = &config.system {
             request = request.system(system.clone());
         }
@@ -175,6 +227,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chat/{id}/stream", get(resume::resume))
         .route("/ag-ui", post(agui::run))
         .route("/api/audit", get(audit::audit))
+        .route("/api/decisions", get(decisions::list).post(decisions::add))
+        .route("/api/decisions/{id}", axum::routing::delete(decisions::revoke))
         .route("/api/chats/{id}", get(chat::stored_messages))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())

@@ -38,9 +38,9 @@ pub(crate) async fn chat(
     let principal = state.principal(&headers)?;
     let request = ChatRequest::from_json(&body.map_err(body_error)?)?;
     check_chat_id(&request.id)?;
-    match state.ledger(&request.id, principal)? {
+    match state.ledger(&request.id, principal.clone())? {
         Some(ledger) => stored_chat(state, request, ledger).await,
-        None => stateless_chat(state, request).await,
+        None => stateless_chat(state, request, principal).await,
     }
 }
 
@@ -57,11 +57,16 @@ fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
 }
 
 /// The stateless mode: the client's history is the conversation.
-async fn stateless_chat(state: AppState, request: ChatRequest) -> Result<Response, ApiError> {
+async fn stateless_chat(
+    state: AppState,
+    request: ChatRequest,
+    principal: Option<String>,
+) -> Result<Response, ApiError> {
     let message_id = request.continued_message_id().map(str::to_owned).unwrap_or_else(new_message_id);
     let messages = convert_to_model_messages(&request.messages)?;
     tracing::info!(chat = %request.id, messages = messages.len(), "chat request");
-    let stream = start(&state, &request.id, state.text_request(messages)).await?;
+    let engine_request = state.text_request(messages, &request.id, principal.as_deref());
+    let stream = start(&state, &request.id, engine_request).await?;
     let mut encoder = encoder(&state, message_id);
     let frames = stream
         .flat_map(move |part| futures::stream::iter(encoder.encode(&part)))
@@ -74,8 +79,7 @@ async fn stateless_chat(state: AppState, request: ChatRequest) -> Result<Respons
 async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> Result<Response, ApiError> {
     let store = ledger.config.store.clone();
     let chat_id = request.id.clone();
-    let Reconciled { messages, version, replay } =
-        conversation::reconcile(&ledger, request, &state.config().toolkit).await?;
+    let Reconciled { messages, version, replay } = conversation::reconcile(&ledger, request, &state.toolkit()).await?;
     if let Some(chunks) = replay {
         tracing::info!(chat = %chat_id, "repeated request answered from the stored conversation");
         let frames = chunks
@@ -88,7 +92,8 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
     let principal = ledger.principal.clone();
-    let stream = start(&state, &chat_id, state.text_request(model_messages).ledger(ledger)).await?;
+    let engine_request = state.text_request(model_messages, &chat_id, principal.as_deref()).ledger(ledger);
+    let stream = start(&state, &chat_id, engine_request).await?;
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
     let mut history = messages;

@@ -23,6 +23,7 @@ mod app;
 mod audit;
 mod chat;
 mod conversation;
+mod decisions;
 mod error;
 mod page;
 mod principal;

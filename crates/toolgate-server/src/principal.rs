@@ -49,6 +49,11 @@ pub enum TokensError {
 }
 
 impl PrincipalSource {
+    /// True when requests carry a principal (a header or tokens are configured).
+    pub fn is_configured(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+
     /// Reads a tokens file: a JSON object `{"TOKEN": "principal", ...}`.
     pub fn tokens_file(path: &Path) -> Result<Self, TokensError> {
         let shown = path.display().to_string();

@@ -91,7 +91,13 @@ async fn denial_reaches_the_model_as_a_result() {
         continuation(&id, json!({"path": "notes.txt"}), false).to_string().as_bytes(),
     )
     .await;
-    assert_eq!(reply.chunks()[1], json!({"type": "tool-output-denied", "toolCallId": "call-1"}));
+    let chunks = reply.chunks();
+    assert_eq!(
+        chunks[1],
+        json!({"type": "data-toolgate-reason", "id": "call-1",
+            "data": {"toolCallId": "call-1", "decision": "deny", "reason": "no"}})
+    );
+    assert_eq!(chunks[2], json!({"type": "tool-output-denied", "toolCallId": "call-1"}));
     let traces = trace_lines(&server);
     assert_eq!(traces[1]["prompt"][2]["content"][0]["output"], json!({"type": "execution-denied", "reason": "no"}));
 }

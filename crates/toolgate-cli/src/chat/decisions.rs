@@ -146,6 +146,7 @@ mod tests {
             tool_call_id: "call-1".into(),
             tool_name: tool.into(),
             input: json!({"path": "notes.txt"}),
+            reason: None,
         }
     }
 

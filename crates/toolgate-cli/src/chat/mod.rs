@@ -13,6 +13,7 @@
 
 mod decisions;
 mod render;
+mod sticky;
 mod terminal;
 
 use std::collections::BTreeSet;
@@ -21,24 +22,30 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
 use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
+use toolgate::ledger::{ApprovalStore, Clock, MemoryStore, SystemClock};
 use toolgate::{ApprovalContext, PolicyDecision, TextRequest, Tool, Toolkit};
 use toolgate_client::{
     Chat, ChatEvent, ClientError, Decision, HttpTransport, InProcessTransport, ToolOutput, ToolState,
 };
+use toolgate_policy::StoredGate;
 use toolgate_ui::UiRole;
 
 use self::decisions::{Answer, Decisions};
 use self::render::{Answerer, Pending, Renderer, TextView, compact};
+use self::sticky::StickySink;
 use self::terminal::{Key, Line, Terminal};
+use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
 use crate::run::Tools;
 use crate::store::{LedgerArgs, StoreArgs};
+use crate::tools::ToolSetup;
 
 /// How `toolgate chat` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,9 +68,11 @@ pub struct ChatArgs {
     #[arg(long)]
     server: Option<String>,
     /// The toolkit: offered to the model in this process; with `--server`, what is known locally about the
-    /// server's tools (which may be edited, their schemas).
+    /// server's tools (which may be edited, their schemas). MCP tools of `--config` join it.
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
+    #[command(flatten)]
+    config: ConfigArgs,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -119,21 +128,24 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
     let color = !no_color && std::io::stdout().is_terminal() && args.output == Output::Text;
     let terminal = if stdin_is_terminal { Some(Terminal::new(color, args.output == Output::Jsonl)?) } else { None };
-    let toolkit = args.tools.toolkit();
+    let setup = ToolSetup::load(args.tools, args.config.config.as_deref()).await?;
+    let toolkit = setup.toolkit()?;
     let chat_id = format!("chat-{}", uuid::Uuid::now_v7().simple());
 
-    let (chat, description) = match &args.server {
+    let (chat, description, sticky) = match &args.server {
         Some(url) => {
             let endpoint = chat_endpoint(url)?;
             let mut transport = HttpTransport::new(&endpoint);
-            if let Some(token) = std::env::var("TOOLGATE_TOKEN").ok().filter(|token| !token.is_empty()) {
-                transport = transport.bearer_token(&token).context("TOOLGATE_TOKEN")?;
+            let token = std::env::var("TOOLGATE_TOKEN").ok().filter(|token| !token.is_empty());
+            if let Some(token) = &token {
+                transport = transport.bearer_token(token).context("TOOLGATE_TOKEN")?;
             }
-            (Chat::new(chat_id.clone(), transport), format!("server {endpoint}"))
+            let sticky = StickySink::server(&endpoint, token)?;
+            (Chat::new(chat_id.clone(), transport), format!("server {endpoint}"), sticky)
         }
         None => {
-            let (transport, description) = in_process(&args, toolkit.clone()).await?;
-            (Chat::new(chat_id.clone(), transport), description)
+            let (transport, description, decisions) = in_process(&args, toolkit.clone(), &setup).await?;
+            (Chat::new(chat_id.clone(), transport), description, StickySink::Store(decisions))
         }
     };
 
@@ -151,6 +163,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         terminal,
         toolkit,
         catch_interrupts: stdin_is_terminal,
+        sticky,
         always_allowed: BTreeSet::new(),
         pending: Vec::new(),
         exchange_errors: 0,
@@ -204,19 +217,31 @@ fn tools_name(tools: Tools) -> String {
 }
 
 /// The engine in this process: the model, the toolkit, a system prompt, a
-/// signer with a key of this process, and the ledger when there is a store.
-async fn in_process(args: &ChatArgs, toolkit: Option<Toolkit>) -> anyhow::Result<(InProcessTransport, String)> {
+/// signer with a key of this process, the ledger when there is a store, and
+/// the config's rules with the chat's sticky decisions (kept in the store,
+/// else in memory; returned for "always allow").
+async fn in_process(
+    args: &ChatArgs,
+    toolkit: Option<Toolkit>,
+    setup: &ToolSetup,
+) -> anyhow::Result<(InProcessTransport, String, Arc<dyn ApprovalStore>)> {
     let model = model_or_default(args.model.as_deref())?;
     let store_text = args.store.store.clone().unwrap_or_else(|| "sqlite".into());
     let store_name = toolgate_store::StoreSpec::parse(&store_text, &args.store.data_dir())
         .map_or_else(|_| store_text.clone(), |spec| spec.to_string());
     let store = args.store.open().await?;
     let signer = InProcessTransport::random_signer()?;
+    let decisions: Arc<dyn ApprovalStore> = store.clone().unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let ledger = store.map(|store| args.ledger.config(store));
     let system = args.system.clone();
+    let policy = setup.policy.clone();
+    let gate_decisions = Arc::clone(&decisions);
     let description = format!("model {}/{} · store {store_name}", model.provider(), model.model_id());
     let transport = InProcessTransport::with_requests(model, move |chat_id, messages| {
-        let mut request = TextRequest::new(messages).approval_signer(signer.clone());
+        let now = SystemClock.now();
+        let gate = StoredGate::new(policy.current(), Arc::clone(&gate_decisions), Some(chat_id.to_owned()), None, now);
+        let mut request =
+            TextRequest::new(messages).approval_signer(signer.clone()).gate(Arc::new(gate)).conversation_id(chat_id);
         if let Some(toolkit) = &toolkit {
             request = request.toolkit(toolkit.clone());
         }
@@ -228,7 +253,7 @@ async fn in_process(args: &ChatArgs, toolkit: Option<Toolkit>) -> anyhow::Result
         }
         request
     });
-    Ok((transport, description))
+    Ok((transport, description, decisions))
 }
 
 /// The chat endpoint of `--server`: `/api/chat` added to a URL without a path.
@@ -257,7 +282,9 @@ struct Session {
     toolkit: Option<Toolkit>,
     /// Ctrl-C stops a streaming response (a terminal is attached).
     catch_interrupts: bool,
-    /// Tools the person allowed for the rest of the session (`a`).
+    /// Where "always allow" (`a`) is kept.
+    sticky: StickySink,
+    /// Tools allowed for the rest of the session when no sticky decision could be kept.
     always_allowed: BTreeSet<String>,
     /// Approval requests of the responses since the last answers.
     pending: Vec<Pending>,
@@ -284,6 +311,20 @@ impl Session {
 
     fn tool(&self, name: &str) -> Option<&Tool> {
         self.toolkit.as_ref().and_then(|toolkit| toolkit.get(name))
+    }
+
+    /// Keeps "always allow `tool`" as a sticky decision of this chat; when
+    /// that fails, for the rest of this session only. Returns what to tell the person.
+    async fn always_allow(&mut self, tool: &str) -> String {
+        match self.sticky.always_allow(&self.chat.id(), tool).await {
+            Ok(id) => format!("later {tool} calls in this chat run without asking (sticky decision {id})"),
+            Err(error) => {
+                self.always_allowed.insert(tool.to_owned());
+                format!(
+                    "cannot keep a sticky decision ({error:#}); later {tool} calls in this session are approved here"
+                )
+            }
+        }
     }
 
     /// Sends one user message, then answers what the responses ask until the chat rests.
@@ -379,12 +420,13 @@ impl Session {
 
     fn on_event(&mut self, event: ChatEvent) -> anyhow::Result<()> {
         match &event {
-            ChatEvent::ApprovalRequested { approval_id, tool_call_id, tool_name, input, .. } => {
+            ChatEvent::ApprovalRequested { approval_id, tool_call_id, tool_name, input, reason, .. } => {
                 self.pending.push(Pending {
                     approval_id: approval_id.clone(),
                     tool_call_id: tool_call_id.clone(),
                     tool_name: tool_name.clone(),
                     input: input.clone(),
+                    reason: reason.clone(),
                 });
             }
             ChatEvent::Error { .. } => self.exchange_errors += 1,
@@ -511,22 +553,22 @@ impl Session {
             keys.push_str("[e] edit  ");
             choices.push('e');
         }
-        keys.push_str(&format!("[a] always allow {name}"));
+        keys.push_str(&format!("[a] always allow {name} in this chat"));
         choices.push('a');
         loop {
             let terminal = self.terminal.as_mut().expect("a person answers at a terminal");
             terminal.say(&terminal.paint(&header, Color::Magenta));
+            if let Some(reason) = &request.reason {
+                terminal.say(&terminal.paint(&format!("  asked because: {reason}"), Color::DarkGrey));
+            }
             let prompt = format!("  {keys} › ");
             let key = tokio::task::block_in_place(|| terminal.key(&prompt, &choices))?;
             match key {
                 Key::Cancel => return Ok(None),
                 Key::Choice('y') => return Ok(Some((Decision::Approve, Answerer::Person, String::new()))),
                 Key::Choice('a') => {
-                    self.always_allowed.insert(name.clone());
-                    terminal.say(&terminal.paint(
-                        &format!("  later {name} calls in this session are approved without asking"),
-                        Color::DarkGrey,
-                    ));
+                    let note = self.always_allow(&name).await;
+                    self.say(&self.paint(&format!("  {note}"), Color::DarkGrey));
                     return Ok(Some((Decision::Approve, Answerer::Person, String::new())));
                 }
                 Key::Choice('n') => {

@@ -105,6 +105,8 @@ pub struct Pending {
     pub tool_name: String,
     /// The input the model gave.
     pub input: Value,
+    /// Why the server asks, when it says.
+    pub reason: Option<String>,
 }
 
 /// Who gave an answer.

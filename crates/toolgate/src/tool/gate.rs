@@ -71,11 +71,14 @@ pub trait CallGate: Send + Sync {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>>;
 }
 
-/// Who is asking, for gates.
+/// A gate and who is asking: what [`decide_call`] needs besides the call.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Caller<'a> {
+pub struct Caller<'a> {
+    /// The request's gate, if any.
     pub gate: Option<&'a dyn CallGate>,
+    /// The conversation.
     pub conversation_id: Option<&'a str>,
+    /// Who is asking.
     pub principal: Option<&'a str>,
 }
 
@@ -91,14 +94,16 @@ impl std::fmt::Debug for Caller<'_> {
 
 /// A decision with the reason a person is asked, when one is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Decided {
+pub struct Decided {
+    /// What happens to the call.
     pub decision: PolicyDecision,
     /// Why a person is asked (set when `decision` is `Ask`).
     pub ask_reason: Option<String>,
 }
 
-/// Decides one call: the gate's verdict combined with the tool's own policy (module docs).
-pub(crate) async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context: ApprovalContext) -> Decided {
+/// Decides one call as the engine does: the gate's verdict combined with
+/// the tool's own policy (module docs). Fails closed.
+pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context: ApprovalContext) -> Decided {
     let verdict = match caller.gate {
         Some(gate) => {
             let call = GateCall {

@@ -43,8 +43,7 @@ pub(crate) use context::PreliminarySink;
 pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
-pub use gate::{CallGate, GateAction, GateCall, GateVerdict};
-pub(crate) use gate::{Caller, Decided, decide_call};
+pub use gate::{CallGate, Caller, Decided, GateAction, GateCall, GateVerdict, decide_call};
 pub use policy::{ApprovalPolicy, PolicyDecision};
 pub use toolkit::{Toolkit, ToolkitError};
 

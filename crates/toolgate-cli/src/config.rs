@@ -1,0 +1,112 @@
+//! `--config FILE`: MCP servers (`[[mcp]]`) and approval rules (`[[rule]]`)
+//! in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
+//!
+//! The whole file is checked when it loads: an unknown top-level key, an
+//! unknown key in a table, a server or rule that does not validate, or two
+//! servers with one name is an error naming it. `serve` reloads the rules
+//! when the file changes (see [`crate::tools`]); servers are read once.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+use toolgate_mcp::McpServerConfig;
+use toolgate_policy::{Policy, RuleConfig};
+
+/// The `--config` flag.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    /// A TOML file with `[[mcp]]` servers (their tools join the toolkit as `<server>__<tool>`) and `[[rule]]`
+    /// approval rules (deny > ask > allow > the tool's own policy).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    mcp: Vec<McpServerConfig>,
+    #[serde(default)]
+    rule: Vec<RuleConfig>,
+}
+
+/// A checked config file.
+#[derive(Debug)]
+pub struct Config {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The MCP servers, in file order.
+    pub mcp: Vec<McpServerConfig>,
+    /// The compiled rules.
+    pub policy: Policy,
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
+        let (mcp, policy) = parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
+        Ok(Self { path: path.to_owned(), mcp, policy })
+    }
+}
+
+/// Checks the text of a config file: its servers and its compiled rules.
+pub fn parse(text: &str) -> anyhow::Result<(Vec<McpServerConfig>, Policy)> {
+    let file: ConfigFile = toml::from_str(text)?;
+    let mut names = HashSet::new();
+    for server in &file.mcp {
+        server.validate().with_context(|| format!("[[mcp]] `{}`", server.name))?;
+        anyhow::ensure!(names.insert(server.name.as_str()), "two [[mcp]] servers are named `{}`", server.name);
+    }
+    let policy = Policy::from_rules(file.rule)?;
+    Ok((file.mcp, policy))
+}
+
+/// The rules of a config file's text (for reloading: its servers are checked but not kept).
+pub fn parse_policy(text: &str) -> Result<Policy, String> {
+    parse(text).map(|(_, policy)| policy).map_err(|error| format!("{error:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_sections_load_and_unknown_keys_are_named() {
+        let (mcp, policy) = parse(
+            r#"
+            [[mcp]]
+            name = "fs"
+            command = "mcp-server-filesystem"
+            args = ["/tmp"]
+
+            [[rule]]
+            name = "ask-writes"
+            action = "ask"
+            tool = "fs__write_*"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(mcp[0].name, "fs");
+        assert_eq!(policy.rules().len(), 1);
+
+        let error = format!("{:#}", parse("[[rules]]\naction = \"ask\"\n").unwrap_err());
+        assert!(error.contains("rules"), "{error}");
+        let error = format!("{:#}", parse("[[rule]]\naction = \"maybe\"\n").unwrap_err());
+        assert!(error.contains("maybe"), "{error}");
+        let error = format!("{:#}", parse("[[mcp]]\nname = \"a\"\ncommand = \"x\"\ncolour = 1\n").unwrap_err());
+        assert!(error.contains("colour"), "{error}");
+    }
+
+    #[test]
+    fn servers_must_have_distinct_valid_names() {
+        let twice = "[[mcp]]\nname = \"fs\"\ncommand = \"a\"\n[[mcp]]\nname = \"fs\"\ncommand = \"b\"\n";
+        assert!(format!("{:#}", parse(twice).unwrap_err()).contains("two [[mcp]] servers are named `fs`"));
+        let both = "[[mcp]]\nname = \"fs\"\ncommand = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
+        assert!(parse(both).is_err());
+    }
+}

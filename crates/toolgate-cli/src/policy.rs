@@ -1,0 +1,122 @@
+//! `toolgate policy explain`: what the rules of a config file decide for one
+//! call, and why, exactly as the engine would decide it.
+//!
+//! Prints the decision (`allow`, `ask` or `deny`) on the first line, then
+//! `because: …` (the rule, or the tool's own policy) and the rules that
+//! matched. The tool's own policy comes from `--tools` and, when no rule
+//! decides and the tool is one of the file's MCP servers', from that server
+//! (it is started for this). An invalid file exits with status 2.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use toolgate::tool::{ApprovalContext, Caller, Decided, GateAction, GateCall, PolicyDecision, decide_call};
+use toolgate::{Tool, Toolkit};
+use toolgate_policy::PolicyGate;
+
+use crate::config::Config;
+use crate::run::Tools;
+
+/// `toolgate policy …`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Print the decision (allow, ask or deny) for one call and the rule that made it.
+    Explain(ExplainArgs),
+}
+
+/// Arguments of `toolgate policy explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The config file with the `[[rule]]` tables.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The tool's name, e.g. `fs__write_file`.
+    #[arg(long)]
+    tool: String,
+    /// The call's input as JSON.
+    #[arg(long, default_value = "{}")]
+    input: String,
+    /// Who asks (for rules with `principal`).
+    #[arg(long)]
+    principal: Option<String>,
+    /// The toolkit whose own policies decide when no rule does.
+    #[arg(long, value_enum, default_value_t = Tools::Demo)]
+    tools: Tools,
+}
+
+/// Runs a `policy` command.
+pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PolicyCommand::Explain(args) => explain(args).await,
+    }
+}
+
+async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let config = match Config::load(&args.config) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("toolgate: {error:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let input: Value = serde_json::from_str(&args.input).context("--input is not JSON")?;
+    let call = GateCall {
+        tool_name: &args.tool,
+        input: &input,
+        tool_call_id: "explain",
+        conversation_id: None,
+        principal: args.principal.as_deref(),
+    };
+    let explanation = config.policy.explain(&call);
+    let gate = PolicyGate::new(std::sync::Arc::new(config.policy.clone()), Vec::new(), 0);
+    let ruled = explanation.verdict();
+    let tool = match ruled {
+        Some(ref verdict) if verdict.action == GateAction::Deny => None,
+        _ => own_tool(&config, args.tools, &args.tool).await?,
+    };
+    let (word, because) = match (&tool, ruled) {
+        (Some(tool), _) => {
+            let caller = Caller { gate: Some(&gate), conversation_id: None, principal: args.principal.as_deref() };
+            let context = ApprovalContext::new("explain", Vec::new());
+            let Decided { decision, ask_reason } = decide_call(caller, tool, &input, context).await;
+            match decision {
+                PolicyDecision::Deny { reason } => ("deny", reason),
+                PolicyDecision::Ask => ("ask", ask_reason.unwrap_or_default()),
+                PolicyDecision::Allow => match explanation.verdict() {
+                    Some(verdict) => ("allow", verdict.reason),
+                    None => ("allow", format!("no rule matched and tool `{}` needs no approval", tool.name())),
+                },
+            }
+        }
+        (None, Some(verdict)) => (verdict.action.as_str(), verdict.reason),
+        (None, None) => {
+            ("allow", format!("no rule matched and no tool `{}` is known: the default is allow", args.tool))
+        }
+    };
+    println!("{word}");
+    println!("because: {because}");
+    for matched in &explanation.matches {
+        println!("matched: {} {}: {}", matched.action.as_str(), matched.source.name(), matched.reason);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tool from `--tools`, or from the config's MCP server its name points at.
+async fn own_tool(config: &Config, tools: Tools, name: &str) -> anyhow::Result<Option<Tool>> {
+    if let Some(tool) = tools.toolkit().as_ref().and_then(|toolkit| toolkit.get(name)) {
+        return Ok(Some(tool.clone()));
+    }
+    let Some(server) = config.mcp.iter().find(|server| name.starts_with(&format!("{}__", server.name))) else {
+        return Ok(None);
+    };
+    let mcp = toolgate_mcp::McpTools::connect(vec![server.clone()])
+        .await
+        .with_context(|| format!("cannot start MCP server `{}` to read its tools", server.name))?;
+    let toolkit = Toolkit::new(mcp.tools()).context("the MCP server's tools do not make a toolkit")?;
+    let tool = toolkit.get(name).cloned();
+    mcp.shutdown().await;
+    Ok(tool)
+}

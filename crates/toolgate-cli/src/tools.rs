@@ -1,0 +1,83 @@
+//! The tools and rules a command runs with: the `--tools` toolkit, the MCP
+//! servers of `--config` (their tools join it), and the config's rules.
+//!
+//! A [`ToolSetup`] keeps the MCP connections open while it lives. The
+//! toolkit it gives is a snapshot: [`ToolSetup::changes`] tells when an MCP
+//! server's tool list changed, and `serve` then offers the new toolkit from
+//! the next request on. [`ToolSetup::watch_rules`] reloads the rules when the
+//! file changes; a file that no longer parses keeps the previous rules.
+
+use std::path::Path;
+
+use anyhow::Context;
+use tokio::sync::watch;
+use toolgate::{Tool, Toolkit};
+use toolgate_mcp::McpTools;
+use toolgate_policy::{PolicyHandle, Watcher};
+
+use crate::config::{Config, parse_policy};
+use crate::run::Tools;
+
+/// The toolkit's sources and the rules.
+pub struct ToolSetup {
+    base: Vec<Tool>,
+    mcp: Option<McpTools>,
+    /// The rules of `--config` (empty without one).
+    pub policy: PolicyHandle,
+    config: Option<Config>,
+}
+
+impl ToolSetup {
+    /// Loads `--config` (if any), connects its MCP servers, and joins their tools to `tools`.
+    pub async fn load(tools: Tools, config: Option<&Path>) -> anyhow::Result<Self> {
+        let base = tools.toolkit().map(|toolkit| toolkit.tools().to_vec()).unwrap_or_default();
+        let Some(path) = config else {
+            return Ok(Self { base, mcp: None, policy: PolicyHandle::default(), config: None });
+        };
+        let config = Config::load(path)?;
+        let policy = PolicyHandle::new(config.policy.clone());
+        let mcp = match config.mcp.is_empty() {
+            true => None,
+            false => Some(
+                McpTools::connect(config.mcp.clone())
+                    .await
+                    .with_context(|| format!("cannot start the MCP servers of --config {}", path.display()))?,
+            ),
+        };
+        let setup = Self { base, mcp, policy, config: Some(config) };
+        setup.toolkit()?;
+        Ok(setup)
+    }
+
+    /// The toolkit now: the `--tools` tools, then every MCP tool; `None` when there are none.
+    pub fn toolkit(&self) -> anyhow::Result<Option<Toolkit>> {
+        let mut tools = self.base.clone();
+        if let Some(mcp) = &self.mcp {
+            tools.extend(mcp.tools());
+        }
+        if tools.is_empty() {
+            return Ok(None);
+        }
+        Toolkit::new(tools).map(Some).context("the --tools and MCP tools do not make one toolkit")
+    }
+
+    /// Changes of the MCP servers' tool lists (none without MCP servers).
+    pub fn changes(&self) -> Option<watch::Receiver<u64>> {
+        self.mcp.as_ref().map(McpTools::subscribe)
+    }
+
+    /// Reloads the rules when the config file changes; keep the watcher alive.
+    pub fn watch_rules(&self) -> anyhow::Result<Option<Watcher>> {
+        let Some(config) = &self.config else { return Ok(None) };
+        let watcher = toolgate_policy::watch_file(&config.path, self.policy.clone(), parse_policy)
+            .with_context(|| format!("cannot watch --config {}", config.path.display()))?;
+        Ok(Some(watcher))
+    }
+
+    /// Stops the MCP servers.
+    pub async fn shutdown(&self) {
+        if let Some(mcp) = &self.mcp {
+            mcp.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! Compiling rules: [`Policy`] (the compiled rule set) and [`Rule`].
+//!
+//! Everything is checked and compiled at load time (globs, regexes, JSON
+//! pointers, names), so evaluating a call only runs compiled matchers.
+//! [`Policy::from_toml_str`] reads only the document's `rule` array and
+//! ignores every other top-level key (e.g. `[[mcp]]`).
+
+use std::collections::HashMap;
+
+use globset::GlobMatcher;
+use serde::Deserialize;
+use serde_json::Value;
+use toolgate::tool::{GateCall, GateVerdict};
+
+use crate::config::{OPERATORS, RULE_KEYS, RuleAction, RuleConfig};
+use crate::error::{PolicyError, RuleRef, line_col};
+use crate::evaluate;
+use crate::explain::Explanation;
+use crate::predicate::{Predicate, compile_glob, render_pointer, render_value};
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    name: String,
+    position: usize,
+    tool: GlobMatcher,
+    principal: Option<GlobMatcher>,
+    predicates: Vec<Predicate>,
+    config: RuleConfig,
+}
+
+impl Rule {
+    /// Compiles the rule at 1-based `position`.
+    fn compile(config: RuleConfig, position: usize) -> Result<Self, PolicyError> {
+        let rule = RuleRef::new(position, config.name.clone());
+        if config.name.as_deref().is_some_and(|name| name.trim().is_empty()) {
+            return Err(PolicyError::InvalidValue {
+                rule,
+                key: "name".into(),
+                message: "a name must not be empty".into(),
+            });
+        }
+        let tool = compile_glob(&rule, "tool", &config.tool)?;
+        let principal = config.principal.as_deref().map(|glob| compile_glob(&rule, "principal", glob)).transpose()?;
+        let predicates = config
+            .input
+            .iter()
+            .map(|(pointer, predicate)| Predicate::compile(&rule, pointer, predicate))
+            .collect::<Result<_, _>>()?;
+        let name = config.name.clone().unwrap_or_else(|| format!("rule #{position}"));
+        Ok(Self { name, position, tool, principal, predicates, config })
+    }
+
+    /// The name (`rule #N` when the rule has none).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// 1-based position in the file.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// What it decides.
+    pub fn action(&self) -> RuleAction {
+        self.config.action
+    }
+
+    /// Its `reason`, if any.
+    pub fn reason(&self) -> Option<&str> {
+        self.config.reason.as_deref()
+    }
+
+    /// The rule as written.
+    pub fn config(&self) -> &RuleConfig {
+        &self.config
+    }
+
+    /// Whether the rule matches the call: tool glob, principal glob (never
+    /// without a principal) and every input predicate.
+    pub fn matches(&self, call: &GateCall<'_>) -> bool {
+        self.matched_values(call).is_some()
+    }
+
+    /// The value each predicate matched, in pointer order, or `None` when the rule does not match.
+    fn matched_values<'v>(&self, call: &GateCall<'v>) -> Option<Vec<(&str, &'v Value)>> {
+        if !self.tool.is_match(call.tool_name) {
+            return None;
+        }
+        if let Some(principal) = &self.principal
+            && !call.principal.is_some_and(|who| principal.is_match(who))
+        {
+            return None;
+        }
+        self.predicates.iter().map(|predicate| Some((predicate.pointer(), predicate.matched(call.input)?))).collect()
+    }
+
+    /// Why the rule decides the call: ``rule `x` matched tool `t`, /path = "/tmp/x": reason``,
+    /// or `None` when it does not match.
+    pub fn describe_match(&self, call: &GateCall<'_>) -> Option<String> {
+        let values = self.matched_values(call)?;
+        let mut text = match &self.config.name {
+            Some(name) => format!("rule `{name}`"),
+            None => self.name.clone(),
+        };
+        text.push_str(&format!(" matched tool `{}`", call.tool_name));
+        if self.principal.is_some()
+            && let Some(principal) = call.principal
+        {
+            text.push_str(&format!(" for principal `{principal}`"));
+        }
+        for (pointer, value) in values {
+            text.push_str(&format!(", {} = {}", render_pointer(pointer), render_value(value)));
+        }
+        if let Some(reason) = &self.config.reason {
+            text.push_str(": ");
+            text.push_str(reason);
+        }
+        Some(text)
+    }
+}
+
+/// A compiled rule set. Cheap to evaluate; share it behind an `Arc`
+/// (see [`PolicyHandle`](crate::PolicyHandle) for live reloads).
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    rules: Vec<Rule>,
+}
+
+impl Policy {
+    /// A policy without rules: it never decides anything.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Compiles rules in order (position 1 first).
+    pub fn from_rules(rules: Vec<RuleConfig>) -> Result<Self, PolicyError> {
+        Self::compile(rules.into_iter().map(|rule| (rule, None)))
+    }
+
+    /// Parses the `rule` array of a TOML document and compiles it; other
+    /// top-level keys are ignored. Errors name the rule and its line.
+    pub fn from_toml_str(text: &str) -> Result<Self, PolicyError> {
+        #[derive(Deserialize)]
+        struct Document {
+            #[serde(default)]
+            rule: Vec<toml::Spanned<toml::Value>>,
+        }
+        let document: Document =
+            toml::from_str(text).map_err(|e| not_an_array(text).unwrap_or_else(|| PolicyError::toml(e, text)))?;
+        let mut rules = Vec::with_capacity(document.rule.len());
+        for (index, spanned) in document.rule.into_iter().enumerate() {
+            let line = Some(line_col(text, spanned.span().start).0);
+            let rule = parse_rule(spanned.into_inner(), index + 1).map_err(|e| e.at_line(line))?;
+            rules.push((rule, line));
+        }
+        Self::compile(rules.into_iter())
+    }
+
+    fn compile(rules: impl Iterator<Item = (RuleConfig, Option<usize>)>) -> Result<Self, PolicyError> {
+        let mut compiled = Vec::new();
+        let mut names: HashMap<String, usize> = HashMap::new();
+        for (index, (config, line)) in rules.enumerate() {
+            let rule = Rule::compile(config, index + 1).map_err(|e| e.at_line(line))?;
+            if let Some(&first) = names.get(rule.name()) {
+                return Err(PolicyError::DuplicateName { name: rule.name, first, second: index + 1 });
+            }
+            names.insert(rule.name.clone(), index + 1);
+            compiled.push(rule);
+        }
+        Ok(Self { rules: compiled })
+    }
+
+    /// The rules, in file order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The rule with this name (`rule #N` for an unnamed one).
+    pub fn rule(&self, name: &str) -> Option<&Rule> {
+        self.rules.iter().find(|rule| rule.name == name)
+    }
+
+    /// True without rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rules' configs, e.g. to write them back out.
+    pub fn configs(&self) -> Vec<RuleConfig> {
+        self.rules.iter().map(|rule| rule.config.clone()).collect()
+    }
+
+    /// The verdict of the file's rules alone (no sticky decisions).
+    pub fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
+        evaluate::decide(self, &[], call, 0)
+    }
+
+    /// Every rule that matches the call and which one decides (no sticky decisions).
+    pub fn explain(&self, call: &GateCall<'_>) -> Explanation {
+        evaluate::explain(self, &[], call, 0)
+    }
+}
+
+/// The clearer error for `[rule]` (or `rule = 1`) written instead of `[[rule]]`.
+fn not_an_array(text: &str) -> Option<PolicyError> {
+    #[derive(Deserialize)]
+    struct Loose {
+        rule: Option<toml::Spanned<toml::Value>>,
+    }
+    let rule = toml::from_str::<Loose>(text).ok()?.rule?;
+    (!rule.get_ref().is_array()).then(|| PolicyError::NotAnArray { line: line_col(text, rule.span().start).0 })
+}
+
+/// Checks one `[[rule]]` table's keys and action, then deserializes it.
+fn parse_rule(value: toml::Value, position: usize) -> Result<RuleConfig, PolicyError> {
+    let toml::Value::Table(table) = value else {
+        return Err(PolicyError::NotATable { rule: RuleRef::new(position, None) });
+    };
+    let rule = RuleRef::new(position, table.get("name").and_then(toml::Value::as_str).map(str::to_owned));
+    if let Some(key) = table.keys().find(|key| !RULE_KEYS.contains(&key.as_str())) {
+        return Err(PolicyError::UnknownKey { rule, key: key.clone() });
+    }
+    match table.get("action") {
+        None => return Err(PolicyError::MissingAction { rule }),
+        Some(toml::Value::String(action)) if RuleAction::parse(action).is_some() => {}
+        Some(toml::Value::String(action)) => {
+            return Err(PolicyError::UnknownAction { rule, value: action.clone() });
+        }
+        Some(other) => return Err(PolicyError::UnknownAction { rule, value: other.to_string() }),
+    }
+    if let Some(input) = table.get("input") {
+        let Some(input) = input.as_table() else {
+            return Err(PolicyError::InvalidValue {
+                rule,
+                key: "input".into(),
+                message: "expected a table of JSON pointer = predicate".into(),
+            });
+        };
+        for (pointer, predicate) in input {
+            let Some(predicate) = predicate.as_table() else {
+                return Err(PolicyError::InvalidValue {
+                    rule,
+                    key: format!("input.{pointer}"),
+                    message: format!("expected a predicate table such as {{ equals = ... }}, found {predicate}"),
+                });
+            };
+            if predicate.is_empty() {
+                return Err(PolicyError::EmptyPredicate { rule, pointer: pointer.clone() });
+            }
+            if let Some(operator) = predicate.keys().find(|key| !OPERATORS.contains(&key.as_str())) {
+                return Err(PolicyError::UnknownOperator {
+                    rule,
+                    pointer: pointer.clone(),
+                    operator: operator.clone(),
+                });
+            }
+            if let Some((operator, _)) = predicate.iter().find(|(_, value)| has_datetime(value)) {
+                return Err(PolicyError::InvalidValue {
+                    rule,
+                    key: format!("input.{pointer}.{operator}"),
+                    message: DATETIME.into(),
+                });
+            }
+        }
+    }
+    toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+        let message = e.to_string().trim().replace('\n', " ");
+        let key = message.rsplit_once("in `").map_or("rule", |(_, key)| key.trim_end_matches('`')).to_owned();
+        let message = e.message().to_owned();
+        PolicyError::InvalidValue { rule, key, message }
+    })
+}
+
+/// TOML date-times have no JSON counterpart (and deserialize differently
+/// through `toml::Value` and `toml::from_str`), so they are refused.
+pub(crate) const DATETIME: &str = "TOML date-times are not JSON values; quote it as a string";
+
+fn has_datetime(value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Datetime(_) => true,
+        toml::Value::Array(items) => items.iter().any(has_datetime),
+        toml::Value::Table(table) => table.values().any(has_datetime),
+        _ => false,
+    }
+}

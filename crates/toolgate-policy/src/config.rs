@@ -1,0 +1,225 @@
+//! The rule format as written: [`RuleConfig`] and [`PredicateConfig`].
+//!
+//! These types only describe rules; nothing is checked until
+//! [`Policy::from_rules`](crate::Policy::from_rules) compiles them. Both
+//! deserialize with `deny_unknown_fields`, so a program that embeds
+//! `rule: Vec<RuleConfig>` in its own whole-file struct gets toml's
+//! ``unknown field `x` `` error (with line and column) for a misspelt key.
+//! [`Policy::from_toml_str`](crate::Policy::from_toml_str) checks keys itself
+//! first and names the rule in its errors.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use toolgate::tool::GateAction;
+
+/// What a rule decides when it matches. Ordered by precedence:
+/// `Allow < Ask < Deny`, so the maximum over matching rules wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleAction {
+    /// Run without asking.
+    Allow,
+    /// A person must approve.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+impl RuleAction {
+    /// Every action, in precedence order (lowest first).
+    pub const ALL: [RuleAction; 3] = [RuleAction::Allow, RuleAction::Ask, RuleAction::Deny];
+
+    /// `allow`, `ask` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// Parses `allow`, `ask` or `deny` (exact, lowercase).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|action| action.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for RuleAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<RuleAction> for GateAction {
+    fn from(action: RuleAction) -> Self {
+        match action {
+            RuleAction::Allow => GateAction::Allow,
+            RuleAction::Ask => GateAction::Ask,
+            RuleAction::Deny => GateAction::Deny,
+        }
+    }
+}
+
+impl From<GateAction> for RuleAction {
+    fn from(action: GateAction) -> Self {
+        match action {
+            GateAction::Allow => RuleAction::Allow,
+            GateAction::Ask => RuleAction::Ask,
+            GateAction::Deny => RuleAction::Deny,
+        }
+    }
+}
+
+/// The keys a `[[rule]]` table may have.
+pub const RULE_KEYS: [&str; 6] = ["name", "action", "tool", "principal", "reason", "input"];
+
+/// The operators a predicate table may have.
+pub const OPERATORS: [&str; 8] = ["regex", "glob", "lt", "le", "gt", "ge", "one_of", "equals"];
+
+/// One `[[rule]]` table as written. See the crate docs for the format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Unique name; default `rule #N` (1-based position).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What the rule decides.
+    pub action: RuleAction,
+    /// Glob over tool names; default `*`.
+    #[serde(default = "any_tool")]
+    pub tool: String,
+    /// Glob over the principal; a rule with one never matches a call without a principal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
+    /// Text shown to the person (and, for a denial, the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// JSON pointer → predicate; all must hold.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input: BTreeMap<String, PredicateConfig>,
+}
+
+fn any_tool() -> String {
+    "*".to_owned()
+}
+
+impl RuleConfig {
+    /// A rule with this action matching every call.
+    pub fn new(action: RuleAction) -> Self {
+        Self { name: None, action, tool: any_tool(), principal: None, reason: None, input: BTreeMap::new() }
+    }
+
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the tool glob.
+    pub fn tool(mut self, tool: impl Into<String>) -> Self {
+        self.tool = tool.into();
+        self
+    }
+
+    /// Sets the principal glob.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    /// Sets the reason.
+    pub fn reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// Adds (or replaces) the predicate on one JSON pointer.
+    pub fn input(mut self, pointer: impl Into<String>, predicate: PredicateConfig) -> Self {
+        self.input.insert(pointer.into(), predicate);
+        self
+    }
+}
+
+/// A predicate on one input value: every operator set must hold.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredicateConfig {
+    /// The value is a string in which this regex finds a match (unanchored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// The value is a string this glob matches (whole string; `*` also crosses `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glob: Option<String>,
+    /// The value is a number `<` this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lt: Option<f64>,
+    /// The value is a number `<=` this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub le: Option<f64>,
+    /// The value is a number `>` this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gt: Option<f64>,
+    /// The value is a number `>=` this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ge: Option<f64>,
+    /// The value equals (as JSON) one of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<Vec<Value>>,
+    /// The value equals this (as JSON; numbers compare by value, `1 == 1.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub equals: Option<Value>,
+}
+
+/// Keeps an explicit JSON `null` as `Some(Null)` (a missing key is `None`).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+impl PredicateConfig {
+    /// A `regex` predicate.
+    pub fn regex(pattern: impl Into<String>) -> Self {
+        Self { regex: Some(pattern.into()), ..Self::default() }
+    }
+
+    /// A `glob` predicate.
+    pub fn glob(pattern: impl Into<String>) -> Self {
+        Self { glob: Some(pattern.into()), ..Self::default() }
+    }
+
+    /// An `equals` predicate.
+    pub fn equals(value: impl Into<Value>) -> Self {
+        Self { equals: Some(value.into()), ..Self::default() }
+    }
+
+    /// A `one_of` predicate.
+    pub fn one_of(values: impl IntoIterator<Item = Value>) -> Self {
+        Self { one_of: Some(values.into_iter().collect()), ..Self::default() }
+    }
+
+    /// A `gt` predicate.
+    pub fn gt(bound: f64) -> Self {
+        Self { gt: Some(bound), ..Self::default() }
+    }
+
+    /// A `ge` predicate.
+    pub fn ge(bound: f64) -> Self {
+        Self { ge: Some(bound), ..Self::default() }
+    }
+
+    /// An `lt` predicate.
+    pub fn lt(bound: f64) -> Self {
+        Self { lt: Some(bound), ..Self::default() }
+    }
+
+    /// An `le` predicate.
+    pub fn le(bound: f64) -> Self {
+        Self { le: Some(bound), ..Self::default() }
+    }
+
+    /// True when no operator is set (an error at compile time).
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}

@@ -1,0 +1,249 @@
+//! Sticky decisions kept in a ledger store ([`toolgate::ledger::ApprovalStore`]):
+//! [`StoredGate`] reads the ones that apply to a request, [`decode_stored`]
+//! and [`to_stored`] convert between a [`StickyDecision`] and its stored row,
+//! and [`visible_to`] says which decisions a principal may list or revoke.
+//!
+//! A row keeps the decision's scope, tool and times in columns (what the
+//! store filters on) and the whole decision as JSON in `body`. A body that
+//! does not decode, or disagrees with its columns, is corrupt.
+//!
+//! [`StoredGate`] fails closed: when the store cannot be read, every call is
+//! asked about (a file `deny` still denies), and a corrupt row asks about
+//! the calls it could have decided (same tool, scope covering the call), so a
+//! person's "never allow" is never lost silently.
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::OnceCell;
+use toolgate::ledger::{ApprovalStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
+use toolgate::tool::{CallGate, GateAction, GateCall, GateVerdict};
+
+use crate::compile::Policy;
+use crate::evaluate;
+use crate::explain::Explanation;
+use crate::sticky::{StickyDecision, scope_covers};
+
+/// Decodes one stored row; a body that does not decode or disagrees with the
+/// row's columns is [`StoreError::Corrupt`].
+pub fn decode(stored: &StoredDecision) -> Result<StickyDecision, StoreError> {
+    let corrupt = |detail: String| StoreError::Corrupt(format!("sticky decision `{}`: {detail}", stored.id));
+    let decision: StickyDecision = serde_json::from_value(stored.body.clone()).map_err(|e| corrupt(e.to_string()))?;
+    if decision.id != stored.id {
+        return Err(corrupt(format!("the body's id is `{}`", decision.id)));
+    }
+    if decision.tool != stored.tool_name {
+        return Err(corrupt(format!("the body's tool is `{}`, the row's `{}`", decision.tool, stored.tool_name)));
+    }
+    if decision.scope != stored.scope {
+        return Err(corrupt("the body's scope differs from the row's".into()));
+    }
+    if decision.expires_at != stored.expires_at {
+        return Err(corrupt("the body's expiry differs from the row's".into()));
+    }
+    Ok(decision)
+}
+
+/// Decodes stored rows, in order; the first corrupt row fails them all.
+pub fn decode_stored(stored: Vec<StoredDecision>) -> Result<Vec<StickyDecision>, StoreError> {
+    stored.iter().map(decode).collect()
+}
+
+/// The row that stores `decision`.
+pub fn to_stored(decision: &StickyDecision) -> StoredDecision {
+    StoredDecision {
+        id: decision.id.clone(),
+        scope: decision.scope.clone(),
+        tool_name: decision.tool.clone(),
+        created_at: decision.created_at,
+        expires_at: decision.expires_at,
+        body: serde_json::to_value(decision).expect("a sticky decision serializes"),
+    }
+}
+
+/// Whether `principal` may see (list, revoke) `decision`: its own and
+/// unowned decisions. Without a principal (no principal source: everyone is
+/// the same person) every decision is visible.
+pub fn visible_to(decision: &StickyDecision, principal: Option<&str>) -> bool {
+    match (principal, decision.created_by.as_deref()) {
+        (None, _) | (_, None) => true,
+        (Some(principal), Some(author)) => principal == author,
+    }
+}
+
+/// Where [`StoredGate`] reads sticky decisions: every
+/// [`ApprovalStore`] is one (the gate needs nothing else from it).
+pub trait DecisionSource: Send + Sync {
+    /// The live decisions that apply to the query's conversation or principal, and the global ones.
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>>;
+}
+
+impl<S: ApprovalStore + ?Sized> DecisionSource for S {
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
+        ApprovalStore::decisions(self, query)
+    }
+}
+
+/// Holds any shared source, sized or not, as one trait object.
+struct Shared<S: ?Sized>(Arc<S>);
+
+impl<S: DecisionSource + ?Sized> DecisionSource for Shared<S> {
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
+        self.0.decisions(query)
+    }
+}
+
+/// The decisions that apply to one request, as read from the store.
+#[derive(Debug)]
+struct Loaded {
+    decisions: Vec<StickyDecision>,
+    /// Rows that did not decode, with why.
+    corrupt: Vec<(StoredDecision, String)>,
+}
+
+/// A [`CallGate`] over a policy snapshot and the sticky decisions a store
+/// keeps for one request's conversation and principal. Build one per
+/// request; it reads the store once (at the first call) and evaluates like a
+/// [`PolicyGate`](crate::PolicyGate). Fails closed (module docs).
+pub struct StoredGate {
+    policy: Arc<Policy>,
+    store: Box<dyn DecisionSource>,
+    conversation_id: Option<String>,
+    principal: Option<String>,
+    now: Millis,
+    loaded: OnceCell<Result<Loaded, StoreError>>,
+}
+
+impl std::fmt::Debug for StoredGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredGate")
+            .field("rules", &self.policy.rules().len())
+            .field("conversation_id", &self.conversation_id)
+            .field("principal", &self.principal)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoredGate {
+    /// A gate over `policy` and the decisions `store` keeps for this
+    /// conversation and principal (and the global ones), judged at `now`.
+    /// A call that names no conversation or principal is taken to be this one's.
+    pub fn new<S: DecisionSource + ?Sized + 'static>(
+        policy: Arc<Policy>,
+        store: Arc<S>,
+        conversation_id: Option<String>,
+        principal: Option<String>,
+        now: Millis,
+    ) -> Self {
+        let store = Box::new(Shared(store));
+        Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new() }
+    }
+
+    /// The verdict for one call (what [`CallGate::check`] returns).
+    pub async fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
+        let call = self.complete(call);
+        let loaded = match self.load(&call).await {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(tool = call.tool_name, %error, "sticky decisions unreadable; approval required");
+                return fail_closed(evaluate::decide(&self.policy, &[], &call, self.now), &error.to_string());
+            }
+        };
+        let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now);
+        match loaded.corrupt.iter().find(|(row, _)| could_decide(row, &call, self.now)) {
+            Some((_, error)) => {
+                tracing::warn!(tool = call.tool_name, %error, "corrupt sticky decision; approval required");
+                fail_closed(verdict, error)
+            }
+            None => verdict,
+        }
+    }
+
+    /// Every rule and sticky decision that matches the call; fails when the store cannot be read.
+    pub async fn explain(&self, call: &GateCall<'_>) -> Result<Explanation, StoreError> {
+        let call = self.complete(call);
+        let loaded = self.load(&call).await?;
+        Ok(evaluate::explain(&self.policy, &loaded.decisions, &call, self.now))
+    }
+
+    /// The call with this gate's conversation and principal where it names none.
+    fn complete<'a>(&'a self, call: &GateCall<'a>) -> GateCall<'a> {
+        GateCall {
+            conversation_id: call.conversation_id.or(self.conversation_id.as_deref()),
+            principal: call.principal.or(self.principal.as_deref()),
+            ..*call
+        }
+    }
+
+    /// The decisions for the call's conversation and principal: read once when
+    /// they are this gate's, else read for the call.
+    async fn load(&self, call: &GateCall<'_>) -> Result<LoadedRef<'_>, StoreError> {
+        if call.conversation_id == self.conversation_id.as_deref() && call.principal == self.principal.as_deref() {
+            let loaded = self.loaded.get_or_init(|| read(self.store.as_ref(), self.query(call))).await;
+            return loaded.as_ref().map(LoadedRef::Shared).map_err(Clone::clone);
+        }
+        read(self.store.as_ref(), self.query(call)).await.map(LoadedRef::Owned)
+    }
+
+    fn query(&self, call: &GateCall<'_>) -> DecisionQuery {
+        DecisionQuery {
+            conversation_id: call.conversation_id.map(str::to_owned),
+            principal: call.principal.map(str::to_owned),
+            now: self.now,
+        }
+    }
+}
+
+enum LoadedRef<'a> {
+    Shared(&'a Loaded),
+    Owned(Loaded),
+}
+
+impl std::ops::Deref for LoadedRef<'_> {
+    type Target = Loaded;
+
+    fn deref(&self) -> &Loaded {
+        match self {
+            Self::Shared(loaded) => loaded,
+            Self::Owned(loaded) => loaded,
+        }
+    }
+}
+
+async fn read(store: &dyn DecisionSource, query: DecisionQuery) -> Result<Loaded, StoreError> {
+    let rows = store.decisions(&query).await?;
+    let mut loaded = Loaded { decisions: Vec::with_capacity(rows.len()), corrupt: Vec::new() };
+    for row in rows {
+        match decode(&row) {
+            Ok(decision) => loaded.decisions.push(decision),
+            Err(error) => loaded.corrupt.push((row, error.to_string())),
+        }
+    }
+    Ok(loaded)
+}
+
+/// Whether a corrupt row could have decided the call (its columns match it).
+fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool {
+    row.is_live(now)
+        && row.tool_name == call.tool_name
+        && scope_covers(&row.scope, call.conversation_id, call.principal)
+}
+
+/// A file or sticky deny stands; anything else becomes a question.
+fn fail_closed(verdict: Option<GateVerdict>, error: &str) -> Option<GateVerdict> {
+    match verdict {
+        Some(verdict) if verdict.action == GateAction::Deny => Some(verdict),
+        _ => Some(GateVerdict {
+            action: GateAction::Ask,
+            reason: format!("sticky decisions could not be read ({error}); approval required"),
+        }),
+    }
+}
+
+impl CallGate for StoredGate {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+        async move { self.decide(&call).await }.boxed()
+    }
+}

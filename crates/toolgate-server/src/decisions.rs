@@ -1,0 +1,215 @@
+//! `GET/POST/DELETE /api/decisions`: people's sticky decisions ("always allow
+//! this tool in this chat", "always allow exactly this input", "never allow").
+//!
+//! They are kept in the approval store when the server has one (so every
+//! replica sees them), else in this process's memory. Each engine request
+//! reads the ones that apply to it (see [`toolgate_policy::StoredGate`]);
+//! they rank like the config file's rules (deny > ask > allow), so a sticky
+//! allow never lifts a `deny` or `ask` rule.
+//!
+//! Who may do what, with a principal source configured (`--principal-header`
+//! or `--tokens-file`):
+//! - a decision records its author; a conversation-scoped one applies only to
+//!   its author's calls, so nobody can allow tools in someone else's chat;
+//! - `principal` scope is always the requester's own principal;
+//! - `global` scope is refused (403 `global_decision_forbidden`): rules for
+//!   everyone belong in the config file;
+//! - listing and revoking see only the requester's decisions and unowned ones.
+//!
+//! Without a principal source every request is the same person and may use
+//! every scope.
+//!
+//! `POST` body: `{"action": "allow"|"deny", "tool", "input"?, "scope":
+//! "conversation"|"principal"|"global", "conversationId"?, "ttl"?, "note"?}`
+//! (`ttl` a duration such as `30m` or `7d`; none: until revoked). It answers
+//! 201 with the decision. `GET ?conversation=ID` answers `{"decisions":
+//! [...]}`, oldest first. `DELETE /api/decisions/{id}?conversation=ID`
+//! answers 204, or 404 `unknown_decision`.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate::ledger::{DecisionQuery, DecisionScope};
+use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
+
+use crate::app::AppState;
+use crate::chat::{body_error, require_json};
+use crate::error::ApiError;
+
+/// The longest note kept with a decision, in bytes.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// The scope a `POST` names.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ScopeKind {
+    Conversation,
+    Principal,
+    Global,
+}
+
+/// A `POST /api/decisions` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct NewDecision {
+    action: StickyAction,
+    tool: String,
+    #[serde(default)]
+    input: Option<Value>,
+    scope: ScopeKind,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    ttl: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// Records a sticky decision.
+pub(crate) async fn add(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    require_json(&headers)?;
+    let principal = state.principal(&headers)?;
+    let body = body.map_err(body_error)?;
+    let new: NewDecision = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_decision", error.to_string()))?;
+    let scope = scope(&state, &new, principal.as_deref())?;
+    check_tool(&state, &new)?;
+    if new.note.as_ref().is_some_and(|note| note.len() > MAX_NOTE_BYTES) {
+        return Err(invalid(format!("`note` is longer than {MAX_NOTE_BYTES} bytes")));
+    }
+    let now = state.now();
+    let expires_at = match &new.ttl {
+        Some(text) => {
+            let ttl = humantime::parse_duration(text)
+                .map_err(|error| invalid(format!("`ttl` must be a duration such as `30m` or `7d`: {error}")))?;
+            let ttl = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+            if ttl == 0 {
+                return Err(invalid("`ttl` must be longer than zero".into()));
+            }
+            Some(now.saturating_add(ttl))
+        }
+        None => None,
+    };
+    let decision = StickyDecision {
+        id: format!("dec_{}", uuid::Uuid::now_v7().simple()),
+        action: new.action,
+        tool: new.tool,
+        input: new.input,
+        scope,
+        expires_at,
+        created_at: now,
+        created_by: principal,
+        note: new.note,
+    };
+    state.decision_store().save_decision(&to_stored(&decision)).await?;
+    tracing::info!(id = %decision.id, tool = %decision.tool, action = ?decision.action, scope = decision.scope.kind(), "sticky decision added");
+    Ok((StatusCode::CREATED, Json(decision)).into_response())
+}
+
+/// Lists the live sticky decisions that apply to a conversation and the requester.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let principal = state.principal(&headers)?;
+    let decisions = visible(&state, &params, principal.as_deref()).await?;
+    Ok(Json(json!({ "decisions": decisions })).into_response())
+}
+
+/// Revokes one sticky decision the requester can see.
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let principal = state.principal(&headers)?;
+    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_decision", format!("no sticky decision `{id}`"));
+    if !visible(&state, &params, principal.as_deref()).await?.iter().any(|decision| decision.id == id) {
+        return Err(unknown());
+    }
+    match state.decision_store().revoke_decision(&id).await? {
+        Some(_) => {
+            tracing::info!(%id, "sticky decision revoked");
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        None => Err(unknown()),
+    }
+}
+
+/// The live decisions of `?conversation=ID` (if given), the requester's principal and global ones.
+async fn visible(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    principal: Option<&str>,
+) -> Result<Vec<StickyDecision>, ApiError> {
+    if let Some(unknown) = params.keys().find(|key| key.as_str() != "conversation") {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("unknown parameter `{unknown}` (use conversation)"),
+        ));
+    }
+    let query = DecisionQuery {
+        conversation_id: params.get("conversation").cloned(),
+        principal: principal.map(str::to_owned),
+        now: state.now(),
+    };
+    let stored = state.decision_store().decisions(&query).await?;
+    let decisions = toolgate_policy::decode_stored(stored).map_err(ApiError::from)?;
+    Ok(decisions.into_iter().filter(|decision| visible_to(decision, principal)).collect())
+}
+
+/// The scope a new decision gets, checked against who is asking (module docs).
+fn scope(state: &AppState, new: &NewDecision, principal: Option<&str>) -> Result<DecisionScope, ApiError> {
+    let with_principals = state.config().principals.is_configured();
+    match new.scope {
+        ScopeKind::Conversation => match new.conversation_id.as_deref() {
+            Some(id) if !id.is_empty() => Ok(DecisionScope::Conversation { conversation_id: id.to_owned() }),
+            _ => Err(invalid("`conversationId` is required for scope `conversation`".into())),
+        },
+        ScopeKind::Principal => match principal {
+            Some(principal) => Ok(DecisionScope::Principal { principal: principal.to_owned() }),
+            None => Err(invalid("scope `principal` needs a principal, and this request has none".into())),
+        },
+        ScopeKind::Global if with_principals => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "global_decision_forbidden",
+            "with principals, decisions apply to a conversation or to their principal; rules for everyone belong in the config file",
+        )),
+        ScopeKind::Global => Ok(DecisionScope::Global),
+    }
+}
+
+/// The tool must be offered now, and an exact input must be one the tool accepts.
+fn check_tool(state: &AppState, new: &NewDecision) -> Result<(), ApiError> {
+    let toolkit = state.toolkit();
+    let Some(tool) = toolkit.get(&new.tool) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unknown_tool",
+            format!("no tool `{}` (tools: {})", new.tool, toolkit.names().join(", ")),
+        ));
+    };
+    if let Some(input) = &new.input {
+        tool.validate_input(input)
+            .map_err(|detail| invalid(format!("`input` is not a valid input of `{}`: {detail}", new.tool)))?;
+    }
+    Ok(())
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_decision", message)
+}
