@@ -105,11 +105,16 @@ pub async fn post(server: &Server, path: &str, content_type: &str, body: &[u8]) 
 
 /// A POST with these headers.
 pub async fn post_with(server: &Server, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    send(server, "POST", path, headers, body).await
+}
+
+/// A request with any method, these headers and this body.
+pub async fn send(server: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: localhost\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
