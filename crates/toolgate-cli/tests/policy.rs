@@ -1,0 +1,219 @@
+//! `--config` rules from the command line: `toolgate policy explain`, a run
+//! decided by a rule, and `toolgate serve` reloading its rules when the file
+//! changes (and keeping them when the new file does not parse).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn toolgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .env_remove("TOOLGATE_APPROVAL_SECRET")
+        .env_remove("TOOLGATE_STORE")
+        .output()
+        .unwrap()
+}
+
+const RULES: &str = r#"
+[[rule]]
+name = "no-system-files"
+action = "deny"
+tool = "delete_file"
+reason = "system files stay"
+[rule.input]
+"/path" = { glob = "/etc/**" }
+
+[[rule]]
+name = "ask-weather"
+action = "ask"
+tool = "get_weather"
+
+[[rule]]
+name = "scratch-is-fine"
+action = "allow"
+tool = "delete_file"
+[rule.input]
+"/path" = { glob = "scratch/*" }
+
+[[rule]]
+name = "contractors-ask"
+action = "ask"
+tool = "*"
+principal = "contractor-*"
+"#;
+
+fn config_file(dir: &Path, text: &str) -> String {
+    let path = dir.join("toolgate.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// (exit code, first line, `because:` line, stderr)
+fn explain(config: &str, tool: &str, input: Value, principal: Option<&str>) -> (i32, String, String, String) {
+    let input = input.to_string();
+    let mut args = vec!["policy", "explain", "--config", config, "--tool", tool, "--input", &input];
+    if let Some(principal) = principal {
+        args.extend(["--principal", principal]);
+    }
+    let output = toolgate(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let mut lines = stdout.lines();
+    let decision = lines.next().unwrap_or_default().to_owned();
+    let because = lines.next().unwrap_or_default().to_owned();
+    (output.status.code().unwrap_or(-1), decision, because, String::from_utf8_lossy(&output.stderr).to_string())
+}
+
+#[test]
+fn explain_prints_the_decision_and_the_rule_that_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), RULES);
+
+    let (code, decision, because, _) = explain(&config, "delete_file", json!({"path": "/etc/passwd"}), None);
+    assert_eq!((code, decision.as_str()), (0, "deny"));
+    assert!(because.contains("rule `no-system-files`") && because.contains("system files stay"), "{because}");
+
+    let (_, decision, because, _) = explain(&config, "get_weather", json!({"city": "Oslo"}), None);
+    assert_eq!(decision, "ask");
+    assert!(because.contains("rule `ask-weather`"), "{because}");
+
+    let (_, decision, because, _) = explain(&config, "delete_file", json!({"path": "scratch/a.txt"}), None);
+    assert_eq!(decision, "allow", "an allow rule lifts the tool's own approval");
+    assert!(because.contains("rule `scratch-is-fine`"), "{because}");
+
+    let (_, decision, because, _) = explain(&config, "delete_file", json!({"path": "notes.txt"}), None);
+    assert_eq!(decision, "ask");
+    assert_eq!(because, "because: tool `delete_file` requires approval");
+
+    let (_, decision, because, _) =
+        explain(&config, "delete_file", json!({"path": "scratch/a.txt"}), Some("contractor-7"));
+    assert_eq!(decision, "ask", "ask outranks allow");
+    assert!(because.contains("rule `contractors-ask`"), "{because}");
+
+    let (_, decision, _, _) = explain(&config, "delete_file", json!({"path": "scratch/../../x"}), None);
+    assert_eq!(decision, "deny", "the tool's own refusal stands even where an allow rule matches");
+}
+
+#[test]
+fn explain_exits_non_zero_on_an_invalid_file_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, named) in [
+        ("[[rule]]\naction = \"sometimes\"\n", "sometimes"),
+        ("[[rule]]\naction = \"ask\"\ntol = \"x\"\n", "tol"),
+        ("[[rule]]\naction = \"ask\"\n[rule.input]\n\"/a\" = { regex = \"(\" }\n", "regex"),
+        ("[[rules]]\naction = \"ask\"\n", "rules"),
+        ("[[mcp]]\nname = \"fs\"\n", "fs"),
+    ] {
+        let config = config_file(dir.path(), text);
+        let (code, decision, _, stderr) = explain(&config, "get_weather", json!({}), None);
+        assert_eq!(code, 2, "{text}");
+        assert!(decision.is_empty(), "nothing is decided from an invalid file");
+        assert!(stderr.contains(named), "{text}: {stderr}");
+    }
+}
+
+#[test]
+fn a_run_is_decided_by_the_rules_of_its_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "[[rule]]\nname = \"no-deletes\"\naction = \"deny\"\ntool = \"delete_*\"\n");
+    let script = format!("script:{}", examples().join("request-approval/script.json").display());
+    let messages = examples().join("request-approval/messages.json").display().to_string();
+    let run = toolgate(&["run", "--model", &script, "--messages", &messages, "--config", &config]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let parts: Vec<Value> =
+        String::from_utf8_lossy(&run.stdout).lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert!(!parts.iter().any(|part| part["type"] == "tool-approval-request"), "a denied call is never asked about");
+    let denied = parts.iter().find(|part| part["type"] == "tool-output-denied").expect("a denial");
+    assert!(denied["reason"].as_str().unwrap().contains("rule `no-deletes`"), "{denied}");
+}
+
+/// `toolgate serve` on a free port; killed on drop.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(config: &str, data_dir: &Path) -> Served {
+    let script = format!("script:{}", examples().join("request-approval/script.json").display());
+    let data_dir = data_dir.display().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--model", &script, "--config", config, "--data-dir", &data_dir])
+        .env("TOOLGATE_LOG", "info")
+        .env_remove("TOOLGATE_STORE")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next().expect("the server logs its address").unwrap();
+        if let Some(at) = line.find("serving on http://") {
+            let rest = &line[at + "serving on ".len()..];
+            let end = rest.find(|c: char| c.is_whitespace() || c == '\u{1b}').unwrap_or(rest.len());
+            break rest[..end].to_owned();
+        }
+    };
+    // Keep draining the log so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Served { child, url }
+}
+
+async fn what_happens(served: &Served, chat: &str) -> String {
+    let body = json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]}]});
+    let reply = reqwest::Client::new().post(format!("{}/api/chat", served.url)).json(&body).send().await.unwrap();
+    let text = reply.text().await.unwrap();
+    for kind in ["tool-approval-request", "tool-output-denied", "tool-output-available"] {
+        if text.contains(&format!("\"type\":\"{kind}\"")) {
+            return kind.to_owned();
+        }
+    }
+    panic!("no outcome in {text}");
+}
+
+/// Polls until the chat's outcome is `expected`, or fails at the deadline.
+async fn eventually(served: &Served, expected: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut round = 0;
+    loop {
+        round += 1;
+        let seen = what_happens(served, &format!("chat-{expected}-{round}")).await;
+        if seen == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still `{seen}`, expected `{expected}`");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn serve_reloads_its_rules_and_keeps_them_when_the_file_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), "# no rules yet\n");
+    let served = serve(&config, &dir.path().join("data"));
+    assert_eq!(what_happens(&served, "chat-0").await, "tool-approval-request");
+
+    std::fs::write(&config, "[[rule]]\nname = \"no-deletes\"\naction = \"deny\"\ntool = \"delete_file\"\n").unwrap();
+    eventually(&served, "tool-output-denied").await;
+
+    std::fs::write(&config, "[[rule]]\naction = \"allow-all-please\"\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(what_happens(&served, "chat-broken").await, "tool-output-denied", "a broken file keeps the old rules");
+
+    std::fs::write(&config, "[[rule]]\naction = \"allow\"\ntool = \"delete_file\"\n").unwrap();
+    eventually(&served, "tool-output-available").await;
+}
