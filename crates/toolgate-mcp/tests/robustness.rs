@@ -154,10 +154,14 @@ async fn dropping_the_stream_cancels_the_mcp_request() {
             break;
         }
     }
-    // Keep polling a little so the engine starts the call, then walk away.
-    assert!(tokio::time::timeout(Duration::from_millis(500), stream.next()).await.is_err(), "the call hangs");
-    drop(stream);
+    // Keep the engine going until the call reached the server, then walk away.
     let log = dir.path().join("log.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !logged(&log).iter().any(|m| m["method"] == "tools/call" && m["params"]["name"] == "hang") {
+        assert!(Instant::now() < deadline, "the call reaches the server");
+        assert!(tokio::time::timeout(Duration::from_millis(20), stream.next()).await.is_err(), "the call hangs");
+    }
+    drop(stream);
     eventually(Duration::from_secs(5), "the cancellation to reach the server", || {
         logged(&log)
             .iter()
@@ -218,12 +222,23 @@ async fn a_real_server_killed_mid_call_gives_an_error_result_and_is_restarted() 
     let Some(npm) = NpmServers::get() else { return };
     let mcp = McpTools::connect(vec![npm.everything("ev").trusted(true)]).await.unwrap();
     let pid = mcp.server_pid("ev").expect("a stdio server has a pid");
-    let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        kill(pid);
-    });
-    let output = call(&mcp, "ev__trigger-long-running-operation", json!({"duration": 20, "steps": 20})).await;
-    killer.await.unwrap();
+    let model = calls("ev__trigger-long-running-operation", json!({"duration": 20, "steps": 20}));
+    let request = TextRequest::new(user("go")).toolkit(mcp.toolkit().unwrap());
+    let mut stream = stream_text(&model, request).await.unwrap();
+    let mut killed = false;
+    while let Some(part) = stream.next().await {
+        // Kill the server once the call is surely running: at its first progress report.
+        if let StreamPart::ToolResult { preliminary: Some(true), .. } = part
+            && !killed
+        {
+            kill(pid);
+            killed = true;
+        }
+    }
+    assert!(killed, "the call reported progress");
+    let result = stream.finish().await.unwrap();
+    assert_eq!(result.text(), "done", "the conversation goes on");
+    let output = first_output(&result);
     let text = error_text(&output);
     assert!(text.contains("MCP server `ev` closed the connection"), "{text}");
 

@@ -19,8 +19,8 @@ misbehaves on purpose, tool by tool:
 Every tool claims readOnlyHint, so a trusted connection runs them without
 approval.
 
-Tools are listed over two pages (tools/list pagination). Every notification
-received is appended as a JSON line to the file named by FAKE_LOG. If the
+Tools are listed over two pages (tools/list pagination). Every
+message received is appended as a JSON line to the file named by FAKE_LOG. If the
 file named by FAKE_REFUSE exists at start, the server exits at once (a
 server that cannot come back).
 """
@@ -140,8 +140,8 @@ def main():
         method = message.get("method")
         request_id = message.get("id")
         params = message.get("params") or {}
+        log(message)
         if request_id is None:
-            log(message)
             continue
         if method == "initialize":
             result(request_id, {

@@ -174,8 +174,8 @@ fn acquire_lock(lock: &Path) -> LockGuard {
     }
 }
 
-/// The misbehaving stdio server (`fake_server.py`), logging the notifications
-/// it receives to `log` and refusing to start while `refuse` exists. `None`
+/// The misbehaving stdio server (`fake_server.py`), logging the messages it
+/// receives to `log` and refusing to start while `refuse` exists. `None`
 /// (after a loud note) without `python3`, unless `TOOLGATE_TEST_REQUIRE_PYTHON=1`.
 pub fn fake_server(name: &str, log: &Path, refuse: &Path) -> Option<McpServerConfig> {
     if !runs("python3") {
@@ -194,7 +194,7 @@ pub fn fake_server(name: &str, log: &Path, refuse: &Path) -> Option<McpServerCon
     Some(config)
 }
 
-/// The notifications the fake server logged.
+/// The messages the fake server received.
 pub fn logged(log: &Path) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
