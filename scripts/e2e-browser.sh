@@ -4,7 +4,8 @@
 # Installs Debian's chromium if /usr/bin/chromium is missing (needs root, as in CI),
 # installs playwright-core (no browser download), builds `toolgate`, starts one
 # `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
-# (prompt traces and data dirs in a temp dir), plus one with the local default model when
+# (prompt traces and data dirs in a temp dir; a fixture NAME.json with a sibling NAME.toml
+# is served with `--config NAME.toml`, its approval policy), plus one with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
 # an error, as in CI), runs the tests with `node --test`, and always stops the servers.
 # Screenshots go to ci-artifacts/screenshots/.
@@ -95,9 +96,12 @@ for i in "${!fixtures[@]}"; do
   fixture="${fixtures[$i]}"
   name="$(basename "$fixture" .json)"
   port="${ports[$i]}"
+  config=()
+  policy="${fixture%.json}.toml"
+  [ -f "$policy" ] && config=(--config "$policy")
   "$BIN" serve --model "script:$fixture" --addr "127.0.0.1:$port" \
     --trace-prompts "$WORK/$name.prompts.jsonl" --data-dir "$WORK/$name-data" \
-    >"$WORK/$name.log" 2>&1 &
+    ${config[@]+"${config[@]}"} >"$WORK/$name.log" 2>&1 &
   PIDS+=("$!")
   entries+=("$name|http://127.0.0.1:$port/|$WORK/$name.prompts.jsonl")
 done

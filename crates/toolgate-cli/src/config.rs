@@ -83,6 +83,7 @@ mod tests {
             name = "fs"
             command = "mcp-server-filesystem"
             args = ["/tmp"]
+            tools = ["read_text_file"]
 
             [[rule]]
             name = "ask-writes"
@@ -92,6 +93,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(mcp[0].name, "fs");
+        assert!(mcp[0].offers("read_text_file") && !mcp[0].offers("write_file"));
         assert_eq!(policy.rules().len(), 1);
 
         let error = format!("{:#}", parse("[[rules]]\naction = \"ask\"\n").unwrap_err());

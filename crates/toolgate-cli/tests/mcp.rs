@@ -1,8 +1,14 @@
 //! MCP servers through `toolgate serve --config`: the reference filesystem
-//! server on a temp directory, a scripted model, and the Rust chat client as
-//! the person. A read runs without asking (the server is trusted), a write
-//! waits for approval and runs once approved, a denial leaves the directory
-//! untouched, and a `[[rule]]` of the same file decides over MCP tools too.
+//! server on a temp directory, the scripted and the local model, and the Rust
+//! chat client as the person. A read runs without asking (the server is
+//! trusted), a write waits for approval and runs once approved, a denial
+//! leaves the directory untouched, and a `[[rule]]` of the same file decides
+//! over MCP tools too.
+//!
+//! The local model (135M parameters) picks the first tool it is offered, so
+//! its scenarios offer one tool each (`tools = [...]` in `[[mcp]]`). They need
+//! the default model (`toolgate model pull`); without it they are skipped,
+//! unless `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (CI) makes that a failure.
 
 #[path = "../../toolgate-mcp/tests/support/mod.rs"]
 #[allow(dead_code)]
@@ -32,15 +38,20 @@ fn script(dir: &Path, root: &Path) -> String {
     path.display().to_string()
 }
 
-/// The config file: the filesystem server (trusted) and optionally rules.
-fn config(dir: &Path, servers: &NpmServers, root: &Path, rules: &str) -> String {
+/// The config file: the filesystem server (trusted, offering `only` when given) and `rules`.
+fn config(dir: &Path, servers: &NpmServers, root: &Path, only: Option<&[&str]>, rules: &str) -> String {
     let fs = servers.filesystem("fs", root);
-    let args: Vec<String> = fs.args.iter().map(|arg| format!("{arg:?}")).collect();
-    let text = format!(
-        "[[mcp]]\nname = \"fs\"\ncommand = {:?}\nargs = [{}]\ntrusted = true\n\n{rules}",
+    let quoted = |items: &[String]| items.iter().map(|item| format!("{item:?}")).collect::<Vec<_>>().join(", ");
+    let mut text = format!(
+        "[[mcp]]\nname = \"fs\"\ncommand = {:?}\nargs = [{}]\ntrusted = true\n",
         fs.command.unwrap(),
-        args.join(", ")
+        quoted(&fs.args)
     );
+    if let Some(only) = only {
+        let only: Vec<String> = only.iter().map(|tool| (*tool).to_owned()).collect();
+        text.push_str(&format!("tools = [{}]\n", quoted(&only)));
+    }
+    text.push_str(&format!("\n{rules}"));
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
@@ -59,11 +70,10 @@ impl Drop for Served {
     }
 }
 
-fn serve(script: &str, config: &str, data_dir: &Path) -> Served {
+fn serve(model: &str, config: &str, data_dir: &Path) -> Served {
     let data_dir = data_dir.display().to_string();
-    let model = format!("script:{script}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--tools", "none", "--model", &model, "--config", config])
+        .args(["serve", "--addr", "127.0.0.1:0", "--tools", "none", "--model", model, "--config", config])
         .args(["--data-dir", &data_dir])
         .env("TOOLGATE_LOG", "info")
         .env_remove("TOOLGATE_STORE")
@@ -105,16 +115,22 @@ struct Setup {
     served: Served,
 }
 
+/// The filesystem server on a temp directory holding `a.txt`, behind `toolgate serve` with the scripted model.
 fn setup(rules: &str) -> Option<Setup> {
+    setup_with(None, None, rules)
+}
+
+/// [`setup`] with another model (`None`: the script) and only some of the server's tools.
+fn setup_with(model: Option<&str>, only: Option<&[&str]>, rules: &str) -> Option<Setup> {
     let servers = NpmServers::get()?;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("files")).unwrap();
     // The server compares real paths (the temp dir may sit behind a symlink).
     let root = dir.path().join("files").canonicalize().unwrap();
     std::fs::write(root.join("a.txt"), "alpha").unwrap();
-    let script = script(dir.path(), &root);
-    let config = config(dir.path(), &servers, &root, rules);
-    let served = serve(&script, &config, &dir.path().join("data"));
+    let model = model.map_or_else(|| format!("script:{}", script(dir.path(), &root)), str::to_owned);
+    let config = config(dir.path(), &servers, &root, only, rules);
+    let served = serve(&model, &config, &dir.path().join("data"));
     Some(Setup { _dir: dir, root, served })
 }
 
@@ -163,4 +179,71 @@ async fn rules_decide_over_mcp_tools() {
     assert_eq!(seen[0].1, ToolState::ApprovalRequested, "an ask rule outranks the trusted read-only hint");
     assert_eq!(seen[1].1, ToolState::OutputDenied, "a deny rule refuses the write before anyone is asked");
     assert!(!setup.root.join("b.txt").exists());
+}
+
+/// The default local model, or `None` (after a note) when it is not installed and not required.
+fn local_model() -> Option<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_toolgate")).args(["model", "path"]).output().unwrap();
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if Path::new(&path).is_file() {
+        return Some(format!("local:{path}"));
+    }
+    assert_ne!(
+        std::env::var("TOOLGATE_REQUIRE_LOCAL_MODEL").as_deref(),
+        Ok("1"),
+        "TOOLGATE_REQUIRE_LOCAL_MODEL=1 but there is no model at {path}: run `toolgate model pull`"
+    );
+    eprintln!("\n=== SKIPPED: no local model at {path} (`toolgate model pull`) ===\n");
+    None
+}
+
+/// The files of the directory, sorted.
+fn files(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(root).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn the_local_model_reads_without_asking() {
+    let Some(model) = local_model() else { return };
+    let Some(setup) = setup_with(Some(&model), Some(&["read_text_file"]), "") else { return };
+    let chat = Chat::new("chat-local-read", HttpTransport::new(&setup.served.endpoint));
+    chat.send_message("Read the file a.txt").await.unwrap();
+    let messages = chat.messages();
+    let read = messages
+        .iter()
+        .flat_map(|message| message.tool_parts().map(|(_, part)| part.clone()).collect::<Vec<_>>())
+        .next()
+        .expect("the model calls the read tool");
+    assert_eq!(read.tool_name, "fs__read_text_file");
+    assert!(read.approval.is_none(), "a trusted read is not asked about");
+    assert!(matches!(read.state, ToolState::OutputAvailable | ToolState::OutputError), "it ran: {read:?}");
+}
+
+#[tokio::test]
+async fn the_local_models_write_waits_and_runs_only_once_approved() {
+    let Some(model) = local_model() else { return };
+    for approve in [false, true] {
+        let Some(setup) = setup_with(Some(&model), Some(&["write_file"]), "") else { return };
+        let chat = Chat::new(format!("chat-local-write-{approve}"), HttpTransport::new(&setup.served.endpoint));
+        chat.send_message("Write hello to the file hello.txt").await.unwrap();
+        let seen = calls(&chat);
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].1, ToolState::ApprovalRequested, "a write waits for a person");
+        assert_eq!(files(&setup.root), ["a.txt"], "nothing is written before the answer");
+
+        let approval = approval_of(&chat, &seen[0].0);
+        let decision = if approve { Decision::Approve } else { Decision::Deny { reason: Some("no".into()) } };
+        chat.add_tool_approval_response(&approval, decision).await.unwrap();
+        let after = calls(&chat);
+        if approve {
+            assert_eq!(after[0].1, ToolState::OutputAvailable, "{after:?}");
+            assert!(files(&setup.root).len() > 1, "the approved write ran: {:?}", files(&setup.root));
+        } else {
+            assert_eq!(after[0].1, ToolState::OutputDenied);
+            assert_eq!(files(&setup.root), ["a.txt"], "a denial leaves the directory untouched");
+        }
+    }
 }

@@ -69,6 +69,9 @@ pub struct McpServerConfig {
     /// How long connecting and listing the tools may take; default 30s.
     #[serde(default, with = "duration_text", skip_serializing_if = "Option::is_none")]
     pub startup_timeout: Option<Duration>,
+    /// Offer only these of the server's tools (their MCP names); `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 /// How a server is reached, from a validated config.
@@ -172,6 +175,7 @@ impl McpServerConfig {
             trusted: false,
             timeout: None,
             startup_timeout: None,
+            tools: None,
         }
     }
 
@@ -187,6 +191,7 @@ impl McpServerConfig {
             trusted: false,
             timeout: None,
             startup_timeout: None,
+            tools: None,
         }
     }
 
@@ -194,6 +199,17 @@ impl McpServerConfig {
     pub fn trusted(mut self, trusted: bool) -> Self {
         self.trusted = trusted;
         self
+    }
+
+    /// Offers only these of the server's tools (their MCP names).
+    pub fn only_tools(mut self, tools: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tools = Some(tools.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Whether the server's tool `mcp_name` is offered.
+    pub fn offers(&self, mcp_name: &str) -> bool {
+        self.tools.as_ref().is_none_or(|tools| tools.iter().any(|tool| tool == mcp_name))
     }
 
     /// Sets the per-call timeout.

@@ -49,7 +49,7 @@ pub(crate) fn server_tools(
     taken: &mut HashSet<String>,
 ) -> Vec<(Tool, McpToolInfo)> {
     let mut built = Vec::with_capacity(listing.len());
-    for mcp in listing {
+    for mcp in listing.iter().filter(|mcp| server.config.offers(&mcp.name)) {
         if mcp.name.is_empty() {
             tracing::warn!(server = %server.name(), "skipping an MCP tool without a name");
             continue;

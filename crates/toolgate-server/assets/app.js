@@ -33,11 +33,15 @@ const state = {
 const drafts = new Map(); // toolCallId -> {mode: 'deny' | 'edit', reason, text, error}
 const streamedInput = new Map(); // toolCallId -> input JSON text received so far
 const unsentOutputs = new Set(); // toolCallIds of client tool outputs not yet sent
+const stickyRequests = new Map(); // toolCallId -> {saving} | {error}: a sticky decision being saved from a card
 
 function newId(prefix) {
   const random = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random().toString(16).slice(2)}`;
   return `${prefix}-${random}`;
 }
+
+// The data part the server sends before an approval request or a denial: why the call waits or was refused.
+const REASON_PART = 'data-toolgate-reason';
 
 const isToolPart = (part) => part.type === 'dynamic-tool' || part.type.startsWith('tool-');
 const toolName = (part) => (part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length));
@@ -147,10 +151,26 @@ function applyChunk(run, chunk) {
     case 'source-document':
       return run.message.parts.push({ ...chunk });
     default:
-      if (chunk.type.startsWith('data-') && !chunk.transient) run.message.parts.push({ ...chunk });
+      if (chunk.type.startsWith('data-') && !chunk.transient) upsertDataPart(run.message, chunk);
       // finish, finish-step, abort: nothing to keep.
       return;
   }
+}
+
+// A data part is kept as `{type, id, data}`, as the SDK keeps it: a later
+// chunk with the same type and id replaces the earlier part in place.
+function upsertDataPart(message, chunk) {
+  const part = chunk.id == null ? { type: chunk.type, data: chunk.data } : { type: chunk.type, id: chunk.id, data: chunk.data };
+  const index = chunk.id == null ? -1 : message.parts.findIndex((p) => p.type === chunk.type && p.id === chunk.id);
+  if (index >= 0) message.parts[index] = part;
+  else message.parts.push(part);
+}
+
+// The server's reason for a call (`{decision: 'ask' | 'deny', reason}`), if it sent one.
+function reasonFor(message, toolCallId) {
+  const data = message.parts.find((part) => part.type === REASON_PART && part.id === toolCallId)?.data;
+  if (typeof data?.reason !== 'string') return undefined;
+  return { decision: data.decision, reason: data.reason };
 }
 
 // `start`: a continuation keeps writing into the last assistant message when
@@ -237,6 +257,7 @@ async function submit() {
   finishText(run.message);
   setStatus(run.failed ? 'error' : 'ready');
   refreshAudit();
+  refreshDecisions();
   if (!run.failed) continueIfComplete();
 }
 
@@ -264,13 +285,24 @@ async function restoreConversation() {
   }
 }
 
-const audit = { open: false, events: [], note: '' };
+const audit = { open: false, events: [], note: '', toggle: '#audit-toggle', panel: '#audit-panel', refresh: refreshAudit };
 
-function toggleAudit() {
-  audit.open = !audit.open;
-  $('#audit-toggle').setAttribute('aria-expanded', String(audit.open));
-  $('#audit-panel').hidden = !audit.open;
-  if (audit.open) refreshAudit();
+// The side panels (audit log, sticky decisions) share one place: opening one closes the other.
+const panels = () => [audit, decisions];
+
+function togglePanel(which) {
+  const open = !which.open;
+  for (const other of panels()) if (other !== which && other.open) showPanel(other, false);
+  showPanel(which, open);
+  if (open) which.refresh();
+  else $(which.toggle).focus(); // the close button is gone: focus goes back to the toggle
+}
+
+function showPanel(which, open) {
+  which.open = open;
+  $(which.toggle).setAttribute('aria-expanded', String(open));
+  $(which.panel).hidden = !open;
+  $('.app').classList.toggle('has-panel', panels().some((panel) => panel.open));
 }
 
 async function refreshAudit() {
@@ -343,21 +375,174 @@ function renderAudit() {
   $('#audit-note').textContent = audit.note;
 }
 
-// A 4xx/5xx answer carries `{"error": {"code", "message"}}`.
+// ---------------------------------------------------------------------------
+// Sticky decisions: a person's "always allow" / "never allow", kept by the
+// server (`/api/decisions`) and applied to later calls without asking.
+
+const DECISIONS_API = 'api/decisions';
+
+const decisions = {
+  open: false,
+  list: [], // as the server lists them: {id, action, tool, input?, scope, createdAt, expiresAt?, createdBy?, note?}
+  note: '',
+  error: '', // a revoke that failed
+  revoking: new Set(), // ids with a DELETE in flight
+  reads: 0, // GETs started: only the newest one's answer is shown
+  toggle: '#decisions-toggle',
+  panel: '#decisions-panel',
+  refresh: refreshDecisions,
+};
+
+async function refreshDecisions() {
+  if (!decisions.open) return;
+  const chatId = state.chatId;
+  const read = ++decisions.reads;
+  const stale = () => read !== decisions.reads || chatId !== state.chatId;
+  try {
+    const response = await fetch(`${DECISIONS_API}?conversation=${encodeURIComponent(chatId)}`);
+    if (stale()) return;
+    if (!response.ok) {
+      const error = await httpError(response);
+      Object.assign(decisions, { list: [], note: `The sticky decisions could not be read: ${errorLine(error)}` });
+    } else {
+      const list = (await response.json())?.decisions;
+      if (stale()) return;
+      const valid = Array.isArray(list) ? list : [];
+      Object.assign(decisions, { list: valid, note: valid.length === 0 ? 'No sticky decisions for this chat.' : '' });
+    }
+  } catch (error) {
+    if (stale()) return;
+    Object.assign(decisions, { list: [], note: `The sticky decisions could not be read: ${error.message}` });
+  }
+  renderDecisions();
+}
+
+// Saves a sticky decision; resolves to null, or the error to show.
+async function saveDecision(body) {
+  try {
+    const response = await fetch(DECISIONS_API, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return response.ok ? null : errorLine(await httpError(response));
+  } catch (error) {
+    return error.message;
+  }
+}
+
+async function revokeDecision(id) {
+  if (decisions.revoking.has(id)) return;
+  const list = $('#decisions-list');
+  const hadFocus = list.contains(document.activeElement);
+  const position = decisions.list.findIndex((decision) => decision.id === id);
+  decisions.revoking.add(id);
+  renderDecisions();
+  let error = '';
+  try {
+    // The server revokes what the listing showed: the decisions of this chat (and wider ones).
+    const url = `${DECISIONS_API}/${encodeURIComponent(id)}?conversation=${encodeURIComponent(state.chatId)}`;
+    const response = await fetch(url, { method: 'DELETE' });
+    if (!response.ok) error = errorLine(await httpError(response));
+  } catch (failure) {
+    error = failure.message;
+  }
+  decisions.revoking.delete(id);
+  decisions.error = error ? `The decision was not revoked: ${error}` : '';
+  await refreshDecisions();
+  renderDecisions();
+  // The button that had focus is gone: keep the keyboard in the list.
+  if (hadFocus && decisions.open && !list.contains(document.activeElement)) {
+    const buttons = list.querySelectorAll('[data-testid="revoke-button"]');
+    (buttons[Math.min(position, buttons.length - 1)] ?? $('#decisions-close')).focus();
+  }
+}
+
+const STICKY_LABEL = { allow: 'Always allow', deny: 'Never allow' };
+
+function scopeText(scope) {
+  switch (scope?.kind) {
+    case 'conversation':
+      return scope.conversationId === state.chatId ? 'in this chat' : `in chat ${scope.conversationId}`;
+    case 'principal':
+      return `for ${scope.principal}`;
+    case 'global':
+      return 'everywhere';
+    default:
+      return JSON.stringify(scope ?? null);
+  }
+}
+
+function expiryText(expiresAt) {
+  if (expiresAt == null) return 'no expiry';
+  const when = new Date(expiresAt).toLocaleString();
+  return expiresAt <= Date.now() ? `expired ${when}` : `expires ${when}`;
+}
+
+function decisionItem(decision) {
+  const label = STICKY_LABEL[decision.action] ?? decision.action;
+  const made = [`added ${new Date(decision.createdAt).toLocaleString()}`, decision.createdBy && `by ${decision.createdBy}`];
+  return el(
+    'li',
+    {
+      class: 'decision',
+      'data-testid': 'decision',
+      'data-decision-id': decision.id,
+      'data-action': decision.action,
+      'data-tool': decision.tool,
+    },
+    el('span', { class: `decision-action decision-action-${decision.action}`, 'data-testid': 'decision-action' }, label),
+    el('code', { class: 'decision-tool', 'data-testid': 'decision-tool' }, decision.tool),
+    button('Revoke', 'revoke-button', () => revokeDecision(decision.id), 'btn-small btn-secondary decision-revoke', {
+      disabled: decisions.revoking.has(decision.id),
+      'aria-label': `Revoke: ${label.toLowerCase()} ${decision.tool} ${scopeText(decision.scope)}`,
+    }),
+    decision.input !== undefined && decision.input !== null
+      ? el('div', { class: 'decision-input' }, el('span', { class: 'decision-input-label' }, 'exact input'), jsonBlock(decision.input, 'decision-input'))
+      : el('span', { class: 'decision-any muted' }, 'any input'),
+    el(
+      'span',
+      { class: 'decision-meta' },
+      el('span', { 'data-testid': 'decision-scope' }, scopeText(decision.scope)),
+      ' · ',
+      el('span', { 'data-testid': 'decision-expiry' }, expiryText(decision.expiresAt)),
+      ' · ',
+      made.filter(Boolean).join(' '),
+    ),
+    decision.note ? el('span', { class: 'decision-note' }, decision.note) : null,
+  );
+}
+
+function renderDecisions() {
+  $('#decisions-list').replaceChildren(...decisions.list.map(decisionItem));
+  $('#decisions-note').textContent = decisions.note;
+  const error = $('#decisions-error');
+  error.textContent = decisions.error;
+  error.hidden = !decisions.error;
+}
+
+// A 4xx/5xx answer carries `{"error": {"code", "message"}}` (or `{"error": "message"}`).
 async function httpError(response) {
   let code = `HTTP ${response.status}`;
   let detail = response.statusText || 'The server did not accept the request.';
   try {
     const text = await response.text();
     const json = JSON.parse(text);
-    code = json?.error?.code ?? code;
-    detail = json?.error?.message ?? text;
+    const error = json?.error;
+    code = error?.code ?? code;
+    detail = typeof error === 'string' ? error : (error?.message ?? json?.message ?? text);
   } catch {
     // Not JSON: keep the status line.
   }
   const error = new Error(detail);
   error.banner = { title: 'The server refused the request', code, detail, retry: true };
   return error;
+}
+
+// One line for an error of a side request: the message and, from an HTTP answer, its code.
+function errorLine(error) {
+  const code = error.banner?.code;
+  return code ? `${error.message} (${code})` : error.message;
 }
 
 // Text parts still open when a stream breaks off are closed.
@@ -403,6 +588,7 @@ function decide(toolCallId, { approved, reason, editedInput }) {
   if (reason) part.approval.reason = reason;
   if (editedInput !== undefined) part.approval.editedInput = editedInput;
   drafts.delete(toolCallId);
+  stickyRequests.delete(toolCallId);
   render();
   continueIfComplete();
 }
@@ -426,14 +612,64 @@ function answerClientTool(toolCallId, output) {
   continueIfComplete();
 }
 
+// The sticky decisions a card offers: what is saved, and how the card's own call is then answered.
+const STICKY = {
+  'allow-tool': { action: 'allow', exactInput: false, answer: { approved: true } },
+  'allow-input': { action: 'allow', exactInput: true, answer: { approved: true } },
+  never: { action: 'deny', exactInput: false, answer: { approved: false, reason: 'never allow (sticky decision)' } },
+};
+
+// Saves a sticky decision for this chat, then answers the card's call (and any
+// other call waiting in this message that the decision covers) as the plain
+// button would. When the server refuses it, the card shows why and stays open.
+async function stick(toolCallId, kind) {
+  const part = findToolPart(lastMessage(), toolCallId);
+  if (!part || part.state !== 'approval-requested' || busy() || stickyRequests.get(toolCallId)?.saving) return;
+  const sticky = STICKY[kind];
+  const chatId = state.chatId;
+  const body = { action: sticky.action, tool: toolName(part), scope: 'conversation', conversationId: chatId };
+  if (sticky.exactInput) body.input = part.input ?? {};
+  stickyRequests.set(toolCallId, { saving: true });
+  render();
+  const error = await saveDecision(body);
+  if (chatId !== state.chatId) return;
+  if (error) {
+    stickyRequests.set(toolCallId, { error });
+    return render();
+  }
+  stickyRequests.delete(toolCallId);
+  decisions.error = '';
+  refreshDecisions();
+  const covered = (other) =>
+    other.state === 'approval-requested' &&
+    toolName(other) === body.tool &&
+    (!sticky.exactInput || sameJson(other.input ?? {}, body.input));
+  const others = (lastMessage()?.parts ?? []).filter((other) => isToolPart(other) && other !== part && covered(other));
+  // The clicked card last: its answer may be the one that completes the message.
+  for (const call of [...others, part]) decide(call.toolCallId, sticky.answer);
+}
+
+// JSON equality, as the server compares a decision's input (key order does not matter).
+function sameJson(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((key) => Object.hasOwn(b, key) && sameJson(a[key], b[key]));
+}
+
 function newChat() {
   state.abort?.abort();
   Object.assign(state, { chatId: newId('chat'), messages: [], status: 'ready', error: null, abort: null });
   rememberChatId();
+  decisions.error = '';
   refreshAudit();
+  refreshDecisions();
   drafts.clear();
   streamedInput.clear();
   unsentOutputs.clear();
+  stickyRequests.clear();
   render();
   $('#composer-input').focus();
 }
@@ -593,6 +829,8 @@ function partNode(message, part, index, keep) {
       pending: last ? pendingDecisions() : 0,
       draftMode: draft?.mode,
       streamed: streamedInput.get(part.toolCallId),
+      reason: reasonFor(message, part.toolCallId),
+      sticky: stickyRequests.get(part.toolCallId),
     };
     const sig = JSON.stringify([part, context]);
     return cached(`tool:${part.toolCallId}`, sig, () => toolCard(part, context), keep);
@@ -713,16 +951,27 @@ function toolCard(part, context) {
         view.label,
       ),
     ),
+    askReason(context),
     cardBody(part, context),
     provenance(part),
     actionSection(part, context),
   );
 }
 
+// Why a person is asked about this call (plain text: rule names and inputs come from the server).
+function askReason(context) {
+  if (context.reason?.decision !== 'ask') return null;
+  return el(
+    'p',
+    { class: 'tool-reason', 'data-testid': 'tool-reason', 'data-decision': 'ask' },
+    `Asked because: ${context.reason.reason}`,
+  );
+}
+
 // Input and result side by side on wide screens.
 function cardBody(part, context) {
   const input = inputSection(part, context);
-  const result = resultSection(part);
+  const result = resultSection(part, context);
   if (!input && !result) return null;
   return el('div', { class: `tool-body${input && result ? ' has-result' : ''}` }, input, result);
 }
@@ -734,7 +983,7 @@ function provenance(part) {
   const text = !approval
     ? isClientTool(part)
       ? 'Answered by you'
-      : 'Ran without approval: this tool is not gated'
+      : 'Ran without asking: no approval was needed'
     : approval.editedInput !== undefined
       ? 'Approved by you, with your edited input'
       : 'Approved by you';
@@ -777,7 +1026,7 @@ function inputSection(part, context) {
   return field('Input', jsonBlock(part.input ?? {}, 'tool-input'));
 }
 
-function resultSection(part) {
+function resultSection(part, context) {
   const approval = part.approval;
   switch (part.state) {
     case 'output-available':
@@ -786,7 +1035,7 @@ function resultSection(part) {
       return field('Error', el('div', { class: 'callout callout-failed', 'data-testid': 'tool-error' }, part.errorText));
     case 'output-denied':
     case 'approval-responded':
-      if (approval?.approved !== false) return null;
+      if (approval?.approved !== false) return part.state === 'output-denied' ? refusal(context.reason) : null;
       return field(
         'Your decision',
         el(
@@ -801,6 +1050,22 @@ function resultSection(part) {
     default:
       return null;
   }
+}
+
+// A call refused without the person's "deny" (a policy rule, a sticky decision, the tool's own check):
+// the server's reason is how the person learns why.
+function refusal(reason) {
+  return field(
+    'Refused',
+    el(
+      'div',
+      { class: 'callout callout-denied' },
+      el('strong', {}, 'The tool did not run.'),
+      reason?.decision === 'deny'
+        ? el('span', { class: 'reason', 'data-testid': 'tool-reason', 'data-decision': 'deny' }, `Denied: ${reason.reason}`)
+        : el('span', { class: 'reason muted' }, 'No reason given.'),
+    ),
+  );
 }
 
 function field(label, content) {
@@ -852,7 +1117,7 @@ function button(label, testid, onclick, variant = '', attributes = {}) {
 
 function approvalActions(part, context) {
   const id = part.toolCallId;
-  const disabled = context.busy;
+  const disabled = context.busy || Boolean(context.sticky?.saving);
   const draft = drafts.get(id);
   const open = (mode) => () => {
     drafts.set(id, { mode, reason: '', text: JSON.stringify(part.input ?? {}, null, 2), error: null });
@@ -875,6 +1140,38 @@ function approvalActions(part, context) {
       button('Deny…', 'deny-button', open('deny'), 'btn-deny', { disabled, 'aria-label': 'Deny (asks for an optional reason)' }),
       button('Edit input…', 'edit-button', open('edit'), 'btn-secondary', { disabled }),
     ),
+    stickyActions(part, context, disabled),
+  );
+}
+
+// "Always allow" / "Never allow": remembered for this chat, and this call is answered too.
+function stickyActions(part, context, disabled) {
+  const id = part.toolCallId;
+  const name = toolName(part);
+  const error = context.sticky?.error;
+  return el(
+    'div',
+    { class: 'sticky-bar' },
+    el(
+      'div',
+      { class: 'sticky-row', role: 'group', 'aria-label': `Remember a decision about ${name} for this chat` },
+      el('span', { class: 'sticky-label', 'aria-hidden': 'true' }, context.sticky?.saving ? 'Saving…' : 'Remember:'),
+      button('Always allow in this chat', 'always-allow-button', () => stick(id, 'allow-tool'), 'btn-small btn-sticky', {
+        disabled,
+        title: `Approve this call and let later ${name} calls in this chat run without asking`,
+      }),
+      button('Always allow this input', 'always-allow-input-button', () => stick(id, 'allow-input'), 'btn-small btn-sticky', {
+        disabled,
+        title: `Approve this call and let ${name} calls with exactly this input run without asking`,
+      }),
+      button('Never allow', 'never-allow-button', () => stick(id, 'never'), 'btn-small btn-sticky btn-deny', {
+        disabled,
+        title: `Deny this call and refuse every later ${name} call in this chat`,
+      }),
+    ),
+    error
+      ? el('p', { class: 'field-error', role: 'alert', 'data-testid': 'sticky-error' }, `The decision was not saved: ${error}`)
+      : null,
   );
 }
 
@@ -1057,8 +1354,11 @@ function setup() {
     });
   }
   $('#new-chat').addEventListener('click', newChat);
-  $('#audit-toggle').addEventListener('click', toggleAudit);
-  $('#audit-close').addEventListener('click', toggleAudit);
+  for (const which of panels()) {
+    $(which.toggle).addEventListener('click', () => togglePanel(which));
+    $(`${which.panel} .panel-close`).addEventListener('click', () => togglePanel(which));
+    $(which.panel).addEventListener('keydown', (event) => event.key === 'Escape' && which.open && togglePanel(which));
+  }
   rememberChatId();
   restoreConversation();
   $('#error-dismiss').addEventListener('click', clearError);

@@ -7,12 +7,16 @@
 //! `tool-approval-response` goes into the tool message that follows. Outputs
 //! become `tool-result`s: `output-available` as text or JSON, `output-error`
 //! as `error-text`, and `output-denied` as `execution-denied` with the
-//! person's reason (the AI SDK uses `error-text` there; a denial the model
-//! can tell apart from a failure is better). Provider-executed results stay
+//! person's reason, else the reason of the message's `data-toolgate-reason`
+//! part for the call (a rule's or a policy's denial; the AI SDK uses
+//! `error-text` there; a denial the model can tell apart from a failure is
+//! better). Provider-executed results stay
 //! in the assistant message. toolgate's `approval.editedInput` becomes the
 //! response's `editedInput`. A user message's `tool-approval` part becomes
 //! the model user part of the same name, in place; the engine rewrites it
 //! into a `tool-approval-response` (see `toolgate_protocol::normalize_approvals`).
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 use toolgate_protocol::{
@@ -21,6 +25,7 @@ use toolgate_protocol::{
     ToolResultPart, UserContent, UserMessage, UserPart,
 };
 
+use crate::build::REASON_PART;
 use crate::message::{ToolState, UiMessage, UiPart, UiRole, UiToolPart};
 
 /// A request body or message list that cannot be used.
@@ -61,8 +66,9 @@ pub fn convert_to_model_messages(messages: &[UiMessage]) -> Result<Vec<ModelMess
                 }));
             }
             UiRole::Assistant => {
+                let denials = denial_reasons(&message.parts);
                 for step in message.parts.split(|part| matches!(part, UiPart::StepStart)) {
-                    convert_step(step, &mut out);
+                    convert_step(step, &denials, &mut out);
                 }
             }
         }
@@ -97,7 +103,22 @@ fn user_part(part: &UiPart) -> Option<UserPart> {
     }
 }
 
-fn convert_step(step: &[UiPart], out: &mut Vec<ModelMessage>) {
+/// Why calls of one message were denied without a person's answer (a rule, a
+/// sticky decision, the tool's own policy): the `data-toolgate-reason` parts
+/// with `decision: "deny"`, by call id.
+fn denial_reasons(parts: &[UiPart]) -> HashMap<&str, &str> {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            UiPart::Other(raw) if raw["type"] == REASON_PART && raw["data"]["decision"] == "deny" => {
+                Some((raw["id"].as_str()?, raw["data"]["reason"].as_str()?))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn convert_step(step: &[UiPart], denials: &HashMap<&str, &str>, out: &mut Vec<ModelMessage>) {
     let mut assistant = Vec::new();
     let mut tool = Vec::new();
     for part in step {
@@ -116,7 +137,7 @@ fn convert_step(step: &[UiPart], out: &mut Vec<ModelMessage>) {
             })),
             UiPart::Tool(part) if part.state != ToolState::InputStreaming => {
                 assistant.extend(assistant_parts(part));
-                tool.extend(tool_parts(part));
+                tool.extend(tool_parts(part, denials));
             }
             UiPart::Text { .. }
             | UiPart::Reasoning { .. }
@@ -175,7 +196,7 @@ fn assistant_parts(part: &UiToolPart) -> Vec<AssistantPart> {
     parts
 }
 
-fn tool_parts(part: &UiToolPart) -> Vec<ToolPart> {
+fn tool_parts(part: &UiToolPart, denials: &HashMap<&str, &str>) -> Vec<ToolPart> {
     let mut parts = Vec::new();
     if let Some(approval) = &part.approval
         && let Some(approved) = approval.approved
@@ -193,7 +214,9 @@ fn tool_parts(part: &UiToolPart) -> Vec<ToolPart> {
     }
     let output = match part.state {
         ToolState::OutputDenied => {
-            Some(ToolResultOutput::denied(part.approval.as_ref().and_then(|approval| approval.reason.clone())))
+            let person = part.approval.as_ref().and_then(|approval| approval.reason.clone());
+            let rule = || denials.get(part.tool_call_id.as_str()).map(|reason| (*reason).to_owned());
+            Some(ToolResultOutput::denied(person.or_else(rule)))
         }
         ToolState::OutputAvailable if part.preliminary != Some(true) => {
             Some(ToolResultOutput::from_value(part.output.clone().unwrap_or(Value::Null)))

@@ -105,3 +105,39 @@ fn the_message_keeps_one_reason_per_call_the_latest() {
     let count = parts.as_array().unwrap().iter().filter(|part| part["type"] == "data-toolgate-reason").count();
     assert_eq!(count, 2);
 }
+
+#[test]
+fn a_policy_denial_keeps_its_reason_when_the_history_comes_back() {
+    let messages = toolgate_ui::parse_ui_messages(json!([
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-delete_file", "toolCallId": "c1", "state": "output-denied", "input": {"path": "/etc/x"}},
+            {"type": "tool-delete_file", "toolCallId": "c2", "state": "output-denied", "input": {"path": "a"},
+             "approval": {"id": "apr-2", "approved": false, "reason": "the person said no"}},
+            {"type": "step-start"},
+            {"type": "data-toolgate-reason", "id": "c1",
+             "data": {"toolCallId": "c1", "decision": "deny", "reason": "rule `no-etc` matched /path"}},
+            {"type": "text", "text": "ok"}
+        ]}
+    ]))
+    .unwrap();
+    let model = toolgate_ui::convert_to_model_messages(&messages).unwrap();
+    let results: Vec<Value> = serde_json::to_value(&model)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .flat_map(|message| message["content"].as_array().unwrap().clone())
+        .filter(|part| part["type"] == "tool-result")
+        .map(|part| part["output"].clone())
+        .collect();
+    assert_eq!(
+        results,
+        vec![
+            json!({"type": "execution-denied", "reason": "rule `no-etc` matched /path"}),
+            json!({"type": "execution-denied", "reason": "the person said no"}),
+        ]
+    );
+}

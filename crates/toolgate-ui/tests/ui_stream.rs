@@ -64,6 +64,8 @@ async fn first_turn_asks_for_approval_in_the_canonical_sequence() {
             json!({"type": "start", "messageId": "msg-new"}),
             json!({"type": "start-step"}),
             json!({"type": "tool-input-available", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "tmp/x"}}),
+            json!({"type": "data-toolgate-reason", "id": "call-1", "data": {"toolCallId": "call-1", "decision": "ask",
+                "reason": "tool `delete_file` requires approval", "approvalId": approval_id}}),
             json!({"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": "call-1"}),
             json!({"type": "finish-step"}),
             json!({"type": "finish", "finishReason": "tool-calls"}),
@@ -107,8 +109,13 @@ async fn denied_continuation_sends_output_denied() {
              "approval": {"id": "appr-1", "approved": false, "reason": "no way", "signature": "sig-abc"}}]}
     ]});
     let (chunks, _) = respond(body, None, false).await;
-    assert_eq!(chunks[1], json!({"type": "tool-output-denied", "toolCallId": "call-1"}));
-    assert_eq!(chunks[2], json!({"type": "start-step"}));
+    assert_eq!(
+        chunks[1],
+        json!({"type": "data-toolgate-reason", "id": "call-1",
+            "data": {"toolCallId": "call-1", "decision": "deny", "reason": "no way"}})
+    );
+    assert_eq!(chunks[2], json!({"type": "tool-output-denied", "toolCallId": "call-1"}));
+    assert_eq!(chunks[3], json!({"type": "start-step"}));
 }
 
 #[test]

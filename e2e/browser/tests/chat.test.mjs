@@ -301,7 +301,7 @@ test(
       await waitForState(page, 'call-delete', 'approval-requested');
       await waitIdle(page);
       const width = page.viewportSize().width;
-      for (const testid of ['approve-button', 'deny-button', 'edit-button']) {
+      for (const testid of ['approve-button', 'deny-button', 'edit-button', 'always-allow-button', 'never-allow-button']) {
         const box = await card(page, 'call-delete').getByTestId(testid).boundingBox();
         assert.ok(box && box.x >= 0 && box.x + box.width <= width, `${testid} is on screen`);
       }
