@@ -10,8 +10,8 @@
 //! the default model (`toolgate model pull`); without it they are skipped,
 //! unless `TOOLGATE_REQUIRE_LOCAL_MODEL=1` (CI) makes that a failure.
 
+// The MCP crate's test support: one pinned install of the reference servers for both crates.
 #[path = "../../toolgate-mcp/tests/support/mod.rs"]
-#[allow(dead_code)]
 mod mcp_support;
 
 use std::io::{BufRead, BufReader};

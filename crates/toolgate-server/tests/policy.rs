@@ -128,7 +128,7 @@ async fn always_allow_in_a_chat_applies_to_that_chat_only_until_revoked() {
     let (what, _) = outcome(&chat_as(&server, "chat-1", None).await);
     assert_eq!(what, "ran", "the sticky allow lifts the tool's own approval in chat-1");
     assert_eq!(outcome(&chat_as(&server, "chat-2", None).await).0, "asked", "not in another chat");
-    assert_eq!(listed(&server, None, "chat-1").await, [id.clone()]);
+    assert_eq!(listed(&server, None, "chat-1").await, vec![id.clone()]);
     assert!(listed(&server, None, "chat-2").await.is_empty());
 
     let revoked = send(&server, "DELETE", &format!("/api/decisions/{id}?conversation=chat-1"), &[], b"").await;
