@@ -14,13 +14,15 @@
 #[path = "../../toolgate-mcp/tests/support/mod.rs"]
 mod mcp_support;
 
-use std::io::{BufRead, BufReader};
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use mcp_support::NpmServers;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::Served;
 use toolgate_client::{Chat, Decision, HttpTransport, ToolState};
 
 /// The model reads `a.txt`, then writes `b.txt`; then it says it is done.
@@ -57,40 +59,9 @@ fn config(dir: &Path, servers: &NpmServers, root: &Path, only: Option<&[&str]>, 
     path.display().to_string()
 }
 
-/// `toolgate serve --tools none` on a free port; killed on drop.
-struct Served {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(model: &str, config: &str, data_dir: &Path) -> Served {
     let data_dir = data_dir.display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--tools", "none", "--model", model, "--config", config])
-        .args(["--data-dir", &data_dir])
-        .env("TOOLGATE_LOG", "info")
-        .env_remove("TOOLGATE_STORE")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next().expect("the server logs its address").unwrap();
-        if let Some(at) = line.find("serving on http://") {
-            let rest = &line[at + "serving on ".len()..];
-            let end = rest.find(|c: char| c.is_whitespace() || c == '\u{1b}').unwrap_or(rest.len());
-            break rest[..end].to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    Served { child, endpoint: format!("{url}/api/chat") }
+    Served::start(&["--tools", "none", "--model", model, "--config", config, "--data-dir", &data_dir])
 }
 
 /// (tool call id, state, output) of every tool part of the chat.
@@ -137,7 +108,7 @@ fn setup_with(model: Option<&str>, only: Option<&[&str]>, rules: &str) -> Option
 #[tokio::test]
 async fn a_read_runs_a_write_waits_and_runs_once_approved() {
     let Some(setup) = setup("") else { return };
-    let chat = Chat::new("chat-mcp-1", HttpTransport::new(&setup.served.endpoint));
+    let chat = Chat::new("chat-mcp-1", HttpTransport::new(setup.served.chat_endpoint()));
     chat.send_message("read a.txt and write b.txt").await.unwrap();
 
     let seen = calls(&chat);
@@ -154,7 +125,7 @@ async fn a_read_runs_a_write_waits_and_runs_once_approved() {
 #[tokio::test]
 async fn a_denied_write_leaves_the_directory_untouched() {
     let Some(setup) = setup("") else { return };
-    let chat = Chat::new("chat-mcp-2", HttpTransport::new(&setup.served.endpoint));
+    let chat = Chat::new("chat-mcp-2", HttpTransport::new(setup.served.chat_endpoint()));
     chat.send_message("read a.txt and write b.txt").await.unwrap();
     let approval = approval_of(&chat, "write-1");
     chat.add_tool_approval_response(&approval, Decision::Deny { reason: Some("not today".into()) }).await.unwrap();
@@ -173,7 +144,7 @@ async fn rules_decide_over_mcp_tools() {
     let rules = "[[rule]]\nname = \"no-writes\"\naction = \"deny\"\ntool = \"fs__write_*\"\n\n\
                  [[rule]]\nname = \"ask-reads\"\naction = \"ask\"\ntool = \"fs__read_*\"\n";
     let Some(setup) = setup(rules) else { return };
-    let chat = Chat::new("chat-mcp-3", HttpTransport::new(&setup.served.endpoint));
+    let chat = Chat::new("chat-mcp-3", HttpTransport::new(setup.served.chat_endpoint()));
     chat.send_message("read a.txt and write b.txt").await.unwrap();
     let seen = calls(&chat);
     assert_eq!(seen[0].1, ToolState::ApprovalRequested, "an ask rule outranks the trusted read-only hint");
@@ -209,7 +180,7 @@ fn files(root: &Path) -> Vec<String> {
 async fn the_local_model_reads_without_asking() {
     let Some(model) = local_model() else { return };
     let Some(setup) = setup_with(Some(&model), Some(&["read_text_file"]), "") else { return };
-    let chat = Chat::new("chat-local-read", HttpTransport::new(&setup.served.endpoint));
+    let chat = Chat::new("chat-local-read", HttpTransport::new(setup.served.chat_endpoint()));
     chat.send_message("Read the file a.txt").await.unwrap();
     let messages = chat.messages();
     let read = messages
@@ -227,7 +198,7 @@ async fn the_local_models_write_waits_and_runs_only_once_approved() {
     let Some(model) = local_model() else { return };
     for approve in [false, true] {
         let Some(setup) = setup_with(Some(&model), Some(&["write_file"]), "") else { return };
-        let chat = Chat::new(format!("chat-local-write-{approve}"), HttpTransport::new(&setup.served.endpoint));
+        let chat = Chat::new(format!("chat-local-write-{approve}"), HttpTransport::new(setup.served.chat_endpoint()));
         chat.send_message("Write hello to the file hello.txt").await.unwrap();
         let seen = calls(&chat);
         assert_eq!(seen.len(), 1, "{seen:?}");

@@ -2,26 +2,14 @@
 //! decided by a rule, and `toolgate serve` reloading its rules when the file
 //! changes (and keeping them when the new file does not parse).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .env_remove("TOOLGATE_APPROVAL_SECRET")
-        .env_remove("TOOLGATE_STORE")
-        .output()
-        .unwrap()
-}
+use support::{Served, examples, toolgate};
 
 const RULES: &str = r#"
 [[rule]]
@@ -135,41 +123,10 @@ fn a_run_is_decided_by_the_rules_of_its_config() {
     assert!(denied["reason"].as_str().unwrap().contains("rule `no-deletes`"), "{denied}");
 }
 
-/// `toolgate serve` on a free port; killed on drop.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(config: &str, data_dir: &Path) -> Served {
     let script = format!("script:{}", examples().join("request-approval/script.json").display());
     let data_dir = data_dir.display().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--model", &script, "--config", config, "--data-dir", &data_dir])
-        .env("TOOLGATE_LOG", "info")
-        .env_remove("TOOLGATE_STORE")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines.next().expect("the server logs its address").unwrap();
-        if let Some(at) = line.find("serving on http://") {
-            let rest = &line[at + "serving on ".len()..];
-            let end = rest.find(|c: char| c.is_whitespace() || c == '\u{1b}').unwrap_or(rest.len());
-            break rest[..end].to_owned();
-        }
-    };
-    // Keep draining the log so the server never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    Served { child, url }
+    Served::start(&["--model", &script, "--config", config, "--data-dir", &data_dir])
 }
 
 async fn what_happens(served: &Served, chat: &str) -> String {

@@ -1,24 +1,13 @@
 //! `toolgate run --store` and `toolgate audit`: approvals recorded and settled
 //! in a store across separate runs of the command, and the audit log read back.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::process::Output;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .env_remove("TOOLGATE_APPROVAL_SECRET")
-        .env_remove("TOOLGATE_STORE")
-        .output()
-        .unwrap()
-}
+use support::{examples, toolgate};
 
 fn json_lines(output: &Output) -> Vec<Value> {
     String::from_utf8(output.stdout.clone()).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()

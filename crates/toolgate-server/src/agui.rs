@@ -67,12 +67,20 @@ pub(crate) async fn run(
     }));
     let frames = async_stream::stream! {
         let mut interrupts = None;
+        // The run's last event waits until its interrupts are stored: a client that
+        // resumes as soon as the run finishes must find them.
+        let mut held = Vec::new();
         while let Some(event) = events.next().await {
             if let Event::StateSnapshot { snapshot } = &event {
                 // A snapshot without toolgate's part means nothing is pending any more.
                 interrupts = Some(snapshot.get(STATE_KEY).cloned().unwrap_or_else(|| json!({PENDING_FIELD: []})));
             }
-            yield Bytes::from(event.to_sse());
+            let frame = Bytes::from(event.to_sse());
+            if matches!(event, Event::RunFinished { .. } | Event::RunError { .. }) || !held.is_empty() {
+                held.push(frame);
+            } else {
+                yield frame;
+            }
         }
         if let Some(interrupts) = interrupts {
             let stored = stored_thread(store.as_ref(), &thread_key).await.ok().flatten();
@@ -81,6 +89,9 @@ pub(crate) async fn run(
             if let Err(error) = store.save_conversation(&thread_key, &record, version, clock.now()).await {
                 tracing::error!(thread = %thread_key, %error, "cannot store the thread's interrupts");
             }
+        }
+        for frame in held {
+            yield frame;
         }
     };
     Ok(detached_sse(frames, AGUI_STREAM_HEADERS))

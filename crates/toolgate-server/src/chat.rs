@@ -17,8 +17,8 @@ use serde_json::json;
 use toolgate::ledger::Ledger;
 use toolgate::{TextStream, stream_text};
 use toolgate_ui::{
-    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiMessageBuilder, UiRole, UiStreamEncoder,
-    convert_to_model_messages, sse_frame,
+    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, UiMessageBuilder, UiRole,
+    UiStreamEncoder, convert_to_model_messages, sse_frame,
 };
 
 use crate::app::AppState;
@@ -108,19 +108,27 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     let running = state.running().start(&chat_id, principal);
     let frames = async_stream::stream! {
         let mut stream = stream;
+        // From `finish` on, frames wait until the conversation is saved: a client that
+        // answers as soon as the response finishes must find its calls on record.
+        let mut held = Vec::new();
         while let Some(part) = stream.next().await {
             for chunk in encoder.encode(&part) {
                 builder.apply(&chunk);
                 let frame = Bytes::from(sse_frame(&chunk));
+                if matches!(chunk, UiChunk::Finish { .. }) || !held.is_empty() {
+                    held.push(frame);
+                    continue;
+                }
                 running.push(&frame);
                 yield frame;
             }
         }
-        let done = Bytes::from_static(SSE_DONE.as_bytes());
-        running.push(&done);
-        yield done;
         history.push(builder.finish());
         conversation::save(store.as_ref(), &chat_id, &history, version, clock.now()).await;
+        for frame in held.into_iter().chain([Bytes::from_static(SSE_DONE.as_bytes())]) {
+            running.push(&frame);
+            yield frame;
+        }
     };
     Ok(detached_sse(frames, UI_MESSAGE_STREAM_HEADERS))
 }

@@ -12,14 +12,10 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 /// How long the server may take to print `listening <port>`.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long to wait for another test process's `npm ci` to finish.
-const INSTALL_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
-/// A lock older than this is taken to be left behind by a killed process.
-const STALE_LOCK_AGE: Duration = Duration::from_secs(900);
 
 /// A running AI SDK backend; killed when dropped.
 pub struct AiSdkBackend {
@@ -36,22 +32,11 @@ impl AiSdkBackend {
     /// instead when `TOOLGATE_TEST_REQUIRE_NODE=1`, and whenever installing or
     /// starting fails.
     pub fn start() -> Option<AiSdkBackend> {
-        if !node_available() {
-            assert_ne!(
-                std::env::var("TOOLGATE_TEST_REQUIRE_NODE").as_deref(),
-                Ok("1"),
-                "TOOLGATE_TEST_REQUIRE_NODE=1 but `node` is not on PATH: \
-                 install Node.js 20+ to run the AI SDK backend tests"
-            );
-            eprintln!(
-                "\n=== SKIPPED: `node` is not on PATH, so the stock AI SDK backend \
-                 (e2e/ai-sdk-backend) cannot run; set TOOLGATE_TEST_REQUIRE_NODE=1 \
-                 to make this a failure ===\n"
-            );
+        if !toolgate_testkit::node_or_skip("the stock AI SDK backend (e2e/ai-sdk-backend)") {
             return None;
         }
         let dir = backend_dir();
-        ensure_installed(&dir);
+        toolgate_testkit::install_once(&dir, || installed(&dir), || toolgate_testkit::npm(&dir, &["ci"]));
         Some(spawn(&dir))
     }
 
@@ -102,81 +87,8 @@ fn backend_dir() -> PathBuf {
     dir
 }
 
-fn node_available() -> bool {
-    Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
 fn installed(dir: &Path) -> bool {
     ["ai", "zod"].iter().all(|pkg| dir.join("node_modules").join(pkg).join("package.json").is_file())
-}
-
-/// Runs `npm ci` once, even with several test processes starting at the same
-/// time: a directory created with `create_dir` (atomic) serves as the mutex.
-fn ensure_installed(dir: &Path) {
-    if installed(dir) {
-        return;
-    }
-    let lock = dir.join(".install-lock");
-    let _guard = acquire_lock(&lock);
-    if installed(dir) {
-        return; // another process installed while this one waited
-    }
-    eprintln!("note: running `npm ci` in {}", dir.display());
-    let output = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `npm ci` in {} (is npm on PATH?): {e}", dir.display()));
-    assert!(
-        output.status.success(),
-        "`npm ci` in {} failed ({}):\n{}{}",
-        dir.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// Removes the lock directory when dropped, also on panic.
-struct LockGuard(PathBuf);
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-fn acquire_lock(lock: &Path) -> LockGuard {
-    let deadline = Instant::now() + INSTALL_LOCK_TIMEOUT;
-    loop {
-        match std::fs::create_dir(lock) {
-            Ok(()) => return LockGuard(lock.to_path_buf()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let age = std::fs::metadata(lock)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| SystemTime::now().duration_since(t).ok());
-                if age.is_some_and(|age| age > STALE_LOCK_AGE) {
-                    let _ = std::fs::remove_dir(lock);
-                    continue;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for another test's `npm ci`; if none is running, remove {}",
-                    lock.display()
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("cannot create the install lock {}: {e}", lock.display()),
-        }
-    }
 }
 
 /// Spawns `node server.mjs` with `PORT=0` and waits for its `listening <port>` line.

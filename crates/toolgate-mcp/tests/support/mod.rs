@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate::{ModelMessage, ScriptedModel, TextRequest, TextResult, Toolkit, generate_text};
@@ -24,10 +24,6 @@ use toolgate_mcp::{McpServerConfig, McpTools, ServerStatus};
 
 const PACKAGE_JSON: &str = include_str!("../npm/package.json");
 const PACKAGE_LOCK: &str = include_str!("../npm/package-lock.json");
-/// How long to wait for another test process's install.
-const INSTALL_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
-/// A lock older than this was left behind by a killed process.
-const STALE_LOCK_AGE: Duration = Duration::from_secs(900);
 
 /// The installed npm MCP servers.
 pub struct NpmServers {
@@ -38,20 +34,11 @@ impl NpmServers {
     /// Installs the servers if needed; `None` (after a loud note) when `node`
     /// or `npm` is missing, unless `TOOLGATE_TEST_REQUIRE_NODE=1`.
     pub fn get() -> Option<Self> {
-        if !runs("node") || !runs("npm") {
-            assert_ne!(
-                std::env::var("TOOLGATE_TEST_REQUIRE_NODE").as_deref(),
-                Ok("1"),
-                "TOOLGATE_TEST_REQUIRE_NODE=1 but `node`/`npm` are not on PATH: install Node.js 20+"
-            );
-            eprintln!(
-                "\n=== SKIPPED: `node`/`npm` are not on PATH, so the real MCP servers cannot run; \
-                 set TOOLGATE_TEST_REQUIRE_NODE=1 to make this a failure ===\n"
-            );
+        if !toolgate_testkit::node_or_skip("the real MCP servers") {
             return None;
         }
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolgate-mcp-npm");
-        ensure_installed(&dir);
+        toolgate_testkit::install_once(&dir, || installed(&dir), || install(&dir));
         Some(Self { dir })
     }
 
@@ -92,93 +79,23 @@ impl NpmServers {
     }
 }
 
-fn runs(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
 fn installed(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join(".installed")).is_ok_and(|stamp| stamp == PACKAGE_LOCK)
 }
 
-/// Installs the pinned packages once, whatever the number of test processes:
-/// a directory made with `create_dir` (atomic) is the mutex.
-fn ensure_installed(dir: &Path) {
-    if installed(dir) {
-        return;
-    }
-    std::fs::create_dir_all(dir).expect("create the npm directory");
-    let _guard = acquire_lock(&dir.join(".install-lock"));
-    if installed(dir) {
-        return;
-    }
+/// Installs the pinned packages and stamps the directory with the lockfile.
+fn install(dir: &Path) {
     std::fs::write(dir.join("package.json"), PACKAGE_JSON).expect("write package.json");
     std::fs::write(dir.join("package-lock.json"), PACKAGE_LOCK).expect("write package-lock.json");
-    let started = Instant::now();
-    eprintln!("note: installing the test MCP servers with `npm install --prefix {}`", dir.display());
-    let output = Command::new("npm")
-        .args(["install", "--prefix"])
-        .arg(dir)
-        .args(["--no-audit", "--no-fund", "--loglevel=error"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run npm: {e}"));
-    assert!(
-        output.status.success(),
-        "`npm install --prefix {}` failed ({}):\n{}{}",
-        dir.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    eprintln!("note: installed the test MCP servers in {:.1?}", started.elapsed());
+    toolgate_testkit::npm(dir, &["ci"]);
     std::fs::write(dir.join(".installed"), PACKAGE_LOCK).expect("write the install stamp");
-}
-
-struct LockGuard(PathBuf);
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-fn acquire_lock(lock: &Path) -> LockGuard {
-    let deadline = Instant::now() + INSTALL_LOCK_TIMEOUT;
-    loop {
-        match std::fs::create_dir(lock) {
-            Ok(()) => return LockGuard(lock.to_path_buf()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let age = std::fs::metadata(lock)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| SystemTime::now().duration_since(t).ok());
-                if age.is_some_and(|age| age > STALE_LOCK_AGE) {
-                    let _ = std::fs::remove_dir(lock);
-                    continue;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "timed out waiting for another test's npm install ({})",
-                    lock.display()
-                );
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => panic!("cannot create the install lock {}: {e}", lock.display()),
-        }
-    }
 }
 
 /// The misbehaving stdio server (`fake_server.py`), logging the messages it
 /// receives to `log` and refusing to start while `refuse` exists. `None`
 /// (after a loud note) without `python3`, unless `TOOLGATE_TEST_REQUIRE_PYTHON=1`.
 pub fn fake_server(name: &str, log: &Path, refuse: &Path) -> Option<McpServerConfig> {
-    if !runs("python3") {
+    if !toolgate_testkit::runs("python3") {
         assert_ne!(
             std::env::var("TOOLGATE_TEST_REQUIRE_PYTHON").as_deref(),
             Ok("1"),

@@ -1,0 +1,118 @@
+//! A client may answer as soon as a response says `finish` (before the body
+//! ends): the server stores the conversation before it sends `finish`, so the
+//! answer always finds its calls on record, even when the store is slow.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use futures::StreamExt;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, LedgerConfig, MemoryStore, Millis,
+    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+};
+
+/// A memory store whose conversation saves take a while.
+#[derive(Debug, Default)]
+struct SlowSaves(MemoryStore);
+
+impl ApprovalStore for SlowSaves {
+    fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        self.0.issue(records, events)
+    }
+    fn approvals<'a>(&'a self, ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        self.0.approvals(ids)
+    }
+    fn approvals_for_calls<'a>(&'a self, id: &'a str, calls: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        self.0.approvals_for_calls(id, calls)
+    }
+    fn apply<'a>(
+        &'a self,
+        moves: &'a [Transition],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Vec<TransitionOutcome>> {
+        self.0.apply(moves, events)
+    }
+    fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
+        self.0.append(events)
+    }
+    fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64> {
+        self.0.renew_leases(executor, until)
+    }
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
+        self.0.audit(query)
+    }
+    fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
+        self.0.conversation(id)
+    }
+    fn save_conversation<'a>(
+        &'a self,
+        id: &'a str,
+        messages: &'a Value,
+        expected: Option<i64>,
+        at: Millis,
+    ) -> StoreFuture<'a, Option<i64>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            self.0.save_conversation(id, messages, expected, at).await
+        })
+    }
+    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()> {
+        self.0.save_decision(decision)
+    }
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
+        self.0.decisions(query)
+    }
+    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
+        self.0.revoke_decision(id)
+    }
+}
+
+/// Posts `body` and reads the stream only until its `finish` chunk; returns the chunks so far.
+async fn until_finish(server: &Server, body: &Value) -> Vec<Value> {
+    let url = format!("http://{}/api/chat", server.addr);
+    let response = reqwest::Client::new().post(url).json(body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut bytes = response.bytes_stream();
+    let mut text = String::new();
+    let mut chunks = Vec::new();
+    while let Some(piece) = bytes.next().await {
+        text.push_str(&String::from_utf8_lossy(&piece.unwrap()));
+        while let Some(end) = text.find("\n\n") {
+            let frame: String = text.drain(..end + 2).collect();
+            if let Some(chunk) =
+                frame.trim().strip_prefix("data: ").and_then(|data| serde_json::from_str::<Value>(data).ok())
+            {
+                let finished = chunk["type"] == "finish";
+                chunks.push(chunk);
+                if finished {
+                    return chunks; // the body goes on; this client does not wait for it
+                }
+            }
+        }
+    }
+    panic!("no finish chunk in {chunks:?}");
+}
+
+#[tokio::test]
+async fn an_answer_sent_right_after_finish_finds_the_call_on_record() {
+    let ledger = LedgerConfig::new(Arc::new(SlowSaves::default()));
+    let server = start_configured(default_script(), move |config| config.ledger = Some(ledger)).await;
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]});
+    let first = until_finish(&server, &json!({"id": "chat-1", "trigger": "submit-message", "messages": [user]})).await;
+    let message_id = first[0]["messageId"].clone();
+    let approval_id = first.iter().find(|c| c["type"] == "tool-approval-request").unwrap()["approvalId"].clone();
+
+    let answer = json!({"id": "chat-1", "trigger": "submit-message", "messageId": message_id, "messages": [user,
+        {"id": message_id, "role": "assistant", "parts": [{"type": "step-start"},
+            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
+             "input": {"path": "notes.txt"}, "approval": {"id": approval_id, "approved": true}}]}]});
+    let reply = post(&server, "/api/chat", "application/json", answer.to_string().as_bytes()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let output = reply.chunks().into_iter().find(|c| c["type"] == "tool-output-available");
+    assert_eq!(output.unwrap()["output"], json!({"deleted": "notes.txt"}));
+}
