@@ -26,7 +26,7 @@ use toolgate::ledger::{ApprovalStore, Ledger, StoredConversation};
 use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_KEY, run_events};
 
 use crate::app::AppState;
-use crate::chat::{body_error, detached_sse, require_json, sse_response};
+use crate::chat::{detached_sse, json_request, sse_response};
 use crate::error::ApiError;
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
@@ -42,9 +42,8 @@ pub(crate) async fn run(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    require_json(&headers)?;
-    let principal = state.principal(&headers)?;
-    let mut input = RunAgentInput::from_json(&body.map_err(body_error)?)?;
+    let (principal, body) = json_request(&state, &headers, body)?;
+    let mut input = RunAgentInput::from_json(&body)?;
     let thread_key = thread_key(&input.thread_id);
     let ledger = state.ledger(&thread_key, principal.clone())?;
     if let Some(ledger) = &ledger {

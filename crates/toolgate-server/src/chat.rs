@@ -34,9 +34,8 @@ pub(crate) async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    require_json(&headers)?;
-    let principal = state.principal(&headers)?;
-    let request = ChatRequest::from_json(&body.map_err(body_error)?)?;
+    let (principal, body) = json_request(&state, &headers, body)?;
+    let request = ChatRequest::from_json(&body)?;
     check_chat_id(&request.id)?;
     match state.ledger(&request.id, principal.clone())? {
         Some(ledger) => stored_chat(state, request, ledger).await,
@@ -214,14 +213,26 @@ pub(crate) fn sse_response(
     response
 }
 
+/// The principal and the body of a JSON `POST`: the content type must say
+/// JSON, the principal must be known (when required), the body readable.
+pub(crate) fn json_request(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Option<String>, Bytes), ApiError> {
+    require_json(headers)?;
+    let principal = state.principal(headers)?;
+    Ok((principal, body.map_err(body_error)?))
+}
+
 /// A body that could not be read: too large, or cut off.
-pub(crate) fn body_error(rejection: BytesRejection) -> ApiError {
+fn body_error(rejection: BytesRejection) -> ApiError {
     let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE { "body_too_large" } else { "unreadable_body" };
     ApiError::new(rejection.status(), code, rejection.body_text())
 }
 
 /// Rejects bodies that are not declared as JSON.
-pub(crate) fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
     let essence = content_type.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case("application/json") {

@@ -40,7 +40,7 @@ use toolgate::ledger::{DecisionQuery, DecisionScope};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 
 use crate::app::AppState;
-use crate::chat::{body_error, require_json};
+use crate::chat::json_request;
 use crate::error::ApiError;
 
 /// The longest note kept with a decision, in bytes.
@@ -78,9 +78,7 @@ pub(crate) async fn add(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    require_json(&headers)?;
-    let principal = state.principal(&headers)?;
-    let body = body.map_err(body_error)?;
+    let (principal, body) = json_request(&state, &headers, body)?;
     let new: NewDecision = serde_json::from_slice(&body)
         .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_decision", error.to_string()))?;
     let scope = scope(&state, &new, principal.as_deref())?;
