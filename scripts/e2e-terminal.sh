@@ -212,12 +212,12 @@ JSON
 )
 start always --model "$model" --store none
 if wait_last always "$PROMPT" && type_line always "delete a.txt" && wait_last always "$KEYS.*›" \
-  && key always a && wait_for always '"deleted": "a.txt"' && wait_for always 'First one done\.' \
+  && key always a && wait_for always 'later delete_file calls in this chat run without asking \(sticky decision dec_' \
+  && wait_for always '"deleted": "a.txt"' && wait_for always 'First one done\.' \
   && wait_last always "$PROMPT" && type_line always "delete b.txt" \
-  && wait_for always '→ approved delete_file \(delete_file is always allowed in this session\)' \
   && wait_for always '"deleted": "b.txt"' && wait_for always 'Second one done\.' && wait_last always "$PROMPT" \
   && [ "$(count always "$KEYS")" -eq 1 ]; then
-  pass "a always allows the tool: its next call is approved without asking"
+  pass "a keeps a sticky decision for the chat: the next call runs without being asked"
 else
   fail "a always allows" always
 fi

@@ -3,14 +3,15 @@
 //! text or JSON-lines output; in process (with and without a store) and
 //! against `toolgate serve`.
 
-use std::io::{BufRead, BufReader, Write};
+mod support;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::Served;
 
 fn command() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
@@ -292,53 +293,19 @@ fn the_default_store_is_sqlite_in_the_data_dir_and_the_ledger_knows_the_chat() {
     assert!(!empty.join("toolgate.db").exists());
 }
 
-/// `toolgate serve` on a free loopback port, stopped (by its PID) when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(model: &str, data_dir: &Path, extra: &[&str]) -> Self {
-        let mut child = command()
-            .args(["serve", "--addr", "127.0.0.1:0", "--model", model, "--store", "memory", "--data-dir"])
-            .arg(data_dir)
-            .args(extra)
-            .env("TOOLGATE_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (found, address) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("serving on http://") {
-                    let url = line[at + "serving on ".len()..].split_whitespace().next().unwrap_or_default();
-                    let _ = found.send(url.to_owned());
-                }
-            }
-        });
-        let Ok(url) = address.recv_timeout(Duration::from_secs(30)) else {
-            let _ = child.kill();
-            panic!("toolgate serve did not start");
-        };
-        Self { child, url }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `toolgate serve --store memory` playing `model`, with its data in `data_dir`.
+fn serve(model: &str, data_dir: &Path, extra: &[&str]) -> Served {
+    let data_dir = data_dir.display().to_string();
+    let mut args = vec!["--model", model, "--store", "memory", "--data-dir", &data_dir];
+    args.extend_from_slice(extra);
+    Served::start(&args)
 }
 
 #[test]
 fn server_mode_talks_to_toolgate_serve_with_the_token() {
     let scratch = delete_then("Done over HTTP.");
     let tokens = scratch.file("tokens.json", r#"{"s3cret-token": "alice"}"#);
-    let server = Server::start(&scratch.model(), &scratch.path("server-data"), &["--tokens-file", &tokens]);
+    let server = serve(&scratch.model(), &scratch.path("server-data"), &["--tokens-file", &tokens]);
 
     let chat = |url: &str, token: Option<&str>, decisions: &str| {
         let mut command = command();
@@ -361,4 +328,40 @@ fn server_mode_talks_to_toolgate_serve_with_the_token() {
     let output = chat(&endpoint, None, &decisions);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("401"), "{}", stderr(&output));
+}
+
+/// The model deletes a.txt, then b.txt in the next turn.
+fn two_deletions() -> Scratch {
+    Scratch::new(json!([
+        [call("call-1", "delete_file", json!({"path": "a.txt"}))],
+        [text("First one done.")],
+        [call("call-2", "delete_file", json!({"path": "b.txt"}))],
+        [text("Second one done.")]
+    ]))
+}
+
+#[test]
+fn always_keeps_a_sticky_decision_so_the_next_call_is_not_asked_about() {
+    let scratch = two_deletions();
+    let always = scratch.file("always.jsonl", "{\"decision\":\"always\"}\n");
+    // One line answers both calls: the second is decided by the sticky decision, not the file.
+    let output = scratch.chat(&["--decisions", &always, "-m", "delete a.txt", "-m", "delete b.txt"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("later delete_file calls in this chat run without asking (sticky decision dec_"), "{out}");
+    assert!(out.contains("\"deleted\": \"b.txt\"") && out.contains("Second one done."), "{out}");
+
+    // Against a server, the decision goes to its /api/decisions, made by the token's principal.
+    let scratch = two_deletions();
+    let tokens = scratch.file("tokens.json", r#"{"s3cret-token": "alice"}"#);
+    let server = serve(&scratch.model(), &scratch.path("server-data"), &["--tokens-file", &tokens]);
+    let always = scratch.file("always.jsonl", "{\"decision\":\"always\"}\n");
+    let output = command()
+        .args(["chat", "--server", &server.url, "--decisions", &always, "-m", "delete a.txt", "-m", "delete b.txt"])
+        .env("TOOLGATE_TOKEN", "s3cret-token")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("(sticky decision dec_") && out.contains("\"deleted\": \"b.txt\""), "{out}");
 }

@@ -5,7 +5,11 @@
 //! {"decision": "approve"}
 //! {"decision": "deny", "reason": "keep that file"}
 //! {"decision": "edit", "input": {"path": "old.txt"}, "tool": "delete_file"}
+//! {"decision": "always"}
 //! ```
+//!
+//! `always` approves and keeps "always allow this tool in this chat" (the `a`
+//! key): a sticky decision, so later calls of the tool are not asked about.
 //!
 //! `tool`, when given, must name the tool whose approval the line answers.
 //! Blank lines are skipped. The whole file is read and checked up front.
@@ -28,6 +32,8 @@ pub enum Answer {
     Deny(Option<String>),
     /// Run it with this input.
     Edit(Value),
+    /// Run it, and always allow the tool in this chat.
+    Always,
 }
 
 /// One line of the file.
@@ -81,15 +87,16 @@ impl Decisions {
             let parsed: Line = serde_json::from_str(raw).with_context(where_)?;
             let answer = match (parsed.decision.as_str(), parsed.reason, parsed.input) {
                 ("approve", None, None) => Answer::Approve,
+                ("always", None, None) => Answer::Always,
                 ("deny", reason, None) => Answer::Deny(reason),
                 ("edit", None, Some(input)) => Answer::Edit(input),
                 ("edit", _, None) => bail!("{}: an `edit` needs the new `input`", where_()),
-                ("approve" | "edit", Some(_), _) => bail!("{}: only a `deny` takes a `reason`", where_()),
-                ("approve" | "deny", _, Some(_)) => {
+                ("approve" | "always" | "edit", Some(_), _) => bail!("{}: only a `deny` takes a `reason`", where_()),
+                ("approve" | "always" | "deny", _, Some(_)) => {
                     bail!("{}: only an `edit` takes an `input`", where_())
                 }
                 (other, ..) => {
-                    bail!("{}: `decision` must be `approve`, `deny` or `edit`, not `{other}`", where_())
+                    bail!("{}: `decision` must be `approve`, `always`, `deny` or `edit`, not `{other}`", where_())
                 }
             };
             entries.push_back(Entry { line, answer, tool: parsed.tool });

@@ -500,9 +500,13 @@ impl Session {
             }
         };
         let (entry, file) = entry;
-        let note = format!("--decisions line {}", entry.line);
+        let mut note = format!("--decisions line {}", entry.line);
         let decision = match entry.answer {
             Answer::Approve => Decision::Approve,
+            Answer::Always => {
+                note = format!("{note}; {}", self.always_allow(&request.tool_name).await);
+                Decision::Approve
+            }
             Answer::Deny(reason) => Decision::Deny { reason },
             Answer::Edit(input) => {
                 if let Err(problem) = self.check_edit(request, &input).await {
