@@ -48,7 +48,7 @@ async fn a_gated_call_pauses_the_run_with_snapshots_and_an_interrupt() {
                 {"interruptId": "apr_n1", "toolCallId": "call-1", "toolName": "delete_file"}
             ]}}}),
             json!({"type": "RUN_FINISHED", "threadId": "t1", "runId": "run1", "outcome": {"type": "interrupt", "interrupts": [{
-                "id": "apr_n1", "reason": "tool_call", "message": "delete_file needs approval", "toolCallId": "call-1",
+                "id": "apr_n1", "reason": "tool_call", "message": "delete_file needs approval: tool `delete_file` requires approval", "toolCallId": "call-1",
                 "responseSchema": approval_response_schema(),
                 "metadata": {"kind": "approval", "toolName": "delete_file", "input": {"path": "notes.txt"}}
             }]}}),

@@ -208,7 +208,10 @@ async fn two_interrupts_answered_in_one_resume() {
             {"interruptId": ids[1], "toolCallId": "call-2", "toolName": "transfer_money"}
         ])
     );
-    assert_eq!(client.interrupts[1]["message"], "transfer_money needs approval");
+    assert_eq!(
+        client.interrupts[1]["message"],
+        "transfer_money needs approval: tool `transfer_money` requires approval"
+    );
     assert_eq!(
         client.interrupts[1]["metadata"],
         json!({"kind": "approval", "toolName": "transfer_money", "input": {"amount": 5000, "to": "Bob"}})
