@@ -50,6 +50,12 @@ export function prompts(name) {
   return traces(name).map((line) => line.prompt);
 }
 
+/** The prompts of `name` once the trace holds at least `count` (the server writes it from a thread of its own). */
+export async function promptsAtLeast(name, count) {
+  await waitUntil(() => prompts(name).length >= count, { what: `${count} prompts in the ${name} trace` });
+  return prompts(name);
+}
+
 /** Resolves when `condition()` is true; rejects after `timeoutMs` with `describe()` in the message. */
 export async function waitUntil(condition, { timeoutMs = 10_000, what = 'condition', describe = () => '' } = {}) {
   const deadline = Date.now() + timeoutMs;

@@ -153,9 +153,19 @@ export function toolPart(message, toolCallId) {
   return part;
 }
 
-/** A compact view of a message's parts, for deepEqual: `['step-start', 'text:Hi', 'tool-x:call-1:state']`. */
+/** toolgate's `data-toolgate-reason` parts (why a call waits or was denied), by call id. */
+export function reasons(message) {
+  return Object.fromEntries(
+    message.parts.filter((part) => part.type === 'data-toolgate-reason').map((part) => [part.id, part.data]),
+  );
+}
+
+/**
+ * A compact view of a message's parts, for deepEqual: `['step-start', 'text:Hi', 'tool-x:call-1:state']`.
+ * `data-toolgate-reason` parts are left out here and checked with `reasons`.
+ */
 export function partSummary(message) {
-  return message.parts.map((part) => {
+  return message.parts.filter((part) => part.type !== 'data-toolgate-reason').map((part) => {
     if (part.type === 'text' || part.type === 'reasoning') return `${part.type}:${part.text}`;
     if (part.type === 'dynamic-tool') return `dynamic-tool(${part.toolName}):${part.toolCallId}:${part.state}`;
     if (part.type.startsWith('tool-')) return `${part.type}:${part.toolCallId}:${part.state}`;
@@ -187,6 +197,8 @@ const ALLOWED_CHUNK_KEYS = {
   'tool-output-available': ['toolCallId', 'output', 'providerExecuted', 'providerMetadata', 'dynamic', 'preliminary'],
   'tool-output-error': ['toolCallId', 'errorText', 'providerExecuted', 'providerMetadata', 'dynamic'],
   'tool-output-denied': ['toolCallId'],
+  // A data chunk (`data-<name>`: id, data, transient), accepted by every client version.
+  'data-toolgate-reason': ['id', 'data'],
 };
 
 /** Every chunk uses only the keys the strict (pre-6.0.231) client schemas accept. */

@@ -4,7 +4,7 @@
 
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { prompts, server, signatureField, waitUntil } from '../lib/servers.js';
+import { prompts, promptsAtLeast, server, signatureField, waitUntil } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
 import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
 
@@ -136,7 +136,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     );
     assert.deepEqual(toolMessage(thread, 'call-del-1'), { deleted: 'notes.txt' });
 
-    const all = prompts('approve');
+    const all = await promptsAtLeast('approve', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
@@ -154,7 +154,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assertResumed(thread, second, { results: { 'call-del-1': { denied: true, reason: 'keep it' } } });
     assert.equal(assistantText(second), 'Understood, notes.txt stays.');
 
-    const all = prompts('deny');
+    const all = await promptsAtLeast('deny', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'execution-denied', reason: 'keep it' });
@@ -219,7 +219,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assertResumed(thread, second, {
       results: { 'call-del-1': { deleted: 'a.txt' }, 'call-pay-1': { denied: true, reason: 'too much' } },
     });
-    const all = prompts('two-interrupts');
+    const all = await promptsAtLeast('two-interrupts', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
@@ -243,7 +243,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.match(result.reason, /approved/);
     assert.equal(terminal(second).outcome.type, 'success');
 
-    const all = prompts('malformed');
+    const all = await promptsAtLeast('malformed', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     const output = toolResults(all[1])['call-del-1'].output;

@@ -4,7 +4,7 @@
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { server, prompts, signatureField } from '../lib/servers.js';
+import { server, prompts, promptsAtLeast, signatureField } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolResults, toolCalls, userText } from '../lib/prompt.js';
 import {
   UiChat,
@@ -13,6 +13,7 @@ import {
   keepsSignature,
   knowsSignature,
   partSummary,
+  reasons,
   strictChunks,
   toolPart,
 } from '../lib/ui-chat.js';
@@ -66,7 +67,10 @@ function assertContinuation(chat, index, { assistantId, outputs }) {
   const chunks = chat.chunks(index);
   assert.deepEqual(chunks[0], { type: 'start', messageId: assistantId }, 'start reuses the continued message id');
   const firstStep = chunks.findIndex((c) => c.type === 'start-step');
-  const before = chunks.slice(1, firstStep).map((c) => `${c.type}:${c.toolCallId}`);
+  const before = chunks
+    .slice(1, firstStep)
+    .filter((c) => c.type !== 'data-toolgate-reason')
+    .map((c) => `${c.type}:${c.toolCallId}`);
   assert.deepEqual(before, outputs, 'the pre-resolution outputs come before the first start-step');
 }
 
@@ -84,6 +88,11 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     const requested = toolPart(assistant, 'call-del-1');
     assert.deepEqual(requested.input, { path: 'notes.txt' });
     assertRequestedApproval(requested);
+    assert.deepEqual(
+      reasons(assistant)['call-del-1'],
+      { toolCallId: 'call-del-1', decision: 'ask', reason: 'tool `delete_file` requires approval', approvalId: requested.approval.id },
+      'the client keeps why the call waits as a data part',
+    );
     assert.equal(prompts('approve').length, 1);
 
     await chat.answer(requested.approval.id, true);
@@ -148,7 +157,7 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     assertContinuation(chat, 1, { assistantId: chat.messages[1].id, outputs: ['tool-output-denied:call-del-1'] });
     assertWire(chat);
 
-    const all = prompts('deny');
+    const all = await promptsAtLeast('deny', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(toolResults(all[1])['call-del-1'].output, {
@@ -190,7 +199,7 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     assertContinuation(chat, 1, { assistantId: assistant.id, outputs: ['tool-output-available:call-del-1'] });
     assertWire(chat);
 
-    const all = prompts('mixed-batch');
+    const all = await promptsAtLeast('mixed-batch', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
@@ -246,12 +255,14 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     const outputs = chat
       .chunks(1)
       .slice(1, chat.chunks(1).findIndex((c) => c.type === 'start-step'))
+      .filter((c) => c.type !== 'data-toolgate-reason')
       .map((c) => `${c.type}:${c.toolCallId}`)
       .sort();
     assert.deepEqual(outputs, ['tool-output-available:call-del-1', 'tool-output-denied:call-pay-1']);
+    assert.equal(reasons(chat.messages[1])['call-pay-1'].reason, 'too much', "the person's reason is kept with the call");
     assertWire(chat);
 
-    const all = prompts('two-approvals');
+    const all = await promptsAtLeast('two-approvals', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     const results = toolResults(all[1]);
@@ -302,7 +313,7 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     assertContinuation(chat, 2, { assistantId, outputs: ['tool-output-available:call-del-2'] });
     assertWire(chat);
 
-    const all = prompts('chained');
+    const all = await promptsAtLeast('chained', 3);
     assert.equal(all.length, 3);
     all.forEach((prompt) => assertCleanPrompt(prompt));
     assert.deepEqual(roles(all[2]), ['user', 'assistant', 'tool', 'assistant', 'tool']);
@@ -342,7 +353,7 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     assert.equal(output.providerExecuted, true);
     assertWire(chat);
 
-    const all = prompts('provider-mcp');
+    const all = await promptsAtLeast('provider-mcp', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1], { providerApprovalIds: ['mcpr_1'] });
     assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
