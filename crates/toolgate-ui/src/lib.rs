@@ -18,6 +18,7 @@ mod chunk;
 mod convert;
 mod encode;
 mod message;
+mod read;
 
 pub use build::{REASON_PART, UiMessageBuilder};
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};

@@ -179,27 +179,27 @@ pub struct UiToolPart {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ToolFields {
-    tool_call_id: String,
-    state: ToolState,
+pub(crate) struct ToolFields {
+    pub(crate) tool_call_id: String,
+    pub(crate) state: ToolState,
     #[serde(default)]
-    tool_name: Option<String>,
+    pub(crate) tool_name: Option<String>,
     #[serde(default)]
-    input: Option<Value>,
+    pub(crate) input: Option<Value>,
     #[serde(default)]
-    output: Option<Value>,
+    pub(crate) output: Option<Value>,
     #[serde(default)]
-    error_text: Option<String>,
+    pub(crate) error_text: Option<String>,
     #[serde(default)]
-    raw_input: Option<Value>,
+    pub(crate) raw_input: Option<Value>,
     #[serde(default)]
-    provider_executed: Option<bool>,
+    pub(crate) provider_executed: Option<bool>,
     #[serde(default)]
-    approval: Option<UiApproval>,
+    pub(crate) approval: Option<UiApproval>,
     #[serde(default)]
-    call_provider_metadata: Option<Map<String, Value>>,
+    pub(crate) call_provider_metadata: Option<Map<String, Value>>,
     #[serde(default)]
-    preliminary: Option<bool>,
+    pub(crate) preliminary: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -239,8 +239,19 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    /// Parses a request body.
+    /// Parses a request body: straight into typed messages when it is well
+    /// formed (see [`crate::read`]), else through the strict path below,
+    /// whose errors name the message, the part and the field.
     pub fn from_json(body: &[u8]) -> Result<Self, ConvertError> {
+        match crate::read::chat_request(body) {
+            Some(request) => Ok(request),
+            None => Self::from_json_strictly(body),
+        }
+    }
+
+    /// The strict path: the body as a `Value`, then each message and part,
+    /// with errors that name the message, the part and the field.
+    pub(crate) fn from_json_strictly(body: &[u8]) -> Result<Self, ConvertError> {
         let value: Value = serde_json::from_slice(body).map_err(|e| ConvertError::InvalidJson(e.to_string()))?;
         let Value::Object(mut object) = value else {
             return Err(ConvertError::InvalidBody("the body must be a JSON object".into()));
@@ -348,7 +359,11 @@ fn parse_part(role: UiRole, value: Value) -> Result<UiPart, String> {
 }
 
 fn tool_part(static_name: Option<String>, value: Value) -> Result<UiPart, String> {
-    let fields: ToolFields = fields(value)?;
+    build_tool(static_name, fields(value)?)
+}
+
+/// A tool part from its fields; `static_name` is the `tool-<name>` of its type (none for `dynamic-tool`).
+pub(crate) fn build_tool(static_name: Option<String>, fields: ToolFields) -> Result<UiPart, String> {
     let dynamic = static_name.is_none();
     let tool_name = match static_name.or(fields.tool_name) {
         Some(name) => name,
