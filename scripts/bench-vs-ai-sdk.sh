@@ -5,6 +5,7 @@
 #   scripts/bench-vs-ai-sdk.sh [--quick] [-- TOOLGATE_BENCH_ARGS...]
 #
 #   --quick   a smoke run: N = 10 and 100, 2 s per cell (under a minute; the full run takes a few minutes)
+#   -- --soak 10m --sizes 1000 --connections 16   sustained load on toolgate alone, its RSS sampled every 20 s
 #   after --   passed to toolgate-bench (see `toolgate-bench --help`), e.g. `-- --sizes 1000 --connections 16`
 #
 # What it does (loopback only, every run bounded in time and request count):

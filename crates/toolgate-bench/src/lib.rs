@@ -8,6 +8,7 @@
 //! - [`process`]: peak RSS of the servers from `/proc`.
 //! - [`sse`]: reading and checking UI message streams.
 //! - [`report`]: the results and their markdown table.
+//! - [`soak`]: the sustained-load memory check (`--soak`).
 //!
 //! `scripts/bench-vs-ai-sdk.sh` builds everything, starts the servers and runs
 //! the `toolgate-bench` binary; see its usage line.
@@ -17,4 +18,5 @@ pub mod floor;
 pub mod load;
 pub mod process;
 pub mod report;
+pub mod soak;
 pub mod sse;

@@ -79,6 +79,13 @@ struct Args {
     /// Write each body to DIR/continuation-N.json and exit.
     #[arg(long)]
     dump_bodies: Option<PathBuf>,
+    /// Instead of the table: load toolgate for this long with the first of --sizes at the most --connections,
+    /// sampling its RSS every --soak-slice, and print how the RSS moved after the first minute.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    soak: Option<Duration>,
+    /// The time between two RSS samples of --soak.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    soak_slice: Duration,
 }
 
 /// A server under test.
@@ -188,6 +195,39 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if toolgate.is_none() && ai_sdk.is_none() && stored.is_none() {
         bail!("nothing to measure: give --toolgate, --ai-sdk and/or --toolgate-stored");
+    }
+    if let Some(total) = args.soak {
+        let Some(server) = &toolgate else { bail!("--soak needs --toolgate") };
+        let Some(process) = server.process else { bail!("--soak needs --toolgate-pid") };
+        let n = args.sizes[0];
+        let connections = args.connections.iter().copied().max().unwrap_or(1);
+        let body = continuation_body(n, &format!("bench-{n}"), &signer)?;
+        server.check_continuation(&body, args.timeout).await?;
+        eprintln!(
+            "soak: N = {n}, c = {connections}, {} in slices of {}",
+            humantime::format_duration(total),
+            humantime::format_duration(args.soak_slice)
+        );
+        let workload = Workload::Post { path: CHAT_PATH.into(), body: body.json.clone() };
+        let plan = toolgate_bench::soak::Plan {
+            total,
+            slice: args.soak_slice,
+            warmup: Duration::from_secs(60).min(total / 2),
+            connections,
+            timeout: args.timeout,
+        };
+        let soak = toolgate_bench::soak::run(server.target, process, workload, plan).await?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_vec_pretty(&soak)?).with_context(|| format!("{}", path.display()))?;
+        }
+        println!(
+            "Sustained load: N = {n} ({}), c = {connections}, {}; {}\n",
+            report::size(body.json.len()),
+            humantime::format_duration(total),
+            machine_summary()
+        );
+        println!("{}", soak.markdown());
+        return Ok(());
     }
 
     let machine = machine_summary();
