@@ -122,18 +122,9 @@ pub fn ui_messages(n: usize, signer: &ApprovalSigner) -> anyhow::Result<Vec<Valu
                 let call = ids.call();
                 let input = json!({"path": path});
                 let approval = approvals.issue(&mut ids, &call, "delete_file", &input)?;
-                assistant(
-                    index,
-                    vec![
-                        json!({"type": "step-start"}),
-                        text(format!("I will delete {path} once you approve.")),
-                        json!({"type": "tool-delete_file", "toolCallId": call, "state": "output-available",
-                               "input": input, "output": {"deleted": path},
-                               "approval": {"id": approval, "approved": true}}),
-                        json!({"type": "step-start"}),
-                        text(format!("Deleted {path}.")),
-                    ],
-                )
+                let part = json!({"type": "tool-delete_file", "toolCallId": call, "state": "output-available",
+                    "input": input, "output": {"deleted": path}, "approval": {"id": approval, "approved": true}});
+                assistant(index, decided_deletion(&path, part, format!("Deleted {path}.")))
             }
             4 => user(index, format!("And delete draft-{round}.txt too.")),
             _ => {
@@ -141,18 +132,9 @@ pub fn ui_messages(n: usize, signer: &ApprovalSigner) -> anyhow::Result<Vec<Valu
                 let call = ids.call();
                 let input = json!({"path": path});
                 let approval = approvals.issue(&mut ids, &call, "delete_file", &input)?;
-                assistant(
-                    index,
-                    vec![
-                        json!({"type": "step-start"}),
-                        text(format!("I will delete {path} once you approve.")),
-                        json!({"type": "tool-delete_file", "toolCallId": call, "state": "output-denied",
-                               "input": input,
-                               "approval": {"id": approval, "approved": false, "reason": "I still need it."}}),
-                        json!({"type": "step-start"}),
-                        text(format!("All right, I kept {path}.")),
-                    ],
-                )
+                let part = json!({"type": "tool-delete_file", "toolCallId": call, "state": "output-denied",
+                    "input": input, "approval": {"id": approval, "approved": false, "reason": "I still need it."}});
+                assistant(index, decided_deletion(&path, part, format!("All right, I kept {path}.")))
             }
         };
         messages.push(message);
@@ -211,6 +193,17 @@ pub fn round_trip_continuation(chat_id: &str, user_id: &str, issued: &IssuedRequ
          "input": issued.input, "approval": {"id": issued.approval_id, "approved": true}}]});
     let body = json!({"id": chat_id, "messages": [first_turn_user(user_id), assistant], "trigger": "submit-message"});
     Bytes::from(body.to_string())
+}
+
+/// An assistant turn that asked to delete `path`, the call as the person decided it, and the model's answer.
+fn decided_deletion(path: &str, call: Value, answer: String) -> Vec<Value> {
+    vec![
+        json!({"type": "step-start"}),
+        text(format!("I will delete {path} once you approve.")),
+        call,
+        json!({"type": "step-start"}),
+        text(answer),
+    ]
 }
 
 #[cfg(test)]
