@@ -240,8 +240,9 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     /// Parses a request body: straight into typed messages when it is well
-    /// formed (see [`crate::read`]), else through the strict path below,
-    /// whose errors name the message, the part and the field.
+    /// formed (the parts as borrowed slices of the body, no `Value` of the
+    /// whole conversation), else through the strict path, whose errors name
+    /// the message, the part and the field. Both give the same result.
     pub fn from_json(body: &[u8]) -> Result<Self, ConvertError> {
         match crate::read::chat_request(body) {
             Some(request) => Ok(request),
