@@ -19,6 +19,10 @@
 
 use std::time::Duration;
 
+/// The allocator of the `toolgate` binary, so the stages cost what they cost there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use toolgate::approval::ApprovalSigner;
@@ -28,7 +32,7 @@ use toolgate::{ModelMessage, ScriptedModel, TextRequest, Toolkit, stream_text};
 use toolgate_bench::bodies::continuation_body;
 use toolgate_ui::{ChatRequest, EncoderOptions, SSE_DONE, UiStreamEncoder, convert_to_model_messages, sse_frame};
 
-const SIZES: [usize; 3] = [10, 100, 1000];
+const SIZES: [usize; 4] = [10, 100, 1000, 10000];
 const SECRET: &str = "toolgate-bench-ui";
 
 fn runtime() -> tokio::runtime::Runtime {

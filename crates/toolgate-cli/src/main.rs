@@ -14,6 +14,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: a request allocates many small
+/// values, and mimalloc serves them faster (see the README's benchmarks).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// LLM tool calling with human approval.
 #[derive(Debug, Parser)]
 #[command(name = "toolgate", version, about)]

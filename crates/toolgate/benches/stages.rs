@@ -38,7 +38,7 @@ use toolgate::model::ScriptPart;
 use toolgate::protocol::parse_messages_str;
 use toolgate::{ModelMessage, ScriptedModel, TextRequest, ToolResultOutput, Toolkit, generate_text, stream_text};
 
-const SIZES: [usize; 3] = [10, 100, 1000];
+const SIZES: [usize; 4] = [10, 100, 1000, 10000];
 const SECRET: &str = "toolgate-bench-stages";
 /// Messages in one exchange: a user turn, a tool call, its result (and answer), the assistant's text.
 const EXCHANGE: usize = 4;
