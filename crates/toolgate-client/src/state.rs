@@ -17,9 +17,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use toolgate_ui::{
-    REASON_PART, ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole, UiToolPart,
-};
+use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole, UiToolPart};
 
 use crate::decision::Decision;
 use crate::error::ClientError;
@@ -279,13 +277,13 @@ impl ChatState {
         let call_id = tool_call_id(&chunk).map(str::to_owned);
         let call_id = call_id.as_deref();
         if let Some(call_id) = call_id
-            && find_tool(flight.builder.message(), call_id).is_none()
+            && flight.builder.tool_part(call_id).is_none()
             && is_output(&chunk)
         {
             self.apply_to_earlier(call_id, chunk);
             return;
         }
-        let before = call_id.and_then(|id| find_tool(flight.builder.message(), id)).map(|part| part.state);
+        let before = call_id.and_then(|id| flight.builder.tool_part(id)).map(|part| part.state);
         flight.builder.apply(&chunk);
         let message = flight.builder.message();
         let mut events = Vec::new();
@@ -294,7 +292,7 @@ impl ChatState {
             events.push(ChatEvent::MessageAdded { message: message.clone() });
         }
         let message_id = message.id.clone();
-        let part = call_id.and_then(|id| find_tool(message, id));
+        let part = call_id.and_then(|id| flight.builder.tool_part(id));
         let tool_event = part.and_then(|part| state_change(&message_id, part, before));
         let approval_event = match (&chunk, part) {
             (UiChunk::ToolApprovalRequest { approval_id, .. }, Some(part)) => Some(ChatEvent::ApprovalRequested {
@@ -303,7 +301,11 @@ impl ChatState {
                 tool_call_id: part.tool_call_id.clone(),
                 tool_name: part.tool_name.clone(),
                 input: part.input.clone().unwrap_or(Value::Null),
-                reason: reason_for(message, &part.tool_call_id),
+                reason: flight
+                    .builder
+                    .reason(&part.tool_call_id)
+                    .and_then(|data| data["reason"].as_str())
+                    .map(str::to_owned),
             }),
             _ => None,
         };
@@ -597,16 +599,6 @@ fn tool_call_id(chunk: &UiChunk) -> Option<&str> {
         | UiChunk::ReasoningDelta { .. }
         | UiChunk::ReasoningEnd { .. } => None,
     }
-}
-
-/// The `data-toolgate-reason` text the server sent for a call, if any.
-pub(crate) fn reason_for(message: &UiMessage, tool_call_id: &str) -> Option<String> {
-    message.parts.iter().rev().find_map(|part| match part {
-        UiPart::Other(raw) if raw["type"] == REASON_PART && raw["id"] == tool_call_id => {
-            raw["data"]["reason"].as_str().map(str::to_owned)
-        }
-        _ => None,
-    })
 }
 
 fn is_output(chunk: &UiChunk) -> bool {

@@ -47,11 +47,8 @@ async fn an_approved_call_runs_and_the_chat_continues_by_itself() {
 
     drop(chat);
     let events: Vec<ChatEvent> = events.collect().await;
-    assert!(
-        events
-            .iter()
-            .any(|event| matches!(event, ChatEvent::ApprovalRequested { tool_name, .. } if tool_name == "delete_file"))
-    );
+    assert!(events.iter().any(|event| matches!(event, ChatEvent::ApprovalRequested { tool_name, reason, .. }
+                if tool_name == "delete_file" && reason.as_deref() == Some("tool `delete_file` requires approval"))));
 }
 
 #[tokio::test]

@@ -63,6 +63,22 @@ impl UiMessageBuilder {
         &mut self.message
     }
 
+    /// The tool part of this call, found through the builder's index (no scan).
+    pub fn tool_part(&self, tool_call_id: &str) -> Option<&UiToolPart> {
+        match self.tools.get(tool_call_id).and_then(|&index| self.message.parts.get(index)) {
+            Some(UiPart::Tool(part)) => Some(part),
+            _ => None,
+        }
+    }
+
+    /// The `data` of the `data-toolgate-reason` part for this call, if the server sent one.
+    pub fn reason(&self, tool_call_id: &str) -> Option<&serde_json::Value> {
+        match self.reasons.get(tool_call_id).and_then(|&index| self.message.parts.get(index)) {
+            Some(UiPart::Other(raw)) => raw.get("data"),
+            _ => None,
+        }
+    }
+
     /// The finished message.
     pub fn finish(self) -> UiMessage {
         self.message
