@@ -46,6 +46,14 @@ use crate::error::ApiError;
 /// The longest note kept with a decision, in bytes.
 const MAX_NOTE_BYTES: usize = 1024;
 
+/// The largest exact input a decision may hold, in bytes of JSON. Every request
+/// reads the decisions that apply to it, so what they hold must stay small.
+pub const MAX_DECISION_INPUT_BYTES: usize = 8 * 1024;
+
+/// The most live decisions one author may keep in one scope (one conversation,
+/// one principal, global): a request reads at most three scopes' worth.
+pub const MAX_DECISIONS_PER_SCOPE: usize = 100;
+
 /// The scope a `POST` names.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -86,7 +94,11 @@ pub(crate) async fn add(
     if new.note.as_ref().is_some_and(|note| note.len() > MAX_NOTE_BYTES) {
         return Err(invalid(format!("`note` is longer than {MAX_NOTE_BYTES} bytes")));
     }
+    if new.input.as_ref().is_some_and(|input| input.to_string().len() > MAX_DECISION_INPUT_BYTES) {
+        return Err(invalid(format!("`input` is longer than {MAX_DECISION_INPUT_BYTES} bytes of JSON")));
+    }
     let now = state.now();
+    check_room(&state, &scope, principal.as_deref(), now).await?;
     let expires_at = match &new.ttl {
         Some(text) => {
             let ttl = humantime::parse_duration(text)
@@ -189,6 +201,34 @@ fn scope(state: &AppState, new: &NewDecision, principal: Option<&str>) -> Result
         )),
         ScopeKind::Global => Ok(DecisionScope::Global),
     }
+}
+
+/// Refuses a decision past [`MAX_DECISIONS_PER_SCOPE`] of this author's live ones in this scope.
+async fn check_room(state: &AppState, scope: &DecisionScope, author: Option<&str>, now: i64) -> Result<(), ApiError> {
+    let query = DecisionQuery {
+        conversation_id: match scope {
+            DecisionScope::Conversation { conversation_id } => Some(conversation_id.clone()),
+            DecisionScope::Principal { .. } | DecisionScope::Global => None,
+        },
+        principal: match scope {
+            DecisionScope::Principal { principal } => Some(principal.clone()),
+            DecisionScope::Conversation { .. } | DecisionScope::Global => None,
+        },
+        now,
+    };
+    let decisions = toolgate_policy::decode_stored(state.decision_store().decisions(&query).await?)?;
+    let kept = decisions
+        .iter()
+        .filter(|decision| &decision.scope == scope && decision.created_by.as_deref() == author)
+        .count();
+    if kept >= MAX_DECISIONS_PER_SCOPE {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "too_many_decisions",
+            format!("{kept} sticky decisions are kept in this {} scope already: revoke some first", scope.kind()),
+        ));
+    }
+    Ok(())
 }
 
 /// The tool must be offered now, and an exact input must be one the tool accepts.

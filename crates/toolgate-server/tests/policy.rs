@@ -245,3 +245,28 @@ async fn with_a_store_decisions_live_in_it_and_expire() {
     let later = DecisionQuery { now: expires, ..query };
     assert!(store.decisions(&later).await.unwrap().is_empty(), "expired decisions are not read");
 }
+
+#[tokio::test]
+async fn what_every_request_reads_stays_small() {
+    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"));
+    let server = start_configured(default_script(), move |config| config.principals = principals).await;
+    let huge = json!({"action": "allow", "tool": "delete_file", "scope": "conversation", "conversationId": "chat-1",
+        "input": {"path": "x".repeat(toolgate_server::MAX_DECISION_INPUT_BYTES)}});
+    let refused = decide(&server, Some("alice"), huge).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("`input`"), "{}", refused.body);
+
+    let nth = |n: usize| {
+        json!({"action": "allow", "tool": "delete_file", "scope": "conversation",
+        "conversationId": "chat-1", "input": {"path": format!("f{n}.txt")}})
+    };
+    for n in 0..toolgate_server::MAX_DECISIONS_PER_SCOPE {
+        assert_eq!(decide(&server, Some("alice"), nth(n)).await.status, 201);
+    }
+    let full = decide(&server, Some("alice"), nth(999)).await;
+    assert_eq!(full.status, 409, "{}", full.body);
+    assert_eq!(full.json()["error"]["code"], "too_many_decisions");
+    assert_eq!(decide(&server, Some("bob"), nth(999)).await.status, 201, "the limit is per author");
+    let listed = listed(&server, Some("alice"), "chat-1").await;
+    assert_eq!(listed.len(), toolgate_server::MAX_DECISIONS_PER_SCOPE);
+}
