@@ -21,6 +21,8 @@
 //! `postgres://…`); [`open_store`] opens it. Opening a SQL store creates
 //! the SQLite file if missing and runs the embedded migrations.
 
+mod batch;
+mod checkpoint;
 mod postgres;
 mod spec;
 mod sql;

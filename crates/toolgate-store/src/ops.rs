@@ -2,10 +2,11 @@
 //!
 //! `sqlite.rs` and `postgres.rs` each include this file as their `ops`
 //! module (`#[path = "ops.rs"]`), after defining `Db` (the sqlx database),
-//! `Backend` (the pools) with `write` (a transaction that holds the write
-//! lock it needs), `writer` (the pool single writing statements run on) and
-//! `reader` (a pool for reads), `lock_log` (serialises
-//! audit appends until commit) and `select_records` (approvals by id).
+//! `Backend` with `write` (runs an operation in a transaction that holds the
+//! write lock it needs), `write_statement` (runs a one-statement operation,
+//! in a transaction where the backend needs one), `reader` (a pool for
+//! reads) and `select_records` (approvals by id), and `insert_events_sql`
+//! (appends events, serialised with other appends until commit).
 //! Generic sqlx code over `Database` needs long higher-ranked bounds; a
 //! concrete `Db` per copy keeps every query plain.
 
@@ -17,41 +18,59 @@ use toolgate::ledger::{
     Transition, TransitionOutcome,
 };
 
-use super::{Backend, Db, lock_log};
+use super::{Backend, Db, fused_issue_sql, fused_transition_sql, insert_events_sql};
+use crate::batch::WriteFuture;
 use crate::sql::{self, ConversationRow, DecisionRow, EventRow, LeaseWrite, RecordParams, RecordRow, db_error};
 
 type Conn = <Db as Database>::Connection;
 
+/// Binds an approval's fourteen parameters, in [`sql::INSERT_RECORD`]
+/// order, to a query or typed query.
+macro_rules! bind_record {
+    ($query:expr, $record:expr, $params:expr) => {{
+        let (record, params): (&ApprovalRecord, &RecordParams) = ($record, $params);
+        $query
+            .bind(&record.approval_id)
+            .bind(&record.conversation_id)
+            .bind(&record.tool_call_id)
+            .bind(&record.tool_name)
+            .bind(&params.input)
+            .bind(&record.input_digest)
+            .bind(record.issued_at)
+            .bind(record.expires_at)
+            .bind(record.state.as_str())
+            .bind(&params.decision)
+            .bind(&params.output)
+            .bind(record.lease.as_ref().map(|lease| &lease.executor))
+            .bind(record.lease.as_ref().map(|lease| lease.until))
+            .bind(record.updated_at)
+    }};
+}
+
+/// Binds an audit event's seven parameters, in [`sql::EVENT_INSERT_COLUMNS`]
+/// order, to a query or typed query (`?` on its data's encoding).
+macro_rules! bind_event {
+    ($query:expr, $event:expr) => {{
+        let event: &AuditEvent = $event;
+        $query
+            .bind(event.at)
+            .bind(event.kind.as_str())
+            .bind(&event.approval_id)
+            .bind(&event.tool_call_id)
+            .bind(&event.conversation_id)
+            .bind(&event.principal)
+            .bind(sql::event_data(event)?)
+    }};
+}
+
 impl Backend {
     pub(crate) async fn issue(&self, records: &[ApprovalRecord], events: &[AuditEvent]) -> Result<(), StoreError> {
-        let mut tx = self.write().await?;
-        for record in records {
-            let params = RecordParams::new(record)?;
-            let done = sqlx::query(sql::INSERT_RECORD)
-                .bind(&record.approval_id)
-                .bind(&record.conversation_id)
-                .bind(&record.tool_call_id)
-                .bind(&record.tool_name)
-                .bind(&params.input)
-                .bind(&record.input_digest)
-                .bind(record.issued_at)
-                .bind(record.expires_at)
-                .bind(record.state.as_str())
-                .bind(&params.decision)
-                .bind(&params.output)
-                .bind(record.lease.as_ref().map(|lease| &lease.executor))
-                .bind(record.lease.as_ref().map(|lease| lease.until))
-                .bind(record.updated_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
-            if done.rows_affected() == 0 {
-                tx.rollback().await.map_err(db_error)?;
-                return Err(StoreError::DuplicateApproval(params.record.approval_id.clone()));
-            }
+        if let [record] = records
+            && let Some(text) = fused_issue_sql(events.len())
+        {
+            return self.write_statement((record.clone(), events.to_vec(), text), fused_issue_in).await;
         }
-        append_in(&mut tx, events).await?;
-        tx.commit().await.map_err(db_error)
+        self.write((records.to_vec(), events.to_vec()), issue_in).await
     }
 
     pub(crate) async fn approvals(&self, approval_ids: &[String]) -> Result<Vec<ApprovalRecord>, StoreError> {
@@ -84,39 +103,24 @@ impl Backend {
         transitions: &[Transition],
         events: &[AuditEvent],
     ) -> Result<Vec<TransitionOutcome>, StoreError> {
-        let mut tx = self.write().await?;
-        let mut outcomes = Vec::with_capacity(transitions.len());
-        // Events are appended after every update, in the order the in-memory
-        // store appends them, so the log lock is held only until commit.
-        let mut appended: Vec<&AuditEvent> = Vec::new();
-        for transition in transitions {
-            let outcome = transition_in(&mut tx, transition).await?;
-            if matches!(outcome, TransitionOutcome::Moved(_)) {
-                appended.extend(&transition.events);
-            }
-            outcomes.push(outcome);
+        if let ([transition], []) = (transitions, events)
+            && let Some(text) = fused_transition_sql(transition)
+        {
+            let outcome = self.write_statement((transition.clone(), text), fused_transition_in).await?;
+            return Ok(vec![outcome]);
         }
-        appended.extend(events);
-        append_in(&mut tx, appended).await?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(outcomes)
+        self.write((transitions.to_vec(), events.to_vec()), apply_in).await
     }
 
     pub(crate) async fn append(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        let mut tx = self.write().await?;
-        append_in(&mut tx, events).await?;
-        tx.commit().await.map_err(db_error)
+        self.write(events.to_vec(), |conn, events| Box::pin(append_in(conn, events))).await
     }
 
     pub(crate) async fn renew_leases(&self, executor: &str, until: Millis) -> Result<u64, StoreError> {
-        let mut tx = self.write().await?;
-        let done =
-            sqlx::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(&mut *tx).await.map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(done.rows_affected())
+        self.write_statement((executor.to_owned(), until), renew_leases_in).await
     }
 
     pub(crate) async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError> {
@@ -157,37 +161,19 @@ impl Backend {
         expected_version: Option<i64>,
         at: Millis,
     ) -> Result<Option<i64>, StoreError> {
-        let messages = sql::messages_text(messages)?;
-        let query = match expected_version {
-            None => sqlx::query(sql::CREATE_CONVERSATION).bind(conversation_id).bind(&messages).bind(at),
-            Some(version) => {
-                sqlx::query(sql::UPDATE_CONVERSATION).bind(conversation_id).bind(&messages).bind(at).bind(version)
-            }
+        let save = ConversationSave {
+            conversation_id: conversation_id.to_owned(),
+            messages: sql::messages_text(messages)?,
+            expected_version,
+            at,
         };
-        // One conditional statement is atomic on its own: no transaction round trips.
-        let done = query.execute(self.writer()).await.map_err(db_error)?;
-        Ok((done.rows_affected() == 1).then(|| expected_version.unwrap_or(0) + 1))
+        // One conditional statement is atomic on its own.
+        self.write_statement(save, save_conversation_in).await
     }
 
     pub(crate) async fn save_decision(&self, decision: &StoredDecision) -> Result<(), StoreError> {
         let body = sql::decision_body(decision)?;
-        let mut tx = self.write().await?;
-        let done = sqlx::query(sql::INSERT_DECISION)
-            .bind(&decision.id)
-            .bind(decision.scope.kind())
-            .bind(decision.scope.key())
-            .bind(&decision.tool_name)
-            .bind(decision.created_at)
-            .bind(decision.expires_at)
-            .bind(&body)
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        if done.rows_affected() == 0 {
-            tx.rollback().await.map_err(db_error)?;
-            return Err(StoreError::DuplicateDecision(decision.id.clone()));
-        }
-        tx.commit().await.map_err(db_error)
+        self.write_statement((decision.clone(), body), save_decision_in).await
     }
 
     pub(crate) async fn decisions(&self, query: &DecisionQuery) -> Result<Vec<StoredDecision>, StoreError> {
@@ -203,39 +189,211 @@ impl Backend {
     }
 
     pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {
-        let mut tx = self.write().await?;
-        let row = sqlx::query_as::<_, DecisionRow>(sql::DELETE_DECISION)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_error)?;
-        // A row that cannot be read back is not removed: the error rolls back.
-        let revoked = row.map(DecisionRow::into_decision).transpose()?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(revoked)
+        // In a transaction: a row that cannot be read back is not removed (the error rolls back).
+        self.write(id.to_owned(), revoke_decision_in).await
     }
 }
 
-/// One conditional transition: the update, or the row as it is when it did not apply.
-async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
-    let lease = LeaseWrite::of(transition);
-    let text = sql::transition_sql(transition.guard, lease);
-    let decision = sql::json_opt(transition.update.decision.as_ref(), "a decision")?;
-    let output = sql::json_opt(transition.update.output.as_ref(), "an output")?;
-    let mut update = sqlx::query_as::<_, RecordRow>(text)
+/// A conversation to save over the version its writer read.
+struct ConversationSave {
+    conversation_id: String,
+    messages: String,
+    expected_version: Option<i64>,
+    at: Millis,
+}
+
+fn issue_in<'c>(
+    conn: &'c mut Conn,
+    (records, events): &'c (Vec<ApprovalRecord>, Vec<AuditEvent>),
+) -> WriteFuture<'c, ()> {
+    Box::pin(async move {
+        for record in records {
+            let params = RecordParams::new(record)?;
+            let done = bind_record!(sqlx::query(sql::INSERT_RECORD), record, &params)
+                .execute(&mut *conn)
+                .await
+                .map_err(db_error)?;
+            if done.rows_affected() == 0 {
+                // The transaction rolls back: nothing of this call is recorded.
+                return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
+            }
+        }
+        append_in(conn, events).await
+    })
+}
+
+/// One approval and its events in one statement (`text`, from the backend),
+/// which inserts the events only when it inserted the approval.
+fn fused_issue_in<'c>(
+    conn: &'c mut Conn,
+    (record, events, text): &'c (ApprovalRecord, Vec<AuditEvent>, String),
+) -> WriteFuture<'c, ()> {
+    Box::pin(async move {
+        let params = RecordParams::new(record)?;
+        // The statement's value is how many approvals it inserted (0 or 1).
+        let mut insert =
+            bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(text.as_str())), record, &params);
+        for event in events {
+            insert = bind_event!(insert, event);
+        }
+        let inserted = insert.fetch_one(&mut *conn).await.map_err(db_error)?;
+        if inserted == 0 {
+            return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
+        }
+        Ok(())
+    })
+}
+
+fn apply_in<'c>(
+    conn: &'c mut Conn,
+    (transitions, events): &'c (Vec<Transition>, Vec<AuditEvent>),
+) -> WriteFuture<'c, Vec<TransitionOutcome>> {
+    Box::pin(async move {
+        let mut outcomes = Vec::with_capacity(transitions.len());
+        // Events are appended after every update, in the order the in-memory
+        // store appends them, so the log lock is held only until commit.
+        let mut appended: Vec<AuditEvent> = Vec::new();
+        for transition in transitions {
+            let outcome = transition_in(&mut *conn, transition).await?;
+            if matches!(outcome, TransitionOutcome::Moved(_)) {
+                appended.extend(transition.events.iter().cloned());
+            }
+            outcomes.push(outcome);
+        }
+        appended.extend(events.iter().cloned());
+        append_in(conn, &appended).await?;
+        Ok(outcomes)
+    })
+}
+
+fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Millis)) -> WriteFuture<'c, u64> {
+    Box::pin(async move {
+        let done = sqlx::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
+        Ok(done.rows_affected())
+    })
+}
+
+fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> WriteFuture<'c, Option<i64>> {
+    Box::pin(async move {
+        let query = match save.expected_version {
+            None => {
+                sqlx::query(sql::CREATE_CONVERSATION).bind(&save.conversation_id).bind(&save.messages).bind(save.at)
+            }
+            Some(version) => sqlx::query(sql::UPDATE_CONVERSATION)
+                .bind(&save.conversation_id)
+                .bind(&save.messages)
+                .bind(save.at)
+                .bind(version),
+        };
+        let done = query.execute(conn).await.map_err(db_error)?;
+        Ok((done.rows_affected() == 1).then(|| save.expected_version.unwrap_or(0) + 1))
+    })
+}
+
+fn save_decision_in<'c>(conn: &'c mut Conn, (decision, body): &'c (StoredDecision, String)) -> WriteFuture<'c, ()> {
+    Box::pin(async move {
+        let done = sqlx::query(sql::INSERT_DECISION)
+            .bind(&decision.id)
+            .bind(decision.scope.kind())
+            .bind(decision.scope.key())
+            .bind(&decision.tool_name)
+            .bind(decision.created_at)
+            .bind(decision.expires_at)
+            .bind(body)
+            .execute(conn)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::DuplicateDecision(decision.id.clone()));
+        }
+        Ok(())
+    })
+}
+
+fn revoke_decision_in<'c>(conn: &'c mut Conn, id: &'c String) -> WriteFuture<'c, Option<StoredDecision>> {
+    Box::pin(async move {
+        let row = sqlx::query_as::<_, DecisionRow>(sql::DELETE_DECISION)
+            .bind(id)
+            .fetch_optional(conn)
+            .await
+            .map_err(db_error)?;
+        row.map(DecisionRow::into_decision).transpose()
+    })
+}
+
+/// A transition's JSON columns as written.
+struct TransitionColumns {
+    decision: Option<String>,
+    output: Option<String>,
+}
+
+impl TransitionColumns {
+    fn new(transition: &Transition) -> Result<Self, StoreError> {
+        Ok(Self {
+            decision: sql::json_opt(transition.update.decision.as_ref(), "a decision")?,
+            output: sql::json_opt(transition.update.output.as_ref(), "an output")?,
+        })
+    }
+}
+
+type RecordQuery<'q> = sqlx::query::QueryAs<'q, Db, RecordRow, <Db as Database>::Arguments>;
+
+/// Binds a transition's parameters in [`sql::transition_sql`] order.
+fn bind_transition<'q>(
+    mut query: RecordQuery<'q>,
+    transition: &'q Transition,
+    columns: &'q TransitionColumns,
+) -> RecordQuery<'q> {
+    query = query
         .bind(&transition.approval_id)
         .bind(transition.from.as_str())
         .bind(transition.to.as_str())
         .bind(transition.at)
-        .bind(decision)
-        .bind(output);
+        .bind(&columns.decision)
+        .bind(&columns.output);
     if let Some(at) = sql::guard_time(transition.guard) {
-        update = update.bind(at);
+        query = query.bind(at);
     }
-    if let (LeaseWrite::Set, Some(set)) = (lease, &transition.update.lease) {
-        update = update.bind(&set.executor).bind(set.until);
+    if let (LeaseWrite::Set, Some(set)) = (LeaseWrite::of(transition), &transition.update.lease) {
+        query = query.bind(&set.executor).bind(set.until);
     }
-    if let Some(row) = update.fetch_optional(&mut *conn).await.map_err(db_error)? {
+    query
+}
+
+/// One conditional transition: the update, or the row as it is when it did not apply.
+async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
+    let columns = TransitionColumns::new(transition)?;
+    let text = sql::transition_sql(transition.guard, LeaseWrite::of(transition));
+    let update = bind_transition(sqlx::query_as::<_, RecordRow>(text), transition, &columns);
+    let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
+    outcome(conn, transition, moved).await
+}
+
+/// A transition and its own events in one statement (`text`, from the backend).
+fn fused_transition_in<'c>(
+    conn: &'c mut Conn,
+    (transition, text): &'c (Transition, String),
+) -> WriteFuture<'c, TransitionOutcome> {
+    Box::pin(async move {
+        let columns = TransitionColumns::new(transition)?;
+        let mut update =
+            bind_transition(sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text.as_str())), transition, &columns);
+        for event in &transition.events {
+            update = bind_event!(update, event);
+        }
+        let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
+        outcome(conn, transition, moved).await
+    })
+}
+
+/// The outcome of a transition whose update returned `moved`: when it did
+/// not move, the record as it is now (or that there is none).
+async fn outcome(
+    conn: &mut Conn,
+    transition: &Transition,
+    moved: Option<RecordRow>,
+) -> Result<TransitionOutcome, StoreError> {
+    if let Some(row) = moved {
         return Ok(TransitionOutcome::Moved(row.into_record()?));
     }
     let row = sqlx::query_as::<_, RecordRow>(sql::SELECT_RECORD)
@@ -249,25 +407,18 @@ async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<Trans
     }
 }
 
-/// Appends events in order, each taking the next `seq`.
-async fn append_in<'e>(conn: &mut Conn, events: impl IntoIterator<Item = &'e AuditEvent>) -> Result<(), StoreError> {
-    let mut events = events.into_iter().peekable();
-    if events.peek().is_none() {
+/// Appends events in order, each taking the next `seq`: one statement per
+/// [`sql::EVENTS_PER_INSERT`] events.
+async fn append_in(conn: &mut Conn, events: &[AuditEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
         return Ok(());
     }
-    lock_log(conn).await?;
-    for event in events {
-        sqlx::query(sql::INSERT_EVENT)
-            .bind(event.at)
-            .bind(event.kind.as_str())
-            .bind(&event.approval_id)
-            .bind(&event.tool_call_id)
-            .bind(&event.conversation_id)
-            .bind(&event.principal)
-            .bind(sql::event_data(event)?)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_error)?;
+    for chunk in events.chunks(sql::EVENTS_PER_INSERT) {
+        let mut insert = sqlx::query(sqlx::AssertSqlSafe(insert_events_sql(chunk.len())));
+        for event in chunk {
+            insert = bind_event!(insert, event);
+        }
+        insert.execute(&mut *conn).await.map_err(db_error)?;
     }
     Ok(())
 }

@@ -47,9 +47,26 @@ pub(crate) const INSERT_RECORD: &str = concat!(
 /// One approval by id.
 pub(crate) const SELECT_RECORD: &str = concat!("SELECT ", record_columns!(), " FROM approvals WHERE approval_id = $1");
 
-/// Appends one audit event; the store assigns `seq`.
-pub(crate) const INSERT_EVENT: &str = "INSERT INTO audit_events \
-     (at, kind, approval_id, tool_call_id, conversation_id, principal, data) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// The most audit events one insert statement holds (seven parameters each,
+/// well under SQLite's and Postgres's limits).
+pub(crate) const EVENTS_PER_INSERT: usize = 500;
+
+/// The columns an event insert writes, in the order of [`event_rows`].
+pub(crate) const EVENT_INSERT_COLUMNS: &str = "at, kind, approval_id, tool_call_id, conversation_id, principal, data";
+
+/// The `VALUES` rows of `count` audit events: seven parameters per event, in
+/// [`EVENT_INSERT_COLUMNS`] order, numbered from `$first` (`($1, …, $7),
+/// ($8, …, $14), …` from 1).
+pub(crate) fn event_rows(count: usize, first: usize) -> String {
+    let rows: Vec<String> = (0..count)
+        .map(|event| {
+            let start = first + event * 7;
+            let params: Vec<String> = (start..start + 7).map(|n| format!("${n}")).collect();
+            format!("({})", params.join(", "))
+        })
+        .collect();
+    rows.join(", ")
+}
 
 /// Extends the leases of one executor's running calls.
 pub(crate) const RENEW_LEASES: &str =
@@ -166,6 +183,11 @@ fn write_transition_sql(guard: Guard, lease: LeaseWrite) -> String {
     )
 }
 
+/// How many parameters [`transition_sql`] takes.
+pub(crate) fn transition_params(guard: Guard, lease: LeaseWrite) -> usize {
+    6 + usize::from(guard_time(guard).is_some()) + if lease == LeaseWrite::Set { 2 } else { 0 }
+}
+
 /// The time a guard compares with, when it has one.
 pub(crate) fn guard_time(guard: Guard) -> Option<i64> {
     match guard {
@@ -227,18 +249,16 @@ pub(crate) fn json_opt<T: serde::Serialize>(value: Option<&T>, what: &str) -> Re
     value.map(|value| to_json(value, what)).transpose()
 }
 
-/// An approval as its columns are written.
-pub(crate) struct RecordParams<'a> {
-    pub(crate) record: &'a ApprovalRecord,
+/// The JSON columns of an approval as they are written.
+pub(crate) struct RecordParams {
     pub(crate) input: String,
     pub(crate) decision: Option<String>,
     pub(crate) output: Option<String>,
 }
 
-impl<'a> RecordParams<'a> {
-    pub(crate) fn new(record: &'a ApprovalRecord) -> Result<Self, StoreError> {
+impl RecordParams {
+    pub(crate) fn new(record: &ApprovalRecord) -> Result<Self, StoreError> {
         Ok(Self {
-            record,
             input: to_json(&record.input, "an approval input")?,
             decision: json_opt(record.decision.as_ref(), "a decision")?,
             output: json_opt(record.output.as_ref(), "an output")?,

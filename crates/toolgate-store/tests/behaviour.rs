@@ -100,6 +100,12 @@ async fn duplicate_issue_is_rejected_and_nothing_is_inserted(stores: &Stores) {
     let error = stores.b.issue(&batch, &events).await.unwrap_err();
     assert_eq!(error, StoreError::DuplicateApproval("dup".to_owned()));
     assert_eq!(store.approvals(&["fresh".to_owned()]).await.unwrap(), vec![], "rolled back");
+    assert_eq!(store.approvals(&["dup".to_owned()]).await.unwrap(), vec![first.clone()]);
+    assert_eq!(all_events(store).await.len(), 1, "no event of the failed issue");
+    // One approval alone (a single statement on Postgres) fails the same way.
+    let alone = [event(AuditKind::Issued, "dup", "conv", 12, json!({"again": true}))];
+    let error = stores.b.issue(std::slice::from_ref(&batch[1]), &alone).await.unwrap_err();
+    assert_eq!(error, StoreError::DuplicateApproval("dup".to_owned()));
     assert_eq!(store.approvals(&["dup".to_owned()]).await.unwrap(), vec![first]);
     assert_eq!(all_events(store).await.len(), 1, "no event of the failed issue");
 }

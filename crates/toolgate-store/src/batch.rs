@@ -1,0 +1,200 @@
+//! Group commit on SQLite: one task owns the writing connection and runs,
+//! in one transaction, every write operation queued while the previous
+//! transaction ran.
+//!
+//! Every statement is a round trip to the connection's worker thread, and
+//! `BEGIN` and `COMMIT` are two of them; under concurrent load, operations
+//! share them instead of queueing for a connection each.
+//!
+//! The contract:
+//! - operations run one at a time in the order they were queued, each seeing
+//!   the writes of those before it (the transaction holds the write lock
+//!   from `BEGIN IMMEDIATE`, as a transaction of its own would);
+//! - an operation's result is delivered after the transaction that holds its
+//!   writes committed, never before; when `BEGIN` or `COMMIT` fails, every
+//!   operation of the batch gets that error and none of their writes stays;
+//! - when an operation fails, the batch rolls back and each of its
+//!   operations runs again in a transaction of its own, so one failure never
+//!   undoes another operation's writes (operations are functions of their
+//!   data and the database, so running one again is running it once);
+//! - an operation runs once queued, whether or not its caller still waits
+//!   (a ledger write a request started is not cut in half).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use sqlx::{Connection, SqliteConnection};
+use tokio::sync::{Notify, mpsc, oneshot};
+use toolgate::ledger::StoreError;
+
+use crate::sql::db_error;
+
+/// A write operation's future, borrowing its connection and data.
+pub(crate) type WriteFuture<'c, R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send + 'c>>;
+
+/// A write operation: statements over a connection already in a
+/// transaction, given the operation's data.
+pub(crate) type WriteFn<C, D, R> = for<'c> fn(&'c mut C, &'c D) -> WriteFuture<'c, R>;
+
+/// The most operations one transaction holds.
+const MAX_BATCH: usize = 64;
+/// Queued operations before callers wait to queue.
+const QUEUE: usize = 1024;
+
+/// The handle to the writer task.
+#[derive(Debug)]
+pub(crate) struct BatchWriter {
+    queue: mpsc::Sender<Message>,
+}
+
+enum Message {
+    Write(Box<dyn Job>),
+    Close(oneshot::Sender<()>),
+}
+
+impl BatchWriter {
+    /// Starts the writer task on `connection` (on the current tokio
+    /// runtime); it notifies `commits` after each commit.
+    pub(crate) fn start(connection: SqliteConnection, commits: Arc<Notify>) -> Self {
+        let (queue, messages) = mpsc::channel(QUEUE);
+        tokio::spawn(write_loop(connection, messages, commits));
+        Self { queue }
+    }
+
+    /// Queues `run` over `data` and waits for its committed result.
+    pub(crate) async fn write<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job = Box::new(Operation { data, run, result: None, reply: Some(reply) });
+        self.queue.send(Message::Write(job)).await.map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// Runs what is queued before this call, then closes the connection;
+    /// writes queued later fail as unavailable.
+    pub(crate) async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.queue.send(Message::Close(done)).await.is_ok() {
+            let _ = closed.await;
+        }
+    }
+}
+
+fn closed() -> StoreError {
+    StoreError::Unavailable("the approval store is closed".into())
+}
+
+/// One queued operation with its data, result and caller.
+trait Job: Send {
+    /// Runs the operation, keeping its result.
+    fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()>;
+    /// Delivers the kept result, or `failure`.
+    fn finish(&mut self, failure: Option<StoreError>);
+}
+
+struct Operation<D, R> {
+    data: D,
+    run: WriteFn<SqliteConnection, D, R>,
+    result: Option<R>,
+    reply: Option<oneshot::Sender<Result<R, StoreError>>>,
+}
+
+impl<D: Send + Sync, R: Send> Job for Operation<D, R> {
+    fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()> {
+        Box::pin(async move {
+            self.result = Some((self.run)(connection, &self.data).await?);
+            Ok(())
+        })
+    }
+
+    fn finish(&mut self, failure: Option<StoreError>) {
+        let outcome = match (failure, self.result.take()) {
+            (Some(error), _) => Err(error),
+            (None, Some(result)) => Ok(result),
+            (None, None) => Err(StoreError::Unavailable("a queued write did not run".into())),
+        };
+        if let Some(reply) = self.reply.take() {
+            // A caller that stopped waiting needs no answer.
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Why a transaction of operations did not commit.
+enum Failure {
+    /// `BEGIN` or `COMMIT` failed: no operation's writes stayed.
+    Transaction(StoreError),
+    /// An operation failed; the transaction rolled back.
+    Operation(StoreError),
+}
+
+async fn write_loop(mut connection: SqliteConnection, mut messages: mpsc::Receiver<Message>, commits: Arc<Notify>) {
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = messages.recv().await {
+        let mut close = None;
+        match first {
+            Message::Write(job) => batch.push(job),
+            Message::Close(done) => close = Some(done),
+        }
+        while close.is_none() && batch.len() < MAX_BATCH {
+            match messages.try_recv() {
+                Ok(Message::Write(job)) => batch.push(job),
+                Ok(Message::Close(done)) => close = Some(done),
+                Err(_) => break,
+            }
+        }
+        if !batch.is_empty() {
+            run_batch(&mut connection, &mut batch).await;
+            commits.notify_one();
+        }
+        if let Some(done) = close {
+            let _ = connection.close().await;
+            let _ = done.send(());
+            return;
+        }
+    }
+}
+
+/// Runs the batch in one transaction, or each operation alone after one failed.
+async fn run_batch(connection: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>) {
+    let failure = match together(connection, batch).await {
+        Ok(()) => None,
+        Err(Failure::Operation(_)) if batch.len() > 1 => {
+            for job in batch.iter_mut() {
+                let failure = together(connection, std::slice::from_mut(job)).await.err();
+                job.finish(failure.map(Failure::into_error));
+            }
+            batch.clear();
+            return;
+        }
+        Err(failure) => Some(failure.into_error()),
+    };
+    for mut job in batch.drain(..) {
+        job.finish(failure.clone());
+    }
+}
+
+async fn together(connection: &mut SqliteConnection, jobs: &mut [Box<dyn Job>]) -> Result<(), Failure> {
+    let mut transaction =
+        connection.begin_with("BEGIN IMMEDIATE").await.map_err(|error| Failure::Transaction(db_error(error)))?;
+    for job in jobs.iter_mut() {
+        if let Err(error) = job.run(&mut transaction).await {
+            // Dropping the transaction would roll back too; this waits for it.
+            let _ = transaction.rollback().await;
+            return Err(Failure::Operation(error));
+        }
+    }
+    transaction.commit().await.map_err(|error| Failure::Transaction(db_error(error)))
+}
+
+impl Failure {
+    fn into_error(self) -> StoreError {
+        match self {
+            Self::Transaction(error) | Self::Operation(error) => error,
+        }
+    }
+}
