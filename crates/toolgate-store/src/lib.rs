@@ -2,7 +2,7 @@
 //!
 //! [`SqlStore`] implements [`toolgate::ledger::ApprovalStore`] with the
 //! semantics of [`toolgate::ledger::MemoryStore`], durably:
-//! - every method is one database transaction;
+//! - every method is atomic: all of its writes commit, or none;
 //! - a transition is one conditional `UPDATE approvals … WHERE approval_id = $1
 //!   AND state = $2 AND <guard> RETURNING …`, never a read followed by a
 //!   write, so of many answers racing for one approval, in one process or
@@ -13,7 +13,9 @@
 //!   in the order they were saved; a revocation is one `DELETE … RETURNING`.
 //!
 //! On SQLite every write transaction takes the write lock up front
-//! (`BEGIN IMMEDIATE`) through a single writer connection; on Postgres write
+//! (`BEGIN IMMEDIATE`) through a single writer connection, whose task
+//! commits the writes queued together in one transaction (each still atomic,
+//! and answered only once committed); on Postgres write
 //! transactions run at READ COMMITTED, where a conditional update that waited
 //! for a row lock re-checks its condition on the committed row.
 //!
