@@ -24,6 +24,7 @@
 //! the SQLite file if missing and runs the embedded migrations.
 
 mod batch;
+mod chain;
 mod checkpoint;
 mod postgres;
 mod spec;

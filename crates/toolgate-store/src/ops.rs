@@ -20,6 +20,7 @@ use toolgate::ledger::{
 
 use super::{Backend, Db, fused_issue_sql, fused_transition_sql, insert_events_sql};
 use crate::batch::WriteFuture;
+use crate::chain::{Chain, Split};
 use crate::sql::{self, ConversationRow, DecisionRow, EventRow, LeaseWrite, RecordParams, RecordRow, db_error};
 
 type Conn = <Db as Database>::Connection;
@@ -103,11 +104,20 @@ impl Backend {
         transitions: &[Transition],
         events: &[AuditEvent],
     ) -> Result<Vec<TransitionOutcome>, StoreError> {
-        if let ([transition], []) = (transitions, events)
-            && let Some(text) = fused_transition_sql(transition)
-        {
-            let outcome = self.write_statement((transition.clone(), text), fused_transition_in).await?;
-            return Ok(vec![outcome]);
+        if events.is_empty() {
+            // One transition, or a pair that is one (see chain.rs), with its
+            // events as one statement where the backend has one.
+            if let [transition] = transitions
+                && let Some(text) = fused_transition_sql(transition)
+            {
+                let outcome = self.write_statement((transition.clone(), text), fused_transition_in).await?;
+                return Ok(vec![outcome]);
+            }
+            if let Some(chain) = Chain::of(transitions)
+                && let Some(text) = fused_transition_sql(&chain.fused)
+            {
+                return self.write_statement((chain, text), fused_chain_in).await;
+            }
         }
         self.write((transitions.to_vec(), events.to_vec()), apply_in).await
     }
@@ -249,16 +259,26 @@ fn apply_in<'c>(
     (transitions, events): &'c (Vec<Transition>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
-        let mut outcomes = Vec::with_capacity(transitions.len());
+        let outcomes = match Chain::of(transitions) {
+            Some(chain) => match chain.split(transition_in(&mut *conn, &chain.fused).await?) {
+                Split::Done(outcomes) => outcomes,
+                Split::SecondToRun(first) => vec![*first, transition_in(&mut *conn, chain.second()).await?],
+            },
+            None => {
+                let mut outcomes = Vec::with_capacity(transitions.len());
+                for transition in transitions {
+                    outcomes.push(transition_in(&mut *conn, transition).await?);
+                }
+                outcomes
+            }
+        };
         // Events are appended after every update, in the order the in-memory
         // store appends them, so the log lock is held only until commit.
         let mut appended: Vec<AuditEvent> = Vec::new();
-        for transition in transitions {
-            let outcome = transition_in(&mut *conn, transition).await?;
+        for (transition, outcome) in transitions.iter().zip(&outcomes) {
             if matches!(outcome, TransitionOutcome::Moved(_)) {
                 appended.extend(transition.events.iter().cloned());
             }
-            outcomes.push(outcome);
         }
         appended.extend(events.iter().cloned());
         append_in(conn, &appended).await?;
@@ -374,16 +394,41 @@ fn fused_transition_in<'c>(
     conn: &'c mut Conn,
     (transition, text): &'c (Transition, String),
 ) -> WriteFuture<'c, TransitionOutcome> {
+    Box::pin(fused_transition(conn, transition, text))
+}
+
+/// A fused pair in one statement (`text`, from the backend); when the first
+/// did not move and the second applies, the second in one more.
+fn fused_chain_in<'c>(
+    conn: &'c mut Conn,
+    (chain, text): &'c (Chain, String),
+) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
-        let columns = TransitionColumns::new(transition)?;
-        let mut update =
-            bind_transition(sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text.as_str())), transition, &columns);
-        for event in &transition.events {
-            update = bind_event!(update, event);
+        match chain.split(fused_transition(&mut *conn, &chain.fused, text).await?) {
+            Split::Done(outcomes) => Ok(outcomes),
+            Split::SecondToRun(first) => {
+                // The second has at most the pair's events: the backend fuses it too.
+                let text = fused_transition_sql(chain.second()).ok_or_else(|| {
+                    StoreError::Unavailable("no single statement for the second transition of a pair".into())
+                })?;
+                Ok(vec![*first, fused_transition(conn, chain.second(), &text).await?])
+            }
         }
-        let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
-        outcome(conn, transition, moved).await
     })
+}
+
+async fn fused_transition(
+    conn: &mut Conn,
+    transition: &Transition,
+    text: &str,
+) -> Result<TransitionOutcome, StoreError> {
+    let columns = TransitionColumns::new(transition)?;
+    let mut update = bind_transition(sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text)), transition, &columns);
+    for event in &transition.events {
+        update = bind_event!(update, event);
+    }
+    let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
+    outcome(conn, transition, moved).await
 }
 
 /// The outcome of a transition whose update returned `moved`: when it did

@@ -245,6 +245,48 @@ async fn events_are_appended_with_their_transitions(stores: &Stores) {
     assert!(after[5].seq > after[4].seq);
 }
 
+/// A claim and its start of execution (a pair the SQL stores run as one
+/// update) give what the reference store gives, transition by transition,
+/// from every state the record can be in, with and without extra events.
+async fn claim_pairs_move_as_the_reference_store_moves_them(stores: &Stores) {
+    let store = &*stores.a;
+    let starts = [Some((Pending, 1000)), Some((Pending, 15)), Some((Approved, 1000)), Some((Denied, 1000)), None];
+    for (case, start) in starts.into_iter().enumerate() {
+        for with_events in [false, true] {
+            let id = format!("pair{case}_{with_events}");
+            let reference = toolgate::ledger::MemoryStore::new();
+            if let Some((state, expires_at)) = start {
+                let mut issued = record(&id, "conv");
+                issued.state = state;
+                issued.expires_at = expires_at;
+                store.issue(std::slice::from_ref(&issued), &[]).await.unwrap();
+                reference.issue(&[issued], &[]).await.unwrap();
+            }
+            let mut claim = transition(&id, Pending, Approved, Guard::NotExpiredAt(20), 20);
+            claim.update.decision = Some(decision(true, "alice", 20));
+            claim.events = vec![
+                event(AuditKind::Approved, &id, "conv", 20, json!({"n": 1})),
+                event(AuditKind::Edited, &id, "conv", 20, json!({"n": 2})),
+            ];
+            let mut start_execution = transition(&id, Approved, Executing, Guard::None, 21);
+            start_execution.update.lease = Some(lease("me", 500));
+            start_execution.events = vec![event(AuditKind::Executed, &id, "conv", 21, json!({"n": 3}))];
+            let pair = [claim, start_execution];
+            let extra = if with_events { vec![event(AuditKind::Rejected, &id, "conv", 22, json!({}))] } else { vec![] };
+
+            let outcomes = store.apply(&pair, &extra).await.unwrap();
+            let expected = reference.apply(&pair, &extra).await.unwrap();
+            assert_eq!(outcomes, expected, "{id}: outcomes");
+            let ids = [id.clone()];
+            assert_eq!(store.approvals(&ids).await.unwrap(), reference.approvals(&ids).await.unwrap(), "{id}");
+            let query = AuditQuery { conversation_id: Some("conv".into()), ..AuditQuery::default() };
+            let logged: Vec<_> =
+                store.audit(&query).await.unwrap().into_iter().filter(|e| e.approval_id == id).collect();
+            assert_eq!(unsequenced(&logged), unsequenced(&reference.audit(&query).await.unwrap()), "{id}: events");
+        }
+    }
+}
+
 async fn audit_filters(stores: &Stores) {
     let store = &*stores.a;
     let events: Vec<_> = (0..10)
@@ -594,6 +636,7 @@ suite!(
     missing_approvals,
     approvals_are_found_by_their_calls_within_one_conversation,
     events_are_appended_with_their_transitions,
+    claim_pairs_move_as_the_reference_store_moves_them,
     audit_filters,
     renew_leases_touches_only_the_executors_running_calls,
     conversations_save_optimistically,
