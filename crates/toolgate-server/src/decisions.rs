@@ -51,8 +51,14 @@ const MAX_NOTE_BYTES: usize = 1024;
 pub const MAX_DECISION_INPUT_BYTES: usize = 8 * 1024;
 
 /// The most live decisions one author may keep in one scope (one conversation,
-/// one principal, global): a request reads at most three scopes' worth.
+/// one principal, global).
 pub const MAX_DECISIONS_PER_SCOPE: usize = 100;
+
+/// The most live decisions one conversation holds, whoever made them. A
+/// request reads its conversation's decisions, its principal's and the
+/// global ones, so with both caps it reads at most this plus two scopes'
+/// worth, however many principals (a header can name any) write to one chat.
+pub const MAX_DECISIONS_PER_CONVERSATION: usize = 4 * MAX_DECISIONS_PER_SCOPE;
 
 /// The scope a `POST` names.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -203,7 +209,8 @@ fn scope(state: &AppState, new: &NewDecision, principal: Option<&str>) -> Result
     }
 }
 
-/// Refuses a decision past [`MAX_DECISIONS_PER_SCOPE`] of this author's live ones in this scope.
+/// Refuses a decision past [`MAX_DECISIONS_PER_SCOPE`] of this author's live
+/// ones in this scope, or past [`MAX_DECISIONS_PER_CONVERSATION`] of anyone's.
 async fn check_room(state: &AppState, scope: &DecisionScope, author: Option<&str>, now: i64) -> Result<(), ApiError> {
     let query = DecisionQuery {
         conversation_id: match scope {
@@ -217,16 +224,23 @@ async fn check_room(state: &AppState, scope: &DecisionScope, author: Option<&str
         now,
     };
     let decisions = toolgate_policy::decode_stored(state.decision_store().decisions(&query).await?)?;
-    let kept = decisions
-        .iter()
-        .filter(|decision| &decision.scope == scope && decision.created_by.as_deref() == author)
-        .count();
-    if kept >= MAX_DECISIONS_PER_SCOPE {
-        return Err(ApiError::new(
+    let in_scope: Vec<&StickyDecision> = decisions.iter().filter(|decision| &decision.scope == scope).collect();
+    let own = in_scope.iter().filter(|decision| decision.created_by.as_deref() == author).count();
+    let full = |kept: usize, whose: &str| {
+        ApiError::new(
             StatusCode::CONFLICT,
             "too_many_decisions",
-            format!("{kept} sticky decisions are kept in this {} scope already: revoke some first", scope.kind()),
-        ));
+            format!(
+                "{kept} sticky decisions{whose} are kept in this {} scope already: revoke some first",
+                scope.kind()
+            ),
+        )
+    };
+    if own >= MAX_DECISIONS_PER_SCOPE {
+        return Err(full(own, " of yours"));
+    }
+    if in_scope.len() >= MAX_DECISIONS_PER_CONVERSATION {
+        return Err(full(in_scope.len(), ""));
     }
     Ok(())
 }

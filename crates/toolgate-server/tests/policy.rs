@@ -269,4 +269,24 @@ async fn what_every_request_reads_stays_small() {
     assert_eq!(decide(&server, Some("bob"), nth(999)).await.status, 201, "the limit is per author");
     let listed = listed(&server, Some("alice"), "chat-1").await;
     assert_eq!(listed.len(), toolgate_server::MAX_DECISIONS_PER_SCOPE);
+
+    // Principals named by a header are as many as a client likes: one chat
+    // still holds at most MAX_DECISIONS_PER_CONVERSATION of anyone's.
+    let mut made = toolgate_server::MAX_DECISIONS_PER_SCOPE + 1;
+    let mut author = 0;
+    while made < toolgate_server::MAX_DECISIONS_PER_CONVERSATION {
+        let user = format!("user-{author}");
+        for n in 0..toolgate_server::MAX_DECISIONS_PER_SCOPE.min(toolgate_server::MAX_DECISIONS_PER_CONVERSATION - made)
+        {
+            assert_eq!(decide(&server, Some(&user), nth(n)).await.status, 201, "{user} #{n}");
+            made += 1;
+        }
+        author += 1;
+    }
+    let crowded = decide(&server, Some("newcomer"), nth(0)).await;
+    assert_eq!(crowded.status, 409, "{}", crowded.body);
+    assert_eq!(crowded.json()["error"]["code"], "too_many_decisions");
+    let elsewhere =
+        json!({"action": "allow", "tool": "delete_file", "scope": "conversation", "conversationId": "chat-2"});
+    assert_eq!(decide(&server, Some("newcomer"), elsewhere).await.status, 201, "the limit is per conversation");
 }
