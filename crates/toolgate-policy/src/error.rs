@@ -156,22 +156,30 @@ pub enum PolicyError {
     },
 }
 
+/// The rule an error names, by reference or mutably as `$error` is (one
+/// list of the variants that name a rule, exhaustive over the enum).
+macro_rules! rule_of {
+    ($error:expr) => {
+        match $error {
+            PolicyError::NotATable { rule }
+            | PolicyError::MissingAction { rule }
+            | PolicyError::UnknownAction { rule, .. }
+            | PolicyError::UnknownKey { rule, .. }
+            | PolicyError::UnknownOperator { rule, .. }
+            | PolicyError::InvalidValue { rule, .. }
+            | PolicyError::InvalidGlob { rule, .. }
+            | PolicyError::InvalidRegex { rule, .. }
+            | PolicyError::InvalidPointer { rule, .. }
+            | PolicyError::EmptyPredicate { rule, .. } => Some(rule),
+            PolicyError::Toml { .. } | PolicyError::NotAnArray { .. } | PolicyError::DuplicateName { .. } => None,
+        }
+    };
+}
+
 impl PolicyError {
     /// The rule the error is about, when it is about one.
     pub fn rule(&self) -> Option<&RuleRef> {
-        match self {
-            Self::NotATable { rule }
-            | Self::MissingAction { rule }
-            | Self::UnknownAction { rule, .. }
-            | Self::UnknownKey { rule, .. }
-            | Self::UnknownOperator { rule, .. }
-            | Self::InvalidValue { rule, .. }
-            | Self::InvalidGlob { rule, .. }
-            | Self::InvalidRegex { rule, .. }
-            | Self::InvalidPointer { rule, .. }
-            | Self::EmptyPredicate { rule, .. } => Some(rule),
-            Self::Toml { .. } | Self::NotAnArray { .. } | Self::DuplicateName { .. } => None,
-        }
+        rule_of!(self)
     }
 
     /// A toml error, with its 1-based line and column computed from `text`.
@@ -195,19 +203,7 @@ impl PolicyError {
     }
 
     fn rule_mut(&mut self) -> Option<&mut RuleRef> {
-        match self {
-            Self::NotATable { rule }
-            | Self::MissingAction { rule }
-            | Self::UnknownAction { rule, .. }
-            | Self::UnknownKey { rule, .. }
-            | Self::UnknownOperator { rule, .. }
-            | Self::InvalidValue { rule, .. }
-            | Self::InvalidGlob { rule, .. }
-            | Self::InvalidRegex { rule, .. }
-            | Self::InvalidPointer { rule, .. }
-            | Self::EmptyPredicate { rule, .. } => Some(rule),
-            Self::Toml { .. } | Self::NotAnArray { .. } | Self::DuplicateName { .. } => None,
-        }
+        rule_of!(self)
     }
 }
 
