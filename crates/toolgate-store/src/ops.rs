@@ -240,13 +240,14 @@ fn fused_issue_in<'c>(
 ) -> WriteFuture<'c, ()> {
     Box::pin(async move {
         let params = RecordParams::new(record)?;
-        // The statement's value is how many approvals it inserted (0 or 1).
+        // Its rows add up to how many approvals it inserted (0 or 1); all of
+        // them are fetched, so a text of several statements runs to its end.
         let mut insert =
             bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(text.as_str())), record, &params);
         for event in events {
             insert = bind_event!(insert, event);
         }
-        let inserted = insert.fetch_one(&mut *conn).await.map_err(db_error)?;
+        let inserted: i64 = insert.fetch_all(&mut *conn).await.map_err(db_error)?.into_iter().sum();
         if inserted == 0 {
             return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
         }
@@ -427,7 +428,9 @@ async fn fused_transition(
     for event in &transition.events {
         update = bind_event!(update, event);
     }
-    let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
+    // The update's row, if it moved; all rows are fetched, so a text of
+    // several statements runs to its end (only the update returns rows).
+    let moved = update.fetch_all(&mut *conn).await.map_err(db_error)?.into_iter().next();
     outcome(conn, transition, moved).await
 }
 

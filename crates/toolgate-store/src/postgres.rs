@@ -170,15 +170,12 @@ fn fused_issue_sql(events: usize) -> Option<String> {
             ", logged AS (INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event \
              WHERE {} AND EXISTS (SELECT 1 FROM inserted))",
             sql::EVENT_INSERT_COLUMNS,
-            sql::event_rows(events, RECORD_PARAMS + 1),
+            sql::event_rows(events, sql::RECORD_PARAMS + 1),
             log_locked()
         )
     };
     Some(format!("WITH inserted AS ({} RETURNING 1){logged} SELECT count(*) FROM inserted", sql::INSERT_RECORD))
 }
-
-/// The parameters of [`sql::INSERT_RECORD`].
-const RECORD_PARAMS: usize = 14;
 
 /// One statement for a transition and its own events: a statement is atomic
 /// on its own, so the pair needs no transaction (no `BEGIN` and `COMMIT`

@@ -44,6 +44,9 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (approval_id) DO NOTHING"
 );
 
+/// The parameters of [`INSERT_RECORD`].
+pub(crate) const RECORD_PARAMS: usize = 14;
+
 /// One approval by id.
 pub(crate) const SELECT_RECORD: &str = concat!("SELECT ", record_columns!(), " FROM approvals WHERE approval_id = $1");
 

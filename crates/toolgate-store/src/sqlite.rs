@@ -30,7 +30,7 @@ use toolgate::ledger::{StoreError, Transition};
 use crate::OpenError;
 use crate::batch::{BatchWriter, WriteFn};
 use crate::checkpoint::Checkpointer;
-use crate::sql::{self, RecordRow, db_error};
+use crate::sql::{self, LeaseWrite, RecordRow, db_error};
 
 type Db = Sqlite;
 
@@ -170,13 +170,46 @@ fn insert_events_sql(count: usize) -> String {
     format!("INSERT INTO audit_events ({}) VALUES {}", sql::EVENT_INSERT_COLUMNS, sql::event_rows(count, 1))
 }
 
-/// SQLite has no statement that writes two tables: a transition and its
-/// events run as an operation of their own.
-fn fused_transition_sql(_transition: &Transition) -> Option<String> {
-    None
+/// A transition and its own events in one round trip to the connection's
+/// thread: the update, then the events' insert, which adds them only when
+/// the update moved the record (`changes()` counts the rows the last
+/// `INSERT`, `UPDATE` or `DELETE` changed). The writer runs it inside its
+/// transaction, so the two statements commit together. Parameters: the
+/// transition's (see [`sql::transition_sql`]), then the events'.
+fn fused_transition_sql(transition: &Transition) -> Option<String> {
+    let count = transition.events.len();
+    if count > sql::EVENTS_PER_INSERT {
+        return None;
+    }
+    let lease = LeaseWrite::of(transition);
+    let update = sql::transition_sql(transition.guard, lease);
+    if count == 0 {
+        return Some(update.to_owned());
+    }
+    Some(format!("{update}; {}", events_if_changed_sql(count, sql::transition_params(transition.guard, lease) + 1)))
 }
 
-/// As [`fused_transition_sql`]: an approval and its events run as an operation.
-fn fused_issue_sql(_events: usize) -> Option<String> {
-    None
+/// An approval and its events in one round trip, as [`fused_transition_sql`]:
+/// the insert returns one row when it inserted the approval (none when its id
+/// was taken), and the events follow only then. Parameters: the approval's
+/// (see [`sql::INSERT_RECORD`]), then the events'.
+fn fused_issue_sql(events: usize) -> Option<String> {
+    if events > sql::EVENTS_PER_INSERT {
+        return None;
+    }
+    let insert = format!("{} RETURNING 1", sql::INSERT_RECORD);
+    if events == 0 {
+        return Some(insert);
+    }
+    Some(format!("{insert}; {}", events_if_changed_sql(events, sql::RECORD_PARAMS + 1)))
+}
+
+/// Inserts `count` events, parameters from `$first`, when the statement
+/// before changed a row.
+fn events_if_changed_sql(count: usize, first: usize) -> String {
+    format!(
+        "INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) WHERE changes() = 1",
+        sql::EVENT_INSERT_COLUMNS,
+        sql::event_rows(count, first)
+    )
 }
