@@ -36,8 +36,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, MemoryStore, Millis, StoreFuture,
-    StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ConversationRead, DecisionQuery, MemoryStore, Millis,
+    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, redact_url};
@@ -198,6 +198,16 @@ impl ApprovalStore for SqlStore {
 
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
         Box::pin(async move { on_backend!(self, backend => backend.revoke_decision(id)) })
+    }
+
+    fn conversation_with_decisions<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        query: &'a DecisionQuery,
+    ) -> StoreFuture<'a, ConversationRead> {
+        Box::pin(
+            async move { on_backend!(self, backend => backend.conversation_with_decisions(conversation_id, query)) },
+        )
     }
 }
 

@@ -14,14 +14,16 @@ use std::collections::HashMap;
 
 use sqlx::Database;
 use toolgate::ledger::{
-    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, StoreError, StoredConversation, StoredDecision,
-    Transition, TransitionOutcome,
+    ApprovalRecord, AuditEvent, AuditQuery, ConversationRead, DecisionQuery, Millis, StoreError, StoredConversation,
+    StoredDecision, Transition, TransitionOutcome,
 };
 
 use super::{Backend, Db, fused_issue_sql, fused_transition_sql, insert_events_sql};
 use crate::batch::WriteFuture;
 use crate::chain::{Chain, Split};
-use crate::sql::{self, ConversationRow, DecisionRow, EventRow, LeaseWrite, RecordParams, RecordRow, db_error};
+use crate::sql::{
+    self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, db_error,
+};
 
 type Conn = <Db as Database>::Connection;
 
@@ -196,6 +198,23 @@ impl Backend {
             .await
             .map_err(db_error)?;
         rows.into_iter().map(DecisionRow::into_decision).collect()
+    }
+
+    pub(crate) async fn conversation_with_decisions(
+        &self,
+        conversation_id: &str,
+        query: &DecisionQuery,
+    ) -> Result<ConversationRead, StoreError> {
+        // One statement: one round trip, one snapshot.
+        let rows = sqlx::query_as::<_, ReadRow>(sql::SELECT_CONVERSATION_WITH_DECISIONS)
+            .bind(query.now)
+            .bind(&query.conversation_id)
+            .bind(&query.principal)
+            .bind(conversation_id)
+            .fetch_all(self.reader())
+            .await
+            .map_err(db_error)?;
+        sql::conversation_read(rows)
     }
 
     pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, DecisionScope, Guard, Lease,
-    StoreError, StoredConversation, StoredDecision, Transition,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, ConversationRead, Decision, DecisionScope, Guard,
+    Lease, StoreError, StoredConversation, StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -104,6 +104,20 @@ pub(crate) const SELECT_DECISIONS: &str = concat!(
     " FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
      OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3)) \
      ORDER BY created_at, seq"
+);
+
+/// A conversation (`$4`) and the decisions [`SELECT_DECISIONS`] selects
+/// (`$1` now, `$2` conversation, `$3` principal) in one statement: the
+/// conversation's row first (`part` 0, when it is stored), then the decisions
+/// (`part` 1), oldest first, in [`ReadRow`]'s columns.
+pub(crate) const SELECT_CONVERSATION_WITH_DECISIONS: &str = concat!(
+    "SELECT 0 AS part, conversation_id AS id, NULL AS scope_kind, NULL AS scope_key, NULL AS tool_name, \
+     version AS created_at, updated_at AS expires_at, messages AS body, 0 AS seq \
+     FROM conversations WHERE conversation_id = $4 UNION ALL SELECT 1, ",
+    decision_columns!(),
+    ", seq FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
+     OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3)) \
+     ORDER BY part, created_at, seq"
 );
 
 /// Removes one sticky decision and returns its row.
@@ -378,6 +392,52 @@ impl ConversationRow {
             updated_at: self.updated_at,
         })
     }
+}
+
+/// One row of [`SELECT_CONVERSATION_WITH_DECISIONS`]: a decision's columns,
+/// or (`part` 0) a conversation's id, version, update time and messages in
+/// `id`, `created_at`, `expires_at` and `body`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ReadRow {
+    part: i32,
+    id: String,
+    scope_kind: Option<String>,
+    scope_key: Option<String>,
+    tool_name: Option<String>,
+    created_at: i64,
+    expires_at: Option<i64>,
+    body: String,
+}
+
+/// The conversation and decisions of [`SELECT_CONVERSATION_WITH_DECISIONS`]'s
+/// rows. A conversation that does not decode fails the read; a decision that
+/// does not decode fails only the decisions.
+pub(crate) fn conversation_read(rows: Vec<ReadRow>) -> Result<ConversationRead, StoreError> {
+    let mut conversation = None;
+    let mut decisions = Vec::with_capacity(rows.len());
+    for row in rows {
+        if row.part == 0 {
+            let stored = ConversationRow {
+                conversation_id: row.id,
+                messages: row.body,
+                version: row.created_at,
+                updated_at: row.expires_at.unwrap_or_default(),
+            };
+            conversation = Some(stored.into_conversation()?);
+            continue;
+        }
+        let stored = DecisionRow {
+            id: row.id,
+            scope_kind: row.scope_kind.unwrap_or_default(),
+            scope_key: row.scope_key,
+            tool_name: row.tool_name.unwrap_or_default(),
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+            body: row.body,
+        };
+        decisions.push(stored.into_decision());
+    }
+    Ok(ConversationRead { conversation, decisions: decisions.into_iter().collect() })
 }
 
 /// The JSON text of a conversation's messages.

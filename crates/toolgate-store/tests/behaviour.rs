@@ -599,6 +599,43 @@ async fn decisions_are_listed_oldest_first(stores: &Stores) {
     assert_eq!(decision_ids(&*stores.b, &query).await, ["z", "y", "w", "x", "a"]);
 }
 
+async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
+    let (store, other) = (&*stores.a, &*stores.b);
+    let mut expiring = sticky("expiring", in_conversation("c1"), 5);
+    expiring.expires_at = Some(30);
+    let saved = [
+        sticky("conv_1", in_conversation("c1"), 20),
+        sticky("conv_2", in_conversation("c2"), 11),
+        sticky("alice", of_principal("alice"), 10),
+        sticky("everyone", DecisionScope::Global, 20),
+        expiring,
+    ];
+    for decision in &saved {
+        store.save_decision(decision).await.unwrap();
+    }
+    let messages = json!([{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]);
+    store.save_conversation("c1", &messages, None, 7).await.unwrap();
+    store.save_conversation("c1", &messages, Some(1), 9).await.unwrap();
+    for (conversation, principal, now) in [
+        ("c1", Some("alice"), 20),
+        ("c1", Some("alice"), 30),
+        ("c1", None, 0),
+        ("c2", Some("bob"), 20),
+        ("c9", None, 20),
+    ] {
+        let query = decision_query(Some(conversation), principal, now);
+        let read = other.conversation_with_decisions(conversation, &query).await.unwrap();
+        let apart = (other.conversation(conversation).await.unwrap(), other.decisions(&query).await.unwrap());
+        assert_eq!((read.conversation, read.decisions.unwrap()), apart, "{conversation} {principal:?} at {now}");
+    }
+    let query = decision_query(Some("c1"), Some("alice"), 20);
+    let read = other.conversation_with_decisions("c1", &query).await.unwrap();
+    let ids: Vec<String> = read.decisions.unwrap().into_iter().map(|decision| decision.id).collect();
+    assert_eq!(ids, ["expiring", "alice", "conv_1", "everyone"], "oldest first, expired ones left out");
+    let stored = read.conversation.unwrap();
+    assert_eq!((stored.version, stored.updated_at, stored.messages), (2, 9, messages));
+}
+
 /// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.
 macro_rules! suite {
     ($($name:ident),* $(,)?) => {
@@ -649,4 +686,5 @@ suite!(
     revoking_returns_the_decision_once,
     decision_bodies_read_back_exactly,
     decisions_are_listed_oldest_first,
+    a_conversation_and_its_decisions_are_read_together,
 );

@@ -139,6 +139,11 @@ async fn corrupt_values_are_reported_as_corrupt() {
         store.decisions(&decision_query(None, None, 0)).await.map(drop),
         "`bad_scope` has scope kind `global` with key `elsewhere`",
     );
+    // Read together: a corrupt conversation fails the read, a corrupt decision only the decisions.
+    assert!(corrupt(store.conversation_with_decisions("c", &decision_query(None, None, 0)).await.map(drop)));
+    let read = store.conversation_with_decisions("none", &decision_query(Some("c"), None, 0)).await.unwrap();
+    assert_eq!(read.conversation, None);
+    named(read.decisions.map(drop), "the body of `sticky decision bad_body`");
     named(store.revoke_decision("bad_body").await.map(drop), "the body of `sticky decision bad_body`");
     named(store.revoke_decision("bad_scope").await.map(drop), "`bad_scope` has scope kind");
     // A decision that cannot be read back is not removed.

@@ -43,7 +43,7 @@ pub use record::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,
     StoredConversation, Transition, TransitionOutcome, Update,
 };
-pub use store::{ApprovalStore, StoreError, StoreFuture};
+pub use store::{ApprovalStore, ConversationRead, StoreError, StoreFuture};
 
 use std::sync::Arc;
 use std::time::Duration;

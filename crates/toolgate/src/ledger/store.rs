@@ -16,6 +16,18 @@ use super::{
     TransitionOutcome,
 };
 
+/// What a request reads before it runs: its stored conversation and the
+/// sticky decisions that apply to it (see
+/// [`ApprovalStore::conversation_with_decisions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRead {
+    /// The stored conversation, if there is one.
+    pub conversation: Option<StoredConversation>,
+    /// The decisions, or why they could not be read back (a corrupt row):
+    /// kept apart, so a reader can fail closed on them alone.
+    pub decisions: Result<Vec<StoredDecision>, StoreError>,
+}
+
 /// A boxed store future (the trait is used as `dyn ApprovalStore`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -95,4 +107,24 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
 
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
+
+    /// [`Self::conversation`] and [`Self::decisions`] together, as a request
+    /// needs them before it runs: one round trip where the backend can. An
+    /// unreachable store fails the call; a decision that cannot be read back
+    /// fails only [`ConversationRead::decisions`]. This default reads one
+    /// after the other.
+    fn conversation_with_decisions<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        query: &'a DecisionQuery,
+    ) -> StoreFuture<'a, ConversationRead> {
+        Box::pin(async move {
+            let conversation = self.conversation(conversation_id).await?;
+            let decisions = match self.decisions(query).await {
+                Err(StoreError::Corrupt(detail)) => Err(StoreError::Corrupt(detail)),
+                other => Ok(other?),
+            };
+            Ok(ConversationRead { conversation, decisions })
+        })
+    }
 }
