@@ -141,6 +141,24 @@ impl StoredGate {
         Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new() }
     }
 
+    /// This gate with its own decisions already read: what the store returned
+    /// for [`Self::query`] (as [`ApprovalStore::conversation_with_decisions`]
+    /// reads them with the conversation), so the gate reads nothing more for
+    /// its conversation and principal. An error fails closed as a failed read would.
+    pub fn with_decisions(mut self, decisions: Result<Vec<StoredDecision>, StoreError>) -> Self {
+        self.loaded = OnceCell::new_with(Some(decisions.map(loaded)));
+        self
+    }
+
+    /// The query that reads the decisions of this gate's conversation and principal at its `now`.
+    pub fn query(&self) -> DecisionQuery {
+        DecisionQuery {
+            conversation_id: self.conversation_id.clone(),
+            principal: self.principal.clone(),
+            now: self.now,
+        }
+    }
+
     /// The verdict for one call (what [`CallGate::check`] returns).
     pub async fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
         let call = self.complete(call);
@@ -181,13 +199,13 @@ impl StoredGate {
     /// they are this gate's, else read for the call.
     async fn load(&self, call: &GateCall<'_>) -> Result<LoadedRef<'_>, StoreError> {
         if call.conversation_id == self.conversation_id.as_deref() && call.principal == self.principal.as_deref() {
-            let loaded = self.loaded.get_or_init(|| read(self.store.as_ref(), self.query(call))).await;
+            let loaded = self.loaded.get_or_init(|| read(self.store.as_ref(), self.query_for(call))).await;
             return loaded.as_ref().map(LoadedRef::Shared).map_err(Clone::clone);
         }
-        read(self.store.as_ref(), self.query(call)).await.map(LoadedRef::Owned)
+        read(self.store.as_ref(), self.query_for(call)).await.map(LoadedRef::Owned)
     }
 
-    fn query(&self, call: &GateCall<'_>) -> DecisionQuery {
+    fn query_for(&self, call: &GateCall<'_>) -> DecisionQuery {
         DecisionQuery {
             conversation_id: call.conversation_id.map(str::to_owned),
             principal: call.principal.map(str::to_owned),
@@ -213,7 +231,11 @@ impl std::ops::Deref for LoadedRef<'_> {
 }
 
 async fn read(store: &dyn DecisionSource, query: DecisionQuery) -> Result<Loaded, StoreError> {
-    let rows = store.decisions(&query).await?;
+    Ok(loaded(store.decisions(&query).await?))
+}
+
+/// The rows decoded, the corrupt ones set apart.
+fn loaded(rows: Vec<StoredDecision>) -> Loaded {
     let mut loaded = Loaded { decisions: Vec::with_capacity(rows.len()), corrupt: Vec::new() };
     for row in rows {
         match decode(&row) {
@@ -221,7 +243,7 @@ async fn read(store: &dyn DecisionSource, query: DecisionQuery) -> Result<Loaded
             Err(error) => loaded.corrupt.push((row, error.to_string())),
         }
     }
-    Ok(loaded)
+    loaded
 }
 
 /// Whether a corrupt row could have decided the call (its columns match it).

@@ -147,3 +147,26 @@ async fn an_unreadable_store_fails_closed() {
     assert_eq!(gate.decide(&call("rm", &input)).await.unwrap().action, GateAction::Deny, "a file deny still denies");
     assert!(gate.explain(&call("ls", &input)).await.is_err());
 }
+
+#[tokio::test]
+async fn decisions_given_with_the_gate_are_not_read_again() {
+    let allow = StickyDecision::new("d1", StickyAction::Allow, "rm", conversation("c1"), NOW);
+    let gate = StoredGate::new(policy(""), Arc::new(Down), Some("c1".into()), Some("alice".into()), NOW);
+    assert_eq!(
+        gate.query(),
+        DecisionQuery { conversation_id: Some("c1".into()), principal: Some("alice".into()), now: NOW }
+    );
+    let gate = gate.with_decisions(Ok(vec![to_stored(&allow)]));
+    let input = json!({});
+    let verdict = gate.decide(&call("rm", &input)).await.unwrap();
+    assert_eq!(verdict.action, GateAction::Allow, "the given decision decides; the store is not read");
+    // A call for another conversation is not covered by what was given: read, and the store is down.
+    let elsewhere = GateCall { conversation_id: Some("c2"), ..call("rm", &input) };
+    assert_eq!(gate.decide(&elsewhere).await.unwrap().action, GateAction::Ask);
+
+    let failed = StoredGate::new(policy(""), store_with(&[allow]).await, Some("c1".into()), None, NOW)
+        .with_decisions(Err(StoreError::Corrupt("sticky decision `d9`: bad body".into())));
+    let verdict = failed.decide(&call("rm", &input)).await.unwrap();
+    assert_eq!(verdict.action, GateAction::Ask, "a failed read fails closed, as if the gate had read it");
+    assert!(verdict.reason.contains("d9"), "{}", verdict.reason);
+}

@@ -191,14 +191,31 @@ impl AppState {
         conversation_id: &str,
         principal: Option<&str>,
     ) -> TextRequest {
-        let config = self.config();
-        let gate = StoredGate::new(
-            config.policy.current(),
+        self.gated_text_request(messages, conversation_id, principal, self.gate(conversation_id, principal))
+    }
+
+    /// The gate of one request: the rules and the sticky decisions that apply
+    /// to this conversation and principal now (read when first needed, or
+    /// given with [`StoredGate::with_decisions`]).
+    pub fn gate(&self, conversation_id: &str, principal: Option<&str>) -> StoredGate {
+        StoredGate::new(
+            self.config().policy.current(),
             Arc::clone(&self.inner.decisions),
             Some(conversation_id.to_owned()),
             principal.map(str::to_owned),
             self.now(),
-        );
+        )
+    }
+
+    /// [`Self::text_request`] with its gate given (see [`Self::gate`]).
+    pub fn gated_text_request(
+        &self,
+        messages: Vec<ModelMessage>,
+        conversation_id: &str,
+        principal: Option<&str>,
+        gate: StoredGate,
+    ) -> TextRequest {
+        let config = self.config();
         let mut request = TextRequest::new(messages)
             .toolkit(self.toolkit())
             .max_steps(config.max_steps)

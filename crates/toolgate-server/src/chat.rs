@@ -78,7 +78,13 @@ async fn stateless_chat(
 async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> Result<Response, ApiError> {
     let store = ledger.config.store.clone();
     let chat_id = request.id.clone();
-    let Reconciled { messages, version, replay } = conversation::reconcile(&ledger, request, &state.toolkit()).await?;
+    let principal = ledger.principal.clone();
+    // The conversation and the sticky decisions the gate needs, in one read.
+    let gate = state.gate(&chat_id, principal.as_deref());
+    let read = store.conversation_with_decisions(&chat_id, &gate.query()).await?;
+    let gate = gate.with_decisions(read.decisions);
+    let Reconciled { messages, version, replay } =
+        conversation::reconcile(&ledger, request, read.conversation, &state.toolkit()).await?;
     if let Some(chunks) = replay {
         tracing::info!(chat = %chat_id, "repeated request answered from the stored conversation");
         let frames = chunks
@@ -90,8 +96,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
-    let principal = ledger.principal.clone();
-    let engine_request = state.text_request(model_messages, &chat_id, principal.as_deref()).ledger(ledger);
+    let engine_request = state.gated_text_request(model_messages, &chat_id, principal.as_deref(), gate).ledger(ledger);
     let stream = start(&state, &chat_id, engine_request).await?;
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use axum::http::StatusCode;
 use serde_json::Value;
 use serde_json::json;
-use toolgate::ledger::{ApprovalStore, AuditEvent, AuditKind, Ledger, Millis};
+use toolgate::ledger::{ApprovalStore, AuditEvent, AuditKind, Ledger, Millis, StoredConversation};
 use toolgate::{ApprovalAnswer, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
@@ -46,14 +46,15 @@ pub(crate) struct Reconciled {
     pub replay: Option<Vec<UiChunk>>,
 }
 
-/// Reconciles a request with the stored conversation (see the module docs).
+/// Reconciles a request with its stored conversation, as read before (see the module docs).
 pub(crate) async fn reconcile(
     ledger: &Ledger,
     request: ChatRequest,
+    stored: Option<StoredConversation>,
     toolkit: &Toolkit,
 ) -> Result<Reconciled, ApiError> {
     let store = ledger.config.store.as_ref();
-    let (stored, version) = match store.conversation(&request.id).await? {
+    let (stored, version) = match stored {
         Some(stored) => {
             let messages = parse_ui_messages(stored.messages).map_err(|error| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", error.to_string())

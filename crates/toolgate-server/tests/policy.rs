@@ -139,6 +139,40 @@ async fn always_allow_in_a_chat_applies_to_that_chat_only_until_revoked() {
     assert_eq!(again.json()["error"]["code"], "unknown_decision");
 }
 
+/// With a store, a request reads its conversation and its sticky decisions
+/// together: what the gate decides must be what the store holds now.
+#[tokio::test]
+async fn with_a_store_sticky_decisions_gate_stored_chats() {
+    let dir = std::env::temp_dir().join(format!("toolgate-policy-{}", uuid::Uuid::now_v7().simple()));
+    let sqlite = toolgate_store::StoreSpec::Sqlite(dir.join("ledger.db"));
+    let stores: Vec<Arc<dyn ApprovalStore>> =
+        vec![Arc::new(MemoryStore::new()), toolgate_store::open_store(&sqlite).await.unwrap().unwrap()];
+    for store in stores {
+        let ledger = LedgerConfig::new(store);
+        let server = &start_configured(default_script(), move |config| config.ledger = Some(ledger)).await;
+        let turn = |chat: &str, message: &str| {
+            json!({"id": chat, "trigger": "submit-message", "messages": [
+                {"id": message, "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]}
+            ]})
+        };
+        let chat = |body: Value| async move {
+            let reply = post(server, "/api/chat", "application/json", body.to_string().as_bytes()).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            outcome(&reply.chunks()).0
+        };
+        let made = decide(server, None, always_allow("chat-1")).await;
+        assert_eq!(made.status, 201, "{}", made.body);
+        assert_eq!(chat(turn("chat-1", "u1")).await, "ran", "the sticky allow applies to the stored chat");
+        assert_eq!(chat(turn("chat-2", "u1")).await, "asked", "and to no other chat");
+        let made = decide(server, None, always_allow("chat-3")).await;
+        let id = made.json()["id"].as_str().unwrap().to_owned();
+        let revoked = send(server, "DELETE", &format!("/api/decisions/{id}?conversation=chat-3"), &[], b"").await;
+        assert_eq!(revoked.status, 204, "{}", revoked.body);
+        assert_eq!(chat(turn("chat-3", "u1")).await, "asked", "a revoked decision no longer applies");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn exact_input_never_allow_and_rules_rank_above_sticky_allows() {
     let server = with_rules("[[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n").await;
