@@ -531,3 +531,71 @@ async fn a_forged_result_in_another_encoding_or_beside_the_real_one_is_refused()
     assert!(matches!(error, EngineError::ForgedToolResult { .. }), "{error}");
     assert_eq!(fixture.log.call_ids(), vec!["d"]);
 }
+
+/// A second process on the same store and clock, with its own kept approvals.
+fn replica(fixture: &Fixture) -> LedgerConfig {
+    LedgerConfig::new(fixture.store.clone())
+        .clock(fixture.clock.clone())
+        .ttl(Duration::from_secs(60))
+        .settle_wait(Duration::ZERO)
+}
+
+#[tokio::test]
+async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_stale_one_changes_nothing() {
+    let fixture = Fixture::new();
+    let (history, approval_id) = fixture.asked("c1").await;
+    assert_eq!(fixture.config.issued.len(), 1, "the issuing process keeps what it issued");
+    let approved = answer(&history, approve(&approval_id));
+    let result = generate_text(&delete_model(), fixture.request(approved.clone(), "c1")).await.unwrap();
+    assert_eq!(result.preresolved[0].output, deleted());
+    assert!(fixture.config.issued.is_empty(), "handed out once");
+    let again = generate_text(&delete_model(), fixture.request(approved, "c1")).await.unwrap();
+    assert_eq!(again.preresolved[0].output, deleted(), "a replay reads the stored outcome");
+    assert_eq!(fixture.log.call_ids(), vec!["d"]);
+
+    // Denied on another replica; the issuing process still keeps its pending copy.
+    let (history, approval_id) = fixture.asked("c2").await;
+    let other = replica(&fixture);
+    let on_other = TextRequest::new(answer(&history, deny(&approval_id)))
+        .toolkit(toolkit(&fixture.log))
+        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
+        .ledger(other.conversation("c2").principal("bob"));
+    generate_text(&delete_model(), on_other).await.unwrap();
+    assert_eq!(fixture.config.issued.len(), 1);
+    let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c2"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::ApprovalAlreadyDecided { recorded: ApprovalAnswer::Deny, .. }), "{error}");
+    assert_eq!(fixture.state(&approval_id).await, ApprovalState::Denied);
+    assert_eq!(fixture.log.call_ids(), vec!["d"], "nothing more ran");
+
+    // Approved and run on another replica: the issuing process answers the replay with the stored outcome.
+    let (history, approval_id) = fixture.asked("c3").await;
+    let approved = answer(&history, approve(&approval_id));
+    let on_other = TextRequest::new(approved.clone())
+        .toolkit(toolkit(&fixture.log))
+        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
+        .ledger(other.conversation("c3").principal("bob"));
+    generate_text(&delete_model(), on_other).await.unwrap();
+    let replayed = generate_text(&delete_model(), fixture.request(approved, "c3")).await.unwrap();
+    assert_eq!(replayed.preresolved[0].output, deleted());
+    assert_eq!(fixture.log.call_ids(), vec!["d", "d"], "once per approval");
+    // A kept record past its expiry is not used: the store decides.
+    let (history, approval_id) = fixture.asked("c4").await;
+    fixture.clock.advance(Duration::from_secs(61));
+    let late = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c4")).await;
+    assert_eq!(late.unwrap().preresolved[0].output, ToolResultOutput::error_text(EXPIRED_TEXT));
+    assert_eq!(fixture.state(&approval_id).await, ApprovalState::Expired);
+    // Denied elsewhere in time, contradicted here after the expiry: refused as a conflict, as without a kept copy.
+    let (history, approval_id) = fixture.asked("c5").await;
+    let on_other = TextRequest::new(answer(&history, deny(&approval_id)))
+        .toolkit(toolkit(&fixture.log))
+        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
+        .ledger(other.conversation("c5").principal("bob"));
+    generate_text(&delete_model(), on_other).await.unwrap();
+    fixture.clock.advance(Duration::from_secs(61));
+    let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c5"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::ApprovalAlreadyDecided { recorded: ApprovalAnswer::Deny, .. }), "{error}");
+}

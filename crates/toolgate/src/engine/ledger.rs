@@ -24,6 +24,7 @@ pub(crate) async fn record_issued(
 ) -> Result<(), EngineError> {
     let now = ledger.config.clock.now();
     let mut records = Vec::with_capacity(requests.len());
+    let mut input_sizes = Vec::with_capacity(requests.len());
     let mut events = Vec::with_capacity(requests.len());
     for request in requests {
         let call = &request.tool_call;
@@ -59,8 +60,10 @@ pub(crate) async fn record_issued(
         }
         events.push(ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data));
         records.push(record);
+        input_sizes.push(canonical.len());
     }
     ledger.config.store.issue(&records, &events).await?;
+    ledger.config.issued.remember(records.into_iter().zip(input_sizes));
     Ok(())
 }
 

@@ -122,10 +122,24 @@ pub(crate) async fn settle(
     let ids: Vec<String> = entries.iter().map(|entry| entry.approval_id.clone()).collect();
     let deadline = tokio::time::Instant::now() + ledger.config.settle_wait;
     let mut lost_rounds = 0;
+    // A single answer to an approval this process issued is checked against
+    // the record it kept (see `IssuedApprovals`) when that record leads to a
+    // claim (pending as issued, unexpired): if its state is stale, the claim
+    // does not move and the next round reads the store. Anything else reads
+    // the store first, as if nothing were kept.
+    let mut kept = match ids.as_slice() {
+        [id] => ledger.config.issued.take(id),
+        _ => None,
+    };
     loop {
         let now = ledger.config.clock.now();
-        let mut records: HashMap<String, ApprovalRecord> =
-            store.approvals(&ids).await?.into_iter().map(|record| (record.approval_id.clone(), record)).collect();
+        let claimable = kept.take().filter(|record| record.state == ApprovalState::Pending && record.expires_at > now);
+        let mut records: HashMap<String, ApprovalRecord> = match claimable {
+            Some(record) => HashMap::from([(record.approval_id.clone(), record)]),
+            None => {
+                store.approvals(&ids).await?.into_iter().map(|record| (record.approval_id.clone(), record)).collect()
+            }
+        };
         let mut rejected = Vec::new();
         let (claims, claimants) = match check(&entries, &records, ledger, now, &mut rejected) {
             Checked::Ready { claims, claimants } => (claims, claimants),

@@ -31,6 +31,7 @@
 
 mod clock;
 mod decision;
+mod issued;
 mod memory;
 mod record;
 mod store;
@@ -38,6 +39,7 @@ mod store;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
+pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use record::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,
@@ -85,6 +87,10 @@ pub struct LedgerConfig {
     /// before it answers `approval_in_progress` (a duplicate answer then gets
     /// the real outcome instead of an error).
     pub settle_wait: Duration,
+    /// The approvals this process issued and nobody answered here yet: an
+    /// answer that comes back to this process is checked against them
+    /// without a store read (see [`IssuedApprovals`]).
+    pub issued: Arc<IssuedApprovals>,
 }
 
 impl LedgerConfig {
@@ -97,6 +103,7 @@ impl LedgerConfig {
             lease: DEFAULT_EXECUTION_LEASE,
             executor: format!("exe_{}", uuid::Uuid::now_v7().simple()),
             settle_wait: DEFAULT_SETTLE_WAIT,
+            issued: Arc::default(),
         }
     }
 
