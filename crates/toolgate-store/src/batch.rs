@@ -18,11 +18,17 @@
 //!   undoes another operation's writes (operations are functions of their
 //!   data and the database, so running one again is running it once);
 //! - an operation runs once queued, whether or not its caller still waits
-//!   (a ledger write a request started is not cut in half).
+//!   (a ledger write a request started is not cut in half);
+//! - an operation that panics fails as [`StoreError::Unavailable`] like any
+//!   failed operation (its batch rolls back and the others run again without
+//!   it); the writer goes on.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -106,8 +112,23 @@ struct Operation<D, R> {
 impl<D: Send + Sync, R: Send> Job for Operation<D, R> {
     fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()> {
         Box::pin(async move {
-            self.result = Some((self.run)(connection, &self.data).await?);
-            Ok(())
+            // The transaction rolls back after a failure, so a panic leaves nothing half written.
+            let run = AssertUnwindSafe((self.run)(connection, &self.data)).catch_unwind();
+            match run.await {
+                Ok(result) => {
+                    self.result = Some(result?);
+                    Ok(())
+                }
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|text| (*text).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".to_owned());
+                    tracing::error!(panic = %what, "a ledger write panicked");
+                    Err(StoreError::Unavailable(format!("a ledger write panicked: {what}")))
+                }
+            }
         })
     }
 
@@ -196,5 +217,56 @@ impl Failure {
         match self {
             Self::Transaction(error) | Self::Operation(error) => error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn insert<'c>(connection: &'c mut SqliteConnection, value: &'c i64) -> WriteFuture<'c, ()> {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO t (v) VALUES ($1)").bind(value).execute(connection).await.map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    fn insert_then_panic<'c>(connection: &'c mut SqliteConnection, value: &'c i64) -> WriteFuture<'c, ()> {
+        Box::pin(async move {
+            insert(connection, value).await?;
+            panic!("boom {value}");
+        })
+    }
+
+    fn values<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, Vec<i64>> {
+        Box::pin(async move {
+            sqlx::query_scalar("SELECT v FROM t ORDER BY v").fetch_all(connection).await.map_err(db_error)
+        })
+    }
+
+    fn clear<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, ()> {
+        Box::pin(async move {
+            sqlx::query("DELETE FROM t").execute(connection).await.map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_write_fails_alone_and_the_writer_goes_on() {
+        let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
+        sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
+        let writer = BatchWriter::start(connection, Arc::default());
+        for _ in 0..3 {
+            let (before, panicked, after) =
+                tokio::join!(writer.write(1, insert), writer.write(2, insert_then_panic), writer.write(3, insert));
+            assert_eq!((before, after), (Ok(()), Ok(())), "the others' writes stand");
+            match panicked {
+                Err(StoreError::Unavailable(message)) => assert!(message.contains("boom 2"), "{message}"),
+                other => panic!("expected the panic as an error: {other:?}"),
+            }
+            writer.write((), clear).await.unwrap();
+        }
+        assert_eq!(writer.write((), values).await.unwrap(), Vec::<i64>::new(), "nothing of the panicked write stayed");
+        writer.close().await;
     }
 }
