@@ -13,7 +13,8 @@ use toolgate_store::{StoreSpec, open_store};
 #[derive(Debug, Args)]
 pub struct StoreArgs {
     /// The approval store: `sqlite` (DATA_DIR/toolgate.db), `sqlite://PATH`, `postgres://USER@HOST/DB`
-    /// (several servers may share one), `memory`, or `none` (stateless signed approvals, no replay protection).
+    /// (several servers may share one; `?pool_max_conns=N` sets its connections), `memory`, or `none`
+    /// (stateless signed approvals, no replay protection).
     #[arg(long, env = "TOOLGATE_STORE")]
     pub store: Option<String>,
     /// Where the generated approval secret and the default SQLite store are kept

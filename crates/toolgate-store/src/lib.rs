@@ -55,6 +55,14 @@ pub enum OpenError {
         /// The text as given.
         text: String,
     },
+    /// A toolgate option in the store URL is invalid (such as `pool_max_conns`).
+    #[error("invalid option in the approval store URL {target}: {detail}")]
+    InvalidOption {
+        /// The URL with its password redacted.
+        target: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// [`SqlStore::open`] was given `none` or `memory`.
     #[error("`{spec}` is not a SQL store: SqlStore opens sqlite and postgres stores")]
     NotSql {

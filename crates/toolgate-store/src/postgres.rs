@@ -29,8 +29,12 @@ use crate::sql::{self, LeaseWrite, RecordRow, db_error};
 
 type Db = Postgres;
 
-/// Connections per store.
-const MAX_CONNECTIONS: u32 = 16;
+/// The query parameter of the store URL that sets how many connections a
+/// store keeps (the name pgx's pools use); toolgate removes it before the
+/// URL reaches the driver.
+pub(crate) const POOL_PARAM: &str = "pool_max_conns";
+/// The most connections `pool_max_conns` may ask for.
+const MAX_POOL: u32 = 1000;
 /// How long an operation waits for a free connection (or a new one).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The advisory lock key that orders audit appends ("toolgate" in ASCII).
@@ -51,14 +55,15 @@ impl Backend {
             target: shown.to_owned(),
             source: Box::new(source),
         };
-        let options = PgConnectOptions::from_str(url)
+        let (url, connections) = pool_settings(url, shown)?;
+        let options = PgConnectOptions::from_str(&url)
             .map_err(connect_error)?
             .application_name("toolgate")
             // Statements outside a transaction (single-statement writes)
             // run at READ COMMITTED too, whatever the server's default.
             .options([("default_transaction_isolation", "read committed")]);
         let pool = PgPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
+            .max_connections(connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             // No ping on every acquire (a round trip per operation): a
             // connection the server dropped fails the one operation that
@@ -138,6 +143,50 @@ impl Backend {
     }
 }
 
+/// The default pool: two connections per core of this machine, from 4 to 16.
+/// More backends than the database's cores only queue for them, at the cost
+/// of context switches: on two cores, 16 connections served 13% fewer round
+/// trips than 4, with a p99 a third higher (see the README's benchmarks).
+fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    u32::try_from(cores.saturating_mul(2)).unwrap_or(u32::MAX).clamp(4, 16)
+}
+
+/// The URL without [`POOL_PARAM`], and the pool size it names (else
+/// [`default_pool_size`]). `shown` is the URL with its password redacted.
+fn pool_settings(url: &str, shown: &str) -> Result<(String, u32), OpenError> {
+    let invalid = |detail: String| OpenError::InvalidOption { target: shown.to_owned(), detail };
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        // Not a URL this parser reads: the driver reports what is wrong with it.
+        return Ok((url.to_owned(), default_pool_size()));
+    };
+    let mut asked = Vec::new();
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(key, value)| {
+            if key == POOL_PARAM {
+                asked.push(value.into_owned());
+                return None;
+            }
+            Some((key.into_owned(), value.into_owned()))
+        })
+        .collect();
+    let size = match asked.as_slice() {
+        [] => return Ok((url.to_owned(), default_pool_size())),
+        [size] => size,
+        _ => return Err(invalid(format!("`{POOL_PARAM}` is given {} times", asked.len()))),
+    };
+    let size = size.parse::<u32>().ok().filter(|size| (1..=MAX_POOL).contains(size)).ok_or_else(|| {
+        invalid(format!("`{POOL_PARAM}` must be a number of connections from 1 to {MAX_POOL}, not `{size}`"))
+    })?;
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok((parsed.into(), size))
+}
+
 /// Appends `count` events after taking the log's advisory lock: a one-time
 /// filter the planner evaluates before the first row, so before any row
 /// draws its `seq`.
@@ -200,4 +249,40 @@ fn fused_transition_sql(transition: &Transition) -> Option<String> {
         log_locked(),
         sql::record_columns!()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str) -> Result<(String, u32), OpenError> {
+        pool_settings(url, "shown")
+    }
+
+    #[test]
+    fn the_pool_size_comes_from_the_url_and_leaves_it() {
+        let plain = "postgres://alice:secret@db:5432/ledger?sslmode=require";
+        assert_eq!(settings(plain).unwrap(), (plain.to_owned(), default_pool_size()));
+        assert!((4..=16).contains(&default_pool_size()));
+        assert_eq!(
+            settings("postgres://alice:secret@db/ledger?pool_max_conns=3&sslmode=require").unwrap(),
+            ("postgres://alice:secret@db/ledger?sslmode=require".to_owned(), 3)
+        );
+        assert_eq!(
+            settings("postgresql://db/ledger?pool_max_conns=40").unwrap(),
+            ("postgresql://db/ledger".into(), 40)
+        );
+        let socket = "postgres:///ledger?host=/run/postgresql&pool_max_conns=2";
+        assert_eq!(settings(socket).unwrap(), ("postgres:///ledger?host=%2Frun%2Fpostgresql".into(), 2));
+        for (url, named) in [
+            ("postgres://db/l?pool_max_conns=0", "not `0`"),
+            ("postgres://db/l?pool_max_conns=many", "not `many`"),
+            ("postgres://db/l?pool_max_conns=1001", "from 1 to 1000"),
+            ("postgres://db/l?pool_max_conns=2&pool_max_conns=3", "given 2 times"),
+        ] {
+            let error = settings(url).unwrap_err();
+            assert!(matches!(&error, OpenError::InvalidOption { target, .. } if target == "shown"), "{error:?}");
+            assert!(error.to_string().contains(named), "{url}: {error}");
+        }
+    }
 }

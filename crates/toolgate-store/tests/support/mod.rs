@@ -58,8 +58,11 @@ impl Stores {
             .await
             .expect("create a test database");
         admin.close().await.ok();
-        let spec = StoreSpec::Postgres(with_database(&url, &name));
-        let (a, b) = (open(&spec).await, open(&spec).await);
+        let database = with_database(&url, &name);
+        // The second handle keeps two connections (`pool_max_conns`): races still run on both.
+        let separator = if database.contains('?') { '&' } else { '?' };
+        let small_pool = StoreSpec::Postgres(format!("{database}{separator}pool_max_conns=2"));
+        let (a, b) = (open(&StoreSpec::Postgres(database)).await, open(&small_pool).await);
         Some(Self { a: a.clone(), b: b.clone(), sql: vec![a, b], _dir: None, drop_database: Some((url, name)) })
     }
 
