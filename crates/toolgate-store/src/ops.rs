@@ -4,9 +4,11 @@
 //! module (`#[path = "ops.rs"]`), after defining `Db` (the sqlx database),
 //! `Backend` with `write` (runs an operation in a transaction that holds the
 //! write lock it needs), `write_statement` (runs a one-statement operation,
-//! in a transaction where the backend needs one), `reader` (a pool for
-//! reads) and `select_records` (approvals by id), and `insert_events_sql`
-//! (appends events, serialised with other appends until commit).
+//! atomic on its own), `write_fused` (runs the text of `fused_issue_sql` or
+//! `fused_transition_sql`: one statement on Postgres, several in a
+//! transaction on SQLite), `reader` (a pool for reads) and `select_records`
+//! (approvals by id), and `insert_events_sql` (appends events, serialised
+//! with other appends until commit).
 //! Generic sqlx code over `Database` needs long higher-ranked bounds; a
 //! concrete `Db` per copy keeps every query plain.
 
@@ -71,7 +73,7 @@ impl Backend {
         if let [record] = records
             && let Some(text) = fused_issue_sql(events.len())
         {
-            return self.write_statement((record.clone(), events.to_vec(), text), fused_issue_in).await;
+            return self.write_fused((record.clone(), events.to_vec(), text), fused_issue_in).await;
         }
         self.write((records.to_vec(), events.to_vec()), issue_in).await
     }
@@ -112,13 +114,13 @@ impl Backend {
             if let [transition] = transitions
                 && let Some(text) = fused_transition_sql(transition)
             {
-                let outcome = self.write_statement((transition.clone(), text), fused_transition_in).await?;
+                let outcome = self.write_fused((transition.clone(), text), fused_transition_in).await?;
                 return Ok(vec![outcome]);
             }
             if let Some(chain) = Chain::of(transitions)
                 && let Some(text) = fused_transition_sql(&chain.fused)
             {
-                return self.write_statement((chain, text), fused_chain_in).await;
+                return self.write_fused((chain, text), fused_chain_in).await;
             }
         }
         self.write((transitions.to_vec(), events.to_vec()), apply_in).await

@@ -109,6 +109,16 @@ impl Backend {
         run(&mut connection, &data).await
     }
 
+    /// Runs a fused text's `run`: on Postgres it is one statement (a
+    /// data-modifying CTE), atomic on its own.
+    async fn write_fused<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        self.write_statement(data, run).await
+    }
+
     fn reader(&self) -> &PgPool {
         &self.pool
     }

@@ -99,8 +99,19 @@ impl Backend {
         self.writer.write(data, run).await
     }
 
-    /// Runs one statement's `run`: on SQLite every write is queued alike.
+    /// Runs one statement's `run`, queued like every write: alone in its
+    /// batch it runs without `BEGIN` and `COMMIT` (one statement is atomic on
+    /// its own, and takes the write lock before it reads).
     async fn write_statement<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        self.writer.write_statement(data, run).await
+    }
+
+    /// Runs a fused text's `run`: on SQLite several statements, in a transaction.
+    async fn write_fused<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
