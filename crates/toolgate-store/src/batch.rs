@@ -32,7 +32,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::FutureExt;
-
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate::ledger::StoreError;
@@ -145,7 +144,8 @@ struct Operation<D, R> {
 impl<D: Send + Sync, R: Send> Job for Operation<D, R> {
     fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()> {
         Box::pin(async move {
-            // The transaction rolls back after a failure, so a panic leaves nothing half written.
+            // A panic is a failure: the batch's transaction rolls back (a lone
+            // statement is atomic on its own, applied whole or not at all).
             let run = AssertUnwindSafe((self.run)(connection, &self.data)).catch_unwind();
             match run.await {
                 Ok(result) => {
