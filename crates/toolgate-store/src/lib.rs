@@ -10,7 +10,9 @@
 //! - the audit log is append-only; `seq` grows in commit order;
 //! - sticky decisions are listed in one query (live, and global or scoped to
 //!   the conversation or principal asked), oldest first by `created_at`, then
-//!   in the order they were saved; a revocation is one `DELETE … RETURNING`.
+//!   in the order they were saved; a revocation is one `DELETE … RETURNING`;
+//!   a conversation and its decisions are read together in one statement
+//!   (`conversation_with_decisions`).
 //!
 //! On SQLite every write transaction takes the write lock up front
 //! (`BEGIN IMMEDIATE`) through a single writer connection, whose task
@@ -20,7 +22,8 @@
 //! for a row lock re-checks its condition on the committed row.
 //!
 //! [`StoreSpec`] names a store (`none`, `memory`, `sqlite:PATH`,
-//! `postgres://…`); [`open_store`] opens it. Opening a SQL store creates
+//! `postgres://…`, where `?pool_max_conns=N` sets the pool: two connections
+//! per core of this machine, from 4 to 16, by default); [`open_store`] opens it. Opening a SQL store creates
 //! the SQLite file if missing and runs the embedded migrations.
 
 mod batch;
