@@ -143,6 +143,30 @@ fn an_edit_from_the_decisions_file_is_what_runs() {
 }
 
 #[test]
+fn an_edit_must_pass_the_config_rules_as_the_engine_would_judge_it() {
+    let scratch = delete_then("Done.");
+    let config = scratch.file(
+        "toolgate.toml",
+        "[[rule]]\nname = \"keep-secrets\"\naction = \"deny\"\ntool = \"delete_file\"\nreason = \"secrets stay\"\n\
+         [rule.input]\n\"/path\" = { glob = \"secret*\" }\n",
+    );
+    let decisions = scratch.file("edit.jsonl", "{\"decision\":\"edit\",\"input\":{\"path\":\"secret.txt\"}}\n");
+    let output = scratch.chat(&["--config", &config, "--decisions", &decisions, "-m", "delete notes.txt"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let error = stderr(&output);
+    for needle in ["line 1", "delete_file", "call-1", "policy denies it", "keep-secrets", "secrets stay"] {
+        assert!(error.contains(needle), "missing {needle:?} in {error}");
+    }
+    assert!(!stdout(&output).contains("\"deleted\""), "nothing ran");
+
+    // An edit the rules let through runs.
+    let decisions = scratch.file("edit.jsonl", "{\"decision\":\"edit\",\"input\":{\"path\":\"old.txt\"}}\n");
+    let output = scratch.chat(&["--config", &config, "--decisions", &decisions, "-m", "delete notes.txt"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("\"deleted\": \"old.txt\""), "{}", stdout(&output));
+}
+
+#[test]
 fn bad_decisions_are_errors_that_say_what_is_wrong() {
     let scratch = delete_then("Done.");
     let cases = [

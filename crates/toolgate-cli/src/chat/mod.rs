@@ -30,11 +30,12 @@ use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
 use toolgate::ledger::{ApprovalStore, Clock, MemoryStore, SystemClock};
+use toolgate::tool::{Caller, decide_call};
 use toolgate::{ApprovalContext, PolicyDecision, TextRequest, Tool, Toolkit};
 use toolgate_client::{
     Chat, ChatEvent, ClientError, Decision, HttpTransport, InProcessTransport, ToolOutput, ToolState,
 };
-use toolgate_policy::StoredGate;
+use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_ui::UiRole;
 
 use self::decisions::{Answer, Decisions};
@@ -148,6 +149,14 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
             (Chat::new(chat_id.clone(), transport), description, StickySink::Store(decisions))
         }
     };
+    // In this process, an edited input must also pass the rules and sticky
+    // decisions the engine gates calls with; a server checks its own.
+    let edit_rules = match (&args.server, &sticky) {
+        (None, StickySink::Store(decisions)) => {
+            Some(EditRules { policy: setup.policy.clone(), decisions: Arc::clone(decisions) })
+        }
+        _ => None,
+    };
 
     let interactive_prompt = terminal.is_some() && args.messages.is_empty();
     let view = match args.output {
@@ -162,6 +171,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
         approver,
         terminal,
         toolkit,
+        edit_rules,
         catch_interrupts: stdin_is_terminal,
         sticky,
         always_allowed: BTreeSet::new(),
@@ -271,6 +281,13 @@ fn chat_endpoint(url: &str) -> anyhow::Result<String> {
 
 type EventStream = Pin<Box<dyn Stream<Item = ChatEvent> + Send>>;
 
+/// The config's rules and the chat's sticky decisions, as the in-process
+/// engine gates calls with them.
+struct EditRules {
+    policy: PolicyHandle,
+    decisions: Arc<dyn ApprovalStore>,
+}
+
 /// One chat session: the chat, its events, and who answers.
 struct Session {
     chat: Chat,
@@ -280,6 +297,8 @@ struct Session {
     terminal: Option<Terminal>,
     /// The tools known here (for editability and schemas); `None`: any tool, JSON syntax checks only.
     toolkit: Option<Toolkit>,
+    /// What an edited input must pass besides its tool's policy (in this process only).
+    edit_rules: Option<EditRules>,
     /// Ctrl-C stops a streaming response (a terminal is attached).
     catch_interrupts: bool,
     /// Where "always allow" (`a`) is kept.
@@ -524,8 +543,9 @@ impl Session {
     }
 
     /// Whether `input` may replace the model's input: the tool takes edits,
-    /// the input passes its schema, and its policy does not deny it. Unknown
-    /// tools take any JSON.
+    /// the input passes its schema, and neither its policy nor (in this
+    /// process) the config's rules and the chat's sticky decisions deny it,
+    /// as the engine would decide the call. Unknown tools take any JSON.
     async fn check_edit(&self, request: &Pending, input: &Value) -> Result<(), String> {
         let Some(tool) = self.tool(&request.tool_name) else { return Ok(()) };
         if !tool.is_editable() {
@@ -533,8 +553,20 @@ impl Session {
         }
         tool.validate_input(input)?;
         let history = toolgate_ui::convert_to_model_messages(&self.chat.messages()).unwrap_or_default();
-        match tool.decide(input, ApprovalContext::new(request.tool_call_id.clone(), history)).await {
-            PolicyDecision::Deny { reason } => Err(format!("the tool's policy denies it: {reason}")),
+        let context = ApprovalContext::new(request.tool_call_id.clone(), history);
+        let decision = match &self.edit_rules {
+            Some(rules) => {
+                let chat_id = self.chat.id();
+                let decisions = Arc::clone(&rules.decisions);
+                let now = SystemClock.now();
+                let gate = StoredGate::new(rules.policy.current(), decisions, Some(chat_id.clone()), None, now);
+                let caller = Caller { gate: Some(&gate), conversation_id: Some(&chat_id), principal: None };
+                decide_call(caller, tool, input, context).await.decision
+            }
+            None => tool.decide(input, context).await,
+        };
+        match decision {
+            PolicyDecision::Deny { reason } => Err(format!("the policy denies it: {reason}")),
             PolicyDecision::Allow | PolicyDecision::Ask => Ok(()),
         }
     }
