@@ -110,7 +110,8 @@ impl Backend {
     ) -> Result<Vec<TransitionOutcome>, StoreError> {
         if events.is_empty() {
             // One transition, or a pair that is one (see chain.rs), with its
-            // events as one statement where the backend has one.
+            // events in one round trip (one statement on Postgres, one text
+            // of several in a transaction on SQLite).
             if let [transition] = transitions
                 && let Some(text) = fused_transition_sql(transition)
             {

@@ -95,15 +95,23 @@ pub(crate) const INSERT_DECISION: &str = concat!(
     ") VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING"
 );
 
-/// The sticky decisions live at `$1` that are global, or scoped to the
-/// conversation `$2` or the principal `$3` (a NULL one matches nothing),
-/// oldest first.
+/// The condition on `decisions` that selects the ones live at `$1` that are
+/// global, or scoped to the conversation `$2` or the principal `$3` (a NULL
+/// one matches nothing).
+macro_rules! decisions_that_apply {
+    () => {
+        "(expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
+         OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3))"
+    };
+}
+
+/// The sticky decisions that apply (`decisions_that_apply!`), oldest first.
 pub(crate) const SELECT_DECISIONS: &str = concat!(
     "SELECT ",
     decision_columns!(),
-    " FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
-     OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3)) \
-     ORDER BY created_at, seq"
+    " FROM decisions WHERE ",
+    decisions_that_apply!(),
+    " ORDER BY created_at, seq"
 );
 
 /// A conversation (`$4`) and the decisions [`SELECT_DECISIONS`] selects
@@ -115,9 +123,9 @@ pub(crate) const SELECT_CONVERSATION_WITH_DECISIONS: &str = concat!(
      version AS created_at, updated_at AS expires_at, messages AS body, 0 AS seq \
      FROM conversations WHERE conversation_id = $4 UNION ALL SELECT 1, ",
     decision_columns!(),
-    ", seq FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
-     OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3)) \
-     ORDER BY part, created_at, seq"
+    ", seq FROM decisions WHERE ",
+    decisions_that_apply!(),
+    " ORDER BY part, created_at, seq"
 );
 
 /// Removes one sticky decision and returns its row.
