@@ -2,8 +2,12 @@
 //! `toolgate-bench` sends to the servers (histories of N UI messages ending in
 //! an approved `delete_file`, approvals signed; see `toolgate_bench::bodies`).
 //!
+//! - `ui_floor/N`: the serde_json floor of the body (parse into a `Value`,
+//!   serialize back), the reference `toolgate-bench` divides by.
 //! - `ui_parse/N`: `ChatRequest::from_json` of the body (UI messages, strict).
-//! - `ui_convert/N`: `convert_to_model_messages` of those UI messages.
+//! - `ui_convert/N`: `into_model_messages` of those UI messages (as the
+//!   stateless server converts them: moving, not copying; the copy to move
+//!   from is made untimed).
 //! - `ui_encode`: a whole continuation response (the pre-resolved output,
 //!   one text step, finish) through `UiStreamEncoder::encode` and `sse_frame`;
 //!   the parts come from one real engine run, so they are what the server encodes.
@@ -30,7 +34,9 @@ use toolgate::model::ScriptPart;
 use toolgate::protocol::StreamPart;
 use toolgate::{ModelMessage, ScriptedModel, TextRequest, Toolkit, stream_text};
 use toolgate_bench::bodies::continuation_body;
-use toolgate_ui::{ChatRequest, EncoderOptions, SSE_DONE, UiStreamEncoder, convert_to_model_messages, sse_frame};
+use toolgate_ui::{
+    ChatRequest, EncoderOptions, SSE_DONE, UiStreamEncoder, convert_to_model_messages, into_model_messages, sse_frame,
+};
 
 const SIZES: [usize; 4] = [10, 100, 1000, 10000];
 const SECRET: &str = "toolgate-bench-ui";
@@ -69,7 +75,7 @@ fn encode(parts: &[StreamPart], message_id: &str) -> Vec<String> {
 async fn turn(body: &[u8], model: &ScriptedModel, toolkit: &Toolkit) -> Vec<String> {
     let request = ChatRequest::from_json(body).expect("a chat request");
     let message_id = request.continued_message_id().unwrap_or("m").to_owned();
-    let messages = convert_to_model_messages(&request.messages).expect("convertible");
+    let messages = into_model_messages(request.messages).expect("convertible");
     let stream = stream_text(model, engine_request(messages, toolkit)).await.expect("a valid history");
     let parts: Vec<StreamPart> = stream.collect().await;
     encode(&parts, &message_id)
@@ -87,6 +93,19 @@ fn ui(c: &mut Criterion) {
     let toolkit = toolgate::demo::toolkit();
     let model = model();
 
+    let mut group = c.benchmark_group("ui_floor");
+    for size in SIZES {
+        let body = body(size);
+        group.throughput(Throughput::Elements(size as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
+            b.iter(|| {
+                let value: serde_json::Value = serde_json::from_slice(std::hint::black_box(body)).expect("JSON");
+                serde_json::to_vec(&value).expect("serializable")
+            })
+        });
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("ui_parse");
     for size in SIZES {
         let body = body(size);
@@ -102,7 +121,11 @@ fn ui(c: &mut Criterion) {
         let request = ChatRequest::from_json(&body(size)).expect("a chat request");
         group.throughput(Throughput::Elements(size as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &request.messages, |b, messages| {
-            b.iter(|| convert_to_model_messages(std::hint::black_box(messages)).expect("convertible"))
+            b.iter_batched(
+                || messages.clone(),
+                |messages| into_model_messages(messages).expect("convertible"),
+                BatchSize::LargeInput,
+            )
         });
     }
     group.finish();

@@ -16,6 +16,12 @@ use toolgate_bench::process::{Process, machine_summary};
 use toolgate_bench::report::{self, Measured, Report, RoundTripRow, Row};
 use toolgate_bench::sse;
 
+/// The allocator of the `toolgate` binary: the serde_json floor is measured
+/// with the allocator the server runs on, so the ratio to it is the engine's
+/// own work, not an allocator's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CHAT_PATH: &str = "/api/chat";
 
 /// Benchmarks toolgate serve against the Vercel AI SDK with the same approval-continuation bodies.

@@ -18,7 +18,7 @@ use toolgate::ledger::Ledger;
 use toolgate::{TextStream, stream_text};
 use toolgate_ui::{
     ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, UiMessageBuilder, UiRole,
-    UiStreamEncoder, convert_to_model_messages, sse_frame,
+    UiStreamEncoder, convert_to_model_messages, into_model_messages, sse_frame,
 };
 
 use crate::app::AppState;
@@ -62,10 +62,11 @@ async fn stateless_chat(
     principal: Option<String>,
 ) -> Result<Response, ApiError> {
     let message_id = request.continued_message_id().map(str::to_owned).unwrap_or_else(new_message_id);
-    let messages = convert_to_model_messages(&request.messages)?;
-    tracing::info!(chat = %request.id, messages = messages.len(), "chat request");
-    let engine_request = state.text_request(messages, &request.id, principal.as_deref());
-    let stream = start(&state, &request.id, engine_request).await?;
+    let ChatRequest { id: chat_id, messages, .. } = request;
+    let messages = into_model_messages(messages)?;
+    tracing::info!(chat = %chat_id, messages = messages.len(), "chat request");
+    let engine_request = state.text_request(messages, &chat_id, principal.as_deref());
+    let stream = start(&state, &chat_id, engine_request).await?;
     let mut encoder = encoder(&state, message_id);
     let frames = stream
         .flat_map(move |part| futures::stream::iter(encoder.encode(&part)))

@@ -50,16 +50,25 @@ pub enum ConvertError {
 }
 
 /// Converts the client's messages into the engine's (see the module docs).
+/// Copies what it keeps; [`into_model_messages`] moves it instead.
 pub fn convert_to_model_messages(messages: &[UiMessage]) -> Result<Vec<ModelMessage>, ConvertError> {
-    let mut out = Vec::with_capacity(messages.len());
+    into_model_messages(messages.to_vec())
+}
+
+/// Converts the client's messages into the engine's (see the module docs),
+/// moving every text, input and output into the model messages instead of
+/// copying it: the form for a caller that no longer needs the UI messages.
+pub fn into_model_messages(messages: Vec<UiMessage>) -> Result<Vec<ModelMessage>, ConvertError> {
+    // An assistant message gives up to two model messages per step.
+    let mut out = Vec::with_capacity(messages.len() + messages.len() / 2);
     for message in messages {
         match message.role {
             UiRole::System => {
-                let text: String = message.parts.iter().filter_map(text_of).collect();
+                let text: String = message.parts.into_iter().filter_map(text_of).collect();
                 out.push(ModelMessage::system(text));
             }
             UiRole::User => {
-                let parts: Vec<UserPart> = message.parts.iter().filter_map(user_part).collect();
+                let parts: Vec<UserPart> = message.parts.into_iter().filter_map(user_part).collect();
                 out.push(ModelMessage::User(UserMessage {
                     content: UserContent::Parts(parts),
                     provider_options: None,
@@ -67,37 +76,35 @@ pub fn convert_to_model_messages(messages: &[UiMessage]) -> Result<Vec<ModelMess
             }
             UiRole::Assistant => {
                 let denials = denial_reasons(&message.parts);
-                for step in message.parts.split(|part| matches!(part, UiPart::StepStart)) {
-                    convert_step(step, &denials, &mut out);
+                let mut step = Step::default();
+                for part in message.parts {
+                    match part {
+                        UiPart::StepStart => step.flush(&mut out),
+                        part => step.add(part, &denials),
+                    }
                 }
+                step.flush(&mut out);
             }
         }
     }
     Ok(out)
 }
 
-fn text_of(part: &UiPart) -> Option<&str> {
+fn text_of(part: UiPart) -> Option<String> {
     match part {
         UiPart::Text { text } => Some(text),
         _ => None,
     }
 }
 
-fn user_part(part: &UiPart) -> Option<UserPart> {
+fn user_part(part: UiPart) -> Option<UserPart> {
     match part {
-        UiPart::Text { text } => Some(UserPart::Text(TextPart::new(text.clone()))),
-        UiPart::File { url, media_type, filename } => Some(UserPart::File(FilePart {
-            data: url.clone(),
-            media_type: media_type.clone(),
-            filename: filename.clone(),
-            provider_options: None,
-        })),
+        UiPart::Text { text } => Some(UserPart::Text(TextPart::new(text))),
+        UiPart::File { url, media_type, filename } => {
+            Some(UserPart::File(FilePart { data: url, media_type, filename, provider_options: None }))
+        }
         UiPart::ToolApproval { tool_call_id, approved, reason } => {
-            Some(UserPart::ToolApproval(LegacyToolApprovalPart {
-                tool_call_id: tool_call_id.clone(),
-                approved: *approved,
-                reason: reason.clone(),
-            }))
+            Some(UserPart::ToolApproval(LegacyToolApprovalPart { tool_call_id, approved, reason }))
         }
         UiPart::Reasoning { .. } | UiPart::StepStart | UiPart::Tool(_) | UiPart::Other(_) => None,
     }
@@ -106,39 +113,40 @@ fn user_part(part: &UiPart) -> Option<UserPart> {
 /// Why calls of one message were denied without a person's answer (a rule, a
 /// sticky decision, the tool's own policy): the `data-toolgate-reason` parts
 /// with `decision: "deny"`, by call id.
-fn denial_reasons(parts: &[UiPart]) -> HashMap<&str, &str> {
+fn denial_reasons(parts: &[UiPart]) -> HashMap<String, String> {
     parts
         .iter()
         .filter_map(|part| match part {
             UiPart::Other(raw) if raw["type"] == REASON_PART && raw["data"]["decision"] == "deny" => {
-                Some((raw["id"].as_str()?, raw["data"]["reason"].as_str()?))
+                Some((raw["id"].as_str()?.to_owned(), raw["data"]["reason"].as_str()?.to_owned()))
             }
             _ => None,
         })
         .collect()
 }
 
-fn convert_step(step: &[UiPart], denials: &HashMap<&str, &str>, out: &mut Vec<ModelMessage>) {
-    let mut assistant = Vec::new();
-    let mut tool = Vec::new();
-    for part in step {
+/// The model parts of one step of an assistant message: the assistant's, then
+/// the tool message's (approval answers and results).
+#[derive(Default)]
+struct Step {
+    assistant: Vec<AssistantPart>,
+    tool: Vec<ToolPart>,
+}
+
+impl Step {
+    fn add(&mut self, part: UiPart, denials: &HashMap<String, String>) {
         match part {
-            UiPart::Text { text } if !text.is_empty() => {
-                assistant.push(AssistantPart::Text(TextPart::new(text.clone())))
-            }
+            UiPart::Text { text } if !text.is_empty() => self.assistant.push(AssistantPart::Text(TextPart::new(text))),
             UiPart::Reasoning { text } if !text.is_empty() => {
-                assistant.push(AssistantPart::Reasoning(ReasoningPart { text: text.clone(), provider_options: None }))
+                self.assistant.push(AssistantPart::Reasoning(ReasoningPart { text, provider_options: None }))
             }
-            UiPart::File { url, media_type, filename } => assistant.push(AssistantPart::File(FilePart {
-                data: url.clone(),
-                media_type: media_type.clone(),
-                filename: filename.clone(),
+            UiPart::File { url, media_type, filename } => self.assistant.push(AssistantPart::File(FilePart {
+                data: url,
+                media_type,
+                filename,
                 provider_options: None,
             })),
-            UiPart::Tool(part) if part.state != ToolState::InputStreaming => {
-                assistant.extend(assistant_parts(part));
-                tool.extend(tool_parts(part, denials));
-            }
+            UiPart::Tool(part) if part.state != ToolState::InputStreaming => self.add_tool(*part, denials),
             UiPart::Text { .. }
             | UiPart::Reasoning { .. }
             | UiPart::Tool(_)
@@ -147,98 +155,101 @@ fn convert_step(step: &[UiPart], denials: &HashMap<&str, &str>, out: &mut Vec<Mo
             | UiPart::Other(_) => {}
         }
     }
-    if !assistant.is_empty() {
-        out.push(ModelMessage::Assistant(AssistantMessage {
-            content: AssistantContent::Parts(assistant),
-            provider_options: None,
-        }));
-    }
-    if !tool.is_empty() {
-        out.push(ModelMessage::tool(tool));
-    }
-}
 
-fn is_provider_executed(part: &UiToolPart) -> bool {
-    part.provider_executed == Some(true)
-}
-
-fn assistant_parts(part: &UiToolPart) -> Vec<AssistantPart> {
-    let input = match part.state {
-        ToolState::OutputError => part.input.clone().or_else(|| part.raw_input.clone()),
-        _ => part.input.clone(),
-    };
-    let mut parts = vec![AssistantPart::ToolCall(ToolCallPart {
-        tool_call_id: part.tool_call_id.clone(),
-        tool_name: part.tool_name.clone(),
-        input: input.unwrap_or_else(|| Value::Object(Default::default())),
-        provider_executed: part.provider_executed,
-        provider_options: part.call_provider_metadata.clone(),
-    })];
-    if let Some(approval) = &part.approval {
-        parts.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
-            approval_id: approval.id.clone(),
-            tool_call_id: part.tool_call_id.clone(),
-            signature: approval.signature.clone(),
+    /// The call (and its approval request, and a provider-executed result) in
+    /// the assistant message; the approval's answer and a local result in the
+    /// tool message.
+    fn add_tool(&mut self, part: UiToolPart, denials: &HashMap<String, String>) {
+        let UiToolPart {
+            tool_name,
+            tool_call_id,
+            state,
+            input,
+            output,
+            error_text,
+            raw_input,
+            provider_executed,
+            approval,
+            call_provider_metadata,
+            preliminary,
+            dynamic: _,
+        } = part;
+        let input = match state {
+            ToolState::OutputError => input.or(raw_input),
+            _ => input,
+        };
+        self.assistant.push(AssistantPart::ToolCall(ToolCallPart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            input: input.unwrap_or_else(|| Value::Object(Default::default())),
+            provider_executed,
+            provider_options: call_provider_metadata,
         }));
-    }
-    if is_provider_executed(part) {
-        let output = match part.state {
-            ToolState::OutputAvailable => Some(ToolResultOutput::json(part.output.clone().unwrap_or(Value::Null))),
-            ToolState::OutputError => {
-                Some(ToolResultOutput::error_json(Value::String(part.error_text.clone().unwrap_or_default())))
+        let mut person = None;
+        if let Some(approval) = approval {
+            self.assistant.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
+                approval_id: approval.id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                signature: approval.signature,
+            }));
+            if let Some(approved) = approval.approved {
+                self.tool.push(ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
+                    approval_id: approval.id,
+                    approved,
+                    reason: approval.reason.clone(),
+                    provider_executed,
+                    edited_input: approval.edited_input,
+                }));
             }
-            _ => None,
+            person = approval.reason;
+        }
+        if provider_executed == Some(true) {
+            let output = match state {
+                ToolState::OutputAvailable => Some(ToolResultOutput::json(output.unwrap_or(Value::Null))),
+                ToolState::OutputError => {
+                    Some(ToolResultOutput::error_json(Value::String(error_text.unwrap_or_default())))
+                }
+                _ => None,
+            };
+            if let Some(output) = output {
+                self.assistant.push(AssistantPart::ToolResult(result(tool_call_id, tool_name, output)));
+            }
+            return;
+        }
+        let output = match state {
+            ToolState::OutputDenied => {
+                let rule = || denials.get(tool_call_id.as_str()).cloned();
+                Some(ToolResultOutput::denied(person.or_else(rule)))
+            }
+            ToolState::OutputAvailable if preliminary != Some(true) => {
+                Some(ToolResultOutput::from_value(output.unwrap_or(Value::Null)))
+            }
+            ToolState::OutputError => Some(ToolResultOutput::error_text(error_text.unwrap_or_default())),
+            ToolState::InputStreaming
+            | ToolState::InputAvailable
+            | ToolState::ApprovalRequested
+            | ToolState::ApprovalResponded
+            | ToolState::OutputAvailable => None,
         };
         if let Some(output) = output {
-            parts.push(AssistantPart::ToolResult(result(part, output)));
+            self.tool.push(ToolPart::ToolResult(result(tool_call_id, tool_name, output)));
         }
     }
-    parts
+
+    /// Ends the step: its assistant message, then its tool message, each if not empty.
+    fn flush(&mut self, out: &mut Vec<ModelMessage>) {
+        if !self.assistant.is_empty() {
+            out.push(ModelMessage::Assistant(AssistantMessage {
+                content: AssistantContent::Parts(std::mem::take(&mut self.assistant)),
+                provider_options: None,
+            }));
+        }
+        if !self.tool.is_empty() {
+            out.push(ModelMessage::tool(std::mem::take(&mut self.tool)));
+        }
+    }
 }
 
-fn tool_parts(part: &UiToolPart, denials: &HashMap<&str, &str>) -> Vec<ToolPart> {
-    let mut parts = Vec::new();
-    if let Some(approval) = &part.approval
-        && let Some(approved) = approval.approved
-    {
-        parts.push(ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
-            approval_id: approval.id.clone(),
-            approved,
-            reason: approval.reason.clone(),
-            provider_executed: part.provider_executed,
-            edited_input: approval.edited_input.clone(),
-        }));
-    }
-    if is_provider_executed(part) {
-        return parts;
-    }
-    let output = match part.state {
-        ToolState::OutputDenied => {
-            let person = part.approval.as_ref().and_then(|approval| approval.reason.clone());
-            let rule = || denials.get(part.tool_call_id.as_str()).map(|reason| (*reason).to_owned());
-            Some(ToolResultOutput::denied(person.or_else(rule)))
-        }
-        ToolState::OutputAvailable if part.preliminary != Some(true) => {
-            Some(ToolResultOutput::from_value(part.output.clone().unwrap_or(Value::Null)))
-        }
-        ToolState::OutputError => Some(ToolResultOutput::error_text(part.error_text.clone().unwrap_or_default())),
-        ToolState::InputStreaming
-        | ToolState::InputAvailable
-        | ToolState::ApprovalRequested
-        | ToolState::ApprovalResponded
-        | ToolState::OutputAvailable => None,
-    };
-    if let Some(output) = output {
-        parts.push(ToolPart::ToolResult(result(part, output)));
-    }
-    parts
-}
-
-fn result(part: &UiToolPart, output: ToolResultOutput) -> ToolResultPart {
-    ToolResultPart {
-        tool_call_id: part.tool_call_id.clone(),
-        tool_name: part.tool_name.clone(),
-        output,
-        provider_options: None,
-    }
+fn result(tool_call_id: String, tool_name: String, output: ToolResultOutput) -> ToolResultPart {
+    ToolResultPart { tool_call_id, tool_name, output, provider_options: None }
 }

@@ -2,7 +2,7 @@
 //!
 //! - [`UiMessage`]: the client's message list (`UIMessage[]`), with tool parts
 //!   in their seven states and the `approval` object.
-//! - [`convert_to_model_messages`]: `UIMessage[]` to the engine's
+//! - [`convert_to_model_messages`] (and [`into_model_messages`], which moves): `UIMessage[]` to the engine's
 //!   `ModelMessage[]`, with the AI SDK's rules (an `approval` gives a request
 //!   part, and a response part once `approved` is set).
 //! - [`UiStreamEncoder`]: the engine's stream parts to UI chunks, which
@@ -22,6 +22,6 @@ mod read;
 
 pub use build::{REASON_PART, UiMessageBuilder};
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};
-pub use convert::{ConvertError, convert_to_model_messages};
+pub use convert::{ConvertError, convert_to_model_messages, into_model_messages};
 pub use encode::{EncoderOptions, UiStreamEncoder};
 pub use message::{ChatRequest, ToolState, UiApproval, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};

@@ -11,6 +11,10 @@
 //! (signed as `toolgate serve` signs them) and an approving response. The
 //! server's engine settings are used: the demo tools and an approval signer.
 //!
+//! - `floor/N`: the serde_json floor of the history's JSON (parse into a
+//!   `serde_json::Value`, serialize back): what any JSON server does with it,
+//!   measured beside the stages because its own time per message grows once
+//!   the history leaves the caches.
 //! - `parse/N`: `toolgate::protocol::parse_messages_str` of the history's JSON.
 //! - `prepare/approved/N`: what `stream_text` does before it returns, nothing
 //!   run yet: normalize the approvals, collect the answers, resolve them
@@ -30,6 +34,10 @@
 //! `cargo bench -p toolgate --bench stages` (`-- --quick` for a smoke run).
 
 use std::time::Duration;
+
+/// The allocator of the `toolgate` binary, so the stages cost what they cost there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -175,6 +183,19 @@ fn stages(c: &mut Criterion) {
     for size in SIZES {
         sanity_check(&runtime, size, &toolkit);
     }
+
+    let mut group = c.benchmark_group("floor");
+    for size in SIZES {
+        let json = history_json(size, false);
+        group.throughput(Throughput::Elements(size as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(size), &json, |b, json| {
+            b.iter(|| {
+                let value: Value = serde_json::from_str(std::hint::black_box(json)).expect("JSON");
+                serde_json::to_vec(&value).expect("serializable")
+            })
+        });
+    }
+    group.finish();
 
     let mut group = c.benchmark_group("parse");
     for size in SIZES {
