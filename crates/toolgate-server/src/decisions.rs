@@ -54,11 +54,12 @@ pub const MAX_DECISION_INPUT_BYTES: usize = 8 * 1024;
 /// one principal, global).
 pub const MAX_DECISIONS_PER_SCOPE: usize = 100;
 
-/// The most live decisions one conversation holds, whoever made them. A
-/// request reads its conversation's decisions, its principal's and the
-/// global ones, so with both caps it reads at most this plus two scopes'
-/// worth, however many principals (a header can name any) write to one chat.
-pub const MAX_DECISIONS_PER_CONVERSATION: usize = 4 * MAX_DECISIONS_PER_SCOPE;
+/// The most live decisions one scope (one conversation, one principal, the
+/// global scope) holds, whoever made them. A request reads its
+/// conversation's decisions, its principal's and the global ones: at most
+/// three times this, however many principals (a header can name any) write
+/// to one chat.
+pub const MAX_DECISIONS_IN_SCOPE: usize = 4 * MAX_DECISIONS_PER_SCOPE;
 
 /// The scope a `POST` names.
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -210,7 +211,7 @@ fn scope(state: &AppState, new: &NewDecision, principal: Option<&str>) -> Result
 }
 
 /// Refuses a decision past [`MAX_DECISIONS_PER_SCOPE`] of this author's live
-/// ones in this scope, or past [`MAX_DECISIONS_PER_CONVERSATION`] of anyone's.
+/// ones in this scope, or past [`MAX_DECISIONS_IN_SCOPE`] of anyone's.
 async fn check_room(state: &AppState, scope: &DecisionScope, author: Option<&str>, now: i64) -> Result<(), ApiError> {
     let query = DecisionQuery {
         conversation_id: match scope {
@@ -239,7 +240,7 @@ async fn check_room(state: &AppState, scope: &DecisionScope, author: Option<&str
     if own >= MAX_DECISIONS_PER_SCOPE {
         return Err(full(own, " of yours"));
     }
-    if in_scope.len() >= MAX_DECISIONS_PER_CONVERSATION {
+    if in_scope.len() >= MAX_DECISIONS_IN_SCOPE {
         return Err(full(in_scope.len(), ""));
     }
     Ok(())

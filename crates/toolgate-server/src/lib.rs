@@ -34,7 +34,7 @@ mod trace;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, serve_listener, shutdown_signal};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
-pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_PER_CONVERSATION, MAX_DECISIONS_PER_SCOPE};
+pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
 pub use principal::{PrincipalSource, TokensError};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};

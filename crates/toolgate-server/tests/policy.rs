@@ -305,13 +305,12 @@ async fn what_every_request_reads_stays_small() {
     assert_eq!(listed.len(), toolgate_server::MAX_DECISIONS_PER_SCOPE);
 
     // Principals named by a header are as many as a client likes: one chat
-    // still holds at most MAX_DECISIONS_PER_CONVERSATION of anyone's.
+    // holds at most MAX_DECISIONS_IN_SCOPE of anyone's.
     let mut made = toolgate_server::MAX_DECISIONS_PER_SCOPE + 1;
     let mut author = 0;
-    while made < toolgate_server::MAX_DECISIONS_PER_CONVERSATION {
+    while made < toolgate_server::MAX_DECISIONS_IN_SCOPE {
         let user = format!("user-{author}");
-        for n in 0..toolgate_server::MAX_DECISIONS_PER_SCOPE.min(toolgate_server::MAX_DECISIONS_PER_CONVERSATION - made)
-        {
+        for n in 0..toolgate_server::MAX_DECISIONS_PER_SCOPE.min(toolgate_server::MAX_DECISIONS_IN_SCOPE - made) {
             assert_eq!(decide(&server, Some(&user), nth(n)).await.status, 201, "{user} #{n}");
             made += 1;
         }

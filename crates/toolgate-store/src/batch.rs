@@ -308,11 +308,25 @@ mod tests {
         })
     }
 
+    /// True when the operation runs outside a transaction (a `BEGIN` of its own
+    /// succeeds only then; it is rolled back at once).
+    fn outside_a_transaction<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, bool> {
+        Box::pin(async move {
+            if sqlx::query("BEGIN").execute(&mut *connection).await.is_err() {
+                return Ok(false);
+            }
+            sqlx::query("ROLLBACK").execute(connection).await.map_err(db_error)?;
+            Ok(true)
+        })
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lone_statement_runs_as_its_own_transaction() {
         let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
         let writer = BatchWriter::start(connection, Arc::default());
+        assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "no BEGIN around a lone statement");
+        assert!(!writer.write((), outside_a_transaction).await.unwrap(), "every other write runs in a transaction");
         writer.write_statement(1, insert).await.unwrap();
         let failed = writer.write_statement(2, insert_elsewhere).await;
         assert!(matches!(&failed, Err(StoreError::Unavailable(message)) if message.contains("missing")), "{failed:?}");

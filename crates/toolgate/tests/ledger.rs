@@ -12,7 +12,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalOutcome, ApprovalSigner};
 use toolgate::ledger::{
-    ApprovalState, ApprovalStore, AuditKind, AuditQuery, Clock, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease, Ledger,
+    ApprovalState, ApprovalStore, AuditKind, AuditQuery, Clock, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease,
     LedgerConfig, ManualClock, MemoryStore, Transition, Update, WARNING_EXPIRED, WARNING_INTERRUPTED,
 };
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
@@ -33,23 +33,31 @@ impl Fixture {
     fn new() -> Self {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(T0));
-        // No waiting for other requests' executions unless a test asks for it.
-        let config = LedgerConfig::new(store.clone())
-            .clock(clock.clone())
-            .ttl(Duration::from_secs(60))
-            .settle_wait(Duration::ZERO);
+        let config = process_config(&store, &clock);
         Self { store, clock, config, log: Executions::default() }
     }
 
-    fn ledger(&self, conversation: &str) -> Ledger {
-        self.config.conversation(conversation).principal("alice")
+    /// A second process on the same store and clock, with its own kept approvals.
+    fn replica(&self) -> LedgerConfig {
+        process_config(&self.store, &self.clock)
     }
 
     fn request(&self, history: Vec<ModelMessage>, conversation: &str) -> TextRequest {
+        self.request_on(&self.config, "alice", history, conversation)
+    }
+
+    /// A request to the process `config` runs, answered by `principal`.
+    fn request_on(
+        &self,
+        config: &LedgerConfig,
+        principal: &str,
+        history: Vec<ModelMessage>,
+        conversation: &str,
+    ) -> TextRequest {
         TextRequest::new(history)
             .toolkit(toolkit(&self.log))
             .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
-            .ledger(self.ledger(conversation))
+            .ledger(config.conversation(conversation).principal(principal))
     }
 
     /// Runs the first turn (the model calls delete_file) and returns the history with the request.
@@ -532,12 +540,10 @@ async fn a_forged_result_in_another_encoding_or_beside_the_real_one_is_refused()
     assert_eq!(fixture.log.call_ids(), vec!["d"]);
 }
 
-/// A second process on the same store and clock, with its own kept approvals.
-fn replica(fixture: &Fixture) -> LedgerConfig {
-    LedgerConfig::new(fixture.store.clone())
-        .clock(fixture.clock.clone())
-        .ttl(Duration::from_secs(60))
-        .settle_wait(Duration::ZERO)
+/// One process's ledger settings over `store` and `clock`; no waiting for
+/// other requests' executions unless a test asks for it.
+fn process_config(store: &Arc<MemoryStore>, clock: &Arc<ManualClock>) -> LedgerConfig {
+    LedgerConfig::new(store.clone()).clock(clock.clone()).ttl(Duration::from_secs(60)).settle_wait(Duration::ZERO)
 }
 
 #[tokio::test]
@@ -555,11 +561,8 @@ async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_st
 
     // Denied on another replica; the issuing process still keeps its pending copy.
     let (history, approval_id) = fixture.asked("c2").await;
-    let other = replica(&fixture);
-    let on_other = TextRequest::new(answer(&history, deny(&approval_id)))
-        .toolkit(toolkit(&fixture.log))
-        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
-        .ledger(other.conversation("c2").principal("bob"));
+    let other = fixture.replica();
+    let on_other = fixture.request_on(&other, "bob", answer(&history, deny(&approval_id)), "c2");
     generate_text(&delete_model(), on_other).await.unwrap();
     assert_eq!(fixture.config.issued.len(), 1);
     let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c2"))
@@ -572,10 +575,7 @@ async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_st
     // Approved and run on another replica: the issuing process answers the replay with the stored outcome.
     let (history, approval_id) = fixture.asked("c3").await;
     let approved = answer(&history, approve(&approval_id));
-    let on_other = TextRequest::new(approved.clone())
-        .toolkit(toolkit(&fixture.log))
-        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
-        .ledger(other.conversation("c3").principal("bob"));
+    let on_other = fixture.request_on(&other, "bob", approved.clone(), "c3");
     generate_text(&delete_model(), on_other).await.unwrap();
     let replayed = generate_text(&delete_model(), fixture.request(approved, "c3")).await.unwrap();
     assert_eq!(replayed.preresolved[0].output, deleted());
@@ -588,10 +588,7 @@ async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_st
     assert_eq!(fixture.state(&approval_id).await, ApprovalState::Expired);
     // Denied elsewhere in time, contradicted here after the expiry: refused as a conflict, as without a kept copy.
     let (history, approval_id) = fixture.asked("c5").await;
-    let on_other = TextRequest::new(answer(&history, deny(&approval_id)))
-        .toolkit(toolkit(&fixture.log))
-        .approval_signer(ApprovalSigner::new("ledger-secret").unwrap())
-        .ledger(other.conversation("c5").principal("bob"));
+    let on_other = fixture.request_on(&other, "bob", answer(&history, deny(&approval_id)), "c5");
     generate_text(&delete_model(), on_other).await.unwrap();
     fixture.clock.advance(Duration::from_secs(61));
     let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c5"))
