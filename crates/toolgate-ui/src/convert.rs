@@ -52,32 +52,50 @@ pub enum ConvertError {
 /// Converts the client's messages into the engine's (see the module docs).
 /// Copies what it keeps; [`into_model_messages`] moves it instead.
 pub fn convert_to_model_messages(messages: &[UiMessage]) -> Result<Vec<ModelMessage>, ConvertError> {
-    into_model_messages(messages.to_vec())
+    // Only the parts the conversion can use are copied, one at a time as it
+    // takes them: no message ids or metadata, no `data-*` or `source-*` parts
+    // (the denial reasons among them are read before).
+    let parts = messages.iter().map(|message| {
+        let kept = message.parts.iter().filter(|part| !matches!(part, UiPart::Other(_))).cloned();
+        (message.role, denial_reasons(message.role, &message.parts), kept)
+    });
+    Ok(convert(parts, messages.len()))
 }
 
 /// Converts the client's messages into the engine's (see the module docs),
 /// moving every text, input and output into the model messages instead of
 /// copying it: the form for a caller that no longer needs the UI messages.
 pub fn into_model_messages(messages: Vec<UiMessage>) -> Result<Vec<ModelMessage>, ConvertError> {
+    let count = messages.len();
+    let parts = messages
+        .into_iter()
+        .map(|message| (message.role, denial_reasons(message.role, &message.parts), message.parts.into_iter()));
+    Ok(convert(parts, count))
+}
+
+/// Converts `count` messages, each given as its role, its denial reasons and its parts.
+fn convert<P: Iterator<Item = UiPart>>(
+    messages: impl Iterator<Item = (UiRole, Denials, P)>,
+    count: usize,
+) -> Vec<ModelMessage> {
     // An assistant message gives up to two model messages per step.
-    let mut out = Vec::with_capacity(messages.len() + messages.len() / 2);
-    for message in messages {
-        match message.role {
+    let mut out = Vec::with_capacity(count + count / 2);
+    for (role, denials, parts) in messages {
+        match role {
             UiRole::System => {
-                let text: String = message.parts.into_iter().filter_map(text_of).collect();
+                let text: String = parts.filter_map(text_of).collect();
                 out.push(ModelMessage::system(text));
             }
             UiRole::User => {
-                let parts: Vec<UserPart> = message.parts.into_iter().filter_map(user_part).collect();
+                let parts: Vec<UserPart> = parts.filter_map(user_part).collect();
                 out.push(ModelMessage::User(UserMessage {
                     content: UserContent::Parts(parts),
                     provider_options: None,
                 }));
             }
             UiRole::Assistant => {
-                let denials = denial_reasons(&message.parts);
                 let mut step = Step::default();
-                for part in message.parts {
+                for part in parts {
                     match part {
                         UiPart::StepStart => step.flush(&mut out),
                         part => step.add(part, &denials),
@@ -87,7 +105,7 @@ pub fn into_model_messages(messages: Vec<UiMessage>) -> Result<Vec<ModelMessage>
             }
         }
     }
-    Ok(out)
+    out
 }
 
 fn text_of(part: UiPart) -> Option<String> {
@@ -112,8 +130,13 @@ fn user_part(part: UiPart) -> Option<UserPart> {
 
 /// Why calls of one message were denied without a person's answer (a rule, a
 /// sticky decision, the tool's own policy): the `data-toolgate-reason` parts
-/// with `decision: "deny"`, by call id.
-fn denial_reasons(parts: &[UiPart]) -> HashMap<String, String> {
+/// with `decision: "deny"` of an assistant message, by call id.
+type Denials = HashMap<String, String>;
+
+fn denial_reasons(role: UiRole, parts: &[UiPart]) -> Denials {
+    if role != UiRole::Assistant {
+        return Denials::new();
+    }
     parts
         .iter()
         .filter_map(|part| match part {
@@ -134,7 +157,7 @@ struct Step {
 }
 
 impl Step {
-    fn add(&mut self, part: UiPart, denials: &HashMap<String, String>) {
+    fn add(&mut self, part: UiPart, denials: &Denials) {
         match part {
             UiPart::Text { text } if !text.is_empty() => self.assistant.push(AssistantPart::Text(TextPart::new(text))),
             UiPart::Reasoning { text } if !text.is_empty() => {
@@ -159,7 +182,7 @@ impl Step {
     /// The call (and its approval request, and a provider-executed result) in
     /// the assistant message; the approval's answer and a local result in the
     /// tool message.
-    fn add_tool(&mut self, part: UiToolPart, denials: &HashMap<String, String>) {
+    fn add_tool(&mut self, part: UiToolPart, denials: &Denials) {
         let UiToolPart {
             tool_name,
             tool_call_id,
