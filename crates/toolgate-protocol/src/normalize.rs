@@ -115,8 +115,11 @@ impl CallIndex {
 }
 
 /// Rewrites older approval encodings into canonical ones (see the module docs).
-/// Histories without them come back unchanged.
+/// Histories without them come back unchanged, without being rebuilt.
 pub fn normalize_approvals(messages: Vec<ModelMessage>) -> Result<Vec<ModelMessage>, NormalizeError> {
+    if !messages.iter().any(has_older_encoding) {
+        return Ok(messages);
+    }
     let mut index = CallIndex::default();
     let mut out = Vec::with_capacity(messages.len());
     for (message_index, message) in messages.into_iter().enumerate() {
@@ -159,6 +162,21 @@ pub fn normalize_approvals(messages: Vec<ModelMessage>) -> Result<Vec<ModelMessa
         }
     }
     Ok(out)
+}
+
+/// True when `message` may hold an older encoding: a user message with an
+/// approval part, or a tool message with a result named like the approval tool.
+fn has_older_encoding(message: &ModelMessage) -> bool {
+    match message {
+        ModelMessage::User(UserMessage { content: UserContent::Parts(parts), .. }) => {
+            parts.iter().any(|part| matches!(part, UserPart::ToolApproval(_)))
+        }
+        ModelMessage::Tool(tool) => tool.content.iter().any(|part| match part {
+            ToolPart::ToolResult(result) => result.tool_name == LEGACY_APPROVAL_TOOL_NAME,
+            ToolPart::ToolApprovalResponse(_) => false,
+        }),
+        ModelMessage::User(_) | ModelMessage::System(_) | ModelMessage::Assistant(_) => false,
+    }
 }
 
 fn migrate_tool_part(index: &CallIndex, message_index: usize, part: ToolPart) -> Result<ToolPart, NormalizeError> {

@@ -80,6 +80,11 @@ fn convert<P: Iterator<Item = UiPart>>(
 ) -> Vec<ModelMessage> {
     // An assistant message gives up to two model messages per step.
     let mut out = Vec::with_capacity(count + count / 2);
+    // Parts gather in these buffers and leave them in vectors of their exact
+    // size: pushed one at a time, a message's few parts would hold room for
+    // four or more, doubling the memory a conversation takes.
+    let mut step = Step::default();
+    let mut user_parts = Vec::new();
     for (role, denials, parts) in messages {
         match role {
             UiRole::System => {
@@ -87,14 +92,13 @@ fn convert<P: Iterator<Item = UiPart>>(
                 out.push(ModelMessage::system(text));
             }
             UiRole::User => {
-                let parts: Vec<UserPart> = parts.filter_map(user_part).collect();
+                user_parts.extend(parts.filter_map(user_part));
                 out.push(ModelMessage::User(UserMessage {
-                    content: UserContent::Parts(parts),
+                    content: UserContent::Parts(exact(&mut user_parts)),
                     provider_options: None,
                 }));
             }
             UiRole::Assistant => {
-                let mut step = Step::default();
                 for part in parts {
                     match part {
                         UiPart::StepStart => step.flush(&mut out),
@@ -263,14 +267,20 @@ impl Step {
     fn flush(&mut self, out: &mut Vec<ModelMessage>) {
         if !self.assistant.is_empty() {
             out.push(ModelMessage::Assistant(AssistantMessage {
-                content: AssistantContent::Parts(std::mem::take(&mut self.assistant)),
+                content: AssistantContent::Parts(exact(&mut self.assistant)),
                 provider_options: None,
             }));
         }
         if !self.tool.is_empty() {
-            out.push(ModelMessage::tool(std::mem::take(&mut self.tool)));
+            out.push(ModelMessage::tool(exact(&mut self.tool)));
         }
     }
+}
+
+/// Moves what `buffer` holds into a vector of exactly its length, keeping the buffer's room for the next message.
+#[allow(clippy::drain_collect, reason = "`mem::take` would hand over the buffer's spare room too")]
+fn exact<T>(buffer: &mut Vec<T>) -> Vec<T> {
+    buffer.drain(..).collect()
 }
 
 fn result(tool_call_id: String, tool_name: String, output: ToolResultOutput) -> ToolResultPart {

@@ -1,100 +1,170 @@
 //! The fast path of [`ChatRequest::from_json`](crate::ChatRequest::from_json):
-//! a well-formed body read straight into typed messages, without building a
-//! `serde_json::Value` of the whole conversation first.
+//! a well-formed body read straight into typed messages in one pass, without
+//! building a `serde_json::Value` of the whole conversation first.
 //!
-//! One pass over the body records each part as a borrowed slice of it
-//! (`RawValue`); a second pass reads each part into one struct with every
-//! field any part type uses, ignoring the rest. Only the values that stay JSON
-//! (tool inputs and outputs, metadata, `data-*` and `source-*` parts) become
-//! `Value`s.
+//! Each part is read into one struct with every field any part type uses,
+//! ignoring the rest; its `type` and `state` are borrowed from the body. A
+//! part kept as JSON (`data-*` and `source-*`) is read into its `Value` as it
+//! goes, which needs its `type` to come first (as every AI SDK client writes
+//! it). Only the values that stay JSON (tool inputs and outputs, metadata,
+//! kept parts) become `Value`s.
 //!
 //! Contract: this path returns exactly what the strict path returns for the
 //! same body, or `None`. It returns `None` on anything it does not expect
-//! (a missing or mistyped field, an unknown part type, invalid JSON), and the
+//! (a missing or mistyped field, an unknown part type, a kept part whose
+//! `type` is not its first field, a repeated `type`, invalid JSON), and the
 //! strict path then reads the body again and names what is wrong. So errors
-//! cost two reads; valid bodies cost one.
+//! and unusual bodies cost two reads; valid bodies cost one.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
 use serde::de::value::StrDeserializer;
-use serde::de::{MapAccess, Visitor};
-use serde_json::value::RawValue;
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::ToolState;
 use crate::message::{ChatRequest, ToolFields, UiApproval, UiMessage, UiPart, UiRole, build_tool};
 
-/// The body, with each part left as a slice of the input.
+/// The body, its messages read in the same pass.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Body<'a> {
+struct Body {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
     trigger: Option<String>,
     #[serde(default)]
     message_id: Option<String>,
-    #[serde(borrow)]
-    messages: Vec<Message<'a>>,
+    messages: Vec<Message>,
 }
 
-/// A message: the known fields, its parts as slices, every other field kept.
-struct Message<'a> {
+/// A string borrowed from the body unless it has escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+
+            fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// A message: the known fields, its parts, every other field kept.
+struct Message {
     id: Option<String>,
     role: Option<UiRole>,
-    parts: Option<Vec<&'a RawValue>>,
+    parts: Option<Vec<UiPart>>,
     metadata: Option<Value>,
     extra: Map<String, Value>,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Message<'a> {
+impl<'de> Deserialize<'de> for Message {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(MessageVisitor(std::marker::PhantomData))
-    }
-}
+        struct MessageVisitor;
+        impl<'de> Visitor<'de> for MessageVisitor {
+            type Value = Message;
 
-struct MessageVisitor<'a>(std::marker::PhantomData<&'a ()>);
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a UI message")
+            }
 
-impl<'de: 'a, 'a> Visitor<'de> for MessageVisitor<'a> {
-    type Value = Message<'a>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a UI message")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Message<'a>, M::Error> {
-        let mut message = Message { id: None, role: None, parts: None, metadata: None, extra: Map::new() };
-        while let Some(key) = map.next_key::<String>()? {
-            // A later duplicate replaces an earlier one, as in a `Value` object.
-            match key.as_str() {
-                "id" => message.id = map.next_value()?,
-                "role" => message.role = Some(map.next_value()?),
-                "parts" => message.parts = Some(map.next_value()?),
-                "metadata" => message.metadata = Some(map.next_value()?),
-                _ => {
-                    let value = map.next_value()?;
-                    message.extra.insert(key, value);
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Message, M::Error> {
+                let mut message = Message { id: None, role: None, parts: None, metadata: None, extra: Map::new() };
+                while let Some(Text(key)) = map.next_key()? {
+                    // A later duplicate replaces an earlier one, as in a `Value` object.
+                    match key.as_ref() {
+                        "id" => message.id = map.next_value()?,
+                        "role" => {
+                            let role = map.next_value()?;
+                            if message.parts.is_some() && message.role.is_some_and(|read_as| read_as != role) {
+                                return Err(M::Error::custom("parts read under another role"));
+                            }
+                            message.role = Some(role);
+                        }
+                        "parts" => message.parts = Some(map.next_value_seed(PartsSeed { role: message.role })?),
+                        "metadata" => message.metadata = Some(map.next_value()?),
+                        _ => {
+                            let value = map.next_value()?;
+                            message.extra.insert(key.into_owned(), value);
+                        }
+                    }
                 }
+                Ok(message)
             }
         }
-        Ok(message)
+        deserializer.deserialize_map(MessageVisitor)
     }
 }
 
-/// Every field a part of any type may have; unknown fields are skipped.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Part {
-    #[serde(rename = "type")]
-    part_type: String,
+/// A message's parts, typed as they are read. The role decides what a
+/// `tool-approval` part is; when the role is not known yet (it comes after
+/// the parts), such a part sends the body to the strict path.
+#[derive(Clone, Copy)]
+struct PartsSeed {
+    role: Option<UiRole>,
+}
+
+impl<'de> DeserializeSeed<'de> for PartsSeed {
+    type Value = Vec<UiPart>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PartsSeed {
+    type Value = Vec<UiPart>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of UI message parts")
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Vec<UiPart>, S::Error> {
+        let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(part) = seq.next_element_seed(PartSeed { role: self.role })? {
+            parts.push(part);
+        }
+        Ok(parts)
+    }
+}
+
+/// One part, read into every field any typed part may have (unknown fields
+/// skipped), or into its JSON when it is kept as it came.
+#[derive(Clone, Copy)]
+struct PartSeed {
+    role: Option<UiRole>,
+}
+
+/// Every field a typed part may have.
+#[derive(Default)]
+struct Fields<'a> {
     text: Option<String>,
     url: Option<String>,
     media_type: Option<String>,
     filename: Option<String>,
     tool_call_id: Option<String>,
     /// A tool part's state; text and reasoning parts have states of their own (`streaming`, `done`).
-    state: Option<String>,
+    state: Option<Cow<'a, str>>,
     tool_name: Option<String>,
     input: Option<Value>,
     output: Option<Value>,
@@ -108,47 +178,121 @@ struct Part {
     reason: Option<String>,
 }
 
+/// True for the part types kept as JSON, in [`UiPart::Other`].
+fn is_kept(part_type: &str) -> bool {
+    matches!(part_type, "source-url" | "source-document") || part_type.starts_with("data-")
+}
+
+impl<'de> DeserializeSeed<'de> for PartSeed {
+    type Value = UiPart;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PartSeed {
+    type Value = UiPart;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a UI message part")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<UiPart, M::Error> {
+        let mut part_type: Option<Cow<'de, str>> = None;
+        let mut fields = Fields::default();
+        let mut first = true;
+        while let Some(Text(key)) = map.next_key()? {
+            match key.as_ref() {
+                "type" if part_type.is_some() => return Err(M::Error::custom("a repeated `type`")),
+                "type" => {
+                    let Text(name) = map.next_value()?;
+                    if is_kept(&name) {
+                        return if first { kept(name, map) } else { Err(M::Error::custom("`type` is not first")) };
+                    }
+                    part_type = Some(name);
+                }
+                "text" => fields.text = map.next_value()?,
+                "url" => fields.url = map.next_value()?,
+                "mediaType" => fields.media_type = map.next_value()?,
+                "filename" => fields.filename = map.next_value()?,
+                "toolCallId" => fields.tool_call_id = map.next_value()?,
+                "state" => fields.state = map.next_value::<Option<Text<'de>>>()?.map(|Text(state)| state),
+                "toolName" => fields.tool_name = map.next_value()?,
+                "input" => fields.input = map.next_value()?,
+                "output" => fields.output = map.next_value()?,
+                "errorText" => fields.error_text = map.next_value()?,
+                "rawInput" => fields.raw_input = map.next_value()?,
+                "providerExecuted" => fields.provider_executed = map.next_value()?,
+                "approval" => fields.approval = map.next_value()?,
+                "callProviderMetadata" => fields.call_provider_metadata = map.next_value()?,
+                "preliminary" => fields.preliminary = map.next_value()?,
+                "approved" => fields.approved = map.next_value()?,
+                "reason" => fields.reason = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            first = false;
+        }
+        let part_type = part_type.ok_or_else(|| M::Error::missing_field("type"))?;
+        typed(self.role, &part_type, fields).ok_or_else(|| M::Error::custom("not a part the fast path reads"))
+    }
+}
+
+/// The rest of a kept part whose `type` came first, into its JSON as a `Value` would hold it.
+fn kept<'de, M: MapAccess<'de>>(part_type: Cow<'de, str>, mut map: M) -> Result<UiPart, M::Error> {
+    let mut part = Map::new();
+    part.insert("type".to_owned(), Value::String(part_type.into_owned()));
+    while let Some(Text(key)) = map.next_key()? {
+        if key == "type" {
+            return Err(M::Error::custom("a repeated `type`"));
+        }
+        let value = map.next_value()?;
+        part.insert(key.into_owned(), value);
+    }
+    Ok(UiPart::Other(Value::Object(part)))
+}
+
 /// The request, when the body is well formed; `None` sends it to the strict path.
 pub(crate) fn chat_request(body: &[u8]) -> Option<ChatRequest> {
     let text = std::str::from_utf8(body).ok()?;
-    let body: Body<'_> = serde_json::from_str(text).ok()?;
+    let body: Body = serde_json::from_str(text).ok()?;
     let messages = body.messages.into_iter().map(message).collect::<Option<Vec<_>>>()?;
     Some(ChatRequest { id: body.id.unwrap_or_default(), messages, trigger: body.trigger, message_id: body.message_id })
 }
 
-fn message(raw: Message<'_>) -> Option<UiMessage> {
-    let role = raw.role?;
-    let parts = raw.parts?.into_iter().map(|part| self::part(role, part)).collect::<Option<Vec<_>>>()?;
-    Some(UiMessage { id: raw.id.unwrap_or_default(), role, parts, metadata: raw.metadata, extra: raw.extra })
+fn message(raw: Message) -> Option<UiMessage> {
+    Some(UiMessage {
+        id: raw.id.unwrap_or_default(),
+        role: raw.role?,
+        parts: raw.parts?,
+        metadata: raw.metadata,
+        extra: raw.extra,
+    })
 }
 
-fn part(role: UiRole, raw: &RawValue) -> Option<UiPart> {
-    let part: Part = serde_json::from_str(raw.get()).ok()?;
-    let kept = || serde_json::from_str::<Value>(raw.get()).ok().map(UiPart::Other);
-    match part.part_type.as_str() {
-        "text" => Some(UiPart::Text { text: part.text? }),
-        "reasoning" => Some(UiPart::Reasoning { text: part.text? }),
+/// A typed part from its fields; `role` is `None` when the message's role comes after its parts.
+fn typed(role: Option<UiRole>, part_type: &str, fields: Fields<'_>) -> Option<UiPart> {
+    match part_type {
+        "text" => Some(UiPart::Text { text: fields.text? }),
+        "reasoning" => Some(UiPart::Reasoning { text: fields.text? }),
         "step-start" => Some(UiPart::StepStart),
-        "file" => Some(UiPart::File { url: part.url?, media_type: part.media_type?, filename: part.filename }),
-        "source-url" | "source-document" => kept(),
-        other if other.starts_with("data-") => kept(),
-        "tool-approval" if role == UiRole::User => Some(UiPart::ToolApproval {
-            tool_call_id: part.tool_call_id?,
-            approved: part.approved?,
-            reason: part.reason,
+        "file" => Some(UiPart::File { url: fields.url?, media_type: fields.media_type?, filename: fields.filename }),
+        "tool-approval" if role? == UiRole::User => Some(UiPart::ToolApproval {
+            tool_call_id: fields.tool_call_id?,
+            approved: fields.approved?,
+            reason: fields.reason,
         }),
-        "dynamic-tool" => tool(None, part),
+        "dynamic-tool" => tool(None, fields),
         other => match other.strip_prefix("tool-") {
-            Some(name) if !name.is_empty() => {
-                let name = name.to_owned();
-                tool(Some(name), part)
-            }
+            Some(name) if !name.is_empty() => tool(Some(name.to_owned()), fields),
             _ => None,
         },
     }
 }
 
-fn tool(static_name: Option<String>, part: Part) -> Option<UiPart> {
+fn tool(static_name: Option<String>, part: Fields<'_>) -> Option<UiPart> {
     let fields = ToolFields {
         tool_call_id: part.tool_call_id?,
         state: ToolState::deserialize(StrDeserializer::<serde::de::value::Error>::new(&part.state?)).ok()?,
@@ -172,7 +316,7 @@ mod tests {
     use serde_json::json;
 
     use super::chat_request;
-    use crate::ChatRequest;
+    use crate::{ChatRequest, UiPart};
 
     /// A body with every kind of part, field orders as the AI SDK writes them and not.
     fn body() -> Value {
@@ -213,6 +357,66 @@ mod tests {
         let (fast, strict) = both(&body());
         let fast = fast.expect("the fast path reads a well-formed body");
         pretty_assertions::assert_eq!(fast, strict.unwrap());
+    }
+
+    #[test]
+    fn escaped_keys_and_types_read_the_same_on_both_paths() {
+        let body = br#"{"messages": [{"id": "u", "r\u006fle": "user", "parts": [
+            {"typ\u0065": "t\u0065xt", "text": "caf\u00e9"},
+            {"type": "data-x\u0079", "id": "d", "data": {"k": 1}}]},
+            {"id": "a", "role": "assistant", "parts": [{"type": "tool-get_w\u0065ather", "toolCallId": "w",
+             "st\u0061te": "output-\u0061vailable", "input": {}, "output": 1}]}]}"#;
+        let fast = chat_request(body).expect("the fast path reads escaped strings");
+        pretty_assertions::assert_eq!(fast, ChatRequest::from_json_strictly(body).unwrap());
+        let UiPart::Other(kept) = &fast.messages[0].parts[1] else { panic!("a kept part: {fast:?}") };
+        assert_eq!(kept["type"], "data-xy");
+        let UiPart::Tool(tool) = &fast.messages[1].parts[0] else { panic!("a tool part: {fast:?}") };
+        assert_eq!((tool.tool_name.as_str(), tool.state), ("get_weather", crate::ToolState::OutputAvailable));
+    }
+
+    #[test]
+    fn a_kept_part_whose_type_is_not_first_goes_to_the_strict_path() {
+        for (part, kept) in [
+            (
+                r#"{"id": "d", "type": "data-x", "data": {"k": 1}}"#,
+                json!({"id": "d", "type": "data-x", "data": {"k": 1}}),
+            ),
+            (r#"{"type": "data-x", "data": 1, "type": "data-y"}"#, json!({"type": "data-y", "data": 1})),
+        ] {
+            let body = format!(r#"{{"messages": [{{"id": "a", "role": "assistant", "parts": [{part}]}}]}}"#);
+            assert_eq!(chat_request(body.as_bytes()), None, "{body}");
+            let strict = ChatRequest::from_json(body.as_bytes()).expect("the strict path keeps the part");
+            assert_eq!(strict.messages[0].parts, vec![UiPart::Other(kept)]);
+        }
+    }
+
+    #[test]
+    fn parts_before_the_role_read_on_the_fast_path_unless_the_role_decides_them() {
+        let body = br#"{"messages": [{"parts": [{"type": "text", "text": "hi"}], "id": "u", "role": "user"}]}"#;
+        let fast = chat_request(body).expect("no part here depends on the role");
+        pretty_assertions::assert_eq!(fast, ChatRequest::from_json_strictly(body).unwrap());
+
+        for role in ["user", "assistant"] {
+            let body = format!(
+                r#"{{"messages": [{{"parts": [{{"type": "tool-approval", "toolCallId": "c", "approved": true,
+                "state": "input-available", "input": {{}}}}], "id": "m", "role": "{role}"}}]}}"#
+            );
+            assert_eq!(chat_request(body.as_bytes()), None, "a tool-approval part is what the role makes it");
+            let read = ChatRequest::from_json(body.as_bytes()).expect("the strict path reads it");
+            let is_answer = matches!(read.messages[0].parts[0], UiPart::ToolApproval { .. });
+            assert_eq!(is_answer, role == "user", "{read:?}");
+        }
+        let body = br#"{"messages": [{"role": "user", "parts": [{"type": "tool-approval", "toolCallId": "c",
+            "approved": true}], "role": "assistant"}]}"#;
+        assert_eq!(chat_request(body), None, "parts read under one role, then another");
+    }
+
+    #[test]
+    fn a_repeated_type_goes_to_the_strict_path() {
+        let body =
+            br#"{"messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "type": "text", "text": "x"}]}]}"#;
+        assert_eq!(chat_request(body), None);
+        assert!(ChatRequest::from_json(body).is_ok());
     }
 
     /// Every JSON path of `value` (object keys and array indices), for mutating one place.

@@ -3,7 +3,7 @@
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use toolgate::protocol::{AssistantPart, ModelMessage, ToolPart, ToolResultOutput};
+use toolgate::protocol::{AssistantContent, AssistantPart, ModelMessage, ToolPart, ToolResultOutput, UserContent};
 use toolgate_ui::{convert_to_model_messages, into_model_messages, parse_ui_messages};
 
 #[test]
@@ -43,6 +43,7 @@ fn copying_and_moving_convert_alike() {
     let copied = convert_to_model_messages(&messages).expect("convertible");
     let moved = into_model_messages(messages).expect("convertible");
     assert_eq!(copied, moved);
+    assert_exact(&moved);
 
     // What the two agree on is the conversion, not nothing: the rule's reason
     // reaches the denied call, data parts do not reach the model.
@@ -71,4 +72,25 @@ fn copying_and_moving_convert_alike() {
     assert_eq!(provider_results, 1, "the provider-executed result stays in the assistant message");
     assert_eq!(moved.len(), 7, "system, user, two steps of an assistant and a tool message each, user: {moved:#?}");
     assert!(!format!("{moved:?}").contains("ignored"), "a data part reached the model");
+}
+
+/// Every message's parts sit in a vector of their exact size: grown one push
+/// at a time, a message of one or two parts would hold room for four, and a
+/// long conversation would take twice the memory it needs.
+fn assert_exact(messages: &[ModelMessage]) {
+    for message in messages {
+        let (len, capacity) = match message {
+            ModelMessage::Assistant(assistant) => match &assistant.content {
+                AssistantContent::Parts(parts) => (parts.len(), parts.capacity()),
+                AssistantContent::Text(_) => continue,
+            },
+            ModelMessage::Tool(tool) => (tool.content.len(), tool.content.capacity()),
+            ModelMessage::User(user) => match &user.content {
+                UserContent::Parts(parts) => (parts.len(), parts.capacity()),
+                UserContent::Text(_) => continue,
+            },
+            ModelMessage::System(_) => continue,
+        };
+        assert_eq!(len, capacity, "spare room in {message:?}");
+    }
 }

@@ -33,12 +33,13 @@ use crate::EngineError;
 
 /// Builds the model prompt from a normalized history (see the module docs).
 pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
-    let index = HistoryIndex::new(history.iter());
+    let index = HistoryIndex::new(history.iter(), history.len());
     if let Some(tool_call_id) = index.duplicate_call {
         return Err(EngineError::DuplicateToolCallId { tool_call_id: tool_call_id.to_owned() });
     }
     let mut prompt = Vec::with_capacity(history.len());
     let mut missing = Vec::new();
+    let mut buffers = Buffers::default();
     for message in history {
         match message {
             ModelMessage::System(_) => prompt.push(message.clone()),
@@ -49,12 +50,14 @@ pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, Engin
             }
             ModelMessage::Tool(_) => {}
             ModelMessage::Assistant(assistant) => {
-                let (assistant, tool_parts) = index.rewrite_assistant(assistant, &mut missing);
-                if let Some(assistant) = assistant {
+                if let Some(assistant) = index.rewrite_assistant(assistant, &mut missing, &mut buffers) {
                     prompt.push(ModelMessage::Assistant(assistant));
                 }
-                if !tool_parts.is_empty() {
-                    prompt.push(ModelMessage::Tool(ToolMessage { content: tool_parts, provider_options: None }));
+                if !buffers.tool.is_empty() {
+                    prompt.push(ModelMessage::Tool(ToolMessage {
+                        content: exact(&mut buffers.tool),
+                        provider_options: None,
+                    }));
                 }
             }
         }
@@ -65,7 +68,15 @@ pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, Engin
 /// Fails as [`build_prompt`] would on missing results over `history` then `more`, without building the prompt.
 pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> Result<(), EngineError> {
     let messages = || history.iter().chain(more);
-    let index = HistoryIndex::new(messages());
+    let mut results = HashSet::with_capacity(history.len() + more.len());
+    for message in messages() {
+        if let ModelMessage::Tool(tool) = message {
+            results.extend(tool.content.iter().filter_map(|part| match part {
+                ToolPart::ToolResult(result) => Some(result.tool_call_id.as_str()),
+                ToolPart::ToolApprovalResponse(_) => None,
+            }));
+        }
+    }
     let missing: Vec<String> = messages()
         .filter_map(|message| match message {
             ModelMessage::Assistant(assistant) => Some(assistant.part_slice()),
@@ -74,7 +85,7 @@ pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> 
         .flatten()
         .filter_map(|part| match part {
             AssistantPart::ToolCall(call)
-                if !call.is_provider_executed() && !index.results.contains_key(call.tool_call_id.as_str()) =>
+                if !call.is_provider_executed() && !results.contains(call.tool_call_id.as_str()) =>
             {
                 Some(call.tool_call_id.clone())
             }
@@ -93,16 +104,17 @@ struct HistoryIndex<'h> {
 }
 
 impl<'h> HistoryIndex<'h> {
-    fn new(history: impl Iterator<Item = &'h ModelMessage>) -> Self {
+    /// Indexes `history`; `messages` (its length) sizes the maps, so they never grow by rehashing.
+    fn new(history: impl Iterator<Item = &'h ModelMessage>, messages: usize) -> Self {
         let mut index = Self {
-            results: HashMap::new(),
-            call_of_approval: HashMap::new(),
+            results: HashMap::with_capacity(messages),
+            call_of_approval: HashMap::with_capacity(messages),
             first_response: HashMap::new(),
             edited_inputs: HashMap::new(),
             duplicate_call: None,
         };
         let mut responses = Vec::new();
-        let mut calls = HashSet::new();
+        let mut calls = HashSet::with_capacity(messages);
         for message in history {
             match message {
                 ModelMessage::Assistant(assistant) => {
@@ -151,19 +163,19 @@ impl<'h> HistoryIndex<'h> {
         index
     }
 
-    /// The assistant message as the model sees it, and the tool parts that follow it.
+    /// The assistant message as the model sees it; the tool parts that follow it are left in `buffers.tool`.
     fn rewrite_assistant(
         &self,
         assistant: &AssistantMessage,
         missing: &mut Vec<String>,
-    ) -> (Option<AssistantMessage>, Vec<ToolPart>) {
+        buffers: &mut Buffers,
+    ) -> Option<AssistantMessage> {
         let parts = match &assistant.content {
-            AssistantContent::Text(text) if text.is_empty() => return (None, Vec::new()),
-            AssistantContent::Text(_) => return (Some(assistant.clone()), Vec::new()),
+            AssistantContent::Text(text) if text.is_empty() => return None,
+            AssistantContent::Text(_) => return Some(assistant.clone()),
             AssistantContent::Parts(parts) => parts,
         };
-        let mut kept = Vec::with_capacity(parts.len());
-        let mut tool_parts = Vec::new();
+        let Buffers { assistant: kept, tool: tool_parts } = buffers;
         for part in parts {
             match part {
                 AssistantPart::ToolApprovalRequest(_) => {}
@@ -196,12 +208,26 @@ impl<'h> HistoryIndex<'h> {
                 other => kept.push(other.clone()),
             }
         }
-        let assistant = (!kept.is_empty()).then(|| AssistantMessage {
-            content: AssistantContent::Parts(kept),
+        (!kept.is_empty()).then(|| AssistantMessage {
+            content: AssistantContent::Parts(exact(kept)),
             provider_options: assistant.provider_options.clone(),
-        });
-        (assistant, tool_parts)
+        })
     }
+}
+
+/// Where a rewritten assistant message's parts gather before they move into
+/// vectors of their exact size (pushed one at a time, a message's few parts
+/// would hold room for four or more).
+#[derive(Default)]
+struct Buffers {
+    assistant: Vec<AssistantPart>,
+    tool: Vec<ToolPart>,
+}
+
+/// Moves what `buffer` holds into a vector of exactly its length, keeping the buffer's room.
+#[allow(clippy::drain_collect, reason = "`mem::take` would hand over the buffer's spare room too")]
+fn exact<T>(buffer: &mut Vec<T>) -> Vec<T> {
+    buffer.drain(..).collect()
 }
 
 /// A user message without leftover approval parts; `None` if nothing is left.
@@ -209,6 +235,9 @@ fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
     let UserContent::Parts(parts) = &user.content else {
         return Some(user.clone());
     };
+    if !parts.is_empty() && !parts.iter().any(|p| matches!(p, UserPart::ToolApproval(_))) {
+        return Some(user.clone());
+    }
     let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
     (!kept.is_empty())
         .then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
@@ -269,6 +298,37 @@ mod tests {
                 {"role": "user", "content": "and?"}
             ])
         );
+    }
+
+    #[test]
+    fn prompt_messages_hold_their_parts_without_spare_room() {
+        let history = parse_messages(json!([
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [
+                {"type": "tool-call", "toolCallId": "a", "toolName": "t", "input": {}},
+                {"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "a"}
+            ]},
+            {"role": "tool", "content": [
+                {"type": "tool-approval-response", "approvalId": "ap", "approved": true},
+                {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "text", "value": "A"}}
+            ]}
+        ]))
+        .unwrap();
+        let prompt = build_prompt(&history).unwrap();
+        assert_eq!(prompt.len(), 3);
+        for message in &prompt {
+            let (len, capacity) = match message {
+                ModelMessage::Assistant(AssistantMessage { content: AssistantContent::Parts(parts), .. }) => {
+                    (parts.len(), parts.capacity())
+                }
+                ModelMessage::Tool(tool) => (tool.content.len(), tool.content.capacity()),
+                ModelMessage::User(UserMessage { content: UserContent::Parts(parts), .. }) => {
+                    (parts.len(), parts.capacity())
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            assert_eq!((len, capacity), (1, 1), "one part each, and room for no more: {message:?}");
+        }
     }
 
     #[test]

@@ -82,9 +82,10 @@ struct RequestRef<'h> {
 
 /// Collects approval state from a normalized history (see the module docs).
 pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineError> {
-    let mut calls: HashMap<&str, CallRef<'_>> = HashMap::new();
+    // Sized by the message count (linear in the body), so the maps rarely grow by rehashing every key.
+    let mut calls: HashMap<&str, CallRef<'_>> = HashMap::with_capacity(history.len());
     let mut requests: Vec<RequestRef<'_>> = Vec::new();
-    let mut results: HashSet<&str> = HashSet::new();
+    let mut results: HashSet<&str> = HashSet::with_capacity(history.len());
     let mut responses: Vec<&ToolApprovalResponsePart> = Vec::new();
     let mut last_user_message = None;
 
@@ -141,7 +142,7 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
         }
     }
 
-    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::new();
+    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::with_capacity(responses.len());
     for response in responses {
         let request = requests_by_id
             .get(response.approval_id.as_str())
