@@ -227,6 +227,25 @@ mod tests {
     }
 
     #[test]
+    fn a_canonical_history_comes_back_as_it_was_without_a_rebuild() {
+        let history = parse_messages(json!([
+            {"role": "user", "content": [{"type": "text", "text": "delete a"}]},
+            asked(),
+            {"role": "tool", "content": [
+                {"type": "tool-approval-response", "approvalId": "apr_1", "approved": true},
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "delete_file",
+                 "output": {"type": "json", "value": {"deleted": "a"}}}
+            ]}
+        ]))
+        .unwrap();
+        let expected = history.clone();
+        let buffer = history.as_ptr();
+        let out = normalize_approvals(history).unwrap();
+        assert_eq!(out, expected);
+        assert_eq!(out.as_ptr(), buffer, "the same vector, not a copy");
+    }
+
+    #[test]
     fn user_message_approval_becomes_a_tool_response() {
         let out = normalized(json!([
             {"role": "user", "content": "delete a"},

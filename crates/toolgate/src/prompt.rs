@@ -104,7 +104,7 @@ struct HistoryIndex<'h> {
 }
 
 impl<'h> HistoryIndex<'h> {
-    /// Indexes `history`; `messages` (its length) sizes the maps, so they never grow by rehashing.
+    /// Indexes `history`; `messages` (its length) sizes the maps, so they seldom grow by rehashing.
     fn new(history: impl Iterator<Item = &'h ModelMessage>, messages: usize) -> Self {
         let mut index = Self {
             results: HashMap::with_capacity(messages),
