@@ -113,7 +113,7 @@ impl Backend {
     /// data-modifying CTE), atomic on its own.
     async fn write_fused<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
     where
-        D: Send + Sync + 'static,
+        D: ops::FusedData + Send + Sync + 'static,
         R: Send + 'static,
     {
         self.write_statement(data, run).await

@@ -110,13 +110,15 @@ impl Backend {
         self.writer.write_statement(data, run).await
     }
 
-    /// Runs a fused text's `run`: on SQLite several statements, in a transaction.
+    /// Runs a fused text's `run`: on SQLite several statements, in a
+    /// transaction (shared with the operations queued with it, or, alone,
+    /// opened and committed by the text itself).
     async fn write_fused<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
     where
-        D: Send + Sync + 'static,
+        D: ops::FusedData + Send + Sync + 'static,
         R: Send + 'static,
     {
-        self.writer.write(data, run).await
+        self.writer.write_self_contained(data, run, D::bring_own_transaction).await
     }
 
     fn reader(&self) -> &SqlitePool {
