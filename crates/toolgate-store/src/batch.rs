@@ -20,7 +20,10 @@
 //!   ([`BatchWriter::write_self_contained`]) is told so when it is alone in
 //!   its batch, and then runs with `BEGIN IMMEDIATE` and `COMMIT` inside its
 //!   own text (one round trip instead of three); when it fails, whatever it
-//!   left open is rolled back before the writer goes on;
+//!   left open is rolled back before the writer goes on (a failure after its
+//!   text committed, such as a row read back that does not decode, leaves the
+//!   commit: the ledger's writes are conditional statements, so the caller
+//!   sees an error over a state as valid as a crash right after the write);
 //! - when an operation fails, the batch rolls back and each of its
 //!   operations runs again in a transaction of its own, so one failure never
 //!   undoes another operation's writes (operations are functions of their
