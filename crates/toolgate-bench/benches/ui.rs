@@ -34,6 +34,7 @@ use toolgate::model::ScriptPart;
 use toolgate::protocol::StreamPart;
 use toolgate::{ModelMessage, ScriptedModel, TextRequest, Toolkit, stream_text};
 use toolgate_bench::bodies::continuation_body;
+use toolgate_bench::floor::round_trip;
 use toolgate_ui::{
     ChatRequest, EncoderOptions, SSE_DONE, UiStreamEncoder, convert_to_model_messages, into_model_messages, sse_frame,
 };
@@ -98,10 +99,7 @@ fn ui(c: &mut Criterion) {
         let body = body(size);
         group.throughput(Throughput::Elements(size as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &body, |b, body| {
-            b.iter(|| {
-                let value: serde_json::Value = serde_json::from_slice(std::hint::black_box(body)).expect("JSON");
-                serde_json::to_vec(&value).expect("serializable")
-            })
+            b.iter(|| round_trip(std::hint::black_box(body)).expect("JSON"))
         });
     }
     group.finish();

@@ -87,6 +87,17 @@ pub struct UserMessage {
     pub provider_options: Option<ProviderOptions>,
 }
 
+impl UserMessage {
+    /// True when the message holds chat-message approvals (`tool-approval`
+    /// parts), the older encoding `normalize_approvals` rewrites.
+    pub fn has_approval_parts(&self) -> bool {
+        match &self.content {
+            UserContent::Text(_) => false,
+            UserContent::Parts(parts) => parts.iter().any(|part| matches!(part, UserPart::ToolApproval(_))),
+        }
+    }
+}
+
 /// User content: a plain string or parts, as the AI SDK allows both.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]

@@ -129,7 +129,7 @@ pub fn normalize_approvals(messages: Vec<ModelMessage>) -> Result<Vec<ModelMessa
                 out.push(ModelMessage::Assistant(assistant));
             }
             ModelMessage::User(UserMessage { content: UserContent::Parts(parts), provider_options })
-                if parts.iter().any(|p| matches!(p, UserPart::ToolApproval(_))) =>
+                if parts.iter().any(|part| matches!(part, UserPart::ToolApproval(_))) =>
             {
                 let mut responses = Vec::new();
                 let mut rest = Vec::new();
@@ -168,14 +168,12 @@ pub fn normalize_approvals(messages: Vec<ModelMessage>) -> Result<Vec<ModelMessa
 /// approval part, or a tool message with a result named like the approval tool.
 fn has_older_encoding(message: &ModelMessage) -> bool {
     match message {
-        ModelMessage::User(UserMessage { content: UserContent::Parts(parts), .. }) => {
-            parts.iter().any(|part| matches!(part, UserPart::ToolApproval(_)))
-        }
+        ModelMessage::User(user) => user.has_approval_parts(),
         ModelMessage::Tool(tool) => tool.content.iter().any(|part| match part {
             ToolPart::ToolResult(result) => result.tool_name == LEGACY_APPROVAL_TOOL_NAME,
             ToolPart::ToolApprovalResponse(_) => false,
         }),
-        ModelMessage::User(_) | ModelMessage::System(_) | ModelMessage::Assistant(_) => false,
+        ModelMessage::System(_) | ModelMessage::Assistant(_) => false,
     }
 }
 

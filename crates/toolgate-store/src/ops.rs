@@ -73,7 +73,7 @@ impl Backend {
         if let [record] = records
             && let Some(text) = fused_issue_sql(events.len())
         {
-            return self.write_fused((record.clone(), events.to_vec(), FusedText::new(text)), fused_issue_in).await;
+            return self.write_fused(Fused::new((record.clone(), events.to_vec()), text), fused_issue_in).await;
         }
         self.write((records.to_vec(), events.to_vec()), issue_in).await
     }
@@ -115,13 +115,13 @@ impl Backend {
             if let [transition] = transitions
                 && let Some(text) = fused_transition_sql(transition)
             {
-                let outcome = self.write_fused((transition.clone(), FusedText::new(text)), fused_transition_in).await?;
+                let outcome = self.write_fused(Fused::new(transition.clone(), text), fused_transition_in).await?;
                 return Ok(vec![outcome]);
             }
             if let Some(chain) = Chain::of(transitions)
                 && let Some(text) = fused_transition_sql(&chain.fused)
             {
-                return self.write_fused((chain, FusedText::new(text)), fused_chain_in).await;
+                return self.write_fused(Fused::new(chain, text), fused_chain_in).await;
             }
         }
         self.write((transitions.to_vec(), events.to_vec()), apply_in).await
@@ -254,61 +254,47 @@ fn issue_in<'c>(
     })
 }
 
-/// The text of `fused_issue_sql` or `fused_transition_sql`, and whether it
-/// brings its own transaction: on SQLite, an operation alone in its batch
-/// opens and commits it in the same text (one round trip, not three).
-pub(crate) struct FusedText {
+/// A fused operation's data: what it writes, the text of `fused_issue_sql`
+/// or `fused_transition_sql` that writes it, and whether that text brings its
+/// own transaction (on SQLite, an operation alone in its batch opens and
+/// commits it in the same text: one round trip, not three).
+pub(crate) struct Fused<T> {
+    item: T,
     text: String,
     own_transaction: bool,
 }
 
-impl FusedText {
-    fn new(text: String) -> Self {
-        Self { text, own_transaction: false }
+impl<T> Fused<T> {
+    fn new(item: T, text: String) -> Self {
+        Self { item, text, own_transaction: false }
+    }
+
+    /// Makes the operation open and commit its own transaction.
+    #[allow(dead_code, reason = "only SQLite calls it; on Postgres a fused text is one statement")]
+    pub(crate) fn bring_own_transaction(&mut self) {
+        self.own_transaction = true;
     }
 
     /// The text to run.
     fn sql(&self) -> String {
-        if self.own_transaction { format!("BEGIN IMMEDIATE; {}; COMMIT", self.text) } else { self.text.clone() }
+        self.sql_of(&self.text)
     }
-}
 
-/// The data of a fused operation, which holds its [`FusedText`].
-pub(crate) trait FusedData {
-    /// Makes the operation open and commit its own transaction.
-    #[allow(dead_code, reason = "only SQLite calls it; on Postgres a fused text is one statement")]
-    fn bring_own_transaction(&mut self);
-}
-
-impl FusedData for (ApprovalRecord, Vec<AuditEvent>, FusedText) {
-    fn bring_own_transaction(&mut self) {
-        self.2.own_transaction = true;
-    }
-}
-
-impl FusedData for (Transition, FusedText) {
-    fn bring_own_transaction(&mut self) {
-        self.1.own_transaction = true;
-    }
-}
-
-impl FusedData for (Chain, FusedText) {
-    fn bring_own_transaction(&mut self) {
-        self.1.own_transaction = true;
+    /// Another fused text of the same operation, as it runs.
+    fn sql_of(&self, text: &str) -> String {
+        if self.own_transaction { format!("BEGIN IMMEDIATE; {text}; COMMIT") } else { text.to_owned() }
     }
 }
 
 /// One approval and its events in one statement (`text`, from the backend),
 /// which inserts the events only when it inserted the approval.
-fn fused_issue_in<'c>(
-    conn: &'c mut Conn,
-    (record, events, text): &'c (ApprovalRecord, Vec<AuditEvent>, FusedText),
-) -> WriteFuture<'c, ()> {
+fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<(ApprovalRecord, Vec<AuditEvent>)>) -> WriteFuture<'c, ()> {
     Box::pin(async move {
+        let (record, events) = &fused.item;
         let params = RecordParams::new(record)?;
         // Its rows add up to how many approvals it inserted (0 or 1); all of
         // them are fetched, so a text of several statements runs to its end.
-        let mut insert = bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(text.sql())), record, &params);
+        let mut insert = bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(fused.sql())), record, &params);
         for event in events {
             insert = bind_event!(insert, event);
         }
@@ -456,29 +442,23 @@ async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<Trans
 }
 
 /// A transition and its own events in one statement (`text`, from the backend).
-fn fused_transition_in<'c>(
-    conn: &'c mut Conn,
-    (transition, text): &'c (Transition, FusedText),
-) -> WriteFuture<'c, TransitionOutcome> {
-    Box::pin(fused_transition(conn, transition, text.sql()))
+fn fused_transition_in<'c>(conn: &'c mut Conn, fused: &'c Fused<Transition>) -> WriteFuture<'c, TransitionOutcome> {
+    Box::pin(fused_transition(conn, &fused.item, fused.sql()))
 }
 
 /// A fused pair in one statement (`text`, from the backend); when the first
 /// did not move and the second applies, the second in one more.
-fn fused_chain_in<'c>(
-    conn: &'c mut Conn,
-    (chain, text): &'c (Chain, FusedText),
-) -> WriteFuture<'c, Vec<TransitionOutcome>> {
+fn fused_chain_in<'c>(conn: &'c mut Conn, fused: &'c Fused<Chain>) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
-        match chain.split(fused_transition(&mut *conn, &chain.fused, text.sql()).await?) {
+        let chain = &fused.item;
+        match chain.split(fused_transition(&mut *conn, &chain.fused, fused.sql()).await?) {
             Split::Done(outcomes) => Ok(outcomes),
             Split::SecondToRun(first) => {
                 // The second has at most the pair's events: the backend fuses it too.
                 let second = fused_transition_sql(chain.second()).ok_or_else(|| {
                     StoreError::Unavailable("no single statement for the second transition of a pair".into())
                 })?;
-                let second = FusedText { text: second, own_transaction: text.own_transaction };
-                Ok(vec![*first, fused_transition(conn, chain.second(), second.sql()).await?])
+                Ok(vec![*first, fused_transition(conn, chain.second(), fused.sql_of(&second)).await?])
             }
         }
     })

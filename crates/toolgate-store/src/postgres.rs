@@ -111,9 +111,13 @@ impl Backend {
 
     /// Runs a fused text's `run`: on Postgres it is one statement (a
     /// data-modifying CTE), atomic on its own.
-    async fn write_fused<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
+    async fn write_fused<T, R>(
+        &self,
+        data: ops::Fused<T>,
+        run: WriteFn<PgConnection, ops::Fused<T>, R>,
+    ) -> Result<R, StoreError>
     where
-        D: ops::FusedData + Send + Sync + 'static,
+        T: Send + Sync + 'static,
         R: Send + 'static,
     {
         self.write_statement(data, run).await

@@ -113,12 +113,16 @@ impl Backend {
     /// Runs a fused text's `run`: on SQLite several statements, in a
     /// transaction (shared with the operations queued with it, or, alone,
     /// opened and committed by the text itself).
-    async fn write_fused<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    async fn write_fused<T, R>(
+        &self,
+        data: ops::Fused<T>,
+        run: WriteFn<SqliteConnection, ops::Fused<T>, R>,
+    ) -> Result<R, StoreError>
     where
-        D: ops::FusedData + Send + Sync + 'static,
+        T: Send + Sync + 'static,
         R: Send + 'static,
     {
-        self.writer.write_self_contained(data, run, D::bring_own_transaction).await
+        self.writer.write_self_contained(data, run, ops::Fused::bring_own_transaction).await
     }
 
     fn reader(&self) -> &SqlitePool {

@@ -33,7 +33,7 @@ use crate::EngineError;
 
 /// Builds the model prompt from a normalized history (see the module docs).
 pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
-    let index = HistoryIndex::new(history.iter(), history.len());
+    let index = HistoryIndex::new(history);
     if let Some(tool_call_id) = index.duplicate_call {
         return Err(EngineError::DuplicateToolCallId { tool_call_id: tool_call_id.to_owned() });
     }
@@ -104,17 +104,17 @@ struct HistoryIndex<'h> {
 }
 
 impl<'h> HistoryIndex<'h> {
-    /// Indexes `history`; `messages` (its length) sizes the maps, so they seldom grow by rehashing.
-    fn new(history: impl Iterator<Item = &'h ModelMessage>, messages: usize) -> Self {
+    /// Indexes `history`; its length sizes the maps, so they seldom grow by rehashing.
+    fn new(history: &'h [ModelMessage]) -> Self {
         let mut index = Self {
-            results: HashMap::with_capacity(messages),
-            call_of_approval: HashMap::with_capacity(messages),
+            results: HashMap::with_capacity(history.len()),
+            call_of_approval: HashMap::with_capacity(history.len()),
             first_response: HashMap::new(),
             edited_inputs: HashMap::new(),
             duplicate_call: None,
         };
         let mut responses = Vec::new();
-        let mut calls = HashSet::with_capacity(messages);
+        let mut calls = HashSet::with_capacity(history.len());
         for message in history {
             match message {
                 ModelMessage::Assistant(assistant) => {
@@ -235,8 +235,8 @@ fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
     let UserContent::Parts(parts) = &user.content else {
         return Some(user.clone());
     };
-    if !parts.is_empty() && !parts.iter().any(|p| matches!(p, UserPart::ToolApproval(_))) {
-        return Some(user.clone());
+    if !user.has_approval_parts() {
+        return (!parts.is_empty()).then(|| user.clone());
     }
     let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
     (!kept.is_empty())
