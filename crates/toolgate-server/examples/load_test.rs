@@ -27,6 +27,10 @@ use toolgate::protocol::{
 use toolgate::{LanguageModel, Tool, ToolError, Toolkit};
 use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 
+/// The allocator the `toolgate` binary ships with, so the server measured here is the one people run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Asks to delete the file the user names; once a tool result is in the prompt, says it is done.
 struct EchoModel;
 
