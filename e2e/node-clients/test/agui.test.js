@@ -4,7 +4,7 @@
 
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { prompts, promptsAtLeast, server, signatureField, waitUntil } from '../lib/servers.js';
+import { promptsAtLeast, server, signatureField } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
 import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
 
@@ -125,7 +125,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(assistantText(first), 'I will delete notes.txt.');
     const parent = eventsOf(first, 'TOOL_CALL_START')[0].parentMessageId;
     assert.ok(thread.agent.messages.some((m) => m.id === parent && m.role === 'assistant'), 'the call sits in its step');
-    assert.equal(prompts('approve').length, 1);
+    assert.equal((await promptsAtLeast('approve', 1)).length, 1);
 
     const second = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
     assertResumed(thread, second, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
@@ -175,7 +175,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     const call = thread.agent.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === 'call-del-1');
     assert.deepEqual(JSON.parse(call.function.arguments), { path: 'notes-old.txt' }, 'the client holds the edited call');
 
-    let all = prompts('edit');
+    let all = await promptsAtLeast('edit', 2);
     assert.equal(all.length, 2);
     assertCleanPrompt(all[1]);
     assert.deepEqual(toolCalls(all[1])[0].input, { path: 'notes-old.txt' }, 'the model sees the edited call');
@@ -187,8 +187,7 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(terminal(third).outcome.type, 'success');
     assert.equal(assistantText(third), 'You are welcome.');
     // The trace is written by a background thread: wait for the third line rather than race it.
-    await waitUntil(() => prompts('edit').length >= 3, { what: 'the third prompt in the trace' });
-    all = prompts('edit');
+    all = await promptsAtLeast('edit', 3);
     assert.equal(all.length, 3);
     assertCleanPrompt(all[2]);
     assert.deepEqual(roles(all[2]), ['user', 'assistant', 'tool', 'assistant', 'user']);
@@ -268,11 +267,11 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(error.code, 'unknown_interrupt');
     assert.match(error.message, new RegExp(bogus.replace('.', '\\.')));
     assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
-    assert.equal(prompts('unknown-interrupt').length, 1, 'the model was not called');
+    assert.equal((await promptsAtLeast('unknown-interrupt', 1)).length, 1, 'the model was not called');
 
     const third = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
     assertResumed(thread, third, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
-    assert.equal(prompts('unknown-interrupt').length, 2);
+    assert.equal((await promptsAtLeast('unknown-interrupt', 2)).length, 2);
   });
 
   test('tampered arguments in the messages sent back: RUN_ERROR invalid_approval_signature, nothing runs', async (t) => {
@@ -292,6 +291,6 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal(error.type, 'RUN_ERROR', eventTypes(second).join(' '));
     assert.equal(error.code, 'invalid_approval_signature', error.message);
     assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
-    assert.equal(prompts('tamper').length, 1, 'the model was not called');
+    assert.equal((await promptsAtLeast('tamper', 1)).length, 1, 'the model was not called');
   });
 });

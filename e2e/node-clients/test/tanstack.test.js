@@ -12,7 +12,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ChatClient, fetchServerSentEvents } from '@tanstack/ai-client';
-import { prompts, server, sseData, waitUntil } from '../lib/servers.js';
+import { promptsAtLeast, server, sseData, waitUntil } from '../lib/servers.js';
 import { hasAguiRoute } from '../lib/agui.js';
 import { assertCleanPrompt, toolResults } from '../lib/prompt.js';
 
@@ -53,7 +53,7 @@ describe('@tanstack/ai-client ChatClient against /ag-ui', () => {
     const [interrupt] = interrupts;
     assert.equal(interrupt.id, events.at(-1).outcome.interrupts[0].id);
     assert.equal(interrupt.canResolve, true, 'the approval marker makes the interrupt answerable');
-    assert.equal(prompts('tanstack-approve').length, 1);
+    assert.equal((await promptsAtLeast('tanstack-approve', 1)).length, 1);
 
     interrupt.resolveInterrupt({ approved: true });
     await waitUntil(() => requests[1]?.text !== undefined, {
@@ -75,8 +75,7 @@ describe('@tanstack/ai-client ChatClient against /ag-ui', () => {
     assert.equal(answer.at(-1).outcome?.type ?? 'success', 'success');
     assert.deepEqual(errors, []);
 
-    await waitUntil(() => prompts('tanstack-approve').length >= 2, { what: 'the second prompt in the trace' });
-    const all = prompts('tanstack-approve');
+    const all = await promptsAtLeast('tanstack-approve', 2);
     assert.equal(all.length, 2, 'the model was called once more, after the tool ran');
     assertCleanPrompt(all[1]);
     assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes.txt' } });
