@@ -50,11 +50,7 @@ else
 fi
 
 # 3. The server binary.
-log "building toolgate"
-(cd "$ROOT" && cargo build --quiet -p toolgate-cli)
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
-BIN="$TARGET_DIR/debug/toolgate"
+source "$ROOT/scripts/toolgate-bin.sh"
 
 # 4. One server per fixture.
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e-browser.XXXXXX")"

@@ -121,11 +121,12 @@ until "$VENV/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen(
 done
 log "server ready after $(( $(date +%s) - start )) s"
 
-# 4. The approval round trip through toolgate's OpenAI-compatible provider.
+# 4. The approval round trip through toolgate's OpenAI-compatible provider (`--workspace`: the features
+#    of the whole test build, so the artifacts of `cargo test --workspace` serve it without a rebuild).
 cd "$ROOT"
 status=0
 TOOLGATE_E2E_OPENAI_BASE_URL="$BASE_URL" TOOLGATE_E2E_MODEL="$MODEL_ALIAS" \
-  cargo test -p toolgate-openai --test local_llm -- --ignored --nocapture || status=$?
+  cargo test --workspace --locked --test local_llm -- --ignored --nocapture || status=$?
 if [ "$status" -ne 0 ]; then
   log "the test failed; server log tail:"; tail -n 40 "$SERVER_LOG" >&2
 fi

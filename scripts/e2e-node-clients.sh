@@ -5,7 +5,7 @@
 #
 # 1. `npm ci` in e2e/node-clients (pinned: the `ai` package at 6.0.201, 6.0.326 and 7.0.173, @ag-ui/client,
 #    @tanstack/ai-client).
-# 2. `cargo build -p toolgate-cli`.
+# 2. `cargo build -p toolgate-cli` (or $TOOLGATE_BIN, when set).
 # 3. For each phase, one `toolgate serve` per scenario script (e2e/node-clients/scenarios/<dir>/<name>.json,
 #    extra server flags from an optional <name>.args), each on a free 127.0.0.1 port with its own
 #    --trace-prompts file and data dir, a bounded wait on /healthz, then `node --test` on the phase's files.
@@ -25,9 +25,6 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E="$ROOT/e2e/node-clients"
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
-BIN="$TARGET_DIR/debug/toolgate"
 HEALTH_TIMEOUT_SECS="${TOOLGATE_E2E_HEALTH_TIMEOUT:-15}"
 PHASE_TIMEOUT_SECS="${TOOLGATE_E2E_PHASE_TIMEOUT:-180}"
 
@@ -95,9 +92,7 @@ fi
 [ -d "$E2E/node_modules" ] || { log "e2e/node-clients/node_modules is missing: run without --no-install"; exit 1; }
 
 # 2. The server binary.
-log "cargo build -p toolgate-cli"
-(cd "$ROOT" && cargo build -p toolgate-cli --quiet)
-[ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
+source "$ROOT/scripts/toolgate-bin.sh"
 
 free_port() {
   node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); });'

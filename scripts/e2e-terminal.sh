@@ -31,13 +31,7 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 PYTHON="${PYTHON:-python3}"
 
-if [ -n "${TOOLGATE_BIN:-}" ]; then
-  BIN="$TOOLGATE_BIN"
-else
-  log "building toolgate"
-  (cd "$ROOT" && cargo build -p toolgate-cli --locked --quiet)
-  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
-fi
+source "$ROOT/scripts/toolgate-bin.sh"
 
 WORK="$(mktemp -d)"
 SOCK="$WORK/tmux.sock"

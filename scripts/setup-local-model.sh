@@ -26,9 +26,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 [ "${1:-}" = "--packages-only" ] && exit 0
 
-# The pull is part of the toolgate command. A dev build: llama.cpp is compiled optimised either way,
-# and the artifacts are shared with `cargo test`.
-cd "$ROOT"
-log "building the toolgate command (the first build compiles llama.cpp: several minutes on 2 cores)"
-cargo build -p toolgate-cli
-"${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate" model pull
+# The pull is part of the toolgate command (a dev build: llama.cpp is compiled optimised either way);
+# TOOLGATE_BIN names one already built.
+[ -n "${TOOLGATE_BIN:-}" ] || log "building the toolgate command (the first build compiles llama.cpp: several minutes on 2 cores)"
+source "$ROOT/scripts/toolgate-bin.sh"
+"$BIN" model pull
