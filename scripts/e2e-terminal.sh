@@ -57,6 +57,10 @@ fail() {
 
 # tmux on our own socket.
 t() { tmux -S "$SOCK" "$@"; }
+# One session lives as long as the script: a tmux server exits when its last session ends, and a
+# `new-session` that reaches it while it shuts down fails with "server exited unexpectedly" (seen in CI
+# between one case's `stop` and the next one's `start`).
+t new-session -d -s keepalive "sleep 86400"
 # Starts `toolgate chat ARGS...` in session NAME (120x50), in $WORK, without an editor and colors unless
 # the environment given in CHAT_ENV says otherwise; the pane prints `[exit N]` when the command ends.
 start() {
