@@ -13,6 +13,7 @@
 pub mod chat;
 mod config;
 pub mod convert;
+mod endpoint;
 pub mod responses;
 
 pub use chat::OpenAiChatModel;

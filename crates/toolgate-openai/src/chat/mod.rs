@@ -6,16 +6,16 @@ mod response;
 mod stream;
 pub mod wire;
 
-use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
-use toolgate_http::{HttpClient, decode_sse, read_json};
+use toolgate_http::{decode_sse, read_json};
 
 pub use request::chat_request;
 pub use response::chat_response;
 pub use stream::ChatDecoder;
 
 use crate::OpenAiConfig;
+use crate::endpoint::Endpoint;
 
 /// A Chat Completions model.
 ///
@@ -32,31 +32,15 @@ use crate::OpenAiConfig;
 /// let local = OpenAiChatModel::new(OpenAiConfig::compatible("http://127.0.0.1:8080/v1"), "qwen2.5")?;
 /// # Ok::<(), toolgate::ModelError>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiChatModel {
-    config: OpenAiConfig,
-    model: String,
-    http: HttpClient,
-    /// Built once from the config; holds the API key, so not in `Debug`.
-    headers: HeaderMap,
-}
-
-impl std::fmt::Debug for OpenAiChatModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiChatModel")
-            .field("config", &self.config)
-            .field("model", &self.model)
-            .field("http", &self.http)
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint,
 }
 
 impl OpenAiChatModel {
     /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
-        let http = HttpClient::new(&config.http)?;
-        let headers = config.header_map()?;
-        Ok(Self { config, model: model.into(), http, headers })
+        Ok(Self { endpoint: Endpoint::new(config, model.into())? })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -66,31 +50,31 @@ impl OpenAiChatModel {
 
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
-        &self.config
+        &self.endpoint.config
     }
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let body = chat_request(&self.config, &self.model, request, stream)?;
-        self.http.post_json(&self.config.url("chat/completions"), &self.headers, &body).await
+        let body = chat_request(&self.endpoint.config, &self.endpoint.model, request, stream)?;
+        self.endpoint.post("chat/completions", &body).await
     }
 }
 
 impl LanguageModel for OpenAiChatModel {
     fn provider(&self) -> &str {
-        &self.config.provider_name
+        &self.endpoint.config.provider_name
     }
 
     fn model_id(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let response = self.post(&request, false).await?;
-        chat_response(read_json(response).await?, &self.config.id_generator)
+        chat_response(read_json(response).await?, &self.endpoint.config.id_generator)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let response = self.post(&request, true).await?;
-        Ok(decode_sse(response, ChatDecoder::new(self.config.id_generator.clone())))
+        Ok(decode_sse(response, ChatDecoder::new(self.endpoint.config.id_generator.clone())))
     }
 }

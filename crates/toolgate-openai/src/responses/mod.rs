@@ -26,10 +26,9 @@ mod response;
 mod stream;
 pub mod wire;
 
-use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
-use toolgate_http::{HttpClient, decode_sse, read_json};
+use toolgate_http::{decode_sse, read_json};
 
 pub use items::ApprovalAliases;
 pub use mcp::{AllowedTools, ApprovalMode, MCP_TOOL_ID, McpServer, RequireApproval, ToolFilter};
@@ -38,6 +37,7 @@ pub use response::responses_response;
 pub use stream::ResponsesDecoder;
 
 use crate::OpenAiConfig;
+use crate::endpoint::Endpoint;
 
 /// A Responses API model.
 ///
@@ -46,31 +46,15 @@ use crate::OpenAiConfig;
 /// let model = OpenAiResponsesModel::from_env("gpt-5-mini")?;
 /// # Ok::<(), toolgate::ModelError>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiResponsesModel {
-    config: OpenAiConfig,
-    model: String,
-    http: HttpClient,
-    /// Built once from the config; holds the API key, so not in `Debug`.
-    headers: HeaderMap,
-}
-
-impl std::fmt::Debug for OpenAiResponsesModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiResponsesModel")
-            .field("config", &self.config)
-            .field("model", &self.model)
-            .field("http", &self.http)
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint,
 }
 
 impl OpenAiResponsesModel {
     /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
-        let http = HttpClient::new(&config.http)?;
-        let headers = config.header_map()?;
-        Ok(Self { config, model: model.into(), http, headers })
+        Ok(Self { endpoint: Endpoint::new(config, model.into())? })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -80,33 +64,33 @@ impl OpenAiResponsesModel {
 
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
-        &self.config
+        &self.endpoint.config
     }
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let body = responses_request(&self.config, &self.model, request, stream)?;
-        self.http.post_json(&self.config.url("responses"), &self.headers, &body).await
+        let body = responses_request(&self.endpoint.config, &self.endpoint.model, request, stream)?;
+        self.endpoint.post("responses", &body).await
     }
 }
 
 impl LanguageModel for OpenAiResponsesModel {
     fn provider(&self) -> &str {
-        &self.config.provider_name
+        &self.endpoint.config.provider_name
     }
 
     fn model_id(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let aliases = approval_aliases(&request.prompt);
         let response = self.post(&request, false).await?;
-        responses_response(read_json(response).await?, &self.config.id_generator, aliases)
+        responses_response(read_json(response).await?, &self.endpoint.config.id_generator, aliases)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let aliases = approval_aliases(&request.prompt);
         let response = self.post(&request, true).await?;
-        Ok(decode_sse(response, ResponsesDecoder::new(self.config.id_generator.clone(), aliases)))
+        Ok(decode_sse(response, ResponsesDecoder::new(self.endpoint.config.id_generator.clone(), aliases)))
     }
 }
