@@ -2,7 +2,7 @@
 # End-to-end tests of the web page in headless Chromium (e2e/browser).
 #
 # Installs Debian's chromium if /usr/bin/chromium is missing (needs root, as in CI),
-# installs playwright-core (no browser download), builds `toolgate`, starts one
+# installs playwright-core (no browser download), builds `toolgate` (or runs $TOOLGATE_BIN), starts one
 # `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
 # (prompt traces and data dirs in a temp dir; a fixture NAME.json with a sibling NAME.toml
 # is served with `--config NAME.toml`, its approval policy), plus one with the local default model when
