@@ -10,7 +10,7 @@ if [ -n "${TOOLGATE_BIN:-}" ]; then
   BIN="$TOOLGATE_BIN"
 else
   log "cargo build -p toolgate-cli"
-  (cd "$ROOT" && cargo build -p toolgate-cli --locked --quiet)
+  (cd "$ROOT" && cargo build -p toolgate-cli --locked)
   BIN="${CARGO_TARGET_DIR:-target}"
   case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
   BIN="$BIN/debug/toolgate"
