@@ -146,7 +146,7 @@ async fn request_body_has_system_tool_results_first_and_denials_as_errors() {
     ]))
     .unwrap();
     let request = ModelRequest {
-        prompt,
+        prompt: prompt.into(),
         tools: vec![ToolSpec::Function {
             name: "delete_file".into(),
             description: Some("Delete a file".into()),

@@ -18,7 +18,7 @@ async fn main() {
     let tools = toolgate::demo::toolkit().specs();
     for prompt in std::env::args().skip(1) {
         let request = ModelRequest {
-            prompt: vec![ModelMessage::user(prompt.as_str())],
+            prompt: vec![ModelMessage::user(prompt.as_str())].into(),
             tools: tools.clone(),
             tool_choice: ToolChoice::Auto,
             max_output_tokens: Some(48),

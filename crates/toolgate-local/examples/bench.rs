@@ -47,7 +47,7 @@ async fn main() {
     );
     let tools = toolgate::demo::toolkit().specs();
     let ask = |text: &str, choice: ToolChoice, max: u32| ModelRequest {
-        prompt: vec![ModelMessage::user(text)],
+        prompt: vec![ModelMessage::user(text)].into(),
         tools: tools.clone(),
         tool_choice: choice,
         max_output_tokens: Some(max),
@@ -65,7 +65,8 @@ async fn main() {
                     provider_options: None,
                 }),
                 ModelMessage::user("Write a short story about a lighthouse keeper."),
-            ],
+            ]
+            .into(),
             tool_choice: ToolChoice::None,
             max_output_tokens: Some(128),
             ..ModelRequest::default()

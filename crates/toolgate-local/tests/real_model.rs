@@ -182,7 +182,7 @@ async fn tool_choice_none_gives_text_and_no_calls() {
 async fn required_gives_a_schema_valid_call_of_an_offered_tool() {
     let model = model();
     let request = ModelRequest {
-        prompt: vec![ModelMessage::user("What is the weather in Paris?")],
+        prompt: vec![ModelMessage::user("What is the weather in Paris?")].into(),
         tools: toolgate::demo::toolkit().specs(),
         tool_choice: ToolChoice::Required,
         max_output_tokens: Some(64),
@@ -208,7 +208,7 @@ async fn required_gives_a_schema_valid_call_of_an_offered_tool() {
 async fn streamed_named_call_has_input_parts_and_a_tool_calls_finish() {
     let model = model();
     let request = ModelRequest {
-        prompt: ask_to_delete(),
+        prompt: ask_to_delete().into(),
         tools: vec![ToolSpec::Function {
             name: "delete_file".into(),
             description: Some("Delete a file.".into()),

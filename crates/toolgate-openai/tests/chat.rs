@@ -101,7 +101,7 @@ async fn request_body_carries_tools_choice_results_and_denials() {
     ]))
     .unwrap();
     let request = ModelRequest {
-        prompt,
+        prompt: prompt.into(),
         tools: vec![ToolSpec::Function {
             name: "delete_file".into(),
             description: Some("Delete a file".into()),
@@ -159,7 +159,7 @@ async fn compatible_servers_get_max_tokens_and_no_key() {
     let model = OpenAiChatModel::new(config, "local").unwrap();
     assert_eq!(model.provider(), "openai-compatible");
     let request = ModelRequest {
-        prompt: vec![toolgate::ModelMessage::user("hi")],
+        prompt: vec![toolgate::ModelMessage::user("hi")].into(),
         tool_choice: ToolChoice::None,
         max_output_tokens: Some(5),
         ..ModelRequest::default()

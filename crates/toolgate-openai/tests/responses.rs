@@ -118,9 +118,11 @@ async fn turn_four_mcp_call_is_aliased_to_the_call_in_the_prompt() {
         {"role": "tool", "content": [{"type": "tool-approval-response", "approvalId": MCPR_3, "approved": true, "providerExecuted": true}]}
     ]))
     .unwrap();
-    let parts =
-        stream_fixture("openai-mcp-tool-approval.4.chunks.txt", ModelRequest { prompt, ..ModelRequest::default() })
-            .await;
+    let parts = stream_fixture(
+        "openai-mcp-tool-approval.4.chunks.txt",
+        ModelRequest { prompt: prompt.into(), ..ModelRequest::default() },
+    )
+    .await;
     let mcp_id = "mcp_04a97b4fce127879006949a87c14248195ac23dfe0854c03d3";
     let output = fixture("openai-mcp-tool-approval.4.chunks.txt")
         .lines()
@@ -253,7 +255,7 @@ fn approval_history() -> Vec<toolgate::ModelMessage> {
 #[tokio::test]
 async fn request_body_sends_tools_outputs_references_and_approval_responses() {
     let request = ModelRequest {
-        prompt: approval_history(),
+        prompt: approval_history().into(),
         tools: vec![
             ToolSpec::Function { name: "weather".into(), description: None, input_schema: json!({"type": "object"}) },
             mcp_tool(),
@@ -298,7 +300,7 @@ async fn request_body_sends_tools_outputs_references_and_approval_responses() {
 async fn no_item_references_without_server_side_storage() {
     for options in [json!({"openai": {"store": false}}), json!({"openai": {"previousResponseId": "resp_1"}})] {
         let request = ModelRequest {
-            prompt: approval_history(),
+            prompt: approval_history().into(),
             provider_options: options.as_object().cloned(),
             ..ModelRequest::default()
         };

@@ -7,8 +7,8 @@
 //! - [`ModelMessage`] and its parts: the conversation history (`ModelMessage[]`).
 //! - [`ToolResultOutput`]: what a tool result tells the model.
 //! - [`StreamPart`]: the engine's full stream (the AI SDK `fullStream` parts).
-//! - [`ModelStreamPart`], [`ModelResponse`], [`ModelRequest`]: what flows
-//!   between the engine and a model provider.
+//! - [`ModelStreamPart`], [`ModelResponse`], [`ModelRequest`] (its messages a
+//!   shared [`Prompt`]): what flows between the engine and a model provider.
 //!
 //! Parsing is strict and typed: [`parse_messages`] names the message index and
 //! the field of anything malformed, and unknown part types are rejected.
@@ -20,6 +20,7 @@ mod model;
 mod normalize;
 mod output;
 mod parse;
+mod prompt;
 mod stream;
 
 pub use message::{
@@ -34,4 +35,5 @@ pub use model::{
 pub use normalize::{LEGACY_APPROVAL_TOOL_NAME, NormalizeError, normalize_approvals};
 pub use output::{ContentOutputPart, DENIED_TEXT, ToolResultOutput};
 pub use parse::{MessageError, MessageErrorKind, parse_messages, parse_messages_str};
+pub use prompt::Prompt;
 pub use stream::{StreamPart, ToolCallInfo};

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ModelMessage, ProviderOptions};
+use crate::{Prompt, ProviderOptions};
 
 /// Why a model stopped generating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -137,8 +137,8 @@ impl ToolSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRequest {
-    /// The clean prompt.
-    pub prompt: Vec<ModelMessage>,
+    /// The clean prompt, shared with the engine (see [`Prompt`]).
+    pub prompt: Prompt,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
     /// Which tools the model may or must call.

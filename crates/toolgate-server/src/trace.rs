@@ -164,7 +164,7 @@ mod tests {
 
     fn request(prompt: Vec<ModelMessage>) -> ModelRequest {
         ModelRequest {
-            prompt,
+            prompt: prompt.into(),
             tools: vec![
                 ToolSpec::Function { name: "f".into(), description: None, input_schema: json!({"type": "object"}) },
                 ToolSpec::Function {

@@ -19,50 +19,30 @@
 //! - Two tool calls with one id are [`EngineError::DuplicateToolCallId`]:
 //!   providers reject them, and results would be ambiguous.
 //!
-//! It runs in time linear in the history size.
+//! [`into_prompt`] builds the same prompt by moving the history's parts
+//! instead of copying them; the engine builds its prompt once that way and
+//! then appends each step's messages ([`CallIds::append`]). Both run in time
+//! linear in the size of what they are given.
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
 use toolgate_protocol::{
     AssistantContent, AssistantMessage, AssistantPart, ModelMessage, ToolApprovalResponsePart, ToolMessage, ToolPart,
-    ToolResultPart, UserContent, UserMessage, UserPart,
+    UserContent, UserMessage, UserPart,
 };
 
 use crate::EngineError;
 
 /// Builds the model prompt from a normalized history (see the module docs).
 pub fn build_prompt(history: &[ModelMessage]) -> Result<Vec<ModelMessage>, EngineError> {
-    let index = HistoryIndex::new(history);
-    if let Some(tool_call_id) = index.duplicate_call {
-        return Err(EngineError::DuplicateToolCallId { tool_call_id: tool_call_id.to_owned() });
-    }
+    into_prompt(history.to_vec())
+}
+
+/// [`build_prompt`], taking the history and moving its parts into the prompt.
+pub fn into_prompt(history: Vec<ModelMessage>) -> Result<Vec<ModelMessage>, EngineError> {
     let mut prompt = Vec::with_capacity(history.len());
-    let mut missing = Vec::new();
-    let mut buffers = Buffers::default();
-    for message in history {
-        match message {
-            ModelMessage::System(_) => prompt.push(message.clone()),
-            ModelMessage::User(user) => {
-                if let Some(user) = without_approval_parts(user) {
-                    prompt.push(ModelMessage::User(user));
-                }
-            }
-            ModelMessage::Tool(_) => {}
-            ModelMessage::Assistant(assistant) => {
-                if let Some(assistant) = index.rewrite_assistant(assistant, &mut missing, &mut buffers) {
-                    prompt.push(ModelMessage::Assistant(assistant));
-                }
-                if !buffers.tool.is_empty() {
-                    prompt.push(ModelMessage::Tool(ToolMessage {
-                        content: exact(&mut buffers.tool),
-                        provider_options: None,
-                    }));
-                }
-            }
-        }
-    }
-    if missing.is_empty() { Ok(prompt) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
+    CallIds::default().append(history, &mut prompt)?;
+    Ok(prompt)
 }
 
 /// Fails as [`build_prompt`] would on missing results over `history` then `more`, without building the prompt.
@@ -95,37 +75,69 @@ pub(crate) fn check_results(history: &[ModelMessage], more: &[ModelMessage]) -> 
     if missing.is_empty() { Ok(()) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
 }
 
-struct HistoryIndex<'h> {
-    results: HashMap<&'h str, &'h ToolResultPart>,
-    call_of_approval: HashMap<&'h str, &'h str>,
-    first_response: HashMap<&'h str, &'h ToolApprovalResponsePart>,
-    edited_inputs: HashMap<&'h str, &'h Value>,
-    duplicate_call: Option<&'h str>,
-}
+/// The tool call ids of a prompt being built, so that messages appended to it
+/// later are checked against every call it already holds.
+#[derive(Debug, Default)]
+pub(crate) struct CallIds(HashSet<String>);
 
-impl<'h> HistoryIndex<'h> {
-    /// Indexes `history`; its length sizes the maps, so they seldom grow by rehashing.
-    fn new(history: &'h [ModelMessage]) -> Self {
-        let mut index = Self {
-            results: HashMap::with_capacity(history.len()),
-            call_of_approval: HashMap::with_capacity(history.len()),
-            first_response: HashMap::new(),
-            edited_inputs: HashMap::new(),
-            duplicate_call: None,
-        };
-        let mut responses = Vec::new();
-        let mut calls = HashSet::with_capacity(history.len());
-        for message in history {
+impl CallIds {
+    /// Appends `messages` to `prompt` in prompt form (see the module docs),
+    /// moving their parts. Appending a history in pieces gives what building
+    /// it whole gives as long as no piece answers a call of an earlier one,
+    /// which holds for the engine's steps: each step's results and answers
+    /// are for its own calls. Nothing is appended on an error; the ids are
+    /// then unspecified (the prompt is not used again).
+    pub(crate) fn append(
+        &mut self,
+        mut messages: Vec<ModelMessage>,
+        prompt: &mut Vec<ModelMessage>,
+    ) -> Result<(), EngineError> {
+        let plans = self.plan(&messages)?;
+        let mut plans = plans.into_iter();
+        let mut results = Vec::new();
+        prompt.reserve(messages.len());
+        for at in 0..messages.len() {
+            if matches!(messages[at], ModelMessage::Tool(_)) {
+                // Its results and answers are taken by the calls they belong to; the rest is dropped.
+                continue;
+            }
+            match std::mem::replace(&mut messages[at], empty_tool_message()) {
+                system @ ModelMessage::System(_) => prompt.push(system),
+                ModelMessage::User(user) => prompt.extend(without_approval_parts(user).map(ModelMessage::User)),
+                ModelMessage::Assistant(assistant) => {
+                    let assistant = rewrite_assistant(assistant, &mut plans, &mut messages, &mut results);
+                    prompt.extend(assistant.map(ModelMessage::Assistant));
+                    if !results.is_empty() {
+                        // Moved into a vector of exactly its length; the buffer keeps its room for the next one.
+                        #[allow(clippy::drain_collect, reason = "`mem::take` would hand over the spare room too")]
+                        let content = results.drain(..).collect();
+                        prompt.push(ModelMessage::Tool(ToolMessage { content, provider_options: None }));
+                    }
+                }
+                ModelMessage::Tool(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Where each call's result and first answer are, in call order; or why
+    /// the messages make no prompt. Records the calls' ids.
+    fn plan(&mut self, messages: &[ModelMessage]) -> Result<Vec<CallPlan>, EngineError> {
+        let mut results: HashMap<&str, Slot> = HashMap::with_capacity(messages.len());
+        let mut call_of_approval: HashMap<&str, &str> = HashMap::with_capacity(messages.len());
+        let mut responses: Vec<(Slot, &ToolApprovalResponsePart)> = Vec::new();
+        let mut duplicate = None;
+        for (message_index, message) in messages.iter().enumerate() {
             match message {
                 ModelMessage::Assistant(assistant) => {
                     for part in assistant.part_slice() {
                         match part {
                             AssistantPart::ToolApprovalRequest(request) => {
-                                index.call_of_approval.entry(&request.approval_id).or_insert(&request.tool_call_id);
+                                call_of_approval.entry(&request.approval_id).or_insert(&request.tool_call_id);
                             }
                             AssistantPart::ToolCall(call) => {
-                                if !calls.insert(call.tool_call_id.as_str()) {
-                                    index.duplicate_call.get_or_insert(&call.tool_call_id);
+                                if !self.0.insert(call.tool_call_id.clone()) {
+                                    duplicate.get_or_insert(&call.tool_call_id);
                                 }
                             }
                             AssistantPart::Text(_)
@@ -136,118 +148,161 @@ impl<'h> HistoryIndex<'h> {
                     }
                 }
                 ModelMessage::Tool(tool) => {
-                    for part in &tool.content {
+                    for (part_index, part) in tool.content.iter().enumerate() {
+                        let slot = Slot { message_index, part_index };
                         match part {
                             ToolPart::ToolResult(result) => {
-                                index.results.entry(&result.tool_call_id).or_insert(result);
+                                results.entry(&result.tool_call_id).or_insert(slot);
                             }
-                            ToolPart::ToolApprovalResponse(response) => responses.push(response),
+                            ToolPart::ToolApprovalResponse(response) => responses.push((slot, response)),
                         }
                     }
                 }
                 ModelMessage::System(_) | ModelMessage::User(_) => {}
             }
         }
-        for response in responses {
-            let Some(&call_id) = index.call_of_approval.get(response.approval_id.as_str()) else { continue };
-            if index.first_response.contains_key(call_id) {
-                continue;
-            }
-            index.first_response.insert(call_id, response);
-            if response.approved
-                && let Some(edited) = &response.edited_input
-            {
-                index.edited_inputs.insert(call_id, edited);
+        if let Some(tool_call_id) = duplicate {
+            return Err(EngineError::DuplicateToolCallId { tool_call_id: tool_call_id.clone() });
+        }
+        let mut first_response: HashMap<&str, Slot> = HashMap::with_capacity(responses.len());
+        for (slot, response) in responses {
+            if let Some(&call_id) = call_of_approval.get(response.approval_id.as_str()) {
+                first_response.entry(call_id).or_insert(slot);
             }
         }
-        index
+        let mut plans = Vec::new();
+        let mut missing = Vec::new();
+        let calls = messages.iter().filter_map(|message| match message {
+            ModelMessage::Assistant(assistant) => Some(assistant.part_slice()),
+            _ => None,
+        });
+        for part in calls.flatten() {
+            let AssistantPart::ToolCall(call) = part else { continue };
+            let id = call.tool_call_id.as_str();
+            let result = if call.is_provider_executed() { None } else { results.get(id).copied() };
+            if result.is_none() && !call.is_provider_executed() {
+                missing.push(call.tool_call_id.clone());
+            }
+            plans.push(CallPlan { result, response: first_response.get(id).copied() });
+        }
+        if missing.is_empty() { Ok(plans) } else { Err(EngineError::MissingToolResults { tool_call_ids: missing }) }
     }
+}
 
-    /// The assistant message as the model sees it; the tool parts that follow it are left in `buffers.tool`.
-    fn rewrite_assistant(
-        &self,
-        assistant: &AssistantMessage,
-        missing: &mut Vec<String>,
-        buffers: &mut Buffers,
-    ) -> Option<AssistantMessage> {
-        let parts = match &assistant.content {
-            AssistantContent::Text(text) if text.is_empty() => return None,
-            AssistantContent::Text(_) => return Some(assistant.clone()),
-            AssistantContent::Parts(parts) => parts,
-        };
-        let Buffers { assistant: kept, tool: tool_parts } = buffers;
-        for part in parts {
-            match part {
-                AssistantPart::ToolApprovalRequest(_) => {}
-                AssistantPart::ToolCall(call) => {
-                    let mut call = call.clone();
-                    if call.is_provider_executed() {
-                        let response = self.first_response.get(call.tool_call_id.as_str());
-                        tool_parts.extend(response.map(|response| {
-                            ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
-                                edited_input: None,
-                                provider_executed: Some(true),
-                                ..(*response).clone()
-                            })
-                        }));
-                    } else {
-                        let result = self.results.get(call.tool_call_id.as_str());
-                        let ran = result.is_some_and(|result| !result.output.is_denied());
-                        if let Some(&edited) = self.edited_inputs.get(call.tool_call_id.as_str())
-                            && ran
-                        {
-                            call.input = edited.clone();
-                        }
-                        match result {
-                            Some(&result) => tool_parts.push(ToolPart::ToolResult(result.clone())),
-                            None => missing.push(call.tool_call_id.clone()),
-                        }
+/// Where a part of a tool message is.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    message_index: usize,
+    part_index: usize,
+}
+
+/// What one call takes along into the prompt.
+#[derive(Debug)]
+struct CallPlan {
+    /// Its first result (local calls only).
+    result: Option<Slot>,
+    /// The first answer to its approval request.
+    response: Option<Slot>,
+}
+
+/// The assistant message as the model sees it (its approval requests
+/// removed, edited inputs in place); the tool parts that follow it are left in `results`.
+fn rewrite_assistant(
+    assistant: AssistantMessage,
+    plans: &mut impl Iterator<Item = CallPlan>,
+    messages: &mut [ModelMessage],
+    results: &mut Vec<ToolPart>,
+) -> Option<AssistantMessage> {
+    let AssistantMessage { content, provider_options } = assistant;
+    let mut parts = match content {
+        AssistantContent::Text(text) if text.is_empty() => return None,
+        AssistantContent::Text(text) => {
+            return Some(AssistantMessage { content: AssistantContent::Text(text), provider_options });
+        }
+        AssistantContent::Parts(parts) => parts,
+    };
+    let mut requests = false;
+    for part in &mut parts {
+        match part {
+            AssistantPart::ToolApprovalRequest(_) => requests = true,
+            AssistantPart::ToolCall(call) => {
+                let Some(plan) = plans.next() else { continue };
+                let response = plan.response.and_then(|slot| match take(messages, slot) {
+                    Some(ToolPart::ToolApprovalResponse(response)) => Some(response),
+                    _ => None,
+                });
+                if call.is_provider_executed() {
+                    results.extend(response.map(|response| {
+                        ToolPart::ToolApprovalResponse(ToolApprovalResponsePart {
+                            edited_input: None,
+                            provider_executed: Some(true),
+                            ..response
+                        })
+                    }));
+                } else if let Some(ToolPart::ToolResult(result)) = plan.result.and_then(|slot| take(messages, slot)) {
+                    if !result.output.is_denied()
+                        && let Some(ToolApprovalResponsePart { approved: true, edited_input: Some(edited), .. }) =
+                            response
+                    {
+                        call.input = edited;
                     }
-                    kept.push(AssistantPart::ToolCall(call));
+                    results.push(ToolPart::ToolResult(result));
                 }
-                other => kept.push(other.clone()),
             }
+            AssistantPart::Text(_)
+            | AssistantPart::Reasoning(_)
+            | AssistantPart::File(_)
+            | AssistantPart::ToolResult(_) => {}
         }
-        (!kept.is_empty()).then(|| AssistantMessage {
-            content: AssistantContent::Parts(exact(kept)),
-            provider_options: assistant.provider_options.clone(),
-        })
+    }
+    if requests {
+        parts.retain(|part| !matches!(part, AssistantPart::ToolApprovalRequest(_)));
+        parts.shrink_to_fit();
+    }
+    (!parts.is_empty()).then_some(AssistantMessage { content: AssistantContent::Parts(parts), provider_options })
+}
+
+/// Takes the tool part at `slot` out of its message, leaving an empty answer in its place.
+fn take(messages: &mut [ModelMessage], slot: Slot) -> Option<ToolPart> {
+    let ModelMessage::Tool(tool) = messages.get_mut(slot.message_index)? else { return None };
+    let part = tool.content.get_mut(slot.part_index)?;
+    Some(std::mem::replace(part, ToolPart::ToolApprovalResponse(empty_response())))
+}
+
+fn empty_response() -> ToolApprovalResponsePart {
+    ToolApprovalResponsePart {
+        approval_id: String::new(),
+        approved: false,
+        reason: None,
+        provider_executed: None,
+        edited_input: None,
     }
 }
 
-/// Where a rewritten assistant message's parts gather before they move into
-/// vectors of their exact size (pushed one at a time, a message's few parts
-/// would hold room for four or more).
-#[derive(Default)]
-struct Buffers {
-    assistant: Vec<AssistantPart>,
-    tool: Vec<ToolPart>,
-}
-
-/// Moves what `buffer` holds into a vector of exactly its length, keeping the buffer's room.
-#[allow(clippy::drain_collect, reason = "`mem::take` would hand over the buffer's spare room too")]
-fn exact<T>(buffer: &mut Vec<T>) -> Vec<T> {
-    buffer.drain(..).collect()
+fn empty_tool_message() -> ModelMessage {
+    ModelMessage::Tool(ToolMessage { content: Vec::new(), provider_options: None })
 }
 
 /// A user message without leftover approval parts; `None` if nothing is left.
-fn without_approval_parts(user: &UserMessage) -> Option<UserMessage> {
-    let UserContent::Parts(parts) = &user.content else {
-        return Some(user.clone());
-    };
-    if !user.has_approval_parts() {
-        return (!parts.is_empty()).then(|| user.clone());
+fn without_approval_parts(mut user: UserMessage) -> Option<UserMessage> {
+    let approvals = user.has_approval_parts();
+    if let UserContent::Parts(parts) = &mut user.content {
+        if approvals {
+            parts.retain(|part| !matches!(part, UserPart::ToolApproval(_)));
+            parts.shrink_to_fit();
+        }
+        if parts.is_empty() {
+            return None;
+        }
     }
-    let kept: Vec<UserPart> = parts.iter().filter(|p| !matches!(p, UserPart::ToolApproval(_))).cloned().collect();
-    (!kept.is_empty())
-        .then(|| UserMessage { content: UserContent::Parts(kept), provider_options: user.provider_options.clone() })
+    Some(user)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use toolgate_protocol::parse_messages;
 
     fn prompt_of(history: Value) -> Result<Value, EngineError> {
@@ -329,6 +384,84 @@ mod tests {
             };
             assert_eq!((len, capacity), (1, 1), "one part each, and room for no more: {message:?}");
         }
+    }
+
+    /// The text of the user message at `index` of `messages`.
+    fn user_text(messages: &[ModelMessage], index: usize) -> &str {
+        let ModelMessage::User(UserMessage { content: UserContent::Text(text), .. }) = &messages[index] else {
+            panic!("a user message at {index}: {messages:?}")
+        };
+        text
+    }
+
+    #[test]
+    fn into_prompt_builds_the_same_prompt_by_moving_the_history() {
+        let history = parse_messages(json!([
+            {"role": "user", "content": "delete a and b"},
+            {"role": "assistant", "content": [
+                {"type": "tool-call", "toolCallId": "a", "toolName": "t", "input": {"path": "a"}},
+                {"type": "tool-approval-request", "approvalId": "ap", "toolCallId": "a"},
+                {"type": "tool-call", "toolCallId": "p", "toolName": "mcp", "input": {}, "providerExecuted": true},
+                {"type": "tool-approval-request", "approvalId": "pp", "toolCallId": "p"}
+            ]},
+            {"role": "tool", "content": [
+                {"type": "tool-approval-response", "approvalId": "ap", "approved": true, "editedInput": {"path": "b"}},
+                {"type": "tool-approval-response", "approvalId": "pp", "approved": false, "reason": "no"},
+                {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "json", "value": "gone"}}
+            ]}
+        ]))
+        .unwrap();
+        let text = user_text(&history, 0).as_ptr();
+        let copied = build_prompt(&history).unwrap();
+        let moved = into_prompt(history).unwrap();
+        assert_eq!(moved, copied);
+        assert_eq!(user_text(&moved, 0).as_ptr(), text, "the history's own text, not a copy");
+        assert_eq!(
+            serde_json::to_value(&moved).unwrap(),
+            json!([
+                {"role": "user", "content": "delete a and b"},
+                {"role": "assistant", "content": [
+                    {"type": "tool-call", "toolCallId": "a", "toolName": "t", "input": {"path": "b"}},
+                    {"type": "tool-call", "toolCallId": "p", "toolName": "mcp", "input": {}, "providerExecuted": true}
+                ]},
+                {"role": "tool", "content": [
+                    {"type": "tool-result", "toolCallId": "a", "toolName": "t", "output": {"type": "json", "value": "gone"}},
+                    {"type": "tool-approval-response", "approvalId": "pp", "approved": false, "reason": "no",
+                     "providerExecuted": true}
+                ]}
+            ])
+        );
+    }
+
+    #[test]
+    fn appending_in_pieces_checks_every_call_against_the_whole_prompt() {
+        let turn = |id: &str, text: &str| {
+            parse_messages(json!([
+                {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": id, "toolName": "t", "input": {}}]},
+                {"role": "tool", "content": [
+                    {"type": "tool-result", "toolCallId": id, "toolName": "t", "output": {"type": "text", "value": text}}
+                ]}
+            ]))
+            .unwrap()
+        };
+        let first = [vec![ModelMessage::user("go")], turn("a", "A")].concat();
+        let whole = build_prompt(&[first.clone(), turn("b", "B")].concat()).unwrap();
+        let mut calls = CallIds::default();
+        let mut prompt = Vec::new();
+        calls.append(first, &mut prompt).unwrap();
+        calls.append(turn("b", "B"), &mut prompt).unwrap();
+        assert_eq!(prompt, whole, "in pieces as in one");
+
+        let before = prompt.clone();
+        let error = calls.append(turn("a", "again"), &mut prompt).unwrap_err();
+        assert_eq!(error, EngineError::DuplicateToolCallId { tool_call_id: "a".into() }, "a call of an earlier piece");
+        let unanswered = parse_messages(json!([
+            {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c", "toolName": "t", "input": {}}]}
+        ]))
+        .unwrap();
+        let error = calls.append(unanswered, &mut prompt).unwrap_err();
+        assert_eq!(error, EngineError::MissingToolResults { tool_call_ids: vec!["c".into()] });
+        assert_eq!(prompt, before, "nothing appended on an error");
     }
 
     #[test]

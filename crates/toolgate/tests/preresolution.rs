@@ -6,9 +6,14 @@ mod common;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use toolgate::approval::NO_ANSWER_REASON;
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
-use toolgate::{RecordingModel, StreamPart, TextRequest, TextResult, generate_text, stream_text};
+
+use toolgate::{
+    RecordingModel, StreamPart, TextRequest, TextResult, Tool, ToolContext, ToolError, Toolkit, generate_text,
+    stream_text,
+};
 
 /// Runs one continuation in both modes; returns (result, the model's first prompt, stream kinds) per mode.
 async fn both_modes(history: Vec<ModelMessage>, log: &Executions) -> Vec<(TextResult, Value, Vec<String>)> {
@@ -317,4 +322,50 @@ async fn pre_resolution_parts_carry_the_call() {
             dynamic: None,
         }
     );
+}
+
+#[tokio::test]
+async fn the_history_moves_into_the_prompt_and_a_step_tool_sees_that_prompt_without_the_system_one() {
+    let history = answered(json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": true}));
+    let ModelMessage::User(user) = &history[0] else { panic!("a user message first") };
+    let toolgate::protocol::UserContent::Text(text) = &user.content else { panic!("a text") };
+    let text = text.as_ptr();
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Arc::clone(&seen);
+    let look = Tool::function::<Value>("look").handler(move |_: Value, context: ToolContext| {
+        let seen = Arc::clone(&recorder);
+        async move {
+            seen.lock().unwrap().push(to_json(context.messages()));
+            Ok::<_, ToolError>(json!("looked"))
+        }
+    });
+    let log = Executions::default();
+    let toolkit = Toolkit::new(tools(&log).into_iter().chain([look])).unwrap();
+    // The scripted model plays the turn numbered by the assistant messages in its prompt: one already.
+    let model = RecordingModel::new(script(json!([
+        [{"type": "text", "text": "never"}],
+        [{"type": "tool-call", "toolCallId": "l1", "toolName": "look", "input": {}}],
+        [{"type": "text", "text": "done"}]
+    ])));
+    let request = TextRequest::new(history).toolkit(toolkit).system("be brief");
+    let result = generate_text(&model, request).await.unwrap();
+    assert_eq!(log.call_ids(), vec!["call-1"]);
+    assert_eq!(result.text(), "done");
+
+    let requests = model.requests();
+    assert_eq!(results(&result.response_messages).len(), 2, "the approved call's result, then the look's");
+    let ModelMessage::User(user) = &requests[0].prompt[1] else { panic!("the system prompt, then the user message") };
+    let toolgate::protocol::UserContent::Text(prompted) = &user.content else { panic!("a text") };
+    assert_eq!(prompted.as_ptr(), text, "the history's own text reached the model: moved, not copied");
+    let first_prompt = to_json(&requests[0].prompt);
+    assert_eq!(first_prompt[0], json!({"role": "system", "content": "be brief"}));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![Value::Array(first_prompt.as_array().unwrap()[1..].to_vec())],
+        "the tool saw the prompt of its step, without the system prompt"
+    );
+    let first_len = requests[0].prompt.len();
+    assert_eq!(to_json(&requests[1].prompt[..first_len]), first_prompt, "the next step's prompt goes on from it");
+    assert_eq!(requests[1].prompt.len(), first_len + 2, "with the step's call and its result");
 }

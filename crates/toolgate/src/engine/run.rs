@@ -1,9 +1,10 @@
 //! Stages 2 and 3 of an engine call: pre-resolution, then the step loop.
 //!
-//! The conversation (history plus what this call produced) is one shared
-//! vector: policies and handlers get views of it, and each step appends to
-//! it in place once the previous step's views are gone, so no step copies
-//! the history.
+//! The prompt is built once, by moving the history (and the pre-resolved
+//! results) into it, and it is one shared vector: each step's model request
+//! and the step's policies and handlers get handles to it, and the next step
+//! appends the step's messages to it in place once those handles are gone.
+//! So neither a step nor its model request copies the conversation.
 //!
 //! Every stream ends with `finish`. A failure after the stream started (a
 //! model error, or a prompt that cannot be built) emits `error` first, and
@@ -13,7 +14,9 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use toolgate_protocol::{FinishReason, ModelMessage, ModelRequest, StreamPart, ToolPart, ToolResultOutput, Usage};
+use toolgate_protocol::{
+    FinishReason, ModelMessage, ModelRequest, Prompt, StreamPart, ToolPart, ToolResultOutput, Usage,
+};
 
 use super::execute::{ToolOutcome, ToolRun, Work, execute_all, result_part, stored_part};
 use super::ledger::{record_outcomes, with_renewed_leases};
@@ -23,7 +26,7 @@ use super::{StepResult, TextRequest, TextResult};
 use crate::EngineError;
 use crate::approval::{Plan, Resolved};
 use crate::model::LanguageModel;
-use crate::prompt::build_prompt;
+use crate::prompt::CallIds;
 use crate::tool::SharedMessages;
 
 /// A checked request, ready to run.
@@ -44,36 +47,38 @@ pub(crate) async fn drive<M: LanguageModel>(
     out: Emitter,
 ) -> Result<TextResult, EngineError> {
     let Prepared { request, history, plan: Plan { actions, approvals }, warnings } = prepared;
-    let mut conversation = history;
     out.emit(StreamPart::Start).await;
     for warning in warnings {
         out.emit(warning).await;
     }
     let (preresolved, mut response_messages) = preresolve(actions, &request, &cancellation, &out).await;
-    Arc::make_mut(&mut conversation).extend(response_messages.iter().cloned());
+    // The plan's views of the history are gone: it is taken, not copied (unless a handler kept a view).
+    let mut unprompted = Arc::try_unwrap(history).unwrap_or_else(|shared| shared.as_ref().clone());
+    unprompted.extend(response_messages.iter().cloned());
 
+    let system = request.system.as_ref().map(|system| ModelMessage::system(system.clone()));
+    let after_system = usize::from(system.is_some());
+    let mut prompt = Arc::new(Vec::from_iter(system));
+    let mut calls = CallIds::default();
     let mut steps: Vec<StepResult> = Vec::new();
     let mut total_usage = Usage::default();
     loop {
-        let prompt = match build_prompt(&conversation) {
-            Ok(prompt) => prompt,
-            Err(error) => {
-                end_with_error(&out, error.to_string(), total_usage).await;
-                return Err(EngineError::Incomplete { source: Box::new(error), response_messages });
-            }
-        };
-        let model_request = model_request(&request, prompt);
+        if let Err(error) = calls.append(std::mem::take(&mut unprompted), Arc::make_mut(&mut prompt)) {
+            end_with_error(&out, error.to_string(), total_usage).await;
+            return Err(EngineError::Incomplete { source: Box::new(error), response_messages });
+        }
+        let model_request = model_request(&request, Prompt::from(Arc::clone(&prompt)));
         out.emit(StreamPart::StartStep).await;
         let context = StepContext {
             request: &request,
             toolkit: request.toolkit.as_ref(),
-            messages: SharedMessages::new(Arc::clone(&conversation)),
+            messages: SharedMessages::from_index(Arc::clone(&prompt), after_system),
             cancellation: &cancellation,
             step_number: steps.len(),
             streaming,
         };
         let step = run_step(model, model_request, context, &out).await;
-        Arc::make_mut(&mut conversation).extend(step.messages.iter().cloned());
+        unprompted.extend(step.messages.iter().cloned());
         response_messages.extend(step.messages);
         total_usage = total_usage + step.result.usage;
         out.emit(StreamPart::FinishStep { finish_reason: step.result.finish_reason, usage: step.result.usage }).await;
@@ -114,10 +119,7 @@ fn every_local_call_answered(step: &StepResult) -> bool {
         && step.finish_reason.allows_tool_execution()
 }
 
-fn model_request(request: &TextRequest, mut prompt: Vec<ModelMessage>) -> ModelRequest {
-    if let Some(system) = &request.system {
-        prompt.insert(0, ModelMessage::system(system.clone()));
-    }
+fn model_request(request: &TextRequest, prompt: Prompt) -> ModelRequest {
     ModelRequest {
         prompt,
         tools: request.toolkit.as_ref().map(|toolkit| toolkit.specs()).unwrap_or_default(),

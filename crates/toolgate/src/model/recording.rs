@@ -89,6 +89,6 @@ impl<M> ObservedModel<M, RequestLog> {
 
     /// Every prompt so far, in order.
     pub fn prompts(&self) -> Vec<Vec<ModelMessage>> {
-        self.requests().into_iter().map(|request| request.prompt).collect()
+        self.requests().into_iter().map(|request| request.prompt.into_vec()).collect()
     }
 }

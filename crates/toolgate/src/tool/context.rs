@@ -1,9 +1,13 @@
 //! What a tool handler and an approval policy know about the call.
 //!
 //! Both see the conversation that led to the call as a [`SharedMessages`]
-//! view: one copy of the history per engine call, shared by every policy and
-//! handler, each seeing its own prefix. Nothing is copied per call, so the
-//! work stays linear in the size of the request however many calls it holds.
+//! view, shared by every policy and handler of an engine call, each seeing
+//! its own part of it. Nothing is copied per call, so the work stays linear in
+//! the size of the request however many calls it holds. A call answered in
+//! the history (run before the model is called) sees the history up to the
+//! answer; a call the model makes in a step sees the prompt of that step, as
+//! the model saw it, without the system prompt (the messages the AI SDK hands
+//! its tools).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -13,28 +17,34 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::ModelMessage;
 
-/// A prefix of a conversation, shared rather than copied. Derefs to the messages.
+/// A run of a conversation's messages, shared rather than copied. Derefs to the messages.
 #[derive(Clone, Default)]
 pub struct SharedMessages {
     messages: Arc<Vec<ModelMessage>>,
+    start: usize,
     end: usize,
 }
 
 impl SharedMessages {
     /// A view of all of `messages`.
     pub fn new(messages: Arc<Vec<ModelMessage>>) -> Self {
-        let end = messages.len();
-        Self { messages, end }
+        Self::from_index(messages, 0)
     }
 
-    /// The first `end` messages of this view (all of them if `end` is past its end).
-    pub fn prefix(&self, end: usize) -> Self {
-        Self { messages: Arc::clone(&self.messages), end: end.min(self.end) }
+    /// A view of `messages` from index `start` on (none if `start` is past their end).
+    pub fn from_index(messages: Arc<Vec<ModelMessage>>, start: usize) -> Self {
+        let end = messages.len();
+        Self { messages, start: start.min(end), end }
+    }
+
+    /// The first `len` messages of this view (all of them if `len` is past its end).
+    pub fn prefix(&self, len: usize) -> Self {
+        Self { messages: Arc::clone(&self.messages), start: self.start, end: self.end.min(self.start + len) }
     }
 
     /// The messages.
     pub fn as_slice(&self) -> &[ModelMessage] {
-        &self.messages[..self.end]
+        &self.messages[self.start..self.end]
     }
 }
 
@@ -54,7 +64,7 @@ impl From<Vec<ModelMessage>> for SharedMessages {
 
 impl std::fmt::Debug for SharedMessages {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedMessages").field("len", &self.end).finish()
+        f.debug_struct("SharedMessages").field("len", &(self.end - self.start)).finish()
     }
 }
 
@@ -76,8 +86,9 @@ impl ApprovalContext {
         &self.tool_call_id
     }
 
-    /// The messages that led to the call (the conversation before the
-    /// assistant message holding it, without the system prompt).
+    /// The messages that led to the call, without the system prompt: the
+    /// history before the message holding the call, or, for a call the model
+    /// makes now, the prompt the model was given (see the module docs).
     pub fn messages(&self) -> &[ModelMessage] {
         &self.messages
     }
@@ -130,7 +141,8 @@ impl ToolContext {
         &self.tool_call_id
     }
 
-    /// The conversation so far.
+    /// The messages that led to the call, as for its approval policy
+    /// ([`ApprovalContext::messages`]).
     pub fn messages(&self) -> &[ModelMessage] {
         &self.messages
     }
