@@ -22,8 +22,9 @@
 //!   the plan leads to. `prepare/settled/N` is the same history with the call's
 //!   result already in place (nothing to resolve): the difference is the cost
 //!   of resolving one approved call, the rest is the linear passes.
-//! - `prompt/N`: `toolgate::prompt::build_prompt` of the history once the
-//!   approved call has its result (what the model step's prompt is built from).
+//! - `prompt/N`: `toolgate::prompt::into_prompt` of the history once the
+//!   approved call has its result, as the engine builds a step's prompt: the
+//!   history moved in (its copy is made untimed).
 //! - `turn/N`: the whole continuation with `generate_text` (prepare, run the
 //!   approved call, one scripted model step answering "Done."), for reference.
 //!
@@ -173,7 +174,7 @@ fn sanity_check(runtime: &tokio::runtime::Runtime, size: usize, toolkit: &Toolki
     assert_eq!(result.text(), "Done.");
     let settled = runtime.block_on(generate_text(&model(), request(history(size, true), toolkit))).expect("a turn");
     assert!(settled.preresolved.is_empty());
-    toolgate::prompt::build_prompt(&history(size, true)).expect("every call has a result");
+    toolgate::prompt::into_prompt(history(size, true)).expect("every call has a result");
 }
 
 fn stages(c: &mut Criterion) {
@@ -230,7 +231,11 @@ fn stages(c: &mut Criterion) {
         let history = history(size, true);
         group.throughput(Throughput::Elements(size as u64));
         group.bench_with_input(BenchmarkId::from_parameter(size), &history, |b, history| {
-            b.iter(|| toolgate::prompt::build_prompt(std::hint::black_box(history)).expect("a prompt"))
+            b.iter_batched(
+                || history.clone(),
+                |history| toolgate::prompt::into_prompt(history).expect("a prompt"),
+                BatchSize::LargeInput,
+            )
         });
     }
     group.finish();
