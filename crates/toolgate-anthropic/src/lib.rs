@@ -18,32 +18,17 @@ pub mod response;
 pub mod stream;
 pub mod wire;
 
-use reqwest::header::HeaderMap;
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
-use toolgate_http::{HttpClient, decode_sse, read_json};
+use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
 
 pub use config::{AnthropicConfig, DEFAULT_API_VERSION, DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS};
 pub use toolgate_http::{HttpOptions, RetryPolicy};
 
 /// An Anthropic model.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AnthropicModel {
-    config: AnthropicConfig,
-    model: String,
-    http: HttpClient,
-    /// Built once from the config; holds the API key, so not in `Debug`.
-    headers: HeaderMap,
-}
-
-impl std::fmt::Debug for AnthropicModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("config", &self.config)
-            .field("model", &self.model)
-            .field("http", &self.http)
-            .finish_non_exhaustive()
-    }
+    endpoint: Endpoint<AnthropicConfig>,
 }
 
 impl AnthropicModel {
@@ -51,7 +36,7 @@ impl AnthropicModel {
     pub fn new(config: AnthropicConfig, model: impl Into<String>) -> Result<Self, ModelError> {
         let http = HttpClient::new(&config.http)?;
         let headers = config.header_map()?;
-        Ok(Self { config, model: model.into(), http, headers })
+        Ok(Self { endpoint: Endpoint::new(config, model, http, headers) })
     }
 
     /// `model`, configured from the environment (see [`AnthropicConfig::from_env`]).
@@ -61,12 +46,13 @@ impl AnthropicModel {
 
     /// The configuration.
     pub fn config(&self) -> &AnthropicConfig {
-        &self.config
+        self.endpoint.config()
     }
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let body = request::messages_request(&self.model, request, self.config.max_tokens, stream)?;
-        self.http.post_json(&self.config.url(), &self.headers, &body).await
+        let config = self.endpoint.config();
+        let body = request::messages_request(self.endpoint.model(), request, config.max_tokens, stream)?;
+        self.endpoint.post(&config.url(), &body).await
     }
 }
 
@@ -76,7 +62,7 @@ impl LanguageModel for AnthropicModel {
     }
 
     fn model_id(&self) -> &str {
-        &self.model
+        self.endpoint.model()
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {

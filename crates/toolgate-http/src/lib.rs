@@ -7,12 +7,14 @@
 //! - [`error`]: maps HTTP failures and provider error payloads to the typed
 //!   [`toolgate::ModelError`] (401/403 authentication, other 4xx bad request
 //!   with the provider's message, 429 rate limited, 5xx server).
+//! - [`Endpoint`]: a provider model's config, model id, client and headers.
 //! - [`decode_sse`]: turns a `text/event-stream` body into a
 //!   [`toolgate::ModelStream`] through a provider's [`StreamDecoder`]; a body
 //!   that breaks off mid-way ends it with [`ModelError::StreamInterrupted`].
 
 mod client;
 mod decode;
+mod endpoint;
 pub mod error;
 mod retry;
 mod sse;
@@ -21,6 +23,7 @@ pub mod testing;
 
 pub use client::{HttpClient, HttpOptions, header_map};
 pub use decode::{Parts, StreamDecoder, decode_sse};
+pub use endpoint::Endpoint;
 pub use retry::RetryPolicy;
 pub use sse::SseEvent;
 pub(crate) use sse::sse_events;

@@ -13,7 +13,6 @@
 pub mod chat;
 mod config;
 pub mod convert;
-mod endpoint;
 pub mod responses;
 
 pub use chat::OpenAiChatModel;

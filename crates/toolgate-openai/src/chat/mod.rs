@@ -8,14 +8,13 @@ pub mod wire;
 
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
-use toolgate_http::{decode_sse, read_json};
+use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
 
 pub use request::chat_request;
 pub use response::chat_response;
 pub use stream::ChatDecoder;
 
 use crate::OpenAiConfig;
-use crate::endpoint::Endpoint;
 
 /// A Chat Completions model.
 ///
@@ -34,13 +33,15 @@ use crate::endpoint::Endpoint;
 /// ```
 #[derive(Clone, Debug)]
 pub struct OpenAiChatModel {
-    endpoint: Endpoint,
+    endpoint: Endpoint<OpenAiConfig>,
 }
 
 impl OpenAiChatModel {
     /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
-        Ok(Self { endpoint: Endpoint::new(config, model.into())? })
+        let http = HttpClient::new(&config.http)?;
+        let headers = config.header_map()?;
+        Ok(Self { endpoint: Endpoint::new(config, model, http, headers) })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -50,31 +51,31 @@ impl OpenAiChatModel {
 
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
-        &self.endpoint.config
+        self.endpoint.config()
     }
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let body = chat_request(&self.endpoint.config, &self.endpoint.model, request, stream)?;
-        self.endpoint.post("chat/completions", &body).await
+        let body = chat_request(self.endpoint.config(), self.endpoint.model(), request, stream)?;
+        self.endpoint.post(&self.endpoint.config().url("chat/completions"), &body).await
     }
 }
 
 impl LanguageModel for OpenAiChatModel {
     fn provider(&self) -> &str {
-        &self.endpoint.config.provider_name
+        &self.endpoint.config().provider_name
     }
 
     fn model_id(&self) -> &str {
-        &self.endpoint.model
+        self.endpoint.model()
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let response = self.post(&request, false).await?;
-        chat_response(read_json(response).await?, &self.endpoint.config.id_generator)
+        chat_response(read_json(response).await?, &self.endpoint.config().id_generator)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let response = self.post(&request, true).await?;
-        Ok(decode_sse(response, ChatDecoder::new(self.endpoint.config.id_generator.clone())))
+        Ok(decode_sse(response, ChatDecoder::new(self.endpoint.config().id_generator.clone())))
     }
 }

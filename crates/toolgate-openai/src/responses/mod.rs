@@ -28,7 +28,7 @@ pub mod wire;
 
 use toolgate::protocol::{ModelRequest, ModelResponse};
 use toolgate::{LanguageModel, ModelError, ModelStream};
-use toolgate_http::{decode_sse, read_json};
+use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
 
 pub use items::ApprovalAliases;
 pub use mcp::{AllowedTools, ApprovalMode, MCP_TOOL_ID, McpServer, RequireApproval, ToolFilter};
@@ -37,7 +37,6 @@ pub use response::responses_response;
 pub use stream::ResponsesDecoder;
 
 use crate::OpenAiConfig;
-use crate::endpoint::Endpoint;
 
 /// A Responses API model.
 ///
@@ -48,13 +47,15 @@ use crate::endpoint::Endpoint;
 /// ```
 #[derive(Clone, Debug)]
 pub struct OpenAiResponsesModel {
-    endpoint: Endpoint,
+    endpoint: Endpoint<OpenAiConfig>,
 }
 
 impl OpenAiResponsesModel {
     /// A model reached with `config`; fails on a header the config cannot send.
     pub fn new(config: OpenAiConfig, model: impl Into<String>) -> Result<Self, ModelError> {
-        Ok(Self { endpoint: Endpoint::new(config, model.into())? })
+        let http = HttpClient::new(&config.http)?;
+        let headers = config.header_map()?;
+        Ok(Self { endpoint: Endpoint::new(config, model, http, headers) })
     }
 
     /// OpenAI's `model`, configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -64,33 +65,33 @@ impl OpenAiResponsesModel {
 
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
-        &self.endpoint.config
+        self.endpoint.config()
     }
 
     async fn post(&self, request: &ModelRequest, stream: bool) -> Result<reqwest::Response, ModelError> {
-        let body = responses_request(&self.endpoint.config, &self.endpoint.model, request, stream)?;
-        self.endpoint.post("responses", &body).await
+        let body = responses_request(self.endpoint.config(), self.endpoint.model(), request, stream)?;
+        self.endpoint.post(&self.endpoint.config().url("responses"), &body).await
     }
 }
 
 impl LanguageModel for OpenAiResponsesModel {
     fn provider(&self) -> &str {
-        &self.endpoint.config.provider_name
+        &self.endpoint.config().provider_name
     }
 
     fn model_id(&self) -> &str {
-        &self.endpoint.model
+        self.endpoint.model()
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let aliases = approval_aliases(&request.prompt);
         let response = self.post(&request, false).await?;
-        responses_response(read_json(response).await?, &self.endpoint.config.id_generator, aliases)
+        responses_response(read_json(response).await?, &self.endpoint.config().id_generator, aliases)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let aliases = approval_aliases(&request.prompt);
         let response = self.post(&request, true).await?;
-        Ok(decode_sse(response, ResponsesDecoder::new(self.endpoint.config.id_generator.clone(), aliases)))
+        Ok(decode_sse(response, ResponsesDecoder::new(self.endpoint.config().id_generator.clone(), aliases)))
     }
 }
