@@ -21,7 +21,7 @@
 //!
 //! [`into_prompt`] builds the same prompt by moving the history's parts
 //! instead of copying them; the engine builds its prompt once that way and
-//! then appends each step's messages ([`CallIds::append`]). Both run in time
+//! then appends each step's messages (`CallIds::append`). Both run in time
 //! linear in the size of what they are given.
 
 use std::collections::{HashMap, HashSet};
