@@ -1,14 +1,29 @@
-//! WAL checkpoints on SQLite, off the write path.
+//! WAL checkpoints on SQLite, off the write path, with the log kept bounded.
 //!
 //! SQLite's default copies the write-ahead log back into the database file
 //! on the commit that fills it past 1000 pages, with an `fsync`, holding up
 //! that commit and every write queued behind it. The store turns that off
 //! (`wal_autocheckpoint = 0`) and checkpoints here instead, on a connection
-//! of its own: after writes commit, at most once per [`INTERVAL`], a
-//! `PASSIVE` checkpoint (it never blocks the writer). Should the log still
-//! hold more than [`TRUNCATE_FRAMES`] frames afterwards (readers kept it
-//! from being copied), one `TRUNCATE` checkpoint waits for them and resets
-//! the file, so the log stays bounded under any load.
+//! of its own.
+//!
+//! The contract: the `-wal` file stays under about [`LIMIT_FRAMES`] pages
+//! plus what one [`INTERVAL`] of writes adds, under any load, and shrinks to
+//! nothing once writes pause for [`IDLE`].
+//!
+//! - After writes commit, at most once per [`INTERVAL`], a `PASSIVE`
+//!   checkpoint copies what it can without blocking anyone.
+//! - A passive checkpoint never makes the file smaller. SQLite only writes
+//!   the log from its start again when a writer finds it fully copied *and*
+//!   no reader holding a snapshot in it; under steady traffic some reader
+//!   always is, so the log is appended to forever (the defect this module
+//!   once had: it truncated only when frames were left uncopied, which a
+//!   passive checkpoint under load almost never leaves). So whenever the log
+//!   holds more than [`LIMIT_FRAMES`] frames, copied or not, a `TRUNCATE`
+//!   checkpoint follows: it takes the write lock, waits (the busy timeout)
+//!   for the readers of older snapshots to finish, which takes as long as
+//!   one short read, copies the rest and cuts the file to zero bytes.
+//! - When no write has committed for [`IDLE`], the log is truncated the same
+//!   way, so an idle server gives the disk back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +32,11 @@ use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, oneshot};
 
 /// The least time between two checkpoints.
-const INTERVAL: Duration = Duration::from_millis(1000);
-/// Log frames (pages) left after a passive checkpoint that make the next one truncate.
-const TRUNCATE_FRAMES: i64 = 16_384;
+const INTERVAL: Duration = Duration::from_millis(200);
+/// The frames (pages) of log past which a checkpoint truncates the file (16 MiB of 4 KiB pages).
+pub(crate) const LIMIT_FRAMES: i64 = 4_096;
+/// How long without a commit before the log is truncated.
+const IDLE: Duration = Duration::from_millis(1000);
 
 /// The handle to the checkpoint task.
 #[derive(Debug)]
@@ -54,20 +71,37 @@ impl Checkpointer {
     }
 }
 
+/// What woke the loop.
+enum Wake {
+    Commit,
+    Idle,
+    Stop(Option<oneshot::Sender<()>>),
+}
+
 async fn checkpoint_loop(
     mut connection: SqliteConnection,
     commits: Arc<Notify>,
     mut stop: oneshot::Receiver<oneshot::Sender<()>>,
 ) {
+    // Whether the log may hold frames that an idle truncation should remove.
+    let mut dirty = false;
     loop {
-        tokio::select! {
-            done = &mut stop => return finish(connection, done.ok()).await,
-            () = commits.notified() => {}
-        }
-        checkpoint(&mut connection).await;
-        tokio::select! {
-            done = &mut stop => return finish(connection, done.ok()).await,
-            () = tokio::time::sleep(INTERVAL) => {}
+        let wake = tokio::select! {
+            done = &mut stop => Wake::Stop(done.ok()),
+            () = commits.notified() => Wake::Commit,
+            () = tokio::time::sleep(IDLE), if dirty => Wake::Idle,
+        };
+        match wake {
+            Wake::Stop(done) => return finish(connection, done).await,
+            Wake::Commit => {
+                dirty = true;
+                checkpoint(&mut connection).await;
+                tokio::select! {
+                    done = &mut stop => return finish(connection, done.ok()).await,
+                    () = tokio::time::sleep(INTERVAL) => {}
+                }
+            }
+            Wake::Idle => dirty = !truncate(&mut connection).await,
         }
     }
 }
@@ -79,17 +113,31 @@ async fn finish(connection: SqliteConnection, done: Option<oneshot::Sender<()>>)
     }
 }
 
-/// One passive checkpoint, and a truncating one when the log stayed long.
+/// One passive checkpoint, and a truncating one when the log has grown past [`LIMIT_FRAMES`].
 async fn checkpoint(connection: &mut SqliteConnection) {
     // Rows: (busy, frames in the log, frames checkpointed).
     match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *connection).await {
-        Ok((_, log, copied)) if log - copied > TRUNCATE_FRAMES => {
-            if let Err(error) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut *connection).await {
-                tracing::warn!(%error, "SQLite checkpoint (truncate) failed");
-            }
+        Ok((_, log, _)) if log > LIMIT_FRAMES => {
+            truncate(connection).await;
         }
         Ok(_) => {}
         // The next commit tries again; the log only grows meanwhile.
         Err(error) => tracing::warn!(%error, "SQLite checkpoint failed"),
+    }
+}
+
+/// A `TRUNCATE` checkpoint: true when it copied the whole log and emptied the file.
+async fn truncate(connection: &mut SqliteConnection) -> bool {
+    match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *connection).await {
+        Ok((busy, _, _)) => {
+            if busy != 0 {
+                tracing::debug!("SQLite truncating checkpoint waited out its busy timeout; the next one tries again");
+            }
+            busy == 0
+        }
+        Err(error) => {
+            tracing::warn!(%error, "SQLite checkpoint (truncate) failed");
+            false
+        }
     }
 }
