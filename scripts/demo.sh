@@ -8,5 +8,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/setup-local-model.sh"
-exec "${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate" serve "$@"
+log() { printf '[demo] %s\n' "$*" >&2; }
+bash "$ROOT/scripts/setup-local-model.sh" --packages-only
+source "$ROOT/scripts/toolgate-bin.sh"
+TOOLGATE_BIN="$BIN" bash "$ROOT/scripts/setup-local-model.sh"
+exec "$BIN" serve "$@"

@@ -28,6 +28,5 @@ fi
 
 # The pull is part of the toolgate command (a dev build: llama.cpp is compiled optimised either way);
 # TOOLGATE_BIN names one already built.
-[ -n "${TOOLGATE_BIN:-}" ] || log "building the toolgate command (the first build compiles llama.cpp: several minutes on 2 cores)"
 source "$ROOT/scripts/toolgate-bin.sh"
 "$BIN" model pull

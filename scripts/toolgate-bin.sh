@@ -9,7 +9,7 @@
 if [ -n "${TOOLGATE_BIN:-}" ]; then
   BIN="$TOOLGATE_BIN"
 else
-  log "cargo build -p toolgate-cli"
+  log "cargo build -p toolgate-cli (the first build compiles llama.cpp: several minutes on 2 cores)"
   (cd "$ROOT" && cargo build -p toolgate-cli --locked)
   BIN="${CARGO_TARGET_DIR:-target}"
   case "$BIN" in /*) ;; *) BIN="$ROOT/$BIN" ;; esac
