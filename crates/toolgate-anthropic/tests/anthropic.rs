@@ -1,5 +1,5 @@
-//! Anthropic Messages: recorded streams replayed part by part, request
-//! bodies, the non-streamed form, errors and a cut stream.
+//! Anthropic Messages: fixture streams (`tests/fixtures`) replayed part by
+//! part, request bodies, the non-streamed form, errors and a cut stream.
 
 use futures::StreamExt;
 use pretty_assertions::assert_eq;
@@ -72,25 +72,26 @@ fn usage(input: u64, output: u64) -> Usage {
 }
 
 #[tokio::test]
-async fn json_tool_with_pings_and_an_empty_first_fragment() {
-    let server = server_with(sse(fixture_sse("anthropic-json-tool.2.chunks.txt"))).await;
-    let id = "toolu_01KFbKqPYSuAKujiL6mTfzYA";
-    let first = r#"{"elements": [{"location": "San Francisco", "temperature": 58, "condition": "sunny"}]"#;
+async fn tool_use_with_pings_and_an_empty_first_fragment() {
+    let server = server_with(sse(fixture_sse("messages-text-ping-tool-use.chunks.txt"))).await;
+    let id = "toolu_tg01GetWeatherLyon";
+    let first = r#"{"city": "Lyon", "unit""#;
+    let rest = r#": "celsius"}"#;
     assert_eq!(
         parts(&model(&server, 0)).await,
         vec![
             text_start("0"),
-            text("0", "I'll invoke"),
-            text("0", " the JSON response tool."),
+            text("0", "Let me check"),
+            text("0", " the weather in Lyon."),
             text_end("0"),
-            ModelStreamPart::ToolInputStart { id: id.into(), tool_name: "json".into(), provider_executed: None },
+            ModelStreamPart::ToolInputStart { id: id.into(), tool_name: "get_weather".into(), provider_executed: None },
             ModelStreamPart::ToolInputDelta { id: id.into(), delta: first.into() },
-            ModelStreamPart::ToolInputDelta { id: id.into(), delta: "}".into() },
+            ModelStreamPart::ToolInputDelta { id: id.into(), delta: rest.into() },
             ModelStreamPart::ToolInputEnd { id: id.into() },
-            call(id, "json", &format!("{first}}}")),
+            call(id, "get_weather", &format!("{first}{rest}")),
             ModelStreamPart::Finish {
                 finish_reason: FinishReason::ToolCalls,
-                usage: usage(849, 47),
+                usage: usage(612, 41),
                 provider_metadata: None
             },
         ]
@@ -99,25 +100,21 @@ async fn json_tool_with_pings_and_an_empty_first_fragment() {
 
 #[tokio::test]
 async fn a_tool_without_arguments_gets_an_empty_object() {
-    let server = server_with(sse(fixture_sse("anthropic-tool-no-args.chunks.txt"))).await;
-    let id = "toolu_01QE1WLsSVp5hy5Q3GmGTmjP";
+    let server = server_with(sse(fixture_sse("messages-tool-no-args.chunks.txt"))).await;
+    let id = "toolu_tg02ListTrash";
     assert_eq!(
         parts(&model(&server, 0)).await,
         vec![
             text_start("0"),
-            text("0", "I'll update the issue list for"),
-            text("0", " you."),
+            text("0", "I'll list what is in"),
+            text("0", " the trash."),
             text_end("0"),
-            ModelStreamPart::ToolInputStart {
-                id: id.into(),
-                tool_name: "updateIssueList".into(),
-                provider_executed: None
-            },
+            ModelStreamPart::ToolInputStart { id: id.into(), tool_name: "list_trash".into(), provider_executed: None },
             ModelStreamPart::ToolInputEnd { id: id.into() },
-            call(id, "updateIssueList", "{}"),
+            call(id, "list_trash", "{}"),
             ModelStreamPart::Finish {
                 finish_reason: FinishReason::ToolCalls,
-                usage: usage(565, 48),
+                usage: usage(538, 39),
                 provider_metadata: None
             },
         ]
@@ -126,7 +123,7 @@ async fn a_tool_without_arguments_gets_an_empty_object() {
 
 #[tokio::test]
 async fn request_body_has_system_tool_results_first_and_denials_as_errors() {
-    let server = server_with(sse(fixture_sse("anthropic-tool-no-args.chunks.txt"))).await;
+    let server = server_with(sse(fixture_sse("messages-tool-no-args.chunks.txt"))).await;
     let prompt = parse_messages(json!([
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "delete a.txt and b.txt"},

@@ -1,8 +1,9 @@
-//! Helpers for provider tests (feature `test-util`): recorded fixtures, SSE
+//! Helpers for provider tests (feature `test-util`): fixture files, SSE
 //! framing, and a server whose stream breaks off mid-way.
 //!
-//! Fixtures are read from `../shared/fixtures` beside the repository (they are
-//! never copied into it).
+//! Each provider crate keeps its own fixtures in `tests/fixtures` (written for
+//! this project in the providers' documented wire formats; see the README
+//! there). Nothing is read from outside the crate.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,22 +11,25 @@ use std::path::PathBuf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// The shared fixture folder: `<repo>/../shared/fixtures`, found from a
-/// crate's manifest dir (`crates/<name>`). Panics with a clear message when missing.
+/// A crate's fixture folder, `<manifest_dir>/tests/fixtures`; pass the calling
+/// crate's `env!("CARGO_MANIFEST_DIR")`. Panics with a clear message when missing.
 pub fn fixtures_dir(manifest_dir: &str) -> PathBuf {
-    let dir = PathBuf::from(manifest_dir).join("../../../shared/fixtures");
+    let dir = PathBuf::from(manifest_dir).join("tests").join("fixtures");
     assert!(
         dir.is_dir(),
-        "the recorded provider fixtures are missing: expected them in {} (the `shared/` folder beside the repository)",
+        "the test fixtures are missing: expected the folder {} (each provider crate keeps its fixtures in tests/fixtures)",
         dir.display()
     );
     dir
 }
 
-/// The text of one fixture file. Panics with a clear message when missing.
+/// The text of one file of a crate's `tests/fixtures`. Panics with a clear
+/// message when it is missing or unreadable.
 pub fn read_fixture(manifest_dir: &str, name: &str) -> String {
     let path = fixtures_dir(manifest_dir).join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("cannot read fixture {}: {error}", path.display()))
+    std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!("cannot read the fixture {} (in the crate's tests/fixtures): {error}", path.display())
+    })
 }
 
 /// Frames each non-empty line of a `*.chunks.txt` fixture as `data: <line>\n\n`,

@@ -1,4 +1,4 @@
-//! Chat Completions: recorded streams replayed part by part, request bodies,
+//! Chat Completions: fixture streams replayed part by part, request bodies,
 //! and the non-streamed form.
 
 mod common;
@@ -21,39 +21,39 @@ async fn stream_fixture(name: &str, done: bool) -> (Vec<toolgate::protocol::Mode
 }
 
 #[tokio::test]
-async fn alibaba_empty_ids_on_continuations_and_a_usage_only_chunk() {
-    let (parts, _) = stream_fixture("alibaba-tool-call.chunks.txt", true).await;
-    let id = "call_eee11723464a4b9eb8cee71d";
-    let usage = Usage { cached_input_tokens: Some(0), ..usage(295, 22, 317) };
+async fn empty_ids_on_continuations_and_a_usage_only_chunk() {
+    let (parts, _) = stream_fixture("chat-get-weather-empty-continuation-ids.chunks.txt", true).await;
+    let id = "call_tg4f1c9a07d2e8";
+    let usage = Usage { cached_input_tokens: Some(0), ..usage(184, 21, 205) };
     assert_eq!(
         parts,
         vec![
-            input_start(id, "weather"),
-            input(id, "{\"location\": \"San Francisco"),
-            input(id, "\"}"),
+            input_start(id, "get_weather"),
+            input(id, "{\"city\": \"Lyon"),
+            input(id, "\", \"unit\": \"celsius\"}"),
             input_end(id),
-            call(id, "weather", "{\"location\": \"San Francisco\"}"),
+            call(id, "get_weather", "{\"city\": \"Lyon\", \"unit\": \"celsius\"}"),
             finish(FinishReason::ToolCalls, usage),
         ]
     );
 }
 
 #[tokio::test]
-async fn anthropic_fallback_text_then_a_call_at_index_one() {
-    let (parts, _) = stream_fixture("anthropic-fallback-tool-call.sse", false).await;
-    let id = "toolu_sanitized";
+async fn text_then_a_call_at_index_one() {
+    let (parts, _) = stream_fixture("chat-text-then-call-at-index-1.sse", false).await;
+    let id = "toolu_tg01StatNotes";
     assert_eq!(
         parts,
         vec![
             text_start("text-0"),
-            text("text-0", "Reading"),
-            text("text-0", " it."),
+            text("text-0", "Checking"),
+            text("text-0", " the file first."),
             text_end("text-0"),
-            input_start(id, "read_file"),
-            input(id, "{\"pa"),
-            input(id, "th\": \"a.txt\"}"),
+            input_start(id, "stat_file"),
+            input(id, "{\"path\":"),
+            input(id, " \"notes/todo.md\"}"),
             input_end(id),
-            call(id, "read_file", "{\"path\": \"a.txt\"}"),
+            call(id, "stat_file", "{\"path\": \"notes/todo.md\"}"),
             finish(FinishReason::ToolCalls, Usage::default()),
         ]
     );
@@ -61,9 +61,9 @@ async fn anthropic_fallback_text_then_a_call_at_index_one() {
 
 #[tokio::test]
 async fn llama_cpp_repeated_ids_and_names_and_explicit_nulls() {
-    let (parts, _) = stream_fixture("llama-cpp-python-forced-tool-call.sse", false).await;
-    let id = "call__0_delete_file_cmpl-aa52b9b6-aabf-4032-9faf-903641d21a1f";
-    let fragments = ["{", " \"", "path", "\":", " \"", "a", ".", "txt", "\"", " }", " "];
+    let (parts, _) = stream_fixture("llama-cpp-forced-tool-call.sse", false).await;
+    let id = "call__0_delete_file_cmpl-tg9b27e4c1-5d3a-4f86-b0e2-61c8a4d7f305";
+    let fragments = ["{", " \"path", "\":", " \"drafts/old-plan.md", "\"", " }", " "];
     let mut expected = vec![input_start(id, "delete_file")];
     expected.extend(fragments.iter().map(|fragment| input(id, fragment)));
     expected.push(input_end(id));
@@ -74,7 +74,7 @@ async fn llama_cpp_repeated_ids_and_names_and_explicit_nulls() {
 
 #[tokio::test]
 async fn request_body_carries_tools_choice_results_and_denials() {
-    let server = server_with(ROUTE, sse(sse_fixture("alibaba-tool-call.chunks.txt", true))).await;
+    let server = server_with(ROUTE, sse(sse_fixture("chat-get-weather-empty-continuation-ids.chunks.txt", true))).await;
     let model = OpenAiChatModel::new(config(&server), "gpt-4o-mini").unwrap();
     let prompt = toolgate::protocol::parse_messages(json!([
         {"role": "system", "content": "be brief"},
@@ -154,7 +154,7 @@ async fn request_body_carries_tools_choice_results_and_denials() {
 
 #[tokio::test]
 async fn compatible_servers_get_max_tokens_and_no_key() {
-    let server = server_with(ROUTE, sse(sse_fixture("llama-cpp-python-forced-tool-call.sse", false))).await;
+    let server = server_with(ROUTE, sse(sse_fixture("llama-cpp-forced-tool-call.sse", false))).await;
     let config = toolgate_openai::OpenAiConfig::compatible(format!("{}/v1/", server.uri()));
     let model = OpenAiChatModel::new(config, "local").unwrap();
     assert_eq!(model.provider(), "openai-compatible");
@@ -184,7 +184,7 @@ async fn provider_tools_are_refused() {
     let server = server_with(ROUTE, sse(String::new())).await;
     let model = OpenAiChatModel::new(config(&server), "gpt-4o-mini").unwrap();
     let request = ModelRequest {
-        tools: vec![ToolSpec::Provider { name: "zip1".into(), id: "openai.mcp".into(), args: json!({}) }],
+        tools: vec![ToolSpec::Provider { name: "files".into(), id: "openai.mcp".into(), args: json!({}) }],
         ..ModelRequest::default()
     };
     let error = model.stream(request).await.err().unwrap();

@@ -1,5 +1,6 @@
-//! The recorded four-turn hosted MCP conversation (request, deny, request
-//! again, approve and run) replayed end to end through `toolgate::stream_text`.
+//! The four-turn hosted MCP conversation of the fixtures (request, deny,
+//! request again, approve and run) replayed end to end through
+//! `toolgate::stream_text`.
 
 mod common;
 
@@ -17,25 +18,25 @@ use toolgate_openai::responses::{ApprovalMode, McpServer, RequireApproval};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-const MCPR_1: &str = "mcpr_04a97b4fce127879006949a83ac9308195a7f7b69ea82e91fe";
-const MCPR_3: &str = "mcpr_04a97b4fce127879006949a8672ac081959f95aa8ceedb7cd9";
+const MCPR_1: &str = "mcpr_tg01d0f4b6c8e2a3";
+const MCPR_3: &str = "mcpr_tg03f8b2d4a6c0e2";
 
-/// Answers each request with the next recorded turn.
+/// Answers each request with the next turn of the fixture conversation.
 struct Turns(Mutex<VecDeque<String>>);
 
 impl Respond for Turns {
     fn respond(&self, _: &Request) -> ResponseTemplate {
         match self.0.lock().unwrap().pop_front() {
             Some(body) => sse(body),
-            None => ResponseTemplate::new(500).set_body_string("no more recorded turns"),
+            None => ResponseTemplate::new(500).set_body_string("no more fixture turns"),
         }
     }
 }
 
 fn toolkit() -> Toolkit {
-    let server = McpServer::new("zip1", "https://zip1.io/mcp")
+    let server = McpServer::new("files", "https://mcp.toolgate.test/files")
         .require_approval(RequireApproval::Mode(ApprovalMode::Always))
-        .description("Link shortener");
+        .description("File manager");
     Toolkit::new([server.tool()]).unwrap()
 }
 
@@ -65,15 +66,15 @@ fn answer(approval_id: &str, approved: bool) -> ModelMessage {
 
 #[tokio::test]
 async fn request_deny_request_again_approve_and_run() {
-    let recorded = (1..=4).map(|n| sse_fixture(&format!("openai-mcp-tool-approval.{n}.chunks.txt"), false));
+    let turns = (1..=4).map(|n| sse_fixture(&format!("responses-mcp-approval.{n}.chunks.txt"), false));
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/responses"))
-        .respond_with(Turns(Mutex::new(recorded.collect())))
+        .respond_with(Turns(Mutex::new(turns.collect())))
         .mount(&server)
         .await;
     let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
-    let mut history = vec![ModelMessage::user("Shorten https://ai-sdk.dev/ with max 100 clicks.")];
+    let mut history = vec![ModelMessage::user("Delete reports/2025-q3.csv, it is outdated.")];
 
     // Turn 1: OpenAI asks for approval; nothing runs and the engine stops.
     let (parts, result) = turn(&model, &history).await;
@@ -81,9 +82,9 @@ async fn request_deny_request_again_approve_and_run() {
     assert_eq!(requests.len(), 1, "{parts:#?}");
     assert_eq!(requests[0]["approvalId"], MCPR_1);
     assert_eq!(requests[0]["toolCall"]["toolCallId"], "id-0");
-    assert_eq!(requests[0]["toolCall"]["toolName"], "mcp.create_short_url");
+    assert_eq!(requests[0]["toolCall"]["toolName"], "mcp.delete_file");
     assert_eq!(requests[0]["toolCall"]["providerExecuted"], true);
-    assert_eq!(requests[0]["toolCall"]["input"]["url"], "https://ai-sdk.dev/");
+    assert_eq!(requests[0]["toolCall"]["input"]["path"], "reports/2025-q3.csv");
     assert_eq!(result.approval_requests().len(), 1);
     assert!(result.approval_requests()[0].provider_executed);
     assert_eq!(result.steps.len(), 1);
@@ -114,8 +115,8 @@ async fn request_deny_request_again_approve_and_run() {
     assert_eq!(results[0]["toolCallId"], "id-1");
     assert_eq!(results[0]["providerExecuted"], true);
     assert_eq!(results[0]["output"]["type"], "call");
-    assert!(results[0]["output"]["output"].as_str().unwrap().contains("https://zip1.io/UDKvlw"));
-    assert!(result.text().contains("https://zip1.io/UDKvlw"));
+    assert!(results[0]["output"]["output"].as_str().unwrap().contains("trash_tg7c21"));
+    assert!(result.text().contains("trash_tg7c21"));
     let stored = &result.steps[0].content;
     assert!(stored.iter().any(|part| matches!(part, AssistantPart::ToolResult(result)
         if result.tool_call_id == "id-1" && matches!(result.output, ToolResultOutput::Json { .. }))));
@@ -123,14 +124,14 @@ async fn request_deny_request_again_approve_and_run() {
     // What OpenAI received each turn.
     let bodies = bodies(&server).await;
     assert_eq!(bodies.len(), 4);
-    let mcp_tool = json!([{"type": "mcp", "server_label": "zip1", "server_url": "https://zip1.io/mcp",
-                           "server_description": "Link shortener", "require_approval": "always"}]);
+    let mcp_tool = json!([{"type": "mcp", "server_label": "files", "server_url": "https://mcp.toolgate.test/files",
+                           "server_description": "File manager", "require_approval": "always"}]);
     for body in &bodies {
         assert_eq!(body["tools"], mcp_tool);
         assert_eq!(body["stream"], true);
     }
     let user = |text: &str| json!({"role": "user", "content": [{"type": "input_text", "text": text}]});
-    let first = user("Shorten https://ai-sdk.dev/ with max 100 clicks.");
+    let first = user("Delete reports/2025-q3.csv, it is outdated.");
     assert_eq!(bodies[0]["input"], json!([first]));
     let denial = [
         json!({"type": "item_reference", "id": MCPR_1}),

@@ -1,4 +1,4 @@
-//! Responses API: recorded streams replayed part by part (hosted MCP approval
+//! Responses API: fixture streams replayed part by part (hosted MCP approval
 //! turns, a function call), the non-streamed form, request bodies and errors.
 
 mod common;
@@ -16,22 +16,22 @@ use toolgate_openai::OpenAiResponsesModel;
 use toolgate_openai::responses::{ApprovalMode, McpServer, RequireApproval};
 
 const ROUTE: &str = "/v1/responses";
-const MCPR_1: &str = "mcpr_04a97b4fce127879006949a83ac9308195a7f7b69ea82e91fe";
-const MCPR_3: &str = "mcpr_04a97b4fce127879006949a8672ac081959f95aa8ceedb7cd9";
-const ARGS: &str = r#"{"alias":"","description":"Shortened link for ai-sdk.dev","max_clicks":100,"password":"","url":"https://ai-sdk.dev/"}"#;
+const MCPR_1: &str = "mcpr_tg01d0f4b6c8e2a3";
+const MCPR_3: &str = "mcpr_tg03f8b2d4a6c0e2";
+const ARGS: &str = r#"{"path":"reports/2025-q3.csv","permanent":false}"#;
 
 fn openai(key: &str, value: &str) -> Option<ProviderOptions> {
     json!({"openai": {key: value}}).as_object().cloned()
 }
 
-fn full_usage(input: u64, output: u64, total: u64) -> Usage {
-    Usage { cached_input_tokens: Some(0), reasoning_tokens: Some(0), ..usage(input, output, total) }
+fn full_usage(input: u64, output: u64, total: u64, reasoning: u64) -> Usage {
+    Usage { cached_input_tokens: Some(0), reasoning_tokens: Some(reasoning), ..usage(input, output, total) }
 }
 
 fn approval_call(id: &str, approval: &str) -> ModelStreamPart {
     ModelStreamPart::ToolCall(ModelToolCall {
         tool_call_id: id.into(),
-        tool_name: "mcp.create_short_url".into(),
+        tool_name: "mcp.delete_file".into(),
         input: ARGS.into(),
         provider_executed: Some(true),
         provider_metadata: openai("approvalRequestId", approval),
@@ -42,8 +42,8 @@ fn finished(reason: FinishReason, usage: Usage, response_id: &str) -> ModelStrea
     ModelStreamPart::Finish { finish_reason: reason, usage, provider_metadata: openai("responseId", response_id) }
 }
 
-/// The text deltas of a recorded stream, read straight from its events.
-fn recorded_text(name: &str) -> (String, Vec<String>) {
+/// The text deltas of a fixture stream, read straight from its events.
+fn fixture_text(name: &str) -> (String, Vec<String>) {
     let mut item = String::new();
     let mut deltas = Vec::new();
     for line in fixture(name).lines().filter(|line| !line.trim().is_empty()) {
@@ -64,26 +64,23 @@ async fn stream_fixture(name: &str, request: ModelRequest) -> Vec<ModelStreamPar
 
 #[tokio::test]
 async fn turn_one_approval_request_becomes_a_provider_call_and_an_approval_request() {
-    let parts = stream_fixture("openai-mcp-tool-approval.1.chunks.txt", ModelRequest::default()).await;
+    let parts = stream_fixture("responses-mcp-approval.1.chunks.txt", ModelRequest::default()).await;
     assert_eq!(
         parts,
         vec![
             approval_call("id-0", MCPR_1),
             ModelStreamPart::ToolApprovalRequest { approval_id: MCPR_1.into(), tool_call_id: "id-0".into() },
-            finished(
-                FinishReason::ToolCalls,
-                full_usage(422, 48, 470),
-                "resp_04a97b4fce127879006949a837a3a48195b37f26ae73f550c0"
-            ),
+            finished(FinishReason::ToolCalls, full_usage(402, 61, 463, 32), "resp_tg01a7c3e9f0b2d4"),
         ]
     );
 }
 
 #[tokio::test]
 async fn turn_two_denied_streams_text_only() {
-    let parts = stream_fixture("openai-mcp-tool-approval.2.chunks.txt", ModelRequest::default()).await;
-    let (item, deltas) = recorded_text("openai-mcp-tool-approval.2.chunks.txt");
-    assert_eq!(deltas.len(), 109);
+    let parts = stream_fixture("responses-mcp-approval.2.chunks.txt", ModelRequest::default()).await;
+    let (item, deltas) = fixture_text("responses-mcp-approval.2.chunks.txt");
+    assert_eq!(item, "msg_tg02b4d8f0a2c6e8");
+    assert_eq!(deltas.len(), 19);
     let mut expected = vec![text_start(&item)];
     expected.extend(deltas.iter().map(|delta| text(&item, delta)));
     expected.push(text_end(&item));
@@ -94,17 +91,13 @@ async fn turn_two_denied_streams_text_only() {
 
 #[tokio::test]
 async fn turn_three_new_approval_request() {
-    let parts = stream_fixture("openai-mcp-tool-approval.3.chunks.txt", ModelRequest::default()).await;
+    let parts = stream_fixture("responses-mcp-approval.3.chunks.txt", ModelRequest::default()).await;
     assert_eq!(
         parts,
         vec![
             approval_call("id-0", MCPR_3),
             ModelStreamPart::ToolApprovalRequest { approval_id: MCPR_3.into(), tool_call_id: "id-0".into() },
-            finished(
-                FinishReason::ToolCalls,
-                full_usage(609, 48, 657),
-                "resp_04a97b4fce127879006949a864795c8195a77efd798149326b"
-            ),
+            finished(FinishReason::ToolCalls, full_usage(531, 57, 588, 24), "resp_tg03c5e9a1d3f7b9"),
         ]
     );
 }
@@ -112,37 +105,39 @@ async fn turn_three_new_approval_request() {
 #[tokio::test]
 async fn turn_four_mcp_call_is_aliased_to_the_call_in_the_prompt() {
     let prompt = parse_messages(json!([
-        {"role": "user", "content": "shorten it"},
-        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "earlier-call", "toolName": "mcp.create_short_url",
+        {"role": "user", "content": "delete the Q3 report"},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "earlier-call", "toolName": "mcp.delete_file",
             "input": {}, "providerExecuted": true, "providerOptions": {"openai": {"approvalRequestId": MCPR_3}}}]},
         {"role": "tool", "content": [{"type": "tool-approval-response", "approvalId": MCPR_3, "approved": true, "providerExecuted": true}]}
     ]))
     .unwrap();
     let parts = stream_fixture(
-        "openai-mcp-tool-approval.4.chunks.txt",
+        "responses-mcp-approval.4.chunks.txt",
         ModelRequest { prompt: prompt.into(), ..ModelRequest::default() },
     )
     .await;
-    let mcp_id = "mcp_04a97b4fce127879006949a87c14248195ac23dfe0854c03d3";
-    let output = fixture("openai-mcp-tool-approval.4.chunks.txt")
+    let mcp_id = "mcp_tg04b0d4f6c8e2a4";
+    let output = fixture("responses-mcp-approval.4.chunks.txt")
         .lines()
         .map(|line| serde_json::from_str::<Value>(line).unwrap())
         .find(|event| event["type"] == "response.output_item.done" && event["item"]["type"] == "mcp_call")
         .unwrap()["item"]["output"]
         .clone();
-    let (item, deltas) = recorded_text("openai-mcp-tool-approval.4.chunks.txt");
+    assert_eq!(output, "Moved reports/2025-q3.csv to the trash (12.4 KB). Restore id: trash_tg7c21.");
+    let (item, deltas) = fixture_text("responses-mcp-approval.4.chunks.txt");
+    assert_eq!((item.as_str(), deltas.len()), ("msg_tg04d2f6b8e0a4c6", 18));
     let mut expected = vec![
         ModelStreamPart::ToolCall(ModelToolCall {
             tool_call_id: "earlier-call".into(),
-            tool_name: "mcp.create_short_url".into(),
+            tool_name: "mcp.delete_file".into(),
             input: ARGS.into(),
             provider_executed: Some(true),
             provider_metadata: openai("itemId", mcp_id),
         }),
         ModelStreamPart::ToolResult(ModelToolResult {
             tool_call_id: "earlier-call".into(),
-            tool_name: "mcp.create_short_url".into(),
-            result: json!({"type": "call", "serverLabel": "zip1", "name": "create_short_url", "arguments": ARGS, "output": output}),
+            tool_name: "mcp.delete_file".into(),
+            result: json!({"type": "call", "serverLabel": "files", "name": "delete_file", "arguments": ARGS, "output": output}),
             is_error: false,
             provider_metadata: openai("itemId", mcp_id),
         }),
@@ -150,51 +145,42 @@ async fn turn_four_mcp_call_is_aliased_to_the_call_in_the_prompt() {
     ];
     expected.extend(deltas.iter().map(|delta| text(&item, delta)));
     expected.push(text_end(&item));
-    expected.push(finished(
-        FinishReason::Stop,
-        full_usage(779, 69, 848),
-        "resp_04a97b4fce127879006949a87ab0cc8195b3175edc260d6a88",
-    ));
+    expected.push(finished(FinishReason::Stop, full_usage(612, 74, 686, 16), "resp_tg04a9c3e5b7d1f3"));
     assert_eq!(parts, expected);
 }
 
 #[tokio::test]
 async fn azure_function_call_streams_its_arguments() {
-    let parts = stream_fixture("azure-tool-call.1.chunks.txt", ModelRequest::default()).await;
-    let id = "call_H5DxLSFnsGhiROnUiDHmgyc8";
-    let mut expected = vec![input_start(id, "weather")];
-    expected.extend(["{\"", "location", "\":\"", "San", " Francisco", "\"}"].iter().map(|d| input(id, d)));
+    let parts = stream_fixture("azure-responses-function-call.chunks.txt", ModelRequest::default()).await;
+    let id = "call_tg06Wx4pQ9rT2m";
+    let mut expected = vec![input_start(id, "get_weather")];
+    expected.extend(["{\"", "city", "\":\"", "Lyon", "\",\"unit\":\"", "celsius", "\"}"].iter().map(|d| input(id, d)));
     expected.push(input_end(id));
     expected.push(ModelStreamPart::ToolCall(ModelToolCall {
         tool_call_id: id.into(),
-        tool_name: "weather".into(),
-        input: "{\"location\":\"San Francisco\"}".into(),
+        tool_name: "get_weather".into(),
+        input: "{\"city\":\"Lyon\",\"unit\":\"celsius\"}".into(),
         provider_executed: None,
-        provider_metadata: openai("itemId", "fc_04041325ab8ae30400698c51c5468c8197a395f18875a5339f"),
+        provider_metadata: openai("itemId", "fc_tg06d8f2b4e6a0c2"),
     }));
-    expected.push(finished(
-        FinishReason::ToolCalls,
-        full_usage(45, 24, 69),
-        "resp_04041325ab8ae30400698c519fb7fc81979972618138fc336d",
-    ));
+    expected.push(finished(FinishReason::ToolCalls, full_usage(58, 23, 81, 0), "resp_tg06c7e1a3d5f9b1"));
     assert_eq!(parts, expected);
 }
 
 #[tokio::test]
-async fn generate_reads_the_recorded_response_object() {
-    let body: Value = serde_json::from_str(&fixture("openai-mcp-tool-approval.1.json")).unwrap();
+async fn generate_reads_the_fixture_response_object() {
+    let body: Value = serde_json::from_str(&fixture("responses-mcp-approval-request.json")).unwrap();
     let server = server_with(ROUTE, wiremock::ResponseTemplate::new(200).set_body_json(body)).await;
     let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
     let response = model.generate(ModelRequest::default()).await.unwrap();
-    let approval = "mcpr_04f6b17429cf2b02006949a6712b1081968b3c7a72dec695d8";
+    let approval = "mcpr_tg05a5c9e1b3d7f9";
     assert_eq!(
         response.content,
         vec![
             ModelContent::ToolCall(ModelToolCall {
                 tool_call_id: "id-0".into(),
-                tool_name: "mcp.create_short_url".into(),
-                input: r#"{"alias":"","description":"","max_clicks":100,"password":"","url":"https://ai-sdk.dev/"}"#
-                    .into(),
+                tool_name: "mcp.delete_file".into(),
+                input: r#"{"path":"reports/2025-q2.csv","permanent":true}"#.into(),
                 provider_executed: Some(true),
                 provider_metadata: openai("approvalRequestId", approval),
             }),
@@ -202,26 +188,23 @@ async fn generate_reads_the_recorded_response_object() {
         ]
     );
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    assert_eq!(
-        response.provider_metadata,
-        openai("responseId", "resp_04f6b17429cf2b02006949a66d56088196a2d1b86e820556ce")
-    );
+    assert_eq!(response.provider_metadata, openai("responseId", "resp_tg05b6d0f2c4e8a0"));
     assert_eq!(bodies(&server).await[0]["stream"], json!(false));
 }
 
 fn mcp_tool() -> ToolSpec {
     ToolSpec::Provider {
-        name: "zip1".into(),
+        name: "files".into(),
         id: "openai.mcp".into(),
-        args: McpServer::new("zip1", "https://zip1.io/mcp")
+        args: McpServer::new("files", "https://mcp.toolgate.test/files")
             .require_approval(RequireApproval::Mode(ApprovalMode::Always))
-            .description("Link shortener")
+            .description("File manager")
             .args(),
     }
 }
 
 async fn request_body(request: ModelRequest) -> Value {
-    let server = server_with(ROUTE, sse(sse_fixture("openai-mcp-tool-approval.3.chunks.txt", false))).await;
+    let server = server_with(ROUTE, sse(sse_fixture("responses-mcp-approval.3.chunks.txt", false))).await;
     let model = OpenAiResponsesModel::new(config(&server), "gpt-5-mini").unwrap();
     drop(model.stream(request).await.unwrap());
     bodies(&server).await.remove(0)
@@ -230,21 +213,21 @@ async fn request_body(request: ModelRequest) -> Value {
 fn approval_history() -> Vec<toolgate::ModelMessage> {
     parse_messages(json!([
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "shorten https://ai-sdk.dev/ and check the weather"},
+        {"role": "user", "content": "delete reports/2025-q3.csv and check the weather"},
         {"role": "assistant", "content": [
             {"type": "text", "text": "Checking."},
             {"type": "tool-call", "toolCallId": "call_w", "toolName": "weather", "input": {"location": "SF"}},
-            {"type": "tool-call", "toolCallId": "id-9", "toolName": "mcp.create_short_url", "input": {},
+            {"type": "tool-call", "toolCallId": "id-9", "toolName": "mcp.delete_file", "input": {},
              "providerExecuted": true, "providerOptions": {"openai": {"approvalRequestId": MCPR_1}}}
         ]},
         {"role": "tool", "content": [
             {"type": "tool-result", "toolCallId": "call_w", "toolName": "weather", "output": {"type": "execution-denied", "reason": "no"}},
-            {"type": "tool-approval-response", "approvalId": MCPR_1, "approved": false, "reason": "not that link", "providerExecuted": true},
+            {"type": "tool-approval-response", "approvalId": MCPR_1, "approved": false, "reason": "not that file", "providerExecuted": true},
             {"type": "tool-approval-response", "approvalId": MCPR_1, "approved": false, "providerExecuted": true}
         ]},
         {"role": "assistant", "content": [
-            {"type": "tool-call", "toolCallId": "id-8", "toolName": "mcp.create_short_url", "input": {}, "providerExecuted": true},
-            {"type": "tool-result", "toolCallId": "id-8", "toolName": "mcp.create_short_url", "output": {"type": "json", "value": {}},
+            {"type": "tool-call", "toolCallId": "id-8", "toolName": "mcp.delete_file", "input": {}, "providerExecuted": true},
+            {"type": "tool-result", "toolCallId": "id-8", "toolName": "mcp.delete_file", "output": {"type": "json", "value": {}},
              "providerOptions": {"openai": {"itemId": "mcp_1"}}},
             {"type": "text", "text": "Done."}
         ]}
@@ -260,7 +243,7 @@ async fn request_body_sends_tools_outputs_references_and_approval_responses() {
             ToolSpec::Function { name: "weather".into(), description: None, input_schema: json!({"type": "object"}) },
             mcp_tool(),
         ],
-        tool_choice: ToolChoice::Tool { tool_name: "zip1".into() },
+        tool_choice: ToolChoice::Tool { tool_name: "files".into() },
         max_output_tokens: Some(64),
         provider_options: json!({"openai": {"parallelToolCalls": false, "reasoningEffort": "low"}})
             .as_object()
@@ -273,21 +256,21 @@ async fn request_body_sends_tools_outputs_references_and_approval_responses() {
             "model": "gpt-5-mini",
             "input": [
                 {"role": "system", "content": "be brief"},
-                {"role": "user", "content": [{"type": "input_text", "text": "shorten https://ai-sdk.dev/ and check the weather"}]},
+                {"role": "user", "content": [{"type": "input_text", "text": "delete reports/2025-q3.csv and check the weather"}]},
                 {"role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
                 {"type": "function_call", "call_id": "call_w", "name": "weather", "arguments": "{\"location\":\"SF\"}"},
                 {"type": "function_call_output", "call_id": "call_w", "output": "no"},
                 {"type": "item_reference", "id": MCPR_1},
-                {"type": "mcp_approval_response", "approval_request_id": MCPR_1, "approve": false, "reason": "not that link"},
+                {"type": "mcp_approval_response", "approval_request_id": MCPR_1, "approve": false, "reason": "not that file"},
                 {"type": "item_reference", "id": "mcp_1"},
                 {"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}
             ],
             "tools": [
                 {"type": "function", "name": "weather", "parameters": {"type": "object"}, "strict": false},
-                {"type": "mcp", "server_label": "zip1", "server_url": "https://zip1.io/mcp",
-                 "server_description": "Link shortener", "require_approval": "always"}
+                {"type": "mcp", "server_label": "files", "server_url": "https://mcp.toolgate.test/files",
+                 "server_description": "File manager", "require_approval": "always"}
             ],
-            "tool_choice": {"type": "mcp", "server_label": "zip1"},
+            "tool_choice": {"type": "mcp", "server_label": "files"},
             "parallel_tool_calls": false,
             "max_output_tokens": 64,
             "reasoning": {"effort": "low"},
@@ -332,7 +315,7 @@ async fn failures_in_the_stream_are_typed_errors() {
     let items = collect(model.stream(ModelRequest::default()).await.unwrap()).await;
     assert!(matches!(items.as_slice(), [Err(ModelError::InvalidResponse { .. })]), "{items:?}");
     // A stream that ends without `response.completed` is cut.
-    let cut = sse_fixture("openai-mcp-tool-approval.1.chunks.txt", false);
+    let cut = sse_fixture("responses-mcp-approval.1.chunks.txt", false);
     let cut = cut.split("data: {\"type\":\"response.completed\"").next().unwrap().to_owned();
     let server = server_with(ROUTE, sse(cut)).await;
     let model = OpenAiResponsesModel::new(config(&server), "m").unwrap();

@@ -17,7 +17,7 @@ use toolgate_openai::{OpenAiChatModel, OpenAiConfig, RetryPolicy};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const OK_STREAM: &str = "alibaba-tool-call.chunks.txt";
+const OK_STREAM: &str = "chat-get-weather-empty-continuation-ids.chunks.txt";
 
 async fn model_with(server: &MockServer, retries: u32) -> OpenAiChatModel {
     OpenAiChatModel::new(config(server).retry(RetryPolicy::immediate(retries)), "m").unwrap()

@@ -12,7 +12,7 @@ use toolgate_openai::{OpenAiConfig, RetryPolicy};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// A fixture file's text, from `<repo>/../shared/fixtures`.
+/// A fixture file's text, from this crate's `tests/fixtures` (see the README there).
 pub fn fixture(name: &str) -> String {
     toolgate_http::testing::read_fixture(env!("CARGO_MANIFEST_DIR"), name)
 }
