@@ -30,6 +30,7 @@ mod batch;
 mod chain;
 mod checkpoint;
 mod postgres;
+mod private;
 mod spec;
 mod sql;
 mod sqlite;
@@ -76,6 +77,14 @@ pub enum OpenError {
     #[error("cannot create the data directory {}: {source}", path.display())]
     CreateDir {
         /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The SQLite file could not be created (with its private mode).
+    #[error("cannot create the store file {}: {source}", path.display())]
+    CreateFile {
+        /// The file.
         path: PathBuf,
         /// Why.
         source: std::io::Error,

@@ -52,13 +52,12 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    /// Opens (creating it and its directory if missing) and migrates the file.
+    /// Opens (creating it and its directory, private, if missing) and migrates the file.
     pub(crate) async fn open(path: &Path) -> Result<Self, OpenError> {
-        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|source| OpenError::CreateDir { path: dir.to_path_buf(), source })?;
-        }
+        let private = path.to_path_buf();
+        tokio::task::spawn_blocking(move || crate::private::prepare(&private)).await.map_err(|error| {
+            OpenError::CreateFile { path: path.to_path_buf(), source: std::io::Error::other(error) }
+        })??;
         let connect_error = |source: sqlx::Error| OpenError::Connect {
             backend: "sqlite",
             target: path.display().to_string(),

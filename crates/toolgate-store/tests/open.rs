@@ -189,3 +189,21 @@ async fn a_data_dir_that_cannot_be_created_is_named() {
     assert!(matches!(&error, OpenError::CreateDir { path, .. } if path == &file.join("sub")), "{error:?}");
     assert!(error.to_string().contains("a-file/sub"), "{error}");
 }
+
+/// A fresh data directory is private (0700), and so are the database file
+/// and the `-wal` and `-shm` files SQLite creates beside it (0600), whatever
+/// the process's umask would have given them.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_fresh_store_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let store = open_store(&StoreSpec::parse("sqlite", &data_dir).unwrap()).await.unwrap().unwrap();
+    store.issue(&[record("a", "c")], &[]).await.unwrap();
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data_dir), 0o700, "the data directory");
+    for name in ["toolgate.db", "toolgate.db-wal", "toolgate.db-shm"] {
+        assert_eq!(mode(&data_dir.join(name)), 0o600, "{name}");
+    }
+}
