@@ -47,7 +47,8 @@ pub struct ServeArgs {
     /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
     #[arg(long, conflicts_with = "tokens_file")]
     principal_header: Option<String>,
-    /// A JSON object mapping bearer tokens to principals; requests without a known token get 401.
+    /// A JSON object mapping bearer tokens (or `sha256:HEX`, a token's digest) to principals;
+    /// requests without a known token get 401.
     #[arg(long)]
     tokens_file: Option<PathBuf>,
     /// Model steps per request at most.

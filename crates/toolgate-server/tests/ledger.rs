@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::ledger::{EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore};
 use toolgate::{Tool, ToolError, Toolkit};
-use toolgate_server::PrincipalSource;
+use toolgate_server::{PrincipalSource, TokenTable};
 
 #[derive(Deserialize, JsonSchema)]
 struct PathInput {
@@ -248,8 +248,11 @@ async fn the_audit_log_names_who_answered_and_filters_by_conversation_and_time()
 
 #[tokio::test]
 async fn a_tokens_file_names_the_principal_and_refuses_unknown_tokens() {
-    let tokens = [("secret-token".to_owned(), "bob".to_owned())].into_iter().collect();
-    let ledgered = start_ledgered(PrincipalSource::Tokens(tokens)).await;
+    // One token as itself, one as its SHA-256 digest (of `hashed-token`).
+    let hashed = "sha256:550643f45e135491c47bea94823b37278d5dd91375b285d44001d005d1603a33";
+    let tokens = [("secret-token".to_owned(), "bob".to_owned()), (hashed.to_owned(), "carol".to_owned())];
+    let tokens = tokens.into_iter().collect();
+    let ledgered = start_ledgered(PrincipalSource::Tokens(TokenTable::from_entries(tokens).unwrap())).await;
     let body = first_turn("chat-1").to_string();
     let refused = post(&ledgered.server, "/api/chat", "application/json", body.as_bytes()).await;
     assert_eq!((refused.status, refused.json()["error"]["code"].as_str()), (401, Some("unauthorized")));
@@ -258,6 +261,11 @@ async fn a_tokens_file_names_the_principal_and_refuses_unknown_tokens() {
     let right = [("content-type", "application/json"), ("authorization", "Bearer secret-token")];
     let reply = post_with(&ledgered.server, "/api/chat", &right, body.as_bytes()).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
+    let digest_as_token = [("content-type", "application/json"), ("authorization", &*format!("Bearer {hashed}"))];
+    assert_eq!(post_with(&ledgered.server, "/api/chat", &digest_as_token, body.as_bytes()).await.status, 401);
+    let by_digest = [("content-type", "application/json"), ("authorization", "Bearer hashed-token")];
+    let reply = post_with(&ledgered.server, "/api/chat", &by_digest, first_turn("chat-2").to_string().as_bytes()).await;
+    assert_eq!(reply.status, 200, "a token stored as its digest is accepted: {}", reply.body);
     let audit = get(&ledgered.server, "/api/audit").await;
     assert_eq!(audit.status, 401, "the audit log needs a token too");
 }
