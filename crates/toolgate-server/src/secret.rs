@@ -81,7 +81,7 @@ impl ApprovalSecret {
                 let mut bytes = [0u8; 32];
                 getrandom::fill(&mut bytes).map_err(|e| SecretError::Random(e.to_string()))?;
                 let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                std::fs::create_dir_all(data_dir).map_err(io)?;
+                create_private_dir(data_dir).map_err(io)?;
                 write_private(&path, &text).map_err(io)?;
                 Self::from_text(&text, SecretSource::Generated(path.clone()))
             }
@@ -104,6 +104,18 @@ impl ApprovalSecret {
     }
 }
 
+/// Creates the data directory, and any missing parent, mode 0700 (as the store does).
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
 #[cfg(unix)]
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
@@ -115,4 +127,25 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn a_generated_secret_and_its_new_data_directory_are_private() {
+        let root = std::env::temp_dir().join(format!("toolgate-secret-{}-{}", std::process::id(), line!()));
+        let data_dir = root.join("nested/data");
+        let secret = ApprovalSecret::resolve_with(None, None, &data_dir).unwrap();
+        let SecretSource::Generated(path) = secret.source() else { panic!("{:?}", secret.source()) };
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data_dir), 0o700, "the data directory");
+        assert_eq!(mode(path), 0o600, "the secret file");
+        let again = ApprovalSecret::resolve_with(None, None, &data_dir).unwrap();
+        assert!(matches!(again.source(), SecretSource::File(_)), "the second start reads it back");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }
