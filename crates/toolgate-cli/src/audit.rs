@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use toolgate::ledger::AuditQuery;
+use toolgate::ledger::{AuditQuery, AuditView};
 
 use crate::store::StoreArgs;
 
@@ -35,7 +35,14 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         bail!("`toolgate audit` needs a store; --store none keeps no audit log");
     };
     let since = args.since.as_deref().map(toolgate_server::parse_time).transpose().map_err(|e| anyhow::anyhow!(e))?;
-    let mut query = AuditQuery { conversation_id: args.conversation, since, after_seq: None, limit: Some(10_000) };
+    // The machine's operator opens the store file itself: every owner's events.
+    let mut query = AuditQuery {
+        conversation_id: args.conversation,
+        since,
+        after_seq: None,
+        limit: Some(10_000),
+        view: AuditView::All,
+    };
     loop {
         let events = store.audit(&query).await.context("cannot read the audit log")?;
         let mut stdout = std::io::stdout().lock();

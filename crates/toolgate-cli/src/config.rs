@@ -1,5 +1,6 @@
-//! `--config FILE`: MCP servers (`[[mcp]]`) and approval rules (`[[rule]]`)
-//! in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
+//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`) and
+//! the server's admins (`admins = ["..."]`, who see every owner's audit
+//! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
 //!
 //! The whole file is checked when it loads: an unknown top-level key, an
 //! unknown key in a table, a server or rule that does not validate, or two
@@ -32,6 +33,8 @@ struct ConfigFile {
     mcp: Vec<McpServerConfig>,
     #[serde(default)]
     rule: Vec<RuleConfig>,
+    #[serde(default)]
+    admins: Vec<String>,
 }
 
 /// A checked config file.
@@ -43,32 +46,47 @@ pub struct Config {
     pub mcp: Vec<McpServerConfig>,
     /// The compiled rules.
     pub policy: Policy,
+    /// Principals who see every owner's audit events on `serve`.
+    pub admins: Vec<String>,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let (mcp, policy) = parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy })
+        let Parsed { mcp, policy, admins } =
+            parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
+        Ok(Self { path: path.to_owned(), mcp, policy, admins })
     }
 }
 
-/// Checks the text of a config file: its servers and its compiled rules.
-pub fn parse(text: &str) -> anyhow::Result<(Vec<McpServerConfig>, Policy)> {
+/// What a config file's text holds, checked.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The MCP servers, in file order.
+    pub mcp: Vec<McpServerConfig>,
+    /// The compiled rules.
+    pub policy: Policy,
+    /// The admins.
+    pub admins: Vec<String>,
+}
+
+/// Checks the text of a config file: its servers, its compiled rules and its admins.
+pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     let file: ConfigFile = toml::from_str(text)?;
     let mut names = HashSet::new();
     for server in &file.mcp {
         server.validate().with_context(|| format!("[[mcp]] `{}`", server.name))?;
         anyhow::ensure!(names.insert(server.name.as_str()), "two [[mcp]] servers are named `{}`", server.name);
     }
+    anyhow::ensure!(!file.admins.iter().any(String::is_empty), "`admins` holds an empty principal");
     let policy = Policy::from_rules(file.rule)?;
-    Ok((file.mcp, policy))
+    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins })
 }
 
 /// The rules of a config file's text (for reloading: its servers are checked but not kept).
 pub fn parse_policy(text: &str) -> Result<Policy, String> {
-    parse(text).map(|(_, policy)| policy).map_err(|error| format!("{error:#}"))
+    parse(text).map(|parsed| parsed.policy).map_err(|error| format!("{error:#}"))
 }
 
 #[cfg(test)]
@@ -77,8 +95,10 @@ mod tests {
 
     #[test]
     fn both_sections_load_and_unknown_keys_are_named() {
-        let (mcp, policy) = parse(
+        let Parsed { mcp, policy, admins } = parse(
             r#"
+            admins = ["root"]
+
             [[mcp]]
             name = "fs"
             command = "mcp-server-filesystem"
@@ -95,6 +115,8 @@ mod tests {
         assert_eq!(mcp[0].name, "fs");
         assert!(mcp[0].offers("read_text_file") && !mcp[0].offers("write_file"));
         assert_eq!(policy.rules().len(), 1);
+        assert_eq!(admins, ["root"]);
+        assert!(format!("{:#}", parse("admins = [\"\"]\n").unwrap_err()).contains("empty principal"));
 
         let error = format!("{:#}", parse("[[rules]]\naction = \"ask\"\n").unwrap_err());
         assert!(error.contains("rules"), "{error}");

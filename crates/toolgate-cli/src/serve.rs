@@ -51,6 +51,9 @@ pub struct ServeArgs {
     /// requests without a known token get 401.
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// A principal who sees every owner's audit events (repeatable; also `admins = [...]` in --config).
+    #[arg(long = "admin", value_name = "PRINCIPAL")]
+    admins: Vec<String>,
     /// Model steps per request at most.
     #[arg(long, default_value_t = toolgate::DEFAULT_MAX_STEPS)]
     max_steps: usize,
@@ -78,6 +81,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.system = args.system;
     config.max_body_bytes = args.max_body_bytes;
     config.ledger = store.map(|store| args.ledger.config(store));
+    config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.principals = match (&args.principal_header, &args.tokens_file) {
         (Some(header), _) => PrincipalSource::Header(
             HeaderName::try_from(header.as_str()).with_context(|| format!("--principal-header `{header}`"))?,

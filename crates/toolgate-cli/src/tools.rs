@@ -61,6 +61,11 @@ impl ToolSetup {
         Toolkit::new(tools).map(Some).context("the --tools and MCP tools do not make one toolkit")
     }
 
+    /// The config file's `admins` (none without a config file).
+    pub fn admins(&self) -> &[String] {
+        self.config.as_ref().map_or(&[], |config| config.admins.as_slice())
+    }
+
     /// Changes of the MCP servers' tool lists (none without MCP servers).
     pub fn changes(&self) -> Option<watch::Receiver<u64>> {
         self.mcp.as_ref().map(McpTools::subscribe)

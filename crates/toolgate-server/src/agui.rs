@@ -44,7 +44,8 @@ pub(crate) async fn run(
 ) -> Result<Response, ApiError> {
     let (principal, body) = json_request(&state, &headers, body)?;
     let mut input = RunAgentInput::from_json(&body)?;
-    let thread_key = thread_key(&input.thread_id);
+    // The requester's own thread of that id.
+    let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;
     let ledger = state.ledger(&thread_key, principal.clone())?;
     if let Some(ledger) = &ledger {
         restore_interrupts(ledger, &thread_key, &mut input).await?;
@@ -96,7 +97,8 @@ pub(crate) async fn run(
     Ok(detached_sse(frames, AGUI_STREAM_HEADERS))
 }
 
-/// The conversation id of an AG-UI thread in the store and the ledger.
+/// The conversation id of an AG-UI thread in the store and the ledger (keyed
+/// with its owner by [`AppState::conversation_key`]).
 fn thread_key(thread_id: &str) -> String {
     if thread_id.is_empty() { String::new() } else { format!("{AGUI_PREFIX}{thread_id}") }
 }

@@ -11,7 +11,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
-use toolgate::ledger::{ApprovalStore, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock};
+use toolgate::ledger::{
+    ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, conversation_key,
+    is_valid_conversation_id,
+};
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_policy::{PolicyHandle, StoredGate};
@@ -53,6 +56,8 @@ pub struct ServerConfig {
     pub ledger: Option<LedgerConfig>,
     /// Where the principal of a request comes from.
     pub principals: PrincipalSource,
+    /// Principals who see every owner's audit events (`--admin`, `admins` in the config file).
+    pub admins: Vec<String>,
 }
 
 impl ServerConfig {
@@ -70,6 +75,7 @@ impl ServerConfig {
             max_steps: toolgate::DEFAULT_MAX_STEPS,
             ledger: None,
             principals: PrincipalSource::None,
+            admins: Vec::new(),
         }
     }
 }
@@ -156,6 +162,29 @@ impl AppState {
     /// The principal of a request (401 when a required token is missing or unknown).
     pub fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         self.config().principals.principal(headers)
+    }
+
+    /// The ledger key of the requester's conversation `id` (see
+    /// [`toolgate::ledger::conversation_key`]): a request reaches only the
+    /// conversations of its own principal. An id with control characters is
+    /// 400 `invalid_chat_id`.
+    pub fn conversation_key(&self, principal: Option<&str>, id: &str) -> Result<String, ApiError> {
+        if !id.is_empty() && !is_valid_conversation_id(id) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_chat_id",
+                "chat and thread ids may not contain control characters",
+            ));
+        }
+        Ok(conversation_key(principal, id))
+    }
+
+    /// Which audit events a request's principal may see: all of them without
+    /// principals (single-user mode) and for admins; else their own.
+    pub fn audit_view(&self, principal: Option<&str>) -> AuditView {
+        let config = self.config();
+        let admin = principal.is_some_and(|principal| config.admins.iter().any(|admin| admin == principal));
+        if !config.principals.is_configured() || admin { AuditView::All } else { AuditView::of(principal) }
     }
 
     /// The ledger settings, or 404 `no_store` when the server runs without a store.

@@ -4,7 +4,9 @@
 //! after T: milliseconds since the epoch or an RFC 3339 time), `after=SEQ`
 //! (events after that position, for following the log), `limit=N`
 //! (default and maximum 10,000). Without a store the endpoint answers 404
-//! `no_store`.
+//! `no_store`. With principals, a requester sees the events of the
+//! conversations they own and of the approvals they answered; admins
+//! (`ServerConfig::admins`) and single-user servers see everything.
 
 use std::collections::HashMap;
 
@@ -26,7 +28,7 @@ pub(crate) async fn audit(
     headers: HeaderMap,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    state.principal(&headers)?;
+    let principal = state.principal(&headers)?;
     let ledger = state.ledger_config()?;
     if let Some(unknown) =
         params.keys().find(|key| !["conversation", "since", "after", "limit"].contains(&key.as_str()))
@@ -47,6 +49,7 @@ pub(crate) async fn audit(
             None => None,
         },
         limit: Some(limit.min(MAX_AUDIT_EVENTS)),
+        view: state.audit_view(principal.as_deref()),
     };
     let events = ledger.store.audit(&query).await.map_err(ApiError::from)?;
     let mut body = Vec::with_capacity(events.len() * 256);

@@ -37,9 +37,10 @@ pub(crate) async fn chat(
     let (principal, body) = json_request(&state, &headers, body)?;
     let request = ChatRequest::from_json(&body)?;
     check_chat_id(&request.id)?;
-    match state.ledger(&request.id, principal.clone())? {
+    let key = state.conversation_key(principal.as_deref(), &request.id)?;
+    match state.ledger(&key, principal.clone())? {
         Some(ledger) => stored_chat(state, request, ledger).await,
-        None => stateless_chat(state, request, principal).await,
+        None => stateless_chat(state, request, &key, principal).await,
     }
 }
 
@@ -59,13 +60,14 @@ fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
 async fn stateless_chat(
     state: AppState,
     request: ChatRequest,
+    key: &str,
     principal: Option<String>,
 ) -> Result<Response, ApiError> {
     let message_id = request.continued_message_id().map(str::to_owned).unwrap_or_else(new_message_id);
     let ChatRequest { id: chat_id, messages, .. } = request;
     let messages = into_model_messages(messages)?;
     tracing::info!(chat = %chat_id, messages = messages.len(), "chat request");
-    let engine_request = state.text_request(messages, &chat_id, principal.as_deref());
+    let engine_request = state.text_request(messages, key, principal.as_deref());
     let stream = start(&state, &chat_id, engine_request).await?;
     let mut encoder = encoder(&state, message_id);
     let frames = stream
@@ -79,10 +81,12 @@ async fn stateless_chat(
 async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> Result<Response, ApiError> {
     let store = ledger.config.store.clone();
     let chat_id = request.id.clone();
+    // The requester's own conversation of that id.
+    let key = ledger.conversation_id.clone();
     let principal = ledger.principal.clone();
     // The conversation and the sticky decisions the gate needs, in one read.
-    let gate = state.gate(&chat_id, principal.as_deref());
-    let read = store.conversation_with_decisions(&chat_id, &gate.query()).await?;
+    let gate = state.gate(&key, principal.as_deref());
+    let read = store.conversation_with_decisions(&key, &gate.query()).await?;
     let gate = gate.with_decisions(read.decisions);
     let Reconciled { messages, version, replay } =
         conversation::reconcile(&ledger, request, read.conversation, &state.toolkit()).await?;
@@ -97,7 +101,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
-    let engine_request = state.gated_text_request(model_messages, &chat_id, principal.as_deref(), gate).ledger(ledger);
+    let engine_request = state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger);
     let stream = start(&state, &chat_id, engine_request).await?;
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
@@ -110,7 +114,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
         None => UiMessageBuilder::new(new_message_id()),
     };
     let mut encoder = encoder(&state, builder.message().id.clone());
-    let running = state.running().start(&chat_id, principal);
+    let running = state.running().start(&key, principal);
     let frames = async_stream::stream! {
         let mut stream = stream;
         // From `finish` on, frames wait until the conversation is saved: a client that
@@ -129,7 +133,7 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
             }
         }
         history.push(builder.finish());
-        conversation::save(store.as_ref(), &chat_id, &history, version, clock.now()).await;
+        conversation::save(store.as_ref(), &key, &history, version, clock.now()).await;
         for frame in held.into_iter().chain([Bytes::from_static(SSE_DONE.as_bytes())]) {
             running.push(&frame);
             yield frame;
@@ -175,11 +179,13 @@ pub(crate) async fn stored_messages(
     headers: HeaderMap,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    state.principal(&headers)?;
+    let principal = state.principal(&headers)?;
     check_chat_id(&chat_id)?;
+    let key = state.conversation_key(principal.as_deref(), &chat_id)?;
     let store = &state.ledger_config()?.store;
+    // Only the requester's own: another principal's chat of that id is not found.
     let stored = store
-        .conversation(&chat_id)
+        .conversation(&key)
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "chat_not_found", format!("no stored chat `{chat_id}`")))?;
     let body = json!({"id": chat_id, "messages": stored.messages, "version": stored.version});

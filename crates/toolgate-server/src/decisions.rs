@@ -9,8 +9,9 @@
 //!
 //! Who may do what, with a principal source configured (`--principal-header`
 //! or `--tokens-file`):
-//! - a decision records its author; a conversation-scoped one applies only to
-//!   its author's calls, so nobody can allow tools in someone else's chat;
+//! - a decision records its author; a conversation-scoped one is keyed by the
+//!   author's own conversation of that id and applies only to the author's
+//!   calls, so nobody can allow tools in someone else's chat;
 //! - `principal` scope is always the requester's own principal;
 //! - `global` scope is refused (403 `global_decision_forbidden`): rules for
 //!   everyone belong in the config file;
@@ -36,7 +37,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate::ledger::{DecisionQuery, DecisionScope};
+use toolgate::ledger::{DecisionQuery, DecisionScope, split_conversation_key};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 
 use crate::app::AppState;
@@ -55,10 +56,11 @@ pub const MAX_DECISION_INPUT_BYTES: usize = 8 * 1024;
 pub const MAX_DECISIONS_PER_SCOPE: usize = 100;
 
 /// The most live decisions one scope (one conversation, one principal, the
-/// global scope) holds, whoever made them. A request reads its
-/// conversation's decisions, its principal's and the global ones: at most
-/// three times this, however many principals (a header can name any) write
-/// to one chat.
+/// global scope) holds, whoever made them: defence in depth. Conversations are
+/// keyed by their owner and the principal scope is always the requester's, so
+/// one author writes each scope and [`MAX_DECISIONS_PER_SCOPE`] binds first; a
+/// request reads its conversation's decisions, its principal's and the global
+/// ones, at most three times this.
 pub const MAX_DECISIONS_IN_SCOPE: usize = 4 * MAX_DECISIONS_PER_SCOPE;
 
 /// The scope a `POST` names.
@@ -131,7 +133,16 @@ pub(crate) async fn add(
     };
     state.decision_store().save_decision(&to_stored(&decision)).await?;
     tracing::info!(id = %decision.id, tool = %decision.tool, action = ?decision.action, scope = decision.scope.kind(), "sticky decision added");
-    Ok((StatusCode::CREATED, Json(decision)).into_response())
+    Ok((StatusCode::CREATED, Json(shown(decision))).into_response())
+}
+
+/// A decision as its author sees it: a conversation scope names the chat id,
+/// not the ledger's key (which holds the owner as well).
+fn shown(mut decision: StickyDecision) -> StickyDecision {
+    if let DecisionScope::Conversation { conversation_id } = &mut decision.scope {
+        *conversation_id = split_conversation_key(conversation_id).1.to_owned();
+    }
+    decision
 }
 
 /// Lists the live sticky decisions that apply to a conversation and the requester.
@@ -141,7 +152,8 @@ pub(crate) async fn list(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let principal = state.principal(&headers)?;
-    let decisions = visible(&state, &params, principal.as_deref()).await?;
+    let decisions: Vec<StickyDecision> =
+        visible(&state, &params, principal.as_deref()).await?.into_iter().map(shown).collect();
     Ok(Json(json!({ "decisions": decisions })).into_response())
 }
 
@@ -179,11 +191,11 @@ async fn visible(
             format!("unknown parameter `{unknown}` (use conversation)"),
         ));
     }
-    let query = DecisionQuery {
-        conversation_id: params.get("conversation").cloned(),
-        principal: principal.map(str::to_owned),
-        now: state.now(),
+    let conversation_id = match params.get("conversation") {
+        Some(id) => Some(state.conversation_key(principal, id)?),
+        None => None,
     };
+    let query = DecisionQuery { conversation_id, principal: principal.map(str::to_owned), now: state.now() };
     let stored = state.decision_store().decisions(&query).await?;
     let decisions = toolgate_policy::decode_stored(stored).map_err(ApiError::from)?;
     Ok(decisions.into_iter().filter(|decision| visible_to(decision, principal)).collect())
@@ -194,7 +206,9 @@ fn scope(state: &AppState, new: &NewDecision, principal: Option<&str>) -> Result
     let with_principals = state.config().principals.is_configured();
     match new.scope {
         ScopeKind::Conversation => match new.conversation_id.as_deref() {
-            Some(id) if !id.is_empty() => Ok(DecisionScope::Conversation { conversation_id: id.to_owned() }),
+            Some(id) if !id.is_empty() => {
+                Ok(DecisionScope::Conversation { conversation_id: state.conversation_key(principal, id)? })
+            }
             _ => Err(invalid("`conversationId` is required for scope `conversation`".into())),
         },
         ScopeKind::Principal => match principal {

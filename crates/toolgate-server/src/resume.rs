@@ -45,7 +45,8 @@ struct LogState {
 }
 
 impl RunningResponses {
-    /// Starts the log of a new response of `chat_id` (a newer response replaces an older one).
+    /// Starts the log of a new response of a chat, by its conversation key (a
+    /// newer response replaces an older one).
     pub(crate) fn start(self: &Arc<Self>, chat_id: &str, principal: Option<String>) -> RunningResponse {
         let log = Arc::new(ResponseLog { principal, ..ResponseLog::default() });
         lock(&self.by_chat).insert(chat_id.to_owned(), Arc::clone(&log));
@@ -96,7 +97,8 @@ pub(crate) async fn resume(
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = state.principal(&headers)?;
-    let running = state.running().get(&chat_id).filter(|log| log.principal == principal);
+    let key = state.conversation_key(principal.as_deref(), &chat_id)?;
+    let running = state.running().get(&key).filter(|log| log.principal == principal);
     let Some(log) = running else {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::NO_CONTENT;

@@ -216,33 +216,48 @@ async fn an_answer_after_the_ttl_runs_nothing_and_is_reported_as_expired() {
 async fn the_audit_log_names_who_answered_and_filters_by_conversation_and_time() {
     let header = axum::http::HeaderName::from_static("x-user");
     let ledgered = start_ledgered(PrincipalSource::Header(header)).await;
-    let asked = ask(&ledgered.server, "chat-1").await;
-    ask(&ledgered.server, "chat-2").await;
+    let alice = [("content-type", "application/json"), ("x-user", "alice@example.com")];
+    let as_alice = |path: &'static str| send(&ledgered.server, "GET", path, &alice, b"");
+    let mut asked = None;
+    for chat_id in ["chat-1", "chat-2"] {
+        let body = first_turn(chat_id).to_string();
+        let reply = post_with(&ledgered.server, "/api/chat", &alice, body.as_bytes()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let chunks = reply.chunks();
+        let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").unwrap();
+        asked.get_or_insert(Asked {
+            approval_id: request["approvalId"].as_str().unwrap().to_owned(),
+            message_id: chunks[0]["messageId"].as_str().unwrap().to_owned(),
+        });
+    }
+    let asked = asked.unwrap();
     ledgered.clock.advance(Duration::from_secs(5));
     let body = answered("chat-1", &asked, true).to_string();
-    let headers = [("content-type", "application/json"), ("x-user", "alice@example.com")];
-    assert_eq!(post_with(&ledgered.server, "/api/chat", &headers, body.as_bytes()).await.status, 200);
+    assert_eq!(post_with(&ledgered.server, "/api/chat", &alice, body.as_bytes()).await.status, 200);
 
-    let reply = get(&ledgered.server, "/api/audit?conversation=chat-1").await;
+    let reply = as_alice("/api/audit?conversation=chat-1").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.header("content-type"), Some("application/x-ndjson"));
     let events: Vec<Value> = reply.body.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["issued", "approved", "executed"]);
     assert!(events.iter().all(|e| e["conversationId"] == "chat-1" && e["approvalId"] == asked.approval_id.as_str()));
+    assert!(events.iter().all(|e| e["owner"] == "alice@example.com"), "every event names the conversation's owner");
     assert_eq!(events[1]["principal"], "alice@example.com");
     assert_eq!(events[2]["data"]["result"], json!({"type": "json", "value": {"deleted": "notes.txt"}}));
+    let anonymous = get(&ledgered.server, "/api/audit?conversation=chat-1").await;
+    assert_eq!(anonymous.body.lines().count(), 0, "a request without a principal sees no owner's events");
 
-    let since = get(&ledgered.server, "/api/audit?since=1700000003000").await;
+    let since = as_alice("/api/audit?since=1700000003000").await;
     let kinds: Vec<String> =
         since.body.lines().map(|line| serde_json::from_str::<Value>(line).unwrap()["kind"].to_string()).collect();
     assert_eq!(kinds, ["\"approved\"", "\"executed\""]);
-    let rfc3339 = get(&ledgered.server, "/api/audit?since=2023-11-14T22:13:23Z&conversation=chat-2").await;
+    let rfc3339 = as_alice("/api/audit?since=2023-11-14T22:13:23Z&conversation=chat-2").await;
     assert_eq!(rfc3339.body.lines().count(), 0, "{}", rfc3339.body);
 
-    let bad = get(&ledgered.server, "/api/audit?since=yesterday").await;
+    let bad = as_alice("/api/audit?since=yesterday").await;
     assert_eq!((bad.status, bad.json()["error"]["code"].as_str()), (400, Some("invalid_query")));
-    let unknown = get(&ledgered.server, "/api/audit?conversationId=chat-1").await;
+    let unknown = as_alice("/api/audit?conversationId=chat-1").await;
     assert_eq!(unknown.status, 400, "{}", unknown.body);
 }
 

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use sqlx::Database;
 use toolgate::ledger::{
-    ApprovalRecord, AuditEvent, AuditQuery, ConversationRead, DecisionQuery, Millis, StoreError, StoredConversation,
-    StoredDecision, Transition, TransitionOutcome,
+    ApprovalRecord, AuditEvent, AuditQuery, AuditView, ConversationRead, DecisionQuery, Millis, StoreError,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 use super::{Backend, Db, fused_issue_sql, fused_transition_sql, insert_events_sql};
@@ -52,7 +52,7 @@ macro_rules! bind_record {
     }};
 }
 
-/// Binds an audit event's seven parameters, in [`sql::EVENT_INSERT_COLUMNS`]
+/// Binds an audit event's [`sql::EVENT_PARAMS`] parameters, in [`sql::EVENT_INSERT_COLUMNS`]
 /// order, to a query or typed query (`?` on its data's encoding).
 macro_rules! bind_event {
     ($query:expr, $event:expr) => {{
@@ -63,6 +63,7 @@ macro_rules! bind_event {
             .bind(&event.approval_id)
             .bind(&event.tool_call_id)
             .bind(&event.conversation_id)
+            .bind(&event.owner)
             .bind(&event.principal)
             .bind(sql::event_data(event)?)
     }};
@@ -152,6 +153,9 @@ impl Backend {
         }
         if let Some(after) = query.after_seq {
             select = select.bind(after);
+        }
+        if let AuditView::Principal(principal) = &query.view {
+            select = select.bind(principal);
         }
         if let Some(limit) = query.limit {
             select = select.bind(sql::limit_param(limit));

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, ConversationRead, Decision, DecisionScope, Guard,
-    Lease, StoreError, StoredConversation, StoredDecision, Transition,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead, Decision,
+    DecisionScope, Guard, Lease, StoreError, StoredConversation, StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -24,7 +24,7 @@ macro_rules! record_columns {
 /// The columns of `audit_events`, in [`EventRow`] order.
 macro_rules! event_columns {
     () => {
-        "seq, at, kind, approval_id, tool_call_id, conversation_id, principal, data"
+        "seq, at, kind, approval_id, tool_call_id, conversation_id, owner, principal, data"
     };
 }
 
@@ -50,21 +50,25 @@ pub(crate) const RECORD_PARAMS: usize = 14;
 /// One approval by id.
 pub(crate) const SELECT_RECORD: &str = concat!("SELECT ", record_columns!(), " FROM approvals WHERE approval_id = $1");
 
-/// The most audit events one insert statement holds (seven parameters each,
-/// well under SQLite's and Postgres's limits).
+/// The most audit events one insert statement holds ([`EVENT_PARAMS`]
+/// parameters each, well under SQLite's and Postgres's limits).
 pub(crate) const EVENTS_PER_INSERT: usize = 500;
 
 /// The columns an event insert writes, in the order of [`event_rows`].
-pub(crate) const EVENT_INSERT_COLUMNS: &str = "at, kind, approval_id, tool_call_id, conversation_id, principal, data";
+pub(crate) const EVENT_INSERT_COLUMNS: &str =
+    "at, kind, approval_id, tool_call_id, conversation_id, owner, principal, data";
 
-/// The `VALUES` rows of `count` audit events: seven parameters per event, in
-/// [`EVENT_INSERT_COLUMNS`] order, numbered from `$first` (`($1, …, $7),
-/// ($8, …, $14), …` from 1).
+/// The parameters of one event in an insert (its [`EVENT_INSERT_COLUMNS`]).
+pub(crate) const EVENT_PARAMS: usize = 8;
+
+/// The `VALUES` rows of `count` audit events: [`EVENT_PARAMS`] parameters per
+/// event, in [`EVENT_INSERT_COLUMNS`] order, numbered from `$first` (`($1, …,
+/// $8), ($9, …, $16), …` from 1).
 pub(crate) fn event_rows(count: usize, first: usize) -> String {
     let rows: Vec<String> = (0..count)
         .map(|event| {
-            let start = first + event * 7;
-            let params: Vec<String> = (start..start + 7).map(|n| format!("${n}")).collect();
+            let start = first + event * EVENT_PARAMS;
+            let params: Vec<String> = (start..start + EVENT_PARAMS).map(|n| format!("${n}")).collect();
             format!("({})", params.join(", "))
         })
         .collect();
@@ -222,7 +226,8 @@ pub(crate) fn guard_time(guard: Guard) -> Option<i64> {
 }
 
 /// The audit query with its filters as `$N` parameters, in the order
-/// conversation id, since, after seq, limit (each only when given).
+/// conversation id, since, after seq, the view's principal, limit (each only
+/// when given).
 pub(crate) fn audit_sql(query: &AuditQuery) -> String {
     let mut sql = concat!("SELECT ", event_columns!(), " FROM audit_events").to_owned();
     let mut next = 1;
@@ -236,6 +241,19 @@ pub(crate) fn audit_sql(query: &AuditQuery) -> String {
             filters.push(format!("{filter}${next}"));
             next += 1;
         }
+    }
+    match &query.view {
+        AuditView::Principal(_) => {
+            filters.push(format!(
+                "(owner = ${next} OR approval_id IN (SELECT approval_id FROM audit_events \
+                 WHERE principal = ${next} AND kind IN ('approved', 'denied', 'edited')))"
+            ));
+            next += 1;
+        }
+        AuditView::Anonymous => filters.push("owner IS NULL".to_owned()),
+        AuditView::All => {}
+        // Fail closed: a view this store does not know sees nothing.
+        _ => filters.push("1 = 0".to_owned()),
     }
     if !filters.is_empty() {
         sql.push_str(" WHERE ");
@@ -357,6 +375,7 @@ pub(crate) struct EventRow {
     approval_id: String,
     tool_call_id: String,
     conversation_id: String,
+    owner: Option<String>,
     principal: Option<String>,
     data: String,
 }
@@ -375,6 +394,7 @@ impl EventRow {
             approval_id: self.approval_id,
             tool_call_id: self.tool_call_id,
             conversation_id: self.conversation_id,
+            owner: self.owner,
             principal: self.principal,
             data,
         })

@@ -16,8 +16,8 @@ use support::{
 };
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditKind, AuditQuery, DecisionScope, Guard, StoreError, Transition,
-    TransitionOutcome,
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, DecisionScope, Guard, StoreError,
+    Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -314,11 +314,58 @@ async fn audit_filters(stores: &Stores) {
     assert_eq!(ns(AuditQuery { after_seq: Some(all[5].seq), ..Default::default() }).await, [6, 7, 8, 9]);
     assert_eq!(ns(AuditQuery { limit: Some(3), ..Default::default() }).await, [0, 1, 2]);
     assert_eq!(ns(AuditQuery { limit: Some(0), ..Default::default() }).await, Vec::<i64>::new());
-    let combined =
-        AuditQuery { conversation_id: conversation(), since: Some(102), after_seq: Some(all[2].seq), limit: Some(2) };
+    let combined = AuditQuery {
+        conversation_id: conversation(),
+        since: Some(102),
+        after_seq: Some(all[2].seq),
+        limit: Some(2),
+        ..Default::default()
+    };
     assert_eq!(ns(combined).await, [4, 6]);
     let nobody = AuditQuery { conversation_id: Some("none".to_owned()), ..Default::default() };
     assert_eq!(ns(nobody).await, Vec::<i64>::new());
+}
+
+/// Each view sees its own: a principal the events of conversations they own
+/// and of approvals they answered, the anonymous view those of conversations
+/// without owner, an admin's view everything; the owner reads back as stored.
+async fn audit_views(stores: &Stores) {
+    let store = &*stores.a;
+    let owned = |kind, approval: &str, owner: Option<&str>, principal: Option<&str>, n: i64| AuditEvent {
+        owner: owner.map(str::to_owned),
+        principal: principal.map(str::to_owned),
+        ..event(kind, approval, "chat", 100 + n, json!({"n": n}))
+    };
+    let events = vec![
+        owned(AuditKind::Issued, "a-alice", Some("alice"), Some("alice"), 0),
+        owned(AuditKind::Issued, "a-bob", Some("bob"), Some("bob"), 1),
+        // Carol approves Alice's request (an approver of someone else's conversation).
+        owned(AuditKind::Approved, "a-alice", Some("alice"), Some("carol"), 2),
+        owned(AuditKind::Executed, "a-alice", Some("alice"), None, 3),
+        owned(AuditKind::Issued, "a-none", None, None, 4),
+        // A `rejected` answer by Carol on Bob's approval is not an answer she gave.
+        owned(AuditKind::Rejected, "a-bob", Some("bob"), Some("carol"), 5),
+    ];
+    store.append(&events).await.unwrap();
+    assert_eq!(unsequenced(&all_events(store).await), events, "owners read back as stored");
+    let seen = |view: AuditView| async move {
+        let found = store.audit(&AuditQuery { view, ..Default::default() }).await.unwrap();
+        found.iter().map(|event| event.data["n"].as_i64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(seen(AuditView::Principal("alice".into())).await, [0, 2, 3]);
+    assert_eq!(seen(AuditView::Principal("bob".into())).await, [1, 5]);
+    assert_eq!(seen(AuditView::Principal("carol".into())).await, [0, 2, 3], "the approvals Carol answered");
+    assert_eq!(seen(AuditView::Principal("mallory".into())).await, Vec::<i64>::new());
+    assert_eq!(seen(AuditView::Anonymous).await, [4]);
+    assert_eq!(seen(AuditView::All).await, [0, 1, 2, 3, 4, 5]);
+    let filtered = AuditQuery {
+        conversation_id: Some("chat".into()),
+        since: Some(101),
+        limit: Some(1),
+        view: AuditView::Principal("alice".into()),
+        ..Default::default()
+    };
+    assert_eq!(store.audit(&filtered).await.unwrap()[0].data["n"], 2, "the view combines with the other filters");
 }
 
 async fn renew_leases_touches_only_the_executors_running_calls(stores: &Stores) {
@@ -675,6 +722,7 @@ suite!(
     events_are_appended_with_their_transitions,
     claim_pairs_move_as_the_reference_store_moves_them,
     audit_filters,
+    audit_views,
     renew_leases_touches_only_the_executors_running_calls,
     conversations_save_optimistically,
     sixty_four_answers_race_for_one_approval,

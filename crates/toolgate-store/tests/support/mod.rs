@@ -132,6 +132,7 @@ pub fn event(kind: AuditKind, approval_id: &str, conversation: &str, at: i64, da
         approval_id: approval_id.to_owned(),
         tool_call_id: format!("call_{approval_id}"),
         conversation_id: conversation.to_owned(),
+        owner: None,
         principal: Some("alice".to_owned()),
         data,
     }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, Millis, StoreError,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, DecisionQuery, Millis, StoreError,
     StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
@@ -146,8 +146,18 @@ impl ApprovalStore for MemoryStore {
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         Box::pin(async move {
             let inner = self.lock();
+            let answered: std::collections::HashSet<&str> = match &query.view {
+                AuditView::Principal(principal) => inner
+                    .audit
+                    .iter()
+                    .filter(|event| event.is_answer_by(principal))
+                    .map(|event| event.approval_id.as_str())
+                    .collect(),
+                _ => std::collections::HashSet::new(),
+            };
             let matching = inner.audit.iter().filter(|event| {
-                query.conversation_id.as_ref().is_none_or(|id| &event.conversation_id == id)
+                event.visible_in(&query.view, |approval| answered.contains(approval))
+                    && query.conversation_id.as_ref().is_none_or(|id| &event.conversation_id == id)
                     && query.since.is_none_or(|since| event.at >= since)
                     && query.after_seq.is_none_or(|after| event.seq > after)
             });

@@ -33,6 +33,7 @@ mod clock;
 mod decision;
 mod issued;
 mod memory;
+mod owner;
 mod record;
 mod store;
 
@@ -41,6 +42,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
+pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
 pub use record::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,
     StoredConversation, Transition, TransitionOutcome, Update,
@@ -131,7 +133,8 @@ impl LedgerConfig {
         self
     }
 
-    /// The ledger of one conversation, answered by `principal` when known.
+    /// The ledger of one conversation, by its key ([`conversation_key`]: the
+    /// id alone for a conversation without owner), answered by `principal` when known.
     pub fn conversation(&self, conversation_id: impl Into<String>) -> Ledger {
         Ledger { config: self.clone(), conversation_id: conversation_id.into(), principal: None }
     }
@@ -142,7 +145,8 @@ impl LedgerConfig {
 pub struct Ledger {
     /// The shared settings.
     pub config: LedgerConfig,
-    /// The conversation approvals are bound to.
+    /// The key of the conversation approvals are bound to (its owner and id,
+    /// see [`conversation_key`]).
     pub conversation_id: String,
     /// Who sent the answers of this request (recorded with every answer).
     pub principal: Option<String>,
@@ -158,13 +162,15 @@ impl Ledger {
         at: Millis,
         data: serde_json::Value,
     ) -> AuditEvent {
+        let (owner, conversation_id) = split_conversation_key(&self.conversation_id);
         AuditEvent {
             seq: 0,
             at,
             kind,
             approval_id: approval_id.to_owned(),
             tool_call_id: tool_call_id.to_owned(),
-            conversation_id: self.conversation_id.clone(),
+            conversation_id: conversation_id.to_owned(),
+            owner: owner.map(str::to_owned),
             principal: self.principal.clone(),
             data,
         }

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate_protocol::ToolResultOutput;
 
+use super::AuditView;
+
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
 
@@ -254,8 +256,11 @@ pub struct AuditEvent {
     pub approval_id: String,
     /// Its tool call.
     pub tool_call_id: String,
-    /// Its conversation.
+    /// Its conversation's id (as the client named it; see `owner`).
     pub conversation_id: String,
+    /// Who owns that conversation, when it has an owner (see [`crate::ledger::conversation_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Who caused it, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
@@ -274,6 +279,28 @@ pub struct AuditQuery {
     pub after_seq: Option<i64>,
     /// At most this many (oldest first).
     pub limit: Option<usize>,
+    /// Whose view: only the events it may see.
+    pub view: AuditView,
+}
+
+impl AuditEvent {
+    /// True when `view` may see this event, given the approvals its principal
+    /// answered (`answered`, for [`AuditView::Principal`]).
+    pub fn visible_in(&self, view: &AuditView, answered: impl Fn(&str) -> bool) -> bool {
+        match view {
+            AuditView::All => true,
+            AuditView::Principal(principal) => {
+                self.owner.as_deref() == Some(principal.as_str()) || answered(&self.approval_id)
+            }
+            AuditView::Anonymous => self.owner.is_none(),
+        }
+    }
+
+    /// True when this event records `principal` answering its approval.
+    pub fn is_answer_by(&self, principal: &str) -> bool {
+        matches!(self.kind, AuditKind::Approved | AuditKind::Denied | AuditKind::Edited)
+            && self.principal.as_deref() == Some(principal)
+    }
 }
 
 /// A conversation kept by the server, as its UI messages.
