@@ -17,6 +17,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
 dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libclang-dev)
 command -v pip >/dev/null || command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+# Not for the model: the JWT tests generate their RSA, EC and Ed25519 keys with openssl.
+command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   SUDO=""

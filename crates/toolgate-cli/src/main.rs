@@ -32,7 +32,7 @@ enum Command {
     /// Run one `stream_text` call over a history and print what happens, as JSON lines.
     Run(run::RunArgs),
     /// Serve the chat endpoints and the web page.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Chat in the terminal: streamed answers, and every approval asked with one key (y/n/e/a).
     Chat(chat::ChatArgs),
     /// Print the approval audit log as JSON lines.
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Audit(args) => audit::run(args).await,
             Command::Policy(command) => policy::run(command).await,

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use axum::http::HeaderName;
 use clap::Args;
-use toolgate_server::{AppState, ApprovalSecret, PrincipalSource, ServerConfig, serve, shutdown_signal};
+use ipnet::IpNet;
+use toolgate_server::{
+    AppState, ApprovalSecret, JwksSource, JwtConfig, JwtVerifier, PrincipalSource, ServerConfig, serve, shutdown_signal,
+};
 
 use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
@@ -47,6 +50,25 @@ pub struct ServeArgs {
     /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
     #[arg(long, conflicts_with = "tokens_file")]
     principal_header: Option<String>,
+    /// A proxy network (CIDR, or one address) whose requests may set --principal-header; loopback always may
+    /// (repeatable). From any other peer a request is refused with 401.
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = parse_network, requires = "principal_header")]
+    trusted_proxies: Vec<IpNet>,
+    /// Accept JWT bearer tokens verified against this JWKS (a file, or an https URL fetched and cached).
+    #[arg(long, value_name = "FILE_OR_URL", conflicts_with_all = ["principal_header", "tokens_file"])]
+    jwt_jwks: Option<String>,
+    /// The `iss` a JWT must carry.
+    #[arg(long, value_name = "ISS", requires = "jwt_jwks")]
+    jwt_issuer: Option<String>,
+    /// The `aud` a JWT must carry.
+    #[arg(long, value_name = "AUD", requires = "jwt_jwks")]
+    jwt_audience: Option<String>,
+    /// The JWT claim naming the principal.
+    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "jwt_jwks")]
+    jwt_principal_claim: String,
+    /// The JWT claim listing the principal's groups (an array of strings).
+    #[arg(long, value_name = "CLAIM", default_value = "groups", requires = "jwt_jwks")]
+    jwt_groups_claim: String,
     /// A JSON object mapping bearer tokens (or `sha256:HEX`, a token's digest) to principals;
     /// requests without a known token get 401.
     #[arg(long)]
@@ -71,6 +93,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let data_dir = args.store.data_dir();
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
     let store = args.store.open().await?;
+    let jwt = match args.jwt_jwks {
+        Some(_) => Some(jwt_verifier(&args).await?),
+        None => None,
+    };
     let setup = Arc::new(ToolSetup::load(args.tools, args.config.config.as_deref()).await?);
     let _rules_watcher = setup.watch_rules()?;
     let mut config = ServerConfig::new(args.addr, setup.toolkit()?.unwrap_or_default(), secret);
@@ -83,8 +109,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.ledger = store.map(|store| args.ledger.config(store));
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.principals = match (&args.principal_header, &args.tokens_file) {
+        _ if let Some(verifier) = jwt => PrincipalSource::Jwt(verifier),
         (Some(header), _) => PrincipalSource::Header(
             HeaderName::try_from(header.as_str()).with_context(|| format!("--principal-header `{header}`"))?,
+            args.trusted_proxies.clone(),
         ),
         (None, Some(path)) => PrincipalSource::tokens_file(path)?,
         (None, None) => PrincipalSource::None,
@@ -115,5 +143,37 @@ async fn offer_new_tools(mut changes: tokio::sync::watch::Receiver<u64>, setup: 
                 tracing::error!("MCP tool list changed but the toolkit is refused, keeping the old one: {error:#}")
             }
         }
+    }
+}
+
+/// The JWT verifier of the `--jwt-*` flags (the JWKS is read now, so a wrong one fails at start).
+async fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Arc<JwtVerifier>> {
+    let jwks = args.jwt_jwks.as_deref().unwrap_or_default();
+    let mut config = JwtConfig::new(JwksSource::parse(jwks).context("--jwt-jwks")?);
+    config.issuer = args.jwt_issuer.clone();
+    config.audience = args.jwt_audience.clone();
+    config.principal_claim = args.jwt_principal_claim.clone();
+    config.groups_claim = args.jwt_groups_claim.clone();
+    JwtVerifier::new(config).await.with_context(|| format!("--jwt-jwks {jwks}"))
+}
+
+/// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is neither a CIDR network (10.0.0.0/8) nor an IP address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trusted_proxies_are_networks_or_addresses() {
+        assert_eq!(parse_network("10.0.0.0/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(parse_network("10.1.2.3").unwrap().to_string(), "10.1.2.3/32");
+        assert_eq!(parse_network("fd00::1").unwrap().to_string(), "fd00::1/128");
+        assert!(parse_network("10.0.0.0/33").unwrap_err().contains("10.0.0.0/33"));
+        assert!(parse_network("proxy.internal").is_err());
     }
 }

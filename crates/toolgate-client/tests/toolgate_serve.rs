@@ -174,7 +174,7 @@ async fn a_dropped_connection_is_resumed_from_the_running_response() {
         })
     };
     let turns = json!([[call("r", "slow_read", json!({"path": "notes.txt"}))], [text("read it")]]);
-    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"));
+    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
     let endpoint = serve(turns, Toolkit::new([slow]).unwrap(), principals).await;
     let as_user = |user: &'static str| {
         HttpTransport::new(endpoint.clone()).header(HeaderName::from_static("x-user"), HeaderValue::from_static(user))

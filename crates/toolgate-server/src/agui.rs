@@ -28,6 +28,7 @@ use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_K
 use crate::app::AppState;
 use crate::chat::{detached_sse, json_request, sse_response};
 use crate::error::ApiError;
+use crate::principal::Caller;
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
 pub(crate) const AGUI_PREFIX: &str = "ag-ui:";
@@ -39,10 +40,11 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
 /// Runs the agent for one `RunAgentInput` and streams the events.
 pub(crate) async fn run(
     State(state): State<AppState>,
+    Caller(principal): Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (principal, body) = json_request(&state, &headers, body)?;
+    let body = json_request(&headers, body)?;
     let mut input = RunAgentInput::from_json(&body)?;
     // The requester's own thread of that id.
     let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;

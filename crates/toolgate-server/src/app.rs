@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
@@ -157,11 +157,6 @@ impl AppState {
     /// The model (traced when configured).
     pub fn model(&self) -> SharedModel {
         Arc::clone(&self.inner.model)
-    }
-
-    /// The principal of a request (401 when a required token is missing or unknown).
-    pub fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-        self.config().principals.principal(headers)
     }
 
     /// The ledger key of the requester's conversation `id` (see
@@ -332,7 +327,9 @@ pub async fn serve_listener(
             tracing::warn!(%error, "cannot set TCP_NODELAY");
         }
     });
-    let served = axum::serve(listener, router(state.clone())).with_graceful_shutdown(shutdown).await;
+    // The peer's address decides whether a principal header is believed (see `Caller`).
+    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     state.flush_trace();
     served
 }

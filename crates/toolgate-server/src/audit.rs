@@ -12,12 +12,13 @@ use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use toolgate::ledger::{AuditQuery, Millis};
 
 use crate::app::AppState;
 use crate::error::ApiError;
+use crate::principal::Caller;
 
 /// The most events one response holds.
 pub const MAX_AUDIT_EVENTS: usize = 10_000;
@@ -25,10 +26,9 @@ pub const MAX_AUDIT_EVENTS: usize = 10_000;
 /// Lists audit events as `application/x-ndjson`.
 pub(crate) async fn audit(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let principal = state.principal(&headers)?;
     let ledger = state.ledger_config()?;
     if let Some(unknown) =
         params.keys().find(|key| !["conversation", "since", "after", "limit"].contains(&key.as_str()))

@@ -24,6 +24,7 @@ use toolgate_ui::{
 use crate::app::AppState;
 use crate::conversation::{self, Reconciled};
 use crate::error::ApiError;
+use crate::principal::Caller;
 
 /// Frames buffered between a run and a slow client.
 const FRAME_BUFFER: usize = 256;
@@ -31,10 +32,11 @@ const FRAME_BUFFER: usize = 256;
 /// Answers one chat request with a UI message stream.
 pub(crate) async fn chat(
     State(state): State<AppState>,
+    Caller(principal): Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (principal, body) = json_request(&state, &headers, body)?;
+    let body = json_request(&headers, body)?;
     let request = ChatRequest::from_json(&body)?;
     check_chat_id(&request.id)?;
     let key = state.conversation_key(principal.as_deref(), &request.id)?;
@@ -176,10 +178,9 @@ pub(crate) fn detached_sse(
 /// `GET /api/chats/:id`: the stored UI messages of a chat.
 pub(crate) async fn stored_messages(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = state.principal(&headers)?;
     check_chat_id(&chat_id)?;
     let key = state.conversation_key(principal.as_deref(), &chat_id)?;
     let store = &state.ledger_config()?.store;
@@ -225,16 +226,10 @@ pub(crate) fn sse_response(
     response
 }
 
-/// The principal and the body of a JSON `POST`: the content type must say
-/// JSON, the principal must be known (when required), the body readable.
-pub(crate) fn json_request(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(Option<String>, Bytes), ApiError> {
+/// The body of a JSON `POST`: the content type must say JSON, the body be readable.
+pub(crate) fn json_request(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     require_json(headers)?;
-    let principal = state.principal(headers)?;
-    Ok((principal, body.map_err(body_error)?))
+    body.map_err(body_error)
 }
 
 /// A body that could not be read: too large, or cut off.

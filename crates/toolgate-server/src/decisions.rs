@@ -43,6 +43,7 @@ use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 use crate::app::AppState;
 use crate::chat::json_request;
 use crate::error::ApiError;
+use crate::principal::Caller;
 
 /// The longest note kept with a decision, in bytes.
 const MAX_NOTE_BYTES: usize = 1024;
@@ -92,10 +93,11 @@ struct NewDecision {
 /// Records a sticky decision.
 pub(crate) async fn add(
     State(state): State<AppState>,
+    Caller(principal): Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let (principal, body) = json_request(&state, &headers, body)?;
+    let body = json_request(&headers, body)?;
     let new: NewDecision = serde_json::from_slice(&body)
         .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_decision", error.to_string()))?;
     let scope = scope(&state, &new, principal.as_deref())?;
@@ -148,10 +150,9 @@ fn shown(mut decision: StickyDecision) -> StickyDecision {
 /// Lists the live sticky decisions that apply to a conversation and the requester.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let principal = state.principal(&headers)?;
     let decisions: Vec<StickyDecision> =
         visible(&state, &params, principal.as_deref()).await?.into_iter().map(shown).collect();
     Ok(Json(json!({ "decisions": decisions })).into_response())
@@ -160,11 +161,10 @@ pub(crate) async fn list(
 /// Revokes one sticky decision the requester can see.
 pub(crate) async fn revoke(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let principal = state.principal(&headers)?;
     let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_decision", format!("no sticky decision `{id}`"));
     if !visible(&state, &params, principal.as_deref()).await?.iter().any(|decision| decision.id == id) {
         return Err(unknown());

@@ -1,7 +1,7 @@
 //! JSON errors with the status code that fits them.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use toolgate::EngineError;
@@ -19,19 +19,36 @@ pub struct ApiError {
     pub code: &'static str,
     /// What is wrong, for people.
     pub message: String,
+    /// A `WWW-Authenticate` challenge to send with it (bearer-token refusals).
+    pub challenge: Option<String>,
 }
 
 impl ApiError {
     /// An error with this status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), challenge: None }
+    }
+
+    /// 401 `unauthorized` for a bearer token refused because of `why`, with the
+    /// challenge RFC 6750 defines (`error="invalid_token"` and a description).
+    pub fn invalid_token(why: impl std::fmt::Display) -> Self {
+        let why = why.to_string();
+        let description: String = why.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
+        Self {
+            challenge: Some(format!("Bearer error=\"invalid_token\", error_description=\"{description}\"")),
+            ..Self::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
-        (self.status, body).into_response()
+        let mut response = (self.status, body).into_response();
+        if let Some(value) = self.challenge.and_then(|challenge| HeaderValue::from_str(&challenge).ok()) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
     }
 }
 

@@ -25,6 +25,7 @@ mod chat;
 mod conversation;
 mod decisions;
 mod error;
+pub mod jwt;
 mod page;
 mod principal;
 mod replay;
@@ -36,6 +37,7 @@ pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, ser
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
-pub use principal::{PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
+pub use jwt::{JwksSource, JwtConfig, JwtError, JwtVerifier};
+pub use principal::{Caller, PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};
 pub use trace::{PromptTracer, TraceFile, trace_prompts};

@@ -2,7 +2,14 @@
 //!
 //! Two sources, configured on the server:
 //! - a header set by a trusted proxy in front of toolgate (`--principal-header X-User`):
-//!   its value is the principal; a request without it has none;
+//!   its value is the principal; a request without it has none. Anyone can set
+//!   a header, so it is believed only from a loopback peer or from a peer in
+//!   one of the `--trusted-proxy` networks: from any other peer (or one the
+//!   server cannot see) a request is refused with 401 before anything runs;
+//! - JWT bearer tokens from an identity provider (`--jwt-jwks`, see [`crate::jwt`]):
+//!   the verified token's principal claim names the principal; a request
+//!   without a valid token is refused with 401 and a `WWW-Authenticate` header
+//!   naming the check that failed;
 //! - a bearer-token mapping (`--tokens-file`): `Authorization: Bearer TOKEN`
 //!   names the principal, and a request with a missing or unknown token is
 //!   refused with 401 before anything runs. The file may hold each token
@@ -11,7 +18,13 @@
 //!   the presented token's digest with every entry in constant time.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use ipnet::IpNet;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -20,6 +33,7 @@ use axum::http::header::{AUTHORIZATION, HeaderName};
 use axum::http::{HeaderMap, StatusCode};
 
 use crate::error::ApiError;
+use crate::jwt::{JwtError, JwtVerifier};
 
 /// Where the principal of a request comes from.
 #[derive(Debug, Clone, Default)]
@@ -27,10 +41,12 @@ pub enum PrincipalSource {
     /// Requests carry no principal.
     #[default]
     None,
-    /// The value of this header.
-    Header(HeaderName),
+    /// The value of this header, from a loopback peer or one of these proxies' networks.
+    Header(HeaderName, Vec<IpNet>),
     /// The principal a bearer token maps to; other requests are refused.
     Tokens(TokenTable),
+    /// The principal a verified JWT bearer token names; other requests are refused.
+    Jwt(Arc<JwtVerifier>),
 }
 
 /// The prefix of a tokens-file key that is a token's SHA-256 digest in hex.
@@ -129,32 +145,84 @@ impl PrincipalSource {
         Ok(Self::Tokens(table))
     }
 
-    /// The principal of a request, or 401 when tokens are required and this one is missing or unknown.
-    pub fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    /// The principal of a request from `peer` (`None`: unknown), or 401 when
+    /// tokens are required and this one is missing or unknown, or when a
+    /// principal header comes from a peer that is not trusted to set it.
+    pub async fn principal(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Result<Option<String>, ApiError> {
         match self {
             Self::None => Ok(None),
-            Self::Header(name) => Ok(headers
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .map(str::trim)
-                .filter(|value| !value.is_empty())
-                .map(str::to_owned)),
-            Self::Tokens(tokens) => {
-                let token = headers
-                    .get(AUTHORIZATION)
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(|value| value.strip_prefix("Bearer "))
-                    .map(str::trim);
-                match token.and_then(|token| tokens.principal(token)) {
-                    Some(principal) => Ok(Some(principal.to_owned())),
-                    None => Err(ApiError::new(
+            Self::Header(name, proxies) => {
+                if !peer.is_some_and(|peer| trusted_peer(peer, proxies)) {
+                    let peer = peer.map_or_else(|| "an unknown peer".to_owned(), |peer| peer.to_string());
+                    return Err(ApiError::new(
                         StatusCode::UNAUTHORIZED,
                         "unauthorized",
-                        "a bearer token from the server's tokens file is required (Authorization: Bearer TOKEN)",
-                    )),
+                        format!(
+                            "the principal header `{name}` is only accepted from loopback or a --trusted-proxy network, not from {peer}"
+                        ),
+                    ));
                 }
+                Ok(header_principal(headers, name))
             }
+            Self::Jwt(verifier) => {
+                let token = bearer(headers).ok_or_else(|| ApiError::invalid_token(JwtError::Missing))?;
+                let verified = verifier.verify(token).await.map_err(ApiError::invalid_token)?;
+                Ok(Some(verified.principal))
+            }
+            Self::Tokens(tokens) => match bearer(headers).and_then(|token| tokens.principal(token)) {
+                Some(principal) => Ok(Some(principal.to_owned())),
+                None => Err(ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "a bearer token from the server's tokens file is required (Authorization: Bearer TOKEN)",
+                )),
+            },
         }
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+}
+
+/// The trimmed, non-empty value of the principal header.
+fn header_principal(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+}
+
+/// True when `peer` may set the principal header: a loopback address (an
+/// IPv4 address mapped into IPv6 counts as itself), or one in `proxies`.
+fn trusted_peer(peer: IpAddr, proxies: &[IpNet]) -> bool {
+    let peer = peer.to_canonical();
+    peer.is_loopback() || proxies.iter().any(|net| net.contains(&peer))
+}
+
+/// Who sent a request: its principal from the server's source (see the
+/// module docs), `None` without one. Extracting it refuses the request with
+/// 401 when a required credential is missing or not believed. The peer's
+/// address comes from the connection ([`axum::extract::ConnectInfo`], which
+/// [`crate::serve_listener`] provides; under a router served without it the
+/// peer is unknown, and a principal header is then never believed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub Option<String>);
+
+impl FromRequestParts<crate::AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
+        state.config().principals.principal(&parts.headers, peer).await.map(Caller)
     }
 }
 
@@ -194,6 +262,25 @@ mod tests {
         assert_eq!(tokens.principal("alices-secreT"), None);
         assert_eq!(tokens.principal(""), None);
         assert!(!format!("{tokens:?}").contains("alices-secret"), "Debug shows no token");
+    }
+
+    #[tokio::test]
+    async fn a_principal_header_is_believed_from_loopback_and_trusted_proxies_only() {
+        let proxies = vec!["10.1.0.0/16".parse().unwrap(), "fd00::/8".parse().unwrap()];
+        let source = PrincipalSource::Header(HeaderName::from_static("x-user"), proxies);
+        let mut headers = HeaderMap::new();
+        headers.insert("x-user", " alice ".parse().unwrap());
+        let from = |peer: &str| source.principal(&headers, Some(peer.parse().unwrap()));
+        for trusted in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1", "10.1.200.3", "fd12::7"] {
+            assert_eq!(from(trusted).await.unwrap().as_deref(), Some("alice"), "{trusted}");
+        }
+        for untrusted in ["10.2.0.1", "192.168.1.5", "::ffff:10.2.0.1", "2001:db8::1"] {
+            let error = from(untrusted).await.unwrap_err();
+            assert_eq!((error.status, error.code), (StatusCode::UNAUTHORIZED, "unauthorized"), "{untrusted}");
+        }
+        assert!(source.principal(&headers, None).await.is_err(), "an unknown peer is not trusted");
+        let without = source.principal(&HeaderMap::new(), Some("127.0.0.1".parse().unwrap())).await;
+        assert_eq!(without.unwrap(), None);
     }
 
     #[test]

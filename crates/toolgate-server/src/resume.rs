@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use tokio::sync::Notify;
 use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
@@ -22,6 +22,7 @@ use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
 use crate::app::AppState;
 use crate::chat::sse_response;
 use crate::error::ApiError;
+use crate::principal::Caller;
 
 /// The responses running now, by chat id.
 #[derive(Debug, Default)]
@@ -93,10 +94,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// like no response (204), so chat ids cannot be probed.
 pub(crate) async fn resume(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Caller(principal): Caller,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = state.principal(&headers)?;
     let key = state.conversation_key(principal.as_deref(), &chat_id)?;
     let running = state.running().get(&key).filter(|log| log.principal == principal);
     let Some(log) = running else {

@@ -215,7 +215,7 @@ async fn an_answer_after_the_ttl_runs_nothing_and_is_reported_as_expired() {
 #[tokio::test]
 async fn the_audit_log_names_who_answered_and_filters_by_conversation_and_time() {
     let header = axum::http::HeaderName::from_static("x-user");
-    let ledgered = start_ledgered(PrincipalSource::Header(header)).await;
+    let ledgered = start_ledgered(PrincipalSource::Header(header, Vec::new())).await;
     let alice = [("content-type", "application/json"), ("x-user", "alice@example.com")];
     let as_alice = |path: &'static str| send(&ledgered.server, "GET", path, &alice, b"");
     let mut asked = None;

@@ -35,7 +35,7 @@ enum Source {
 impl Source {
     fn principals(self) -> PrincipalSource {
         match self {
-            Self::Header => PrincipalSource::Header(HeaderName::from_static("x-user")),
+            Self::Header => PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new()),
             Self::Tokens => {
                 let tokens = ["alice", "bob", "carol"].map(|who| (format!("token-of-{who}"), who.to_owned()));
                 PrincipalSource::Tokens(TokenTable::from_entries(tokens.into_iter().collect()).unwrap())

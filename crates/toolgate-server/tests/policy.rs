@@ -196,7 +196,7 @@ async fn exact_input_never_allow_and_rules_rank_above_sticky_allows() {
 
 #[tokio::test]
 async fn decisions_belong_to_who_made_them() {
-    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"));
+    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
     let server = start_configured(default_script(), move |config| config.principals = principals).await;
     let made = decide(&server, Some("alice"), always_allow("chat-1")).await;
     assert_eq!(made.status, 201, "{}", made.body);
@@ -282,7 +282,7 @@ async fn with_a_store_decisions_live_in_it_and_expire() {
 
 #[tokio::test]
 async fn what_every_request_reads_stays_small() {
-    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"));
+    let principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
     let server = start_configured(default_script(), move |config| config.principals = principals).await;
     let huge = json!({"action": "allow", "tool": "delete_file", "scope": "conversation", "conversationId": "chat-1",
         "input": {"path": "x".repeat(toolgate_server::MAX_DECISION_INPUT_BYTES)}});

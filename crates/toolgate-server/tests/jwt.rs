@@ -1,0 +1,221 @@
+//! JWT bearer tokens: keys the test generates (RS256, ES256, EdDSA, with
+//! `openssl`) in a JWKS file and over HTTP on loopback; every refusal is 401
+//! with a `WWW-Authenticate` challenge naming the check that failed, and a key
+//! rotation is picked up without a restart.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use common::*;
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+use toolgate::ledger::{LedgerConfig, MemoryStore};
+use toolgate_server::{JwksSource, JwtConfig, JwtVerifier, PrincipalSource};
+
+const ISSUER: &str = "https://idp.toolgate.test/realms/main";
+const AUDIENCE: &str = "toolgate";
+
+/// A private key made by `openssl genpkey`, as jsonwebtoken signs with it, and its public JWK.
+struct Key {
+    kid: String,
+    algorithm: Algorithm,
+    encoding: EncodingKey,
+    jwk: Jwk,
+    public_pem: Vec<u8>,
+}
+
+fn openssl(args: &[&str]) -> Vec<u8> {
+    let output = Command::new("openssl").args(args).output().expect("openssl runs (the Debian package `openssl`)");
+    assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+fn generate(dir: &Path, kid: &str, algorithm: Algorithm) -> Key {
+    let path = dir.join(format!("{kid}.pem"));
+    let path_text = path.to_str().unwrap();
+    let generate: &[&str] = match algorithm {
+        Algorithm::RS256 => &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+        Algorithm::ES256 => &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+        Algorithm::EdDSA => &["-algorithm", "ed25519"],
+        other => panic!("no key for {other:?}"),
+    };
+    openssl(&[&["genpkey", "-out", path_text], generate].concat());
+    let pem = std::fs::read(&path).unwrap();
+    let encoding = match algorithm {
+        Algorithm::RS256 => EncodingKey::from_rsa_pem(&pem),
+        Algorithm::ES256 => EncodingKey::from_ec_pem(&pem),
+        _ => EncodingKey::from_ed_pem(&pem),
+    }
+    .unwrap();
+    let mut jwk = Jwk::from_encoding_key(&encoding, algorithm).unwrap();
+    jwk.common.key_id = Some(kid.to_owned());
+    let public_pem = openssl(&["pkey", "-in", path_text, "-pubout"]);
+    Key { kid: kid.to_owned(), algorithm, encoding, jwk, public_pem }
+}
+
+fn now() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()).unwrap()
+}
+
+/// Claims valid for the next ten minutes, changed by `edit`.
+fn claims(edit: impl FnOnce(&mut Value)) -> Value {
+    let mut claims = json!({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "iat": now(), "exp": now() + 600,
+        "groups": ["finance"]});
+    edit(&mut claims);
+    claims
+}
+
+fn sign(key: &Key, claims: &Value) -> String {
+    let mut header = Header::new(key.algorithm);
+    header.kid = Some(key.kid.clone());
+    jsonwebtoken::encode(&header, claims, &key.encoding).unwrap()
+}
+
+fn write_jwks(path: &Path, keys: &[&Key]) {
+    let set = JwkSet { keys: keys.iter().map(|key| key.jwk.clone()).collect() };
+    std::fs::write(path, serde_json::to_vec(&set).unwrap()).unwrap();
+}
+
+struct Setup {
+    server: Server,
+    keys: Vec<Key>,
+    jwks: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_jwt() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = vec![
+        generate(dir.path(), "rsa-1", Algorithm::RS256),
+        generate(dir.path(), "ec-1", Algorithm::ES256),
+        generate(dir.path(), "ed-1", Algorithm::EdDSA),
+    ];
+    let jwks = dir.path().join("jwks.json");
+    write_jwks(&jwks, &keys.iter().collect::<Vec<_>>());
+    let mut config = JwtConfig::new(JwksSource::File(jwks.clone()));
+    config.issuer = Some(ISSUER.to_owned());
+    config.audience = Some(AUDIENCE.to_owned());
+    let verifier = JwtVerifier::new(config).await.unwrap();
+    let ledger = LedgerConfig::new(Arc::new(MemoryStore::new()));
+    let server = start_configured(default_script(), move |config| {
+        config.principals = PrincipalSource::Jwt(verifier);
+        config.ledger = Some(ledger);
+    })
+    .await;
+    Setup { server, keys, jwks, _dir: dir }
+}
+
+async fn with_token(server: &Server, token: &str) -> Reply {
+    send(server, "GET", "/api/audit", &[("authorization", &format!("Bearer {token}"))], b"").await
+}
+
+/// A 401 whose challenge says `invalid_token` and names the check.
+fn assert_refused(reply: &Reply, check: &str) {
+    assert_eq!((reply.status, reply.json()["error"]["code"].as_str()), (401, Some("unauthorized")), "{}", reply.body);
+    let challenge =
+        reply.header("www-authenticate").unwrap_or_else(|| panic!("no challenge: {} {}", reply.status, reply.body));
+    assert!(challenge.starts_with("Bearer error=\"invalid_token\", error_description=\""), "{challenge}");
+    assert!(challenge.contains(check), "`{check}` in {challenge}");
+}
+
+#[tokio::test]
+async fn tokens_of_every_accepted_algorithm_name_their_principal() {
+    let setup = start_jwt().await;
+    for key in &setup.keys {
+        let reply = with_token(&setup.server, &sign(key, &claims(|_| {}))).await;
+        assert_eq!(reply.status, 200, "{:?}: {}", key.algorithm, reply.body);
+    }
+    // The principal is the `sub` claim: the audit log records it as the owner.
+    let token = sign(&setup.keys[2], &claims(|_| {}));
+    let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "delete notes.txt"}]}]})
+    .to_string();
+    let headers = [("content-type", "application/json"), ("authorization", &*format!("Bearer {token}"))];
+    assert_eq!(send(&setup.server, "POST", "/api/chat", &headers, body.as_bytes()).await.status, 200);
+    let audit = with_token(&setup.server, &token).await;
+    let event: Value = serde_json::from_str(audit.body.lines().next().expect("an issued event")).unwrap();
+    assert_eq!((event["kind"].as_str(), event["owner"].as_str()), (Some("issued"), Some("alice")));
+}
+
+#[tokio::test]
+async fn every_failed_check_is_a_401_that_names_it() {
+    let setup = start_jwt().await;
+    let (rsa, ec) = (&setup.keys[0], &setup.keys[1]);
+    let server = &setup.server;
+    assert_refused(&get(server, "/api/audit").await, "no bearer token");
+    let cases = [
+        (sign(rsa, &claims(|c| c["exp"] = json!(now() - 120))), "expired"),
+        (sign(ec, &claims(|c| c["nbf"] = json!(now() + 120))), "not valid yet"),
+        (sign(rsa, &claims(|c| c["iss"] = json!("https://elsewhere.test"))), "issuer"),
+        (sign(ec, &claims(|c| c["aud"] = json!("another-app"))), "audience"),
+        (sign(rsa, &claims(|c| c.as_object_mut().unwrap().retain(|k, _| k != "exp"))), "`exp` is required"),
+        (sign(ec, &claims(|c| c["sub"] = json!(""))), "`sub` must be a non-empty string"),
+        (sign(ec, &claims(|c| c["groups"] = json!("finance"))), "`groups` must be an array of strings"),
+    ];
+    for (token, check) in &cases {
+        assert_refused(&with_token(server, token).await, check);
+    }
+    // Within the 60 s leeway a just-expired token still passes.
+    assert_eq!(with_token(server, &sign(rsa, &claims(|c| c["exp"] = json!(now() - 30)))).await.status, 200);
+
+    // A key the JWKS does not hold.
+    let stranger = generate(setup._dir.path(), "stranger", Algorithm::EdDSA);
+    assert_refused(&with_token(server, &sign(&stranger, &claims(|_| {}))).await, "`stranger` is not in the JWKS");
+
+    // `alg: none`, unsigned.
+    let encode = |value: &Value| URL_SAFE_NO_PAD.encode(value.to_string());
+    let none = format!("{}.{}.", encode(&json!({"alg": "none", "typ": "JWT"})), encode(&claims(|_| {})));
+    assert_refused(&with_token(server, &none).await, "algorithm `none` is not accepted");
+
+    // HS256 "signed" with the RSA public key as the secret, naming the RSA key.
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some(rsa.kid.clone());
+    let confused = jsonwebtoken::encode(&header, &claims(|_| {}), &EncodingKey::from_secret(&rsa.public_pem)).unwrap();
+    assert_refused(&with_token(server, &confused).await, "is not accepted");
+
+    // A tampered payload: Alice's valid token with Bob's claims put in.
+    let valid = sign(ec, &claims(|_| {}));
+    let parts: Vec<&str> = valid.split('.').collect();
+    let tampered = format!("{}.{}.{}", parts[0], encode(&claims(|c| c["sub"] = json!("bob"))), parts[2]);
+    assert_refused(&with_token(server, &tampered).await, "signature is invalid");
+}
+
+#[tokio::test]
+async fn a_rotated_key_is_picked_up_without_a_restart() {
+    let setup = start_jwt().await;
+    let rotated = generate(setup._dir.path(), "rsa-2", Algorithm::RS256);
+    let token = sign(&rotated, &claims(|_| {}));
+    write_jwks(&setup.jwks, &[&rotated]);
+    assert_eq!(with_token(&setup.server, &token).await.status, 200, "the new kid made the server read the JWKS again");
+    let retired = sign(&setup.keys[0], &claims(|_| {}));
+    assert_refused(&with_token(&setup.server, &retired).await, "`rsa-1` is not in the JWKS");
+}
+
+/// The JWKS over HTTP (loopback), kept for its `Cache-Control` max-age.
+#[tokio::test]
+async fn a_jwks_url_is_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = generate(dir.path(), "ed-url", Algorithm::EdDSA);
+    let set = JwkSet { keys: vec![key.jwk.clone()] };
+    let served = serde_json::to_string(&set).unwrap();
+    let app = axum::Router::new().route(
+        "/jwks",
+        axum::routing::get(move || {
+            let served = served.clone();
+            async move { ([("cache-control", "public, max-age=600")], served) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let verifier = JwtVerifier::new(JwtConfig::new(JwksSource::parse(&url).unwrap())).await.unwrap();
+    let verified = verifier.verify(&sign(&key, &claims(|_| {}))).await.unwrap();
+    assert_eq!((verified.principal.as_str(), verified.groups), ("alice", vec!["finance".to_owned()]));
+}
