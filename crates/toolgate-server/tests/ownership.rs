@@ -2,7 +2,7 @@
 //! belongs to the principal who created it. Another principal (with a valid
 //! credential of their own) reads, continues, answers, resumes and audits
 //! nothing of it, and learns nothing of its existence; run under each
-//! principal source the server has.
+//! principal source the server has (a trusted header, a tokens file, JWTs).
 
 mod common;
 
@@ -11,14 +11,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::http::HeaderName;
+use common::keys::{AUDIENCE, ISSUER, Key, claims, generate, sign, write_jwks};
 use common::*;
+use jsonwebtoken::Algorithm;
 use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::ledger::{LedgerConfig, MemoryStore};
 use toolgate::{Tool, ToolError, Toolkit};
-use toolgate_server::{PrincipalSource, TokenTable};
+use toolgate_server::{JwksSource, JwtConfig, JwtVerifier, PrincipalSource, TokenTable};
 
 #[derive(Deserialize, JsonSchema)]
 struct PathInput {
@@ -30,35 +32,41 @@ struct PathInput {
 enum Source {
     Header,
     Tokens,
-}
-
-impl Source {
-    fn principals(self) -> PrincipalSource {
-        match self {
-            Self::Header => PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new()),
-            Self::Tokens => {
-                let tokens = ["alice", "bob", "carol"].map(|who| (format!("token-of-{who}"), who.to_owned()));
-                PrincipalSource::Tokens(TokenTable::from_entries(tokens.into_iter().collect()).unwrap())
-            }
-        }
-    }
-
-    /// The header that makes a request `who`'s.
-    fn credential(self, who: &str) -> (&'static str, String) {
-        match self {
-            Self::Header => ("x-user", who.to_owned()),
-            Self::Tokens => ("authorization", format!("Bearer token-of-{who}")),
-        }
-    }
+    Jwt,
 }
 
 struct Owned {
     server: Server,
     runs: Arc<AtomicUsize>,
     source: Source,
+    /// The identity provider's signing key (JWT source).
+    key: Option<Key>,
+    _dir: tempfile::TempDir,
+}
+
+/// The server's principal source, and the JWT signing key it trusts (JWT source).
+async fn principals(source: Source, dir: &std::path::Path) -> (PrincipalSource, Option<Key>) {
+    match source {
+        Source::Header => (PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new()), None),
+        Source::Tokens => {
+            let tokens = ["alice", "bob", "carol"].map(|who| (format!("token-of-{who}"), who.to_owned()));
+            (PrincipalSource::Tokens(TokenTable::from_entries(tokens.into_iter().collect()).unwrap()), None)
+        }
+        Source::Jwt => {
+            let key = generate(dir, "idp-1", Algorithm::EdDSA);
+            let jwks = dir.join("jwks.json");
+            write_jwks(&jwks, &[&key]);
+            let mut config = JwtConfig::new(JwksSource::File(jwks));
+            config.issuer = Some(ISSUER.to_owned());
+            config.audience = Some(AUDIENCE.to_owned());
+            (PrincipalSource::Jwt(JwtVerifier::new(config).await.unwrap()), Some(key))
+        }
+    }
 }
 
 async fn start_owned(source: Source) -> Owned {
+    let dir = tempfile::tempdir().unwrap();
+    let (principals, key) = principals(source, dir.path()).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = runs.clone();
     let toolkit = Toolkit::new([Tool::function::<PathInput>("delete_file").needs_approval(true).handler(
@@ -75,16 +83,28 @@ async fn start_owned(source: Source) -> Owned {
     let server = start_configured(default_script(), move |config| {
         config.toolkit = toolkit;
         config.ledger = Some(ledger);
-        config.principals = source.principals();
+        config.principals = principals;
         config.admins = vec!["carol".to_owned()];
     })
     .await;
-    Owned { server, runs, source }
+    Owned { server, runs, source, key, _dir: dir }
 }
 
 impl Owned {
+    /// The header that makes a request `who`'s.
+    fn credential(&self, who: &str) -> (&'static str, String) {
+        match self.source {
+            Source::Header => ("x-user", who.to_owned()),
+            Source::Tokens => ("authorization", format!("Bearer token-of-{who}")),
+            Source::Jwt => {
+                let token = sign(self.key.as_ref().unwrap(), &claims(|claims| claims["sub"] = json!(who)));
+                ("authorization", format!("Bearer {token}"))
+            }
+        }
+    }
+
     async fn request(&self, who: &str, method: &str, path: &str, body: Option<&Value>) -> Reply {
-        let (name, value) = self.source.credential(who);
+        let (name, value) = self.credential(who);
         let text = body.map(Value::to_string).unwrap_or_default();
         let headers = [("content-type", "application/json"), (name, value.as_str())];
         send(&self.server, method, path, &headers, text.as_bytes()).await
@@ -189,6 +209,11 @@ async fn another_principal_gets_nothing_with_a_principal_header() {
 #[tokio::test]
 async fn another_principal_gets_nothing_with_a_tokens_file() {
     another_principal_gets_nothing(Source::Tokens).await;
+}
+
+#[tokio::test]
+async fn another_principal_gets_nothing_with_jwt_bearer_tokens() {
+    another_principal_gets_nothing(Source::Jwt).await;
 }
 
 /// An AG-UI thread is its owner's too: Bob resuming Alice's interrupt under her

@@ -1,6 +1,8 @@
 //! A server on a real socket and a minimal HTTP/1.1 client, shared by the server tests.
 #![allow(dead_code)]
 
+pub mod keys;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
