@@ -1,4 +1,4 @@
-//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`) and
+//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`) and
 //! the server's admins (`admins = ["..."]`, who see every owner's audit
 //! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
 //!
@@ -7,7 +7,7 @@
 //! servers with one name is an error naming it. `serve` reloads the rules
 //! when the file changes (see [`crate::tools`]); servers are read once.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -35,6 +35,8 @@ struct ConfigFile {
     rule: Vec<RuleConfig>,
     #[serde(default)]
     admins: Vec<String>,
+    #[serde(default)]
+    groups: BTreeMap<String, Vec<String>>,
 }
 
 /// A checked config file.
@@ -48,15 +50,17 @@ pub struct Config {
     pub policy: Policy,
     /// Principals who see every owner's audit events on `serve`.
     pub admins: Vec<String>,
+    /// Groups and their members (rules name them `group:NAME`).
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins } =
+        let Parsed { mcp, policy, admins, groups } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups })
     }
 }
 
@@ -69,6 +73,8 @@ pub struct Parsed {
     pub policy: Policy,
     /// The admins.
     pub admins: Vec<String>,
+    /// The groups.
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -80,8 +86,12 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
         anyhow::ensure!(names.insert(server.name.as_str()), "two [[mcp]] servers are named `{}`", server.name);
     }
     anyhow::ensure!(!file.admins.iter().any(String::is_empty), "`admins` holds an empty principal");
+    for (group, members) in &file.groups {
+        anyhow::ensure!(!group.is_empty() && !group.contains(':'), "[groups]: `{group}` is not a group name");
+        anyhow::ensure!(!members.iter().any(String::is_empty), "[groups] `{group}` holds an empty principal");
+    }
     let policy = Policy::from_rules(file.rule)?;
-    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins })
+    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups })
 }
 
 /// The rules of a config file's text (for reloading: its servers are checked but not kept).
@@ -95,9 +105,12 @@ mod tests {
 
     #[test]
     fn both_sections_load_and_unknown_keys_are_named() {
-        let Parsed { mcp, policy, admins } = parse(
+        let Parsed { mcp, policy, admins, groups } = parse(
             r#"
             admins = ["root"]
+
+            [groups]
+            finance = ["bob", "carol"]
 
             [[mcp]]
             name = "fs"
@@ -116,6 +129,8 @@ mod tests {
         assert!(mcp[0].offers("read_text_file") && !mcp[0].offers("write_file"));
         assert_eq!(policy.rules().len(), 1);
         assert_eq!(admins, ["root"]);
+        assert_eq!(groups["finance"], ["bob", "carol"]);
+        assert!(format!("{:#}", parse("[groups]\n\"a:b\" = []\n").unwrap_err()).contains("not a group name"));
         assert!(format!("{:#}", parse("admins = [\"\"]\n").unwrap_err()).contains("empty principal"));
 
         let error = format!("{:#}", parse("[[rules]]\naction = \"ask\"\n").unwrap_err());

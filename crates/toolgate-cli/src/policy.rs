@@ -42,6 +42,9 @@ pub struct ExplainArgs {
     /// Who asks (for rules with `principal`).
     #[arg(long)]
     principal: Option<String>,
+    /// A group the principal belongs to (for rules with `principal = "group:NAME"`; repeatable).
+    #[arg(long = "group", value_name = "NAME")]
+    groups: Vec<String>,
     /// The toolkit whose own policies decide when no rule does.
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
@@ -69,6 +72,7 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         tool_call_id: "explain",
         conversation_id: None,
         principal: args.principal.as_deref(),
+        groups: &args.groups,
     };
     let explanation = config.policy.explain(&call);
     let gate = PolicyGate::new(std::sync::Arc::new(config.policy.clone()), Vec::new(), 0);
@@ -79,7 +83,12 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     };
     let (word, because) = match (&tool, ruled) {
         (Some(tool), _) => {
-            let caller = Caller { gate: Some(&gate), conversation_id: None, principal: args.principal.as_deref() };
+            let caller = Caller {
+                gate: Some(&gate),
+                conversation_id: None,
+                principal: args.principal.as_deref(),
+                groups: &args.groups,
+            };
             let context = ApprovalContext::new("explain", Vec::new());
             let Decided { decision, ask_reason } = decide_call(caller, tool, &input, context).await;
             match decision {

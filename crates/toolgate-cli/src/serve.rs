@@ -108,6 +108,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.max_body_bytes = args.max_body_bytes;
     config.ledger = store.map(|store| args.ledger.config(store));
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
+    config.groups = setup.groups();
     config.principals = match (&args.principal_header, &args.tokens_file) {
         _ if let Some(verifier) = jwt => PrincipalSource::Jwt(verifier),
         (Some(header), _) => PrincipalSource::Header(

@@ -66,6 +66,11 @@ impl ToolSetup {
         self.config.as_ref().map_or(&[], |config| config.admins.as_slice())
     }
 
+    /// The config file's `[groups]` (none without a config file).
+    pub fn groups(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.config.as_ref().map(|config| config.groups.clone()).unwrap_or_default()
+    }
+
     /// Changes of the MCP servers' tool lists (none without MCP servers).
     pub fn changes(&self) -> Option<watch::Receiver<u64>> {
         self.mcp.as_ref().map(McpTools::subscribe)

@@ -18,6 +18,9 @@ use crate::evaluate;
 use crate::explain::Explanation;
 use crate::predicate::{Predicate, compile_glob, render_pointer, render_value};
 
+/// How a rule's `principal` names a group: `group:finance`.
+pub const GROUP_PREFIX: &str = "group:";
+
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -88,11 +91,22 @@ impl Rule {
             return None;
         }
         if let Some(principal) = &self.principal
-            && !call.principal.is_some_and(|who| principal.is_match(who))
+            && !self.principal_matches(principal, call)
         {
             return None;
         }
         self.predicates.iter().map(|predicate| Some((predicate.pointer(), predicate.matched(call.input)?))).collect()
+    }
+
+    /// A `group:NAME` glob matches the call's groups (as `group:NAME`), any
+    /// other glob its principal: a principal that is named like a group is no member of it.
+    fn principal_matches(&self, glob: &GlobMatcher, call: &GateCall<'_>) -> bool {
+        let of_groups = self.config.principal.as_deref().is_some_and(|pattern| pattern.starts_with(GROUP_PREFIX));
+        if of_groups {
+            call.groups.iter().any(|group| glob.is_match(format!("{GROUP_PREFIX}{group}")))
+        } else {
+            call.principal.is_some_and(|who| glob.is_match(who))
+        }
     }
 
     /// Why the rule decides the call: ``rule `x` matched tool `t`, /path = "/tmp/x": reason``,

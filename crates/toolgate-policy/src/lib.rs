@@ -119,6 +119,7 @@
 //!     tool_call_id: "call-1",
 //!     conversation_id: Some("c1"),
 //!     principal: Some("alice"),
+//!     groups: &[],
 //! };
 //! let scope = DecisionScope::Conversation { conversation_id: "c1".into() };
 //! let always = StickyDecision::new("d1", StickyAction::Allow, "shell__exec", scope, 0);
@@ -150,7 +151,7 @@ pub mod sticky;
 pub mod stored;
 pub mod watch;
 
-pub use compile::{Policy, Rule};
+pub use compile::{GROUP_PREFIX, Policy, Rule};
 pub use config::{PredicateConfig, RuleAction, RuleConfig};
 pub use error::{PolicyError, RuleRef};
 pub use evaluate::PolicyGate;

@@ -10,7 +10,7 @@ use toolgate_policy::{
 };
 
 fn call<'a>(tool: &'a str, input: &'a Value) -> GateCall<'a> {
-    GateCall { tool_name: tool, input, tool_call_id: "call-1", conversation_id: None, principal: None }
+    GateCall { tool_name: tool, input, tool_call_id: "call-1", conversation_id: None, principal: None, groups: &[] }
 }
 
 fn policy(text: &str) -> Policy {
@@ -497,6 +497,7 @@ fn in_conversation<'a>(tool: &'a str, input: &'a Value, conversation: &'a str, p
         tool_call_id: "call-1",
         conversation_id: Some(conversation),
         principal: Some(principal),
+        groups: &[],
     }
 }
 
@@ -677,4 +678,27 @@ fn handle_swaps_for_every_clone() {
     assert!(snapshot.is_empty(), "a snapshot never changes");
     assert_eq!(action(&reader.current(), "t", json!({})), Some(GateAction::Deny));
     assert_eq!(reader.gate(vec![], NOW).decide(&call("t", &json!({}))).map(|v| v.action), Some(GateAction::Deny));
+}
+
+/// `principal = "group:NAME"` matches the caller's groups, never a principal
+/// that is merely named like the group; other principal globs match names only.
+#[test]
+fn group_rules_match_the_callers_groups() {
+    let policy = policy(
+        "[[rule]]\nname = \"finance-pays\"\naction = \"allow\"\ntool = \"pay\"\nprincipal = \"group:fin*\"\n\
+         [[rule]]\naction = \"deny\"\ntool = \"pay\"\nprincipal = \"mallory\"\n",
+    );
+    let input = json!({});
+    let finance = ["finance".to_owned()];
+    let member = GateCall { principal: Some("bob"), groups: &finance, ..call("pay", &input) };
+    let verdict = policy.decide(&member).expect("the group rule matches");
+    assert_eq!(verdict.action, GateAction::Allow);
+    assert!(verdict.reason.contains("finance-pays"), "{}", verdict.reason);
+    let named_like_it = GateCall { principal: Some("group:finance"), ..call("pay", &input) };
+    assert!(policy.decide(&named_like_it).is_none(), "a name is not a membership");
+    let mallory_in_finance = GateCall { principal: Some("mallory"), groups: &finance, ..call("pay", &input) };
+    assert_eq!(policy.decide(&mallory_in_finance).unwrap().action, GateAction::Deny, "deny still wins");
+    let other_group = ["sales".to_owned()];
+    let outsider = GateCall { principal: Some("bob"), groups: &other_group, ..call("pay", &input) };
+    assert!(policy.decide(&outsider).is_none());
 }

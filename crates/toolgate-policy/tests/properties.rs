@@ -248,6 +248,7 @@ fn gate_call(call: &GenCall) -> GateCall<'_> {
         tool_call_id: "call",
         conversation_id: call.conversation,
         principal: call.principal,
+        groups: &[],
     }
 }
 

@@ -17,7 +17,7 @@ fn conversation(id: &str) -> DecisionScope {
 }
 
 fn call<'a>(tool: &'a str, input: &'a serde_json::Value) -> GateCall<'a> {
-    GateCall { tool_name: tool, input, tool_call_id: "call-1", conversation_id: None, principal: None }
+    GateCall { tool_name: tool, input, tool_call_id: "call-1", conversation_id: None, principal: None, groups: &[] }
 }
 
 async fn store_with(decisions: &[StickyDecision]) -> Arc<MemoryStore> {

@@ -18,7 +18,14 @@ fn rules(action: &str) -> String {
 
 fn decision(handle: &PolicyHandle) -> Option<GateAction> {
     let input = json!({});
-    let call = GateCall { tool_name: "t", input: &input, tool_call_id: "c", conversation_id: None, principal: None };
+    let call = GateCall {
+        tool_name: "t",
+        input: &input,
+        tool_call_id: "c",
+        conversation_id: None,
+        principal: None,
+        groups: &[],
+    };
     handle.current().decide(&call).map(|verdict| verdict.action)
 }
 

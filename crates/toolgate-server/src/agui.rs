@@ -40,7 +40,7 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
 /// Runs the agent for one `RunAgentInput` and streams the events.
 pub(crate) async fn run(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, groups }: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -56,7 +56,7 @@ pub(crate) async fn run(
     let request_state = state.clone();
     let Some(ledger) = ledger else {
         let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-            request_state.text_request(messages, &thread_key, principal.as_deref())
+            request_state.text_request(messages, &thread_key, principal.as_deref()).groups(groups.clone())
         })
         .map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(events, AGUI_STREAM_HEADERS));
@@ -65,7 +65,7 @@ pub(crate) async fn run(
     let clock = ledger.config.clock.clone();
     let gate_thread = thread_key.clone();
     let mut events = Box::pin(run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-        request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger)
+        request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger).groups(groups.clone())
     }));
     let frames = async_stream::stream! {
         let mut interrupts = None;

@@ -58,6 +58,8 @@ pub struct ServerConfig {
     pub principals: PrincipalSource,
     /// Principals who see every owner's audit events (`--admin`, `admins` in the config file).
     pub admins: Vec<String>,
+    /// Groups and their members (`[groups]` in the config file), beside those a JWT names.
+    pub groups: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl ServerConfig {
@@ -76,6 +78,7 @@ impl ServerConfig {
             ledger: None,
             principals: PrincipalSource::None,
             admins: Vec::new(),
+            groups: std::collections::BTreeMap::new(),
         }
     }
 }

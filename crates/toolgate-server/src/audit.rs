@@ -26,7 +26,7 @@ pub const MAX_AUDIT_EVENTS: usize = 10_000;
 /// Lists audit events as `application/x-ndjson`.
 pub(crate) async fn audit(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let ledger = state.ledger_config()?;

@@ -32,7 +32,7 @@ const FRAME_BUFFER: usize = 256;
 /// Answers one chat request with a UI message stream.
 pub(crate) async fn chat(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, groups }: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -41,8 +41,8 @@ pub(crate) async fn chat(
     check_chat_id(&request.id)?;
     let key = state.conversation_key(principal.as_deref(), &request.id)?;
     match state.ledger(&key, principal.clone())? {
-        Some(ledger) => stored_chat(state, request, ledger).await,
-        None => stateless_chat(state, request, &key, principal).await,
+        Some(ledger) => stored_chat(state, request, ledger, groups).await,
+        None => stateless_chat(state, request, &key, principal, groups).await,
     }
 }
 
@@ -64,12 +64,13 @@ async fn stateless_chat(
     request: ChatRequest,
     key: &str,
     principal: Option<String>,
+    groups: Vec<String>,
 ) -> Result<Response, ApiError> {
     let message_id = request.continued_message_id().map(str::to_owned).unwrap_or_else(new_message_id);
     let ChatRequest { id: chat_id, messages, .. } = request;
     let messages = into_model_messages(messages)?;
     tracing::info!(chat = %chat_id, messages = messages.len(), "chat request");
-    let engine_request = state.text_request(messages, key, principal.as_deref());
+    let engine_request = state.text_request(messages, key, principal.as_deref()).groups(groups);
     let stream = start(&state, &chat_id, engine_request).await?;
     let mut encoder = encoder(&state, message_id);
     let frames = stream
@@ -80,7 +81,12 @@ async fn stateless_chat(
 }
 
 /// With a store: reconcile, run to the end whatever the client does, store the conversation.
-async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> Result<Response, ApiError> {
+async fn stored_chat(
+    state: AppState,
+    request: ChatRequest,
+    ledger: Ledger,
+    groups: Vec<String>,
+) -> Result<Response, ApiError> {
     let store = ledger.config.store.clone();
     let chat_id = request.id.clone();
     // The requester's own conversation of that id.
@@ -103,7 +109,8 @@ async fn stored_chat(state: AppState, request: ChatRequest, ledger: Ledger) -> R
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
-    let engine_request = state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger);
+    let engine_request =
+        state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger).groups(groups);
     let stream = start(&state, &chat_id, engine_request).await?;
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
@@ -178,7 +185,7 @@ pub(crate) fn detached_sse(
 /// `GET /api/chats/:id`: the stored UI messages of a chat.
 pub(crate) async fn stored_messages(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
     check_chat_id(&chat_id)?;

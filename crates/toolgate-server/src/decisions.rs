@@ -93,7 +93,7 @@ struct NewDecision {
 /// Records a sticky decision.
 pub(crate) async fn add(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -150,7 +150,7 @@ fn shown(mut decision: StickyDecision) -> StickyDecision {
 /// Lists the live sticky decisions that apply to a conversation and the requester.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let decisions: Vec<StickyDecision> =
@@ -161,7 +161,7 @@ pub(crate) async fn list(
 /// Revokes one sticky decision the requester can see.
 pub(crate) async fn revoke(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {

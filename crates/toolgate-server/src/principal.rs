@@ -149,8 +149,17 @@ impl PrincipalSource {
     /// tokens are required and this one is missing or unknown, or when a
     /// principal header comes from a peer that is not trusted to set it.
     pub async fn principal(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Result<Option<String>, ApiError> {
+        Ok(self.identify(headers, peer).await?.0)
+    }
+
+    /// [`Self::principal`] with the groups the credential names (a JWT's groups claim).
+    pub async fn identify(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+    ) -> Result<(Option<String>, Vec<String>), ApiError> {
         match self {
-            Self::None => Ok(None),
+            Self::None => Ok((None, Vec::new())),
             Self::Header(name, proxies) => {
                 if !peer.is_some_and(|peer| trusted_peer(peer, proxies)) {
                     let peer = peer.map_or_else(|| "an unknown peer".to_owned(), |peer| peer.to_string());
@@ -162,15 +171,15 @@ impl PrincipalSource {
                         ),
                     ));
                 }
-                Ok(header_principal(headers, name))
+                Ok((header_principal(headers, name), Vec::new()))
             }
             Self::Jwt(verifier) => {
                 let token = bearer(headers).ok_or_else(|| ApiError::invalid_token(JwtError::Missing))?;
                 let verified = verifier.verify(token).await.map_err(ApiError::invalid_token)?;
-                Ok(Some(verified.principal))
+                Ok((Some(verified.principal), verified.groups))
             }
             Self::Tokens(tokens) => match bearer(headers).and_then(|token| tokens.principal(token)) {
-                Some(principal) => Ok(Some(principal.to_owned())),
+                Some(principal) => Ok((Some(principal.to_owned()), Vec::new())),
                 None => Err(ApiError::new(
                     StatusCode::UNAUTHORIZED,
                     "unauthorized",
@@ -209,20 +218,35 @@ fn trusted_peer(peer: IpAddr, proxies: &[IpNet]) -> bool {
 }
 
 /// Who sent a request: its principal from the server's source (see the
-/// module docs), `None` without one. Extracting it refuses the request with
-/// 401 when a required credential is missing or not believed. The peer's
-/// address comes from the connection ([`axum::extract::ConnectInfo`], which
-/// [`crate::serve_listener`] provides; under a router served without it the
-/// peer is unknown, and a principal header is then never believed).
+/// module docs), `None` without one, and its groups (those its credential
+/// names and the config's `[groups]` that list it). Extracting it refuses the
+/// request with 401 when a required credential is missing or not believed.
+/// The peer's address comes from the connection
+/// ([`axum::extract::ConnectInfo`], which [`crate::serve_listener`] provides;
+/// under a router served without it the peer is unknown, and a principal
+/// header is then never believed).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller(pub Option<String>);
+pub struct Caller {
+    /// The principal.
+    pub principal: Option<String>,
+    /// Its groups, sorted, each once.
+    pub groups: Vec<String>,
+}
 
 impl FromRequestParts<crate::AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
-        state.config().principals.principal(&parts.headers, peer).await.map(Caller)
+        let config = state.config();
+        let (principal, mut groups) = config.principals.identify(&parts.headers, peer).await?;
+        if let Some(principal) = &principal {
+            let listed = config.groups.iter().filter(|(_, members)| members.contains(principal));
+            groups.extend(listed.map(|(group, _)| group.clone()));
+        }
+        groups.sort_unstable();
+        groups.dedup();
+        Ok(Caller { principal, groups })
     }
 }
 

@@ -94,7 +94,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// like no response (204), so chat ids cannot be probed.
 pub(crate) async fn resume(
     State(state): State<AppState>,
-    Caller(principal): Caller,
+    Caller { principal, .. }: Caller,
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let key = state.conversation_key(principal.as_deref(), &chat_id)?;

@@ -560,7 +560,8 @@ impl Session {
                 let decisions = Arc::clone(&rules.decisions);
                 let now = SystemClock.now();
                 let gate = StoredGate::new(rules.policy.current(), decisions, Some(chat_id.clone()), None, now);
-                let caller = Caller { gate: Some(&gate), conversation_id: Some(&chat_id), principal: None };
+                let caller =
+                    Caller { gate: Some(&gate), conversation_id: Some(&chat_id), principal: None, groups: &[] };
                 decide_call(caller, tool, input, context).await.decision
             }
             None => tool.decide(input, context).await,

@@ -69,6 +69,7 @@ pub struct TextRequest {
     pub(crate) gate: Option<Arc<dyn CallGate>>,
     pub(crate) conversation_id: Option<String>,
     pub(crate) principal: Option<String>,
+    pub(crate) groups: Vec<String>,
 }
 
 impl std::fmt::Debug for TextRequest {
@@ -104,6 +105,7 @@ impl TextRequest {
             gate: None,
             conversation_id: None,
             principal: None,
+            groups: Vec::new(),
         }
     }
 
@@ -206,6 +208,12 @@ impl TextRequest {
         self
     }
 
+    /// The principal's groups, as gates see them (rules match them as `group:NAME`).
+    pub fn groups(mut self, groups: Vec<String>) -> Self {
+        self.groups = groups;
+        self
+    }
+
     /// The gate and the identity it decides for.
     pub(crate) fn caller(&self) -> Caller<'_> {
         let ledger = self.ledger.as_ref();
@@ -216,6 +224,7 @@ impl TextRequest {
                 .as_deref()
                 .or_else(|| ledger.map(|ledger| ledger.conversation_id.as_str())),
             principal: self.principal.as_deref().or_else(|| ledger.and_then(|ledger| ledger.principal.as_deref())),
+            groups: &self.groups,
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct GateCall<'a> {
     pub conversation_id: Option<&'a str>,
     /// Who is asking or answering, when known.
     pub principal: Option<&'a str>,
+    /// The principal's groups (rules name them `group:NAME`).
+    pub groups: &'a [String],
 }
 
 /// What a gate decided.
@@ -80,6 +82,8 @@ pub struct Caller<'a> {
     pub conversation_id: Option<&'a str>,
     /// Who is asking.
     pub principal: Option<&'a str>,
+    /// The principal's groups.
+    pub groups: &'a [String],
 }
 
 impl std::fmt::Debug for Caller<'_> {
@@ -88,6 +92,7 @@ impl std::fmt::Debug for Caller<'_> {
             .field("gate", &self.gate.is_some())
             .field("conversation_id", &self.conversation_id)
             .field("principal", &self.principal)
+            .field("groups", &self.groups)
             .finish()
     }
 }
@@ -112,6 +117,7 @@ pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context
                 tool_call_id: context.tool_call_id(),
                 conversation_id: caller.conversation_id,
                 principal: caller.principal,
+                groups: caller.groups,
             };
             checked(gate, call).await
         }
