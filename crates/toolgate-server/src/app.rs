@@ -165,9 +165,13 @@ impl AppState {
     /// The ledger key of the requester's conversation `id` (see
     /// [`toolgate::ledger::conversation_key`]): a request reaches only the
     /// conversations of its own principal. An id with control characters is
-    /// 400 `invalid_chat_id`.
+    /// 400 `invalid_chat_id`; an empty id stays empty (with a store it is
+    /// then refused as missing, see [`Self::ledger`]).
     pub fn conversation_key(&self, principal: Option<&str>, id: &str) -> Result<String, ApiError> {
-        if !id.is_empty() && !is_valid_conversation_id(id) {
+        if id.is_empty() {
+            return Ok(String::new());
+        }
+        if !is_valid_conversation_id(id) {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_chat_id",

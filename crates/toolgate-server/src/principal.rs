@@ -1,6 +1,6 @@
 //! Who sent a request: the principal recorded with every approval answer.
 //!
-//! Two sources, configured on the server:
+//! Three sources, one of them configured on the server:
 //! - a header set by a trusted proxy in front of toolgate (`--principal-header X-User`):
 //!   its value is the principal; a request without it has none. Anyone can set
 //!   a header, so it is believed only from a loopback peer or from a peer in
@@ -23,14 +23,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::header::{AUTHORIZATION, HeaderName};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode};
 use ipnet::IpNet;
-
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-
-use axum::http::header::{AUTHORIZATION, HeaderName};
-use axum::http::{HeaderMap, StatusCode};
 
 use crate::error::ApiError;
 use crate::jwt::{JwtError, JwtVerifier};

@@ -251,3 +251,11 @@ async fn a_chat_id_with_a_control_character_is_refused() {
     assert_eq!(read.status, 400, "{}", read.body);
     assert_eq!(owned.runs.load(Ordering::SeqCst), 0);
 }
+
+/// An empty chat id stays missing under an owner too: with a store it is refused.
+#[tokio::test]
+async fn an_empty_chat_id_is_missing_whoever_asks() {
+    let owned = start_owned(Source::Tokens).await;
+    let reply = owned.chat("alice", &first_turn("")).await;
+    assert_eq!((reply.status, reply.json()["error"]["code"].as_str()), (400, Some("missing_conversation_id")));
+}
