@@ -261,7 +261,8 @@ impl JwtVerifier {
         }
         self.refresh().await;
         let keys = self.keys.read().await;
-        find(&keys.set, kid)?.ok_or_else(|| JwtError::UnknownKey(kid.unwrap_or("(none)").to_owned()))
+        // The kid is the client's text: echo a bounded piece of it.
+        find(&keys.set, kid)?.ok_or_else(|| JwtError::UnknownKey(kid.unwrap_or("(none)").chars().take(64).collect()))
     }
 
     /// Reads the JWKS again, at most once per [`REFRESH_COOLDOWN`]; a failed
