@@ -5,7 +5,8 @@
 # installs playwright-core (no browser download), builds `toolgate` (or runs $TOOLGATE_BIN), starts one
 # `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
 # (prompt traces and data dirs in a temp dir; a fixture NAME.json with a sibling NAME.toml
-# is served with `--config NAME.toml`, its approval policy), plus one with the local default model when
+# is served with `--config NAME.toml`, its approval policy, and one with a sibling NAME.tokens with
+# `--tokens-file NAME.tokens`), plus one with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
 # an error, as in CI), runs the tests with `node --test`, and always stops the servers.
 # Screenshots go to ci-artifacts/screenshots/.
@@ -95,6 +96,9 @@ for i in "${!fixtures[@]}"; do
   config=()
   policy="${fixture%.json}.toml"
   [ -f "$policy" ] && config=(--config "$policy")
+  # A sibling NAME.tokens (a tokens file) makes that server ask for a bearer token.
+  tokens="${fixture%.json}.tokens"
+  [ -f "$tokens" ] && config+=(--tokens-file "$tokens")
   "$BIN" serve --model "script:$fixture" --addr "127.0.0.1:$port" \
     --trace-prompts "$WORK/$name.prompts.jsonl" --data-dir "$WORK/$name-data" \
     ${config[@]+"${config[@]}"} >"$WORK/$name.log" 2>&1 &

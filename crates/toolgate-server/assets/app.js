@@ -234,7 +234,7 @@ async function submit() {
 
   const run = { message: null, blocks: new Map(), failed: false };
   try {
-    const response = await fetch(API, {
+    const response = await authFetch(API, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -262,6 +262,95 @@ async function submit() {
 }
 
 // ---------------------------------------------------------------------------
+// Sign-in. With a tokens file or JWT bearer tokens the server answers 401 to
+// a request without a valid token. The page then asks for a token once, keeps
+// it for this tab (sessionStorage, never localStorage), sends it with every
+// request, and shows who the server takes it for (`GET api/me`). A 401 later
+// (a revoked or expired token) asks again.
+
+const TOKEN_KEY = 'toolgate.token';
+
+function storedToken() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+async function authFetch(url, options = {}) {
+  const headers = new Headers(options.headers ?? {});
+  const token = storedToken();
+  if (token) headers.set('authorization', `Bearer ${token}`);
+  const response = await fetch(url, { ...options, headers });
+  if (response.status === 401) askForToken(token ? await refusalMessage(response.clone()) : '');
+  return response;
+}
+
+async function refusalMessage(response) {
+  try {
+    return (await response.json())?.error?.message ?? 'The token was refused.';
+  } catch {
+    return 'The token was refused.';
+  }
+}
+
+function askForToken(message) {
+  const error = $('#signin-error');
+  error.textContent = message;
+  error.hidden = !message;
+  const dialog = $('#signin');
+  if (!dialog.open) dialog.showModal();
+  $('#signin-token').focus();
+}
+
+// Asks the server who this is; false when it wants a token first.
+async function whoAmI() {
+  let me;
+  try {
+    const response = await authFetch('api/me');
+    if (!response.ok) return response.status !== 401;
+    me = await response.json();
+  } catch {
+    return true; // Offline: the page works as far as it can.
+  }
+  $('#who').hidden = !me.principal;
+  $('#who-name').textContent = me.principal ?? '';
+  $('#sign-out').hidden = me.signIn !== 'token';
+  return true;
+}
+
+function setupSignIn() {
+  const dialog = $('#signin');
+  dialog.addEventListener('cancel', (event) => event.preventDefault()); // Escape does not skip it
+  $('#signin-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const token = $('#signin-token').value.trim();
+    if (!token) return;
+    try {
+      sessionStorage.setItem(TOKEN_KEY, token);
+    } catch {
+      // Storage refused (private mode): the token lasts until the page reloads.
+    }
+    if (await whoAmI()) {
+      $('#signin-token').value = '';
+      dialog.close();
+      restoreConversation();
+      refreshAudit();
+      refreshDecisions();
+    }
+  });
+  $('#sign-out').addEventListener('click', () => {
+    try {
+      sessionStorage.removeItem(TOKEN_KEY);
+    } catch {
+      // Nothing kept.
+    }
+    location.reload();
+  });
+}
+
+// ---------------------------------------------------------------------------
 // Server-side conversations and the audit log (with a store; without one both
 // endpoints answer 404 and the page works as before).
 
@@ -272,7 +361,7 @@ function rememberChatId() {
 async function restoreConversation() {
   if (!initialChatId) return;
   try {
-    const response = await fetch(`api/chats/${encodeURIComponent(initialChatId)}`);
+    const response = await authFetch(`api/chats/${encodeURIComponent(initialChatId)}`);
     if (!response.ok) return;
     const stored = await response.json();
     if (Array.isArray(stored.messages) && state.messages.length === 0 && state.chatId === initialChatId) {
@@ -309,7 +398,7 @@ async function refreshAudit() {
   if (!audit.open) return;
   const chatId = state.chatId;
   try {
-    const response = await fetch(`api/audit?conversation=${encodeURIComponent(chatId)}`);
+    const response = await authFetch(`api/audit?conversation=${encodeURIComponent(chatId)}`);
     if (chatId !== state.chatId) return;
     if (response.status === 404) {
       Object.assign(audit, { events: [], note: 'This server keeps no audit log (it runs with --store none).' });
@@ -399,7 +488,7 @@ async function refreshDecisions() {
   const read = ++decisions.reads;
   const stale = () => read !== decisions.reads || chatId !== state.chatId;
   try {
-    const response = await fetch(`${DECISIONS_API}?conversation=${encodeURIComponent(chatId)}`);
+    const response = await authFetch(`${DECISIONS_API}?conversation=${encodeURIComponent(chatId)}`);
     if (stale()) return;
     if (!response.ok) {
       const error = await httpError(response);
@@ -420,7 +509,7 @@ async function refreshDecisions() {
 // Saves a sticky decision; resolves to null, or the error to show.
 async function saveDecision(body) {
   try {
-    const response = await fetch(DECISIONS_API, {
+    const response = await authFetch(DECISIONS_API, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -442,7 +531,7 @@ async function revokeDecision(id) {
   try {
     // The server revokes what the listing showed: the decisions of this chat (and wider ones).
     const url = `${DECISIONS_API}/${encodeURIComponent(id)}?conversation=${encodeURIComponent(state.chatId)}`;
-    const response = await fetch(url, { method: 'DELETE' });
+    const response = await authFetch(url, { method: 'DELETE' });
     if (!response.ok) error = errorLine(await httpError(response));
   } catch (failure) {
     error = failure.message;
@@ -1360,7 +1449,8 @@ function setup() {
     $(which.panel).addEventListener('keydown', (event) => event.key === 'Escape' && which.open && togglePanel(which));
   }
   rememberChatId();
-  restoreConversation();
+  setupSignIn();
+  whoAmI().then((known) => known && restoreConversation());
   $('#error-dismiss').addEventListener('click', clearError);
   $('#error-retry').addEventListener('click', () => !busy() && submit());
   render();

@@ -26,7 +26,7 @@ use crate::principal::PrincipalSource;
 use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, audit, chat, decisions, page, resume};
+use crate::{agui, audit, chat, decisions, me, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -275,6 +275,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chat/{id}/stream", get(resume::resume))
         .route("/ag-ui", post(agui::run))
         .route("/api/audit", get(audit::audit))
+        .route("/api/me", get(me::me))
         .route("/api/decisions", get(decisions::list).post(decisions::add))
         .route("/api/decisions/{id}", axum::routing::delete(decisions::revoke))
         .route("/api/chats/{id}", get(chat::stored_messages))

@@ -26,6 +26,7 @@ mod conversation;
 mod decisions;
 mod error;
 pub mod jwt;
+mod me;
 mod page;
 mod principal;
 mod replay;

@@ -77,4 +77,17 @@ async fn a_group_rule_applies_to_the_groups_a_token_names() {
     assert_eq!(outcome(&server, ("authorization", &finance)).await, "denied");
     let staff = format!("Bearer {}", sign(&key, &claims(|claims| claims["groups"] = json!(["staff"]))));
     assert_eq!(outcome(&server, ("authorization", &staff)).await, "asked");
+
+    // `GET /api/me` says who the server takes the token for.
+    let me = send(&server, "GET", "/api/me", &[("authorization", &finance)], b"").await;
+    assert_eq!(me.json(), json!({"principal": "alice", "groups": ["finance", "staff"], "signIn": "token"}));
+    let anonymous = get(&server, "/api/me").await;
+    assert_eq!((anonymous.status, anonymous.json()["error"]["code"].as_str()), (401, Some("unauthorized")));
+}
+
+#[tokio::test]
+async fn a_single_user_server_names_nobody() {
+    let server = start_configured(default_script(), |_| {}).await;
+    let me = get(&server, "/api/me").await;
+    assert_eq!(me.json(), json!({"principal": null, "groups": [], "signIn": "none"}));
 }
