@@ -5,7 +5,8 @@
 //! - it is a compact JWS whose header names `RS256`, `ES256` or `EdDSA` (never
 //!   `none` and never an HMAC algorithm: a public key is no shared secret);
 //! - its `kid` names a key of the JWKS (a JWKS with a single key also takes a
-//!   token without `kid`), of the family its algorithm needs;
+//!   token without `kid`), of the family its algorithm needs, published for
+//!   signatures (`use`, when given) and for that algorithm (`alg`, when given);
 //! - its signature verifies with that key (`jsonwebtoken` does the verification);
 //! - `exp` is present and not past, `nbf` (when present) not in the future,
 //!   both with 60 s of leeway, and `iss` and `aud` match when configured;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, RwLock};
@@ -204,6 +205,13 @@ impl JwtVerifier {
         let jwk = self.key(header.kid.as_deref()).await?;
         if !family_of(&jwk).is_some_and(|of| of == family) {
             return Err(JwtError::Algorithm(format!("{:?} with a key of another kind", header.alg)));
+        }
+        // A key published for encryption, or for another algorithm of its family, verifies nothing.
+        let for_signatures =
+            !matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption | PublicKeyUse::Other(_)));
+        let for_this = jwk.common.key_algorithm.is_none_or(|alg| format!("{alg:?}") == format!("{:?}", header.alg));
+        if !for_signatures || !for_this {
+            return Err(JwtError::Algorithm(format!("{:?} with a key published for another use", header.alg)));
         }
         let key = DecodingKey::from_jwk(&jwk).map_err(|error| JwtError::Jwks(error.to_string()))?;
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &self.validation(header.alg))

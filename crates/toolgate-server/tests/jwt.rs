@@ -122,6 +122,25 @@ async fn every_failed_check_is_a_401_that_names_it() {
     assert_refused(&with_token(server, &tampered).await, "signature is invalid");
 }
 
+/// A key the JWKS publishes for encryption, or for another algorithm, verifies no token.
+#[tokio::test]
+async fn a_key_published_for_another_use_verifies_nothing() {
+    use jsonwebtoken::jwk::{KeyAlgorithm, PublicKeyUse};
+    let setup = start_jwt().await;
+    let mut for_encryption = generate(setup._dir.path(), "enc-1", Algorithm::RS256);
+    for_encryption.jwk.common.public_key_use = Some(PublicKeyUse::Encryption);
+    let mut for_ps256 = generate(setup._dir.path(), "ps-1", Algorithm::RS256);
+    for_ps256.jwk.common.key_algorithm = Some(KeyAlgorithm::PS256);
+    let mut for_signatures = generate(setup._dir.path(), "sig-1", Algorithm::ES256);
+    for_signatures.jwk.common.public_key_use = Some(PublicKeyUse::Signature);
+    for_signatures.jwk.common.key_algorithm = Some(KeyAlgorithm::ES256);
+    write_jwks(&setup.jwks, &[&for_encryption, &for_ps256, &for_signatures]);
+    for key in [&for_encryption, &for_ps256] {
+        assert_refused(&with_token(&setup.server, &sign(key, &claims(|_| {}))).await, "published for another use");
+    }
+    assert_eq!(with_token(&setup.server, &sign(&for_signatures, &claims(|_| {}))).await.status, 200);
+}
+
 #[tokio::test]
 async fn a_rotated_key_is_picked_up_without_a_restart() {
     let setup = start_jwt().await;

@@ -29,7 +29,7 @@ use crate::error::ApprovalAnswer;
 use crate::ledger::{
     ApprovalRecord, ApprovalState, AuditEvent, AuditKind, Decision, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease,
     Ledger, Millis, Transition, TransitionOutcome, Update, WARNING_ALREADY_DECIDED, WARNING_EXPIRED,
-    WARNING_INTERRUPTED,
+    WARNING_INTERRUPTED, split_conversation_key,
 };
 use crate::tool::Toolkit;
 
@@ -378,7 +378,8 @@ fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Ent
 fn check_binding(record: &ApprovalRecord, entry: &Entry, conversation_id: &str) -> Result<(), EngineError> {
     let digest = input_digest(&entry.call.input).unwrap_or_default();
     let detail = if record.conversation_id != conversation_id {
-        Some(format!("it was issued in another conversation, not `{conversation_id}`"))
+        // Named as the client named it: the key's owner half is the ledger's, not the client's.
+        Some(format!("it was issued in another conversation, not `{}`", split_conversation_key(conversation_id).1))
     } else if record.tool_call_id != entry.call.tool_call_id {
         Some(format!("it was issued for tool call `{}`, not `{}`", record.tool_call_id, entry.call.tool_call_id))
     } else if record.tool_name != entry.call.tool_name {
