@@ -11,11 +11,16 @@
 //! | `invalid_state` | `state` is not an object, or toolgate's key in it is malformed |
 //! | `no_pending_interrupts`, `unknown_interrupt`, `duplicate_resume_entry`, `missing_resume_entry` | the resume does not answer the pending interrupts exactly once |
 //! | `interrupt_tool_call_not_found`, `interrupt_tool_mismatch` | a pending interrupt does not match the messages |
+//! | `history_mismatch` | with a stored thread: a tool call or result the server never produced (names the message and call) |
 //! | engine codes, see `toolgate::EngineError::code` | the engine refused the history |
 
 use toolgate::EngineError;
 
 use crate::events::Event;
+use crate::thread::HistoryMismatch;
+
+/// The `RUN_ERROR.code` of a [`HistoryMismatch`].
+pub const HISTORY_MISMATCH_CODE: &str = "history_mismatch";
 
 /// The request body or its messages cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -208,6 +213,9 @@ pub enum AguiError {
     /// The engine refused the history (bad messages, forged approvals, ...).
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The messages hold a tool call or result the server never produced in this thread.
+    #[error(transparent)]
+    History(#[from] HistoryMismatch),
 }
 
 impl AguiError {
@@ -217,6 +225,7 @@ impl AguiError {
             Self::Input(error) => error.code(),
             Self::Resume(error) => error.code(),
             Self::Engine(error) => error.code(),
+            Self::History(_) => HISTORY_MISMATCH_CODE,
         }
     }
 

@@ -12,8 +12,11 @@
 //! {toolName, input}}]}}`. The interrupt id is the engine's approval id. The
 //! client continues with a new run carrying `resume: [{interruptId, status,
 //! payload: {approved, editedArgs?, reason?}}]` and the state it was sent.
-//! The server keeps no state: [`resume`] describes the exactly-once and
-//! fail-closed rules, [`content`] how outcomes are written as text.
+//! The adapter keeps no state: [`resume`] describes the exactly-once and
+//! fail-closed rules, [`content`] how outcomes are written as text. A server
+//! that keeps threads records each run's messages with a [`ThreadRecorder`]
+//! and checks the next run's against them with [`check_history`]
+//! ([`thread`]).
 //!
 //! ```no_run
 //! # use futures::StreamExt;
@@ -45,12 +48,14 @@ pub mod input;
 pub mod messages;
 pub mod resume;
 mod run;
+pub mod thread;
 mod transcript;
 
 pub use encode::{EncoderOptions, EventEncoder, MODEL_ERROR_CODE};
-pub use error::{AguiError, InputError, ResumeError, engine_error_event};
+pub use error::{AguiError, HISTORY_MISMATCH_CODE, InputError, ResumeError, engine_error_event};
 pub use events::{Event, Interrupt, RunOutcome, TOOL_CALL_REASON, WARNING_EVENT, approval_response_schema};
 pub use input::{Context, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use messages::{Content, ContentPart, Message};
 pub use resume::{Decision, PENDING_FIELD, PendingApproval, Resolution, STATE_KEY};
 pub use run::{PreparedRun, prepare_run, run_events};
+pub use thread::{HistoryMismatch, ThreadRecorder, check_history};

@@ -6,12 +6,19 @@
 //! AG-UI contract asks; nothing runs in either case.
 //!
 //! With a store, approvals are bound to the conversation `ag-ui:<threadId>`
-//! and the server keeps each thread's open interrupts (toolgate's part of the
-//! last state snapshot): a resume from a client that does not send that state
-//! back (`@tanstack/ai-client` always sends `state: {}`) is matched against the
-//! stored interrupts. A state the client does send is used as it came; the
-//! ledger checks every answer either way. The run goes on when the client
-//! disconnects, and the thread's interrupts are stored when it ends.
+//! (keyed with its owner), and the server keeps each thread as it keeps
+//! `/api/chat` conversations: the messages each run leaves behind (the input
+//! with the run's events applied, as the client holds them) and its open
+//! interrupts (toolgate's part of the last state snapshot). Before a run
+//! starts, its `messages` are checked against the stored thread
+//! ([`toolgate_agui::thread`]): a tool call, a changed input or a tool result
+//! the server never produced is `RUN_ERROR {code: "history_mismatch"}` naming
+//! the message and call, and nothing runs. A resume from a client that does
+//! not send toolgate's state back (`@tanstack/ai-client` always sends
+//! `state: {}`) is matched against the stored interrupts; a state the client
+//! does send is used as it came, and the ledger checks every answer either
+//! way. The run goes on when the client disconnects, and the thread is stored
+//! when it ends, before its last event is sent.
 
 use std::convert::Infallible;
 
@@ -22,8 +29,14 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate::ledger::{ApprovalStore, Ledger, StoredConversation};
-use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_KEY, run_events};
+use axum::http::StatusCode;
+use toolgate::Toolkit;
+use toolgate::ledger::ApprovalStore;
+use toolgate_agui::resume::pending_approvals;
+use toolgate_agui::{
+    EncoderOptions, Event, EventEncoder, HistoryMismatch, Message, PENDING_FIELD, RunAgentInput, STATE_KEY,
+    ThreadRecorder, check_history, run_events,
+};
 
 use crate::app::AppState;
 use crate::chat::{detached_sse, json_request, sse_response};
@@ -49,9 +62,6 @@ pub(crate) async fn run(
     // The requester's own thread of that id.
     let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;
     let ledger = state.ledger(&thread_key, principal.clone())?;
-    if let Some(ledger) = &ledger {
-        restore_interrupts(ledger, &thread_key, &mut input).await?;
-    }
     tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
     let request_state = state.clone();
     let Some(ledger) = ledger else {
@@ -63,16 +73,26 @@ pub(crate) async fn run(
     };
     let store = ledger.config.store.clone();
     let clock = ledger.config.clock.clone();
+    let thread = StoredThread::load(store.as_ref(), &thread_key).await?;
+    if let Err(mismatch) = thread.check(&input, &state.toolkit()) {
+        tracing::warn!(thread = %input.thread_id, %mismatch, "ag-ui history refused");
+        let events = EventEncoder::new(&input, EncoderOptions::default()).agui_error(&mismatch.into());
+        let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
+        return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
+    }
+    thread.restore_interrupts(&mut input);
+    let mut recorder = ThreadRecorder::new(input.messages.clone());
     let gate_thread = thread_key.clone();
     let mut events = Box::pin(run_events(state.model(), input, EncoderOptions::default(), move |messages| {
         request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger).groups(groups.clone())
     }));
     let frames = async_stream::stream! {
-        let mut interrupts = None;
-        // The run's last event waits until its interrupts are stored: a client that
-        // resumes as soon as the run finishes must find them.
+        let mut interrupts = thread.interrupts.clone();
+        // The run's last event waits until the thread is stored: a client that
+        // resumes as soon as the run finishes must find it.
         let mut held = Vec::new();
         while let Some(event) = events.next().await {
+            recorder.apply(&event);
             if let Event::StateSnapshot { snapshot } = &event {
                 // A snapshot without toolgate's part means nothing is pending any more.
                 interrupts = Some(snapshot.get(STATE_KEY).cloned().unwrap_or_else(|| json!({PENDING_FIELD: []})));
@@ -84,13 +104,10 @@ pub(crate) async fn run(
                 yield frame;
             }
         }
-        if let Some(interrupts) = interrupts {
-            let stored = stored_thread(store.as_ref(), &thread_key).await.ok().flatten();
-            let record = json!({ STATE_KEY: interrupts });
-            let version = stored.map(|stored| stored.version);
-            if let Err(error) = store.save_conversation(&thread_key, &record, version, clock.now()).await {
-                tracing::error!(thread = %thread_key, %error, "cannot store the thread's interrupts");
-            }
+        let record = json!({ MESSAGES_FIELD: recorder.messages(), STATE_KEY: interrupts });
+        let version = StoredThread::load(store.as_ref(), &thread_key).await.ok().and_then(|stored| stored.version);
+        if let Err(error) = store.save_conversation(&thread_key, &record, version, clock.now()).await {
+            tracing::error!(thread = %thread_key, %error, "cannot store the thread");
         }
         for frame in held {
             yield frame;
@@ -105,22 +122,53 @@ fn thread_key(thread_id: &str) -> String {
     if thread_id.is_empty() { String::new() } else { format!("{AGUI_PREFIX}{thread_id}") }
 }
 
-async fn stored_thread(store: &dyn ApprovalStore, key: &str) -> Result<Option<StoredConversation>, ApiError> {
-    Ok(store.conversation(key).await?)
+/// The field of a stored thread holding its messages (toolgate's interrupts are under [`STATE_KEY`]).
+const MESSAGES_FIELD: &str = "messages";
+
+/// A thread as the store holds it: its messages and open interrupts.
+struct StoredThread {
+    /// The stored version (`None`: a new thread).
+    version: Option<i64>,
+    /// The messages the last run left (`None`: a new thread, or one stored
+    /// before threads kept their messages).
+    messages: Option<Vec<Message>>,
+    /// toolgate's part of the last state snapshot.
+    interrupts: Option<Value>,
 }
 
-/// Gives a resume without toolgate's state the thread's stored interrupts.
-async fn restore_interrupts(ledger: &Ledger, key: &str, input: &mut RunAgentInput) -> Result<(), ApiError> {
-    let resuming = input.resume.as_ref().is_some_and(|entries| !entries.is_empty());
-    let has_state = input.state.as_ref().is_some_and(|state| state.get(STATE_KEY).is_some());
-    if !resuming || has_state {
-        return Ok(());
+impl StoredThread {
+    async fn load(store: &dyn ApprovalStore, key: &str) -> Result<Self, ApiError> {
+        let Some(stored) = store.conversation(key).await? else {
+            return Ok(Self { version: None, messages: Some(Vec::new()), interrupts: None });
+        };
+        let messages = match stored.messages.get(MESSAGES_FIELD) {
+            Some(messages) => Some(serde_json::from_value(messages.clone()).map_err(|error| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", format!("thread: {error}"))
+            })?),
+            None => None,
+        };
+        Ok(Self { version: Some(stored.version), messages, interrupts: stored.messages.get(STATE_KEY).cloned() })
     }
-    let Some(stored) = stored_thread(ledger.config.store.as_ref(), key).await? else { return Ok(()) };
-    if let (Some(interrupts), Value::Object(state)) =
-        (stored.messages.get(STATE_KEY), input.state.get_or_insert_with(|| json!({})))
-    {
-        state.insert(STATE_KEY.to_owned(), interrupts.clone());
+
+    /// Checks the run's messages against the recorded ones ([`check_history`]).
+    /// A thread stored before threads kept their messages has nothing to check against.
+    fn check(&self, input: &RunAgentInput, toolkit: &Toolkit) -> Result<(), HistoryMismatch> {
+        let Some(recorded) = &self.messages else { return Ok(()) };
+        let state = self.interrupts.as_ref().map(|interrupts| json!({ STATE_KEY: interrupts }));
+        let pending = pending_approvals(state.as_ref()).unwrap_or_default();
+        check_history(recorded, input, &pending, |name| toolkit.get(name).is_some())
     }
-    Ok(())
+
+    /// Gives a resume without toolgate's state the thread's stored interrupts.
+    fn restore_interrupts(&self, input: &mut RunAgentInput) {
+        let resuming = input.resume.as_ref().is_some_and(|entries| !entries.is_empty());
+        let has_state = input.state.as_ref().is_some_and(|state| state.get(STATE_KEY).is_some());
+        if !resuming || has_state {
+            return;
+        }
+        if let (Some(interrupts), Value::Object(state)) = (&self.interrupts, input.state.get_or_insert_with(|| json!({})))
+        {
+            state.insert(STATE_KEY.to_owned(), interrupts.clone());
+        }
+    }
 }

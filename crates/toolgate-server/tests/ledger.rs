@@ -9,31 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use pretty_assertions::assert_eq;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::ledger::{EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore};
-use toolgate::{Tool, ToolError, Toolkit};
 use toolgate_server::{PrincipalSource, TokenTable};
-
-#[derive(Deserialize, JsonSchema)]
-struct PathInput {
-    path: String,
-}
-
-/// A gated `delete_file` that counts its executions.
-fn counting_toolkit(runs: Arc<AtomicUsize>) -> Toolkit {
-    Toolkit::new([Tool::function::<PathInput>("delete_file").needs_approval(true).handler(
-        move |input: PathInput, _| {
-            let runs = runs.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(json!({"deleted": input.path}))
-            }
-        },
-    )])
-    .unwrap()
-}
 
 struct Ledgered {
     server: Server,
@@ -314,11 +292,12 @@ async fn an_ag_ui_resume_replayed_three_times_runs_the_tool_once() {
     }
     assert_eq!(ledgered.runs.load(Ordering::SeqCst), 1);
 
-    // The same interrupt resumed under another thread id is refused.
+    // The same interrupt resumed under another thread id is refused: that
+    // thread never made the call (and the ledger binds the approval to t1).
     let mut elsewhere = resume.clone();
     elsewhere["threadId"] = json!("t2");
     let events = agui_events(&post(server, "/ag-ui", "application/json", elsewhere.to_string().as_bytes()).await);
-    assert_eq!(last_event(&events, "RUN_ERROR")["code"], "approval_mismatch");
+    assert_eq!(last_event(&events, "RUN_ERROR")["code"], "history_mismatch");
     assert_eq!(ledgered.runs.load(Ordering::SeqCst), 1);
 }
 
@@ -459,7 +438,9 @@ async fn an_ag_ui_client_cannot_answer_a_gated_call_with_a_result_of_its_own() {
     let forged =
         json!({"threadId": "t1", "runId": "r2", "state": {}, "tools": [], "context": [], "messages": messages});
     let events = agui_events(&post(server, "/ag-ui", "application/json", forged.to_string().as_bytes()).await);
-    assert_eq!(last_event(&events, "RUN_ERROR")["code"], "forged_tool_result", "{events:#?}");
+    let error = last_event(&events, "RUN_ERROR");
+    assert_eq!(error["code"], "history_mismatch", "{events:#?}");
+    assert!(error["message"].as_str().unwrap().contains("`forged`"), "names the message: {error}");
     assert_eq!(ledgered.runs.load(Ordering::SeqCst), 0);
     assert_eq!(ledgered.server.trace_text().lines().count(), 1, "the model never saw the forged result");
 }

@@ -15,17 +15,9 @@ use common::keys::{AUDIENCE, ISSUER, Key, claims, generate, sign, write_jwks};
 use common::*;
 use jsonwebtoken::Algorithm;
 use pretty_assertions::assert_eq;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::ledger::{LedgerConfig, MemoryStore};
-use toolgate::{Tool, ToolError, Toolkit};
 use toolgate_server::{JwksSource, JwtConfig, JwtVerifier, PrincipalSource, TokenTable};
-
-#[derive(Deserialize, JsonSchema)]
-struct PathInput {
-    path: String,
-}
 
 /// How requests name their principal.
 #[derive(Clone, Copy, Debug)]
@@ -68,17 +60,7 @@ async fn start_owned(source: Source) -> Owned {
     let dir = tempfile::tempdir().unwrap();
     let (principals, key) = principals(source, dir.path()).await;
     let runs = Arc::new(AtomicUsize::new(0));
-    let counted = runs.clone();
-    let toolkit = Toolkit::new([Tool::function::<PathInput>("delete_file").needs_approval(true).handler(
-        move |input: PathInput, _| {
-            let runs = counted.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(json!({"deleted": input.path}))
-            }
-        },
-    )])
-    .unwrap();
+    let toolkit = counting_toolkit(runs.clone());
     let ledger = LedgerConfig::new(Arc::new(MemoryStore::new())).ttl(Duration::from_secs(90));
     let server = start_configured(default_script(), move |config| {
         config.toolkit = toolkit;
@@ -217,7 +199,7 @@ async fn another_principal_gets_nothing_with_jwt_bearer_tokens() {
 }
 
 /// An AG-UI thread is its owner's too: Bob resuming Alice's interrupt under her
-/// thread id reaches his own (empty) thread, and nothing runs.
+/// thread id reaches his own (empty) thread, which never made that call, and nothing runs.
 #[tokio::test]
 async fn another_principals_ag_ui_resume_runs_nothing() {
     let owned = start_owned(Source::Tokens).await;
@@ -231,9 +213,9 @@ async fn another_principals_ag_ui_resume_runs_nothing() {
         "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]});
     let bobs = agui_events(&owned.request("bob", "POST", "/ag-ui", Some(&resume)).await);
     let error = last_event(&bobs, "RUN_ERROR");
-    assert_eq!(error["code"], "approval_mismatch", "{error}");
+    assert_eq!(error["code"], "history_mismatch", "{error}");
     let message = error["message"].as_str().unwrap();
-    assert!(message.ends_with("issued in another conversation, not `ag-ui:t1`"), "the chat's own name: {message}");
+    assert!(message.contains("the server never made"), "{message}");
     assert_eq!(owned.runs.load(Ordering::SeqCst), 0);
     let alices = agui_events(&owned.request("alice", "POST", "/ag-ui", Some(&resume)).await);
     assert!(alices.iter().any(|event| event["type"] == "TOOL_CALL_RESULT"), "{alices:#?}");

@@ -274,7 +274,9 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.equal((await promptsAtLeast('unknown-interrupt', 2)).length, 2);
   });
 
-  test('tampered arguments in the messages sent back: RUN_ERROR invalid_approval_signature, nothing runs', async (t) => {
+  // The server keeps the thread (its default store), so the changed input is
+  // caught against the stored thread before the signature is even checked.
+  test('tampered arguments in the messages sent back: RUN_ERROR history_mismatch, nothing runs', async (t) => {
     if (skipIfNoRoute(t)) return;
     const thread = new AguiThread({ url: server('tamper').url });
     thread.say('delete notes.txt');
@@ -289,7 +291,8 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assertRunShape(second);
     const error = terminal(second);
     assert.equal(error.type, 'RUN_ERROR', eventTypes(second).join(' '));
-    assert.equal(error.code, 'invalid_approval_signature', error.message);
+    assert.equal(error.code, 'history_mismatch', error.message);
+    assert.match(error.message, /tool call `call-del-1`: the input of `delete_file` was changed/);
     assert.equal(eventsOf(second, 'TOOL_CALL_RESULT').length, 0, 'nothing ran');
     assert.equal((await promptsAtLeast('tamper', 1)).length, 1, 'the model was not called');
   });

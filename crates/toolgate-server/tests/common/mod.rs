@@ -7,8 +7,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use serde_json::{Value, json};
-use toolgate::ScriptedModel;
+use toolgate::{ScriptedModel, Tool, ToolError, Toolkit};
 use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 
 pub struct Server {
@@ -45,6 +47,27 @@ pub fn default_script() -> Value {
          {"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}}],
         [{"type": "text", "text": "Done."}]
     ]})
+}
+
+/// The input of the counted `delete_file`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct PathInput {
+    /// The file to delete.
+    pub path: String,
+}
+
+/// A gated `delete_file` that deletes nothing and counts its executions in `runs`.
+pub fn counting_toolkit(runs: Arc<AtomicUsize>) -> Toolkit {
+    Toolkit::new([Tool::function::<PathInput>("delete_file").needs_approval(true).handler(
+        move |input: PathInput, _| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(json!({"deleted": input.path}))
+            }
+        },
+    )])
+    .unwrap()
 }
 
 /// Starts a server playing `script`.
