@@ -66,9 +66,7 @@ impl ThreadRecorder {
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::TextMessageContent { message_id, delta } => self.transcript.append_text(message_id, delta),
-            Event::ReasoningMessageContent { message_id, delta } => {
-                self.transcript.append_reasoning(message_id, delta)
-            }
+            Event::ReasoningMessageContent { message_id, delta } => self.transcript.append_reasoning(message_id, delta),
             Event::ToolCallStart { tool_call_id, tool_call_name, parent_message_id } => {
                 let parent = parent_message_id.as_deref().unwrap_or(tool_call_id);
                 self.transcript.start_tool_call(parent, tool_call_id, tool_call_name);
@@ -134,16 +132,28 @@ pub fn check_history(
                 };
                 match index.results.get(tool.tool_call_id.as_str()) {
                     Some(results) if results.iter().any(|recorded| same_content(recorded, &tool.content)) => {}
-                    Some(_) => return Err(mismatch(&tool.tool_call_id, "the result differs from the one the server recorded".into())),
+                    Some(_) => {
+                        return Err(mismatch(
+                            &tool.tool_call_id,
+                            "the result differs from the one the server recorded".into(),
+                        ));
+                    }
                     None if placeholders.contains(tool.tool_call_id.as_str()) => {}
                     None if !is_server_tool(&call.function.name) => {}
                     None => {
-                        let detail = format!("a result for `{}`, which the server executes itself and has not", call.function.name);
+                        let detail = format!(
+                            "a result for `{}`, which the server executes itself and has not",
+                            call.function.name
+                        );
                         return Err(mismatch(&tool.tool_call_id, detail));
                     }
                 }
             }
-            Message::Developer(_) | Message::System(_) | Message::User(_) | Message::Reasoning(_) | Message::Activity(_) => {}
+            Message::Developer(_)
+            | Message::System(_)
+            | Message::User(_)
+            | Message::Reasoning(_)
+            | Message::Activity(_) => {}
         }
     }
     Ok(())

@@ -26,10 +26,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
+use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use axum::http::StatusCode;
 use toolgate::Toolkit;
 use toolgate::ledger::ApprovalStore;
 use toolgate_agui::resume::pending_approvals;
@@ -166,7 +166,8 @@ impl StoredThread {
         if !resuming || has_state {
             return;
         }
-        if let (Some(interrupts), Value::Object(state)) = (&self.interrupts, input.state.get_or_insert_with(|| json!({})))
+        if let (Some(interrupts), Value::Object(state)) =
+            (&self.interrupts, input.state.get_or_insert_with(|| json!({})))
         {
             state.insert(STATE_KEY.to_owned(), interrupts.clone());
         }

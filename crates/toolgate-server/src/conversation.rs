@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use serde_json::json;
 use toolgate::ledger::{ApprovalStore, AuditEvent, AuditKind, Ledger, Millis, StoredConversation};
-use toolgate::{ApprovalAnswer, Toolkit};
+use toolgate::{Decision, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
 use crate::replay::replay_chunks;
@@ -121,7 +121,7 @@ enum Refusal {
     /// It holds something the server never produced, or changed what it did.
     Mismatch(String),
     /// It answers an approval the server already decided otherwise.
-    AlreadyDecided { approval_id: String, tool_call_id: String, recorded: ApprovalAnswer, received: ApprovalAnswer },
+    AlreadyDecided { approval_id: String, tool_call_id: String, recorded: Box<Decision>, received: Box<Decision> },
 }
 
 impl From<String> for Refusal {
@@ -148,12 +148,11 @@ enum ToolMerge {
 }
 
 /// The decision an approval object carries (edits compare as JSON values, whatever their key order).
-fn decision(approval: &toolgate_ui::UiApproval) -> Option<ApprovalAnswer> {
-    match (approval.approved?, &approval.edited_input) {
-        (false, _) => Some(ApprovalAnswer::Deny),
-        (true, None) => Some(ApprovalAnswer::Approve),
-        (true, Some(edit)) => Some(ApprovalAnswer::ApproveWithEdit(Box::new(edit.clone()))),
-    }
+fn decision(approval: &toolgate_ui::UiApproval) -> Option<Decision> {
+    Some(match approval.approved? {
+        false => Decision::Deny { reason: approval.reason.clone() },
+        true => Decision::Approve { edited_input: approval.edited_input.clone() },
+    })
 }
 
 /// The merged history, and the replay when the request adds nothing new.
@@ -318,8 +317,9 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
         (theirs.approval.as_ref().and_then(decision), ours.approval.as_ref().and_then(decision))
     {
         let approval_id = approval_id(ours).unwrap_or_default();
-        if received != recorded {
+        if received.contradicts(&recorded) {
             let tool_call_id = ours.tool_call_id.clone();
+            let (recorded, received) = (Box::new(recorded), Box::new(received));
             return Err(Refusal::AlreadyDecided { approval_id, tool_call_id, recorded, received });
         }
         if rank(theirs.state) < rank(ours.state) {

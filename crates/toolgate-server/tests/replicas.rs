@@ -410,7 +410,7 @@ async fn exactly_once(database: &str) {
     violations.assert_none(test);
 }
 
-/// What a request that loses the claim to a concurrent one is told (settle.rs `busy`).
+/// What a request that loses the claim to a concurrent one is told (`approval::lifecycle::claim`, `busy`).
 const BUSY_TEXT: &str = "is being settled by another request at the same time";
 
 /// The stored conversation's part for the call, for failure reports.

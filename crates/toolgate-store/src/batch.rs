@@ -44,6 +44,7 @@ use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate::ledger::StoreError;
 
+use crate::checkpoint::LogGuard;
 use crate::sql::db_error;
 
 /// A write operation's future, borrowing its connection and data.
@@ -71,10 +72,11 @@ enum Message {
 
 impl BatchWriter {
     /// Starts the writer task on `connection` (on the current tokio
-    /// runtime); it notifies `commits` after each commit.
-    pub(crate) fn start(connection: SqliteConnection, commits: Arc<Notify>) -> Self {
+    /// runtime); it notifies `commits` after each commit and lets `guard`
+    /// hold the log's size before the next one.
+    pub(crate) fn start(connection: SqliteConnection, commits: Arc<Notify>, guard: LogGuard) -> Self {
         let (queue, messages) = mpsc::channel(QUEUE);
-        tokio::spawn(write_loop(connection, messages, commits));
+        tokio::spawn(write_loop(connection, messages, commits, guard));
         Self { queue }
     }
 
@@ -240,7 +242,12 @@ enum Failure {
     Operation(StoreError),
 }
 
-async fn write_loop(mut connection: SqliteConnection, mut messages: mpsc::Receiver<Message>, commits: Arc<Notify>) {
+async fn write_loop(
+    mut connection: SqliteConnection,
+    mut messages: mpsc::Receiver<Message>,
+    commits: Arc<Notify>,
+    guard: LogGuard,
+) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = messages.recv().await {
         let mut close = None;
@@ -258,6 +265,7 @@ async fn write_loop(mut connection: SqliteConnection, mut messages: mpsc::Receiv
         if !batch.is_empty() {
             run_batch(&mut connection, &mut batch).await;
             commits.notify_one();
+            guard.hold(&mut connection).await;
         }
         if let Some(done) = close {
             let _ = connection.close().await;

@@ -24,6 +24,12 @@
 //!   one short read, copies the rest and cuts the file to zero bytes.
 //! - When no write has committed for [`IDLE`], the log is truncated the same
 //!   way, so an idle server gives the disk back.
+//! - Backpressure, for a machine too busy to run the checkpoint task in time:
+//!   after each batch the writer looks at the file's size ([`LogGuard`]), and
+//!   past [`HARD_LIMIT_BYTES`] it truncates the log itself before it takes the
+//!   next write. Nothing is written meanwhile, so the checkpoint completes as
+//!   soon as the readers of older snapshots finish, and the log stays under
+//!   that limit plus one batch whatever the scheduling.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +41,8 @@ use tokio::sync::{Notify, oneshot};
 const INTERVAL: Duration = Duration::from_millis(200);
 /// The frames (pages) of log past which a checkpoint truncates the file (16 MiB of 4 KiB pages).
 pub(crate) const LIMIT_FRAMES: i64 = 4_096;
+/// The log size past which the writer truncates the log itself before writing on (32 MiB).
+pub(crate) const HARD_LIMIT_BYTES: u64 = 2 * LIMIT_FRAMES as u64 * 4096;
 /// How long without a commit before the log is truncated.
 const IDLE: Duration = Duration::from_millis(1000);
 
@@ -67,6 +75,30 @@ impl Checkpointer {
             if stop.send(done).is_ok() {
                 let _ = closed.await;
             }
+        }
+    }
+}
+
+/// The writer's check on the log's size (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct LogGuard {
+    wal: std::path::PathBuf,
+}
+
+impl LogGuard {
+    /// The guard of the database file at `path` (its log is `path-wal`).
+    pub(crate) fn new(path: &std::path::Path) -> Self {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        Self { wal: wal.into() }
+    }
+
+    /// Truncates the log over the writer's `connection` when it has grown past [`HARD_LIMIT_BYTES`].
+    pub(crate) async fn hold(&self, connection: &mut SqliteConnection) {
+        let size = tokio::fs::metadata(&self.wal).await.map(|metadata| metadata.len()).unwrap_or(0);
+        if size > HARD_LIMIT_BYTES {
+            tracing::debug!(size, "the SQLite log passed its hard limit; the writer truncates it before writing on");
+            truncate(connection).await;
         }
     }
 }

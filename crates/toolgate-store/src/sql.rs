@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead, Decision,
-    DecisionScope, Guard, Lease, StoreError, StoredConversation, StoredDecision, Transition,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead, DecisionScope,
+    Guard, Lease, RecordedDecision, StoreError, StoredConversation, StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -344,7 +344,7 @@ impl RecordRow {
             (None, None) => None,
             _ => return Err(StoreError::Corrupt(format!("approval `{id}` has half a lease"))),
         };
-        let decision: Option<Decision> =
+        let decision: Option<RecordedDecision> =
             self.decision.as_deref().map(|text| from_json(text, "the decision", &id)).transpose()?;
         let output: Option<ToolResultOutput> =
             self.output.as_deref().map(|text| from_json(text, "the output", &id)).transpose()?;

@@ -29,7 +29,7 @@ use toolgate::ledger::{StoreError, Transition};
 
 use crate::OpenError;
 use crate::batch::{BatchWriter, WriteFn};
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, LogGuard};
 use crate::sql::{self, LeaseWrite, RecordRow, db_error};
 
 type Db = Sqlite;
@@ -84,7 +84,7 @@ impl Backend {
             .await
             .map_err(connect_error)?;
         let checkpointer = Checkpointer::start(options.connect().await.map_err(connect_error)?);
-        let writer = BatchWriter::start(writer, checkpointer.commits());
+        let writer = BatchWriter::start(writer, checkpointer.commits(), LogGuard::new(path));
         Ok(Self { writer, checkpointer, reader })
     }
 

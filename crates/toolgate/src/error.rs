@@ -4,9 +4,10 @@
 //! either passes every check or nothing in the request executes.
 
 use serde_json::Value;
-use toolgate_protocol::{MessageError, ModelMessage, NormalizeError, ToolApprovalResponsePart};
+use toolgate_protocol::{MessageError, ModelMessage, NormalizeError};
 
 use crate::approval::SignatureError;
+use crate::approval::lifecycle::Decision;
 use crate::model::ModelError;
 
 /// Why an engine call failed.
@@ -63,9 +64,9 @@ pub enum EngineError {
         /// The approval id.
         approval_id: String,
         /// The first answer.
-        first: ApprovalAnswer,
+        first: Box<Decision>,
         /// The later answer that contradicts it.
-        later: ApprovalAnswer,
+        later: Box<Decision>,
     },
     /// Two tool calls in the history share an id, so results and approvals would be ambiguous.
     #[error("tool call id `{tool_call_id}` is used by more than one tool call")]
@@ -165,9 +166,9 @@ pub enum EngineError {
         /// The approval id.
         approval_id: String,
         /// The decision on record.
-        recorded: ApprovalAnswer,
+        recorded: Box<Decision>,
         /// The conflicting answer this request carried.
-        received: ApprovalAnswer,
+        received: Box<Decision>,
     },
     /// The approved call is running right now (another request claimed it); retry for its outcome.
     #[error("approval `{approval_id}` is being executed by another request; retry to get its outcome")]
@@ -255,36 +256,4 @@ pub struct AvailableTool {
     pub name: String,
     /// Its input JSON Schema.
     pub input_schema: Value,
-}
-
-/// One answer to an approval, as errors name it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ApprovalAnswer {
-    /// Approved as the model wrote it.
-    Approve,
-    /// Approved with this edited input.
-    ApproveWithEdit(Box<Value>),
-    /// Denied.
-    Deny,
-}
-
-impl ApprovalAnswer {
-    /// The answer a response part gives.
-    pub fn of(response: &ToolApprovalResponsePart) -> Self {
-        match (response.approved, &response.edited_input) {
-            (false, _) => Self::Deny,
-            (true, None) => Self::Approve,
-            (true, Some(edit)) => Self::ApproveWithEdit(Box::new(edit.clone())),
-        }
-    }
-}
-
-impl std::fmt::Display for ApprovalAnswer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Approve => f.write_str("approve"),
-            Self::ApproveWithEdit(edit) => write!(f, "approve with edited input {edit}"),
-            Self::Deny => f.write_str("deny"),
-        }
-    }
 }

@@ -48,11 +48,12 @@ pub mod tool;
 pub use toolgate_protocol as protocol;
 pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, ToolResultOutput, Usage};
 
+pub use approval::lifecycle::Decision;
 pub use engine::{
     ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn,
     TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
 };
-pub use error::{ApprovalAnswer, AvailableTool, EngineError};
+pub use error::{AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};
 pub use tool::{
     ApprovalContext, ApprovalPolicy, CallGate, GateAction, GateCall, GateVerdict, PolicyDecision, SharedMessages, Tool,

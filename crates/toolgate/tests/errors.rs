@@ -8,7 +8,7 @@ use serde_json::json;
 use toolgate::approval::{ApprovalSigner, HeldCalls, SignatureError};
 use toolgate::protocol::{MessageErrorKind, NormalizeError};
 use toolgate::{
-    ApprovalAnswer, AvailableTool, EngineError, RecordingModel, TextRequest, Toolkit, generate_text, stream_text,
+    AvailableTool, Decision, EngineError, RecordingModel, TextRequest, Toolkit, generate_text, stream_text,
 };
 
 async fn fails(history: serde_json::Value, toolkit: Option<Toolkit>) -> EngineError {
@@ -164,8 +164,8 @@ async fn conflicting_and_missing_answers() {
         fails(conflicting, Some(toolkit(&log))).await,
         EngineError::ConflictingApprovalResponses {
             approval_id: "apr_1".into(),
-            first: ApprovalAnswer::Approve,
-            later: ApprovalAnswer::Deny
+            first: Box::new(Decision::APPROVE),
+            later: Box::new(Decision::Deny { reason: None })
         }
     );
     assert_eq!(

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use toolgate::approval::{ApprovalOutcome, ApprovalSigner, HELD_NEEDS_APPROVAL_REASON, SignatureError};
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
 use toolgate::{
-    ApprovalAnswer, EngineError, PolicyDecision, StreamPart, TextRequest, TextResult, Tool, ToolError, Toolkit,
+    Decision, EngineError, PolicyDecision, StreamPart, TextRequest, TextResult, Tool, ToolError, Toolkit,
     generate_text, stream_text,
 };
 
@@ -335,8 +335,8 @@ async fn a_second_answer_for_a_decided_call_is_checked_not_skipped() {
         error,
         EngineError::ConflictingApprovalResponses {
             approval_id: "apr_1".into(),
-            first: ApprovalAnswer::Approve,
-            later: ApprovalAnswer::ApproveWithEdit(Box::new(json!({"path": "/etc/passwd"}))),
+            first: Box::new(Decision::APPROVE),
+            later: Box::new(Decision::Approve { edited_input: Some(json!({"path": "/etc/passwd"})) }),
         }
     );
     assert!(error.to_string().contains("first approve, then approve with edited input"), "{error}");
@@ -414,13 +414,13 @@ async fn contradicting_answers_are_an_error_in_every_encoding() {
         for (first, later) in [(true, false), (false, true)] {
             let history = two_answers(encoding, first, later);
             let error = generate_text(&ok_model(), TextRequest::new(history).toolkit(toolkit(&log))).await;
-            let answer = |approved| if approved { ApprovalAnswer::Approve } else { ApprovalAnswer::Deny };
+            let answer = |approved| if approved { Decision::APPROVE } else { Decision::Deny { reason: None } };
             assert_eq!(
                 error.unwrap_err(),
                 EngineError::ConflictingApprovalResponses {
                     approval_id: "apr_1".into(),
-                    first: answer(first),
-                    later: answer(later)
+                    first: Box::new(answer(first)),
+                    later: Box::new(answer(later))
                 },
                 "{encoding}: {first} then {later}"
             );

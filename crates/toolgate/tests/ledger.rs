@@ -16,9 +16,7 @@ use toolgate::ledger::{
     LedgerConfig, ManualClock, MemoryStore, Transition, Update, WARNING_EXPIRED, WARNING_INTERRUPTED,
 };
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
-use toolgate::{
-    ApprovalAnswer, EngineError, StreamPart, TextRequest, Tool, ToolError, Toolkit, generate_text, stream_text,
-};
+use toolgate::{Decision, EngineError, StreamPart, TextRequest, Tool, ToolError, Toolkit, generate_text, stream_text};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -217,8 +215,8 @@ async fn a_contradicting_answer_is_refused_and_audited_and_the_decision_stands()
         error,
         EngineError::ApprovalAlreadyDecided {
             approval_id: approval_id.clone(),
-            recorded: ApprovalAnswer::Approve,
-            received: ApprovalAnswer::Deny
+            recorded: Box::new(Decision::APPROVE),
+            received: Box::new(Decision::Deny { reason: Some("no".into()) })
         }
     );
     assert_eq!(error.code(), "approval_already_decided");
@@ -234,7 +232,10 @@ async fn a_contradicting_answer_is_refused_and_audited_and_the_decision_stands()
     let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c2"))
         .await
         .unwrap_err();
-    assert!(matches!(error, EngineError::ApprovalAlreadyDecided { recorded: ApprovalAnswer::Deny, .. }), "{error}");
+    assert!(
+        matches!(error, EngineError::ApprovalAlreadyDecided { ref recorded, .. } if matches!(**recorded, Decision::Deny { .. })),
+        "{error}"
+    );
     assert_eq!(fixture.log.call_ids(), vec!["d"]);
 }
 
@@ -333,7 +334,7 @@ async fn one_millisecond_before_expiry_the_answer_counts_and_tools_may_set_their
 /// Moves a pending approval to `executing` under another process's lease, as if that process died mid-run.
 async fn orphan(fixture: &Fixture, approval_id: &str, lease_until: i64) {
     let at = fixture.clock.now();
-    let decision = toolgate::ledger::Decision {
+    let decision = toolgate::ledger::RecordedDecision {
         approved: true,
         edited_input: None,
         reason: None,
@@ -568,7 +569,10 @@ async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_st
     let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c2"))
         .await
         .unwrap_err();
-    assert!(matches!(error, EngineError::ApprovalAlreadyDecided { recorded: ApprovalAnswer::Deny, .. }), "{error}");
+    assert!(
+        matches!(error, EngineError::ApprovalAlreadyDecided { ref recorded, .. } if matches!(**recorded, Decision::Deny { .. })),
+        "{error}"
+    );
     assert_eq!(fixture.state(&approval_id).await, ApprovalState::Denied);
     assert_eq!(fixture.log.call_ids(), vec!["d"], "nothing more ran");
 
@@ -594,5 +598,8 @@ async fn an_answer_to_an_approval_issued_here_uses_the_kept_record_once_and_a_st
     let error = generate_text(&delete_model(), fixture.request(answer(&history, approve(&approval_id)), "c5"))
         .await
         .unwrap_err();
-    assert!(matches!(error, EngineError::ApprovalAlreadyDecided { recorded: ApprovalAnswer::Deny, .. }), "{error}");
+    assert!(
+        matches!(error, EngineError::ApprovalAlreadyDecided { ref recorded, .. } if matches!(**recorded, Decision::Deny { .. })),
+        "{error}"
+    );
 }

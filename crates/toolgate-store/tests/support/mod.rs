@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde_json::{Value, json};
 use sqlx::Connection;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, Decision, DecisionQuery, DecisionScope, Guard,
-    Lease, MemoryStore, StoredDecision, Transition, Update,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease,
+    MemoryStore, RecordedDecision, StoredDecision, Transition, Update,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 
@@ -138,8 +138,8 @@ pub fn event(kind: AuditKind, approval_id: &str, conversation: &str, at: i64, da
     }
 }
 
-pub fn decision(approved: bool, principal: &str, at: i64) -> Decision {
-    Decision {
+pub fn decision(approved: bool, principal: &str, at: i64) -> RecordedDecision {
+    RecordedDecision {
         approved,
         edited_input: approved.then(|| json!({"to": "b@example.com", "body": "edited"})),
         reason: (!approved).then(|| format!("no, says {principal}")),

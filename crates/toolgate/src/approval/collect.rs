@@ -26,7 +26,7 @@ use toolgate_protocol::{
 };
 
 use crate::EngineError;
-use crate::error::ApprovalAnswer;
+use crate::approval::lifecycle::Decision;
 
 /// A tool call and where it is.
 #[derive(Debug, Clone, Copy)]
@@ -39,13 +39,13 @@ pub(crate) struct CallRef<'h> {
     pub call: &'h ToolCallPart,
 }
 
-/// A person's answer: the first one given to its approval.
+/// A person's [`Decision`], borrowed from the history: the first one given to its approval.
 #[derive(Debug, Clone)]
-pub(crate) enum Answer<'h> {
+pub(crate) enum DecisionRef<'h> {
     /// Run it, with the person's edit of the input if any.
-    Approved { edited_input: Option<&'h Value> },
+    Approve { edited_input: Option<&'h Value> },
     /// Do not run it.
-    Denied { reason: Option<&'h str> },
+    Deny { reason: Option<&'h str> },
 }
 
 /// An answered request whose call has no result yet.
@@ -53,7 +53,7 @@ pub(crate) enum Answer<'h> {
 pub(crate) struct Answered<'h> {
     pub request: &'h ToolApprovalRequestPart,
     pub call: CallRef<'h>,
-    pub answer: Answer<'h>,
+    pub decision: DecisionRef<'h>,
 }
 
 /// An assistant message whose approvals are being resolved, with the calls
@@ -160,12 +160,12 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
             None => {
                 answers.insert(&response.approval_id, response);
             }
-            Some(first) if same_decision(first, response) => {}
+            Some(first) if !Decision::of(first).contradicts(&Decision::of(response)) => {}
             Some(first) => {
                 return Err(EngineError::ConflictingApprovalResponses {
                     approval_id: response.approval_id.clone(),
-                    first: ApprovalAnswer::of(first),
-                    later: ApprovalAnswer::of(response),
+                    first: Box::new(Decision::of(first)),
+                    later: Box::new(Decision::of(response)),
                 });
             }
         }
@@ -184,13 +184,13 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
         }
         match answer {
             Some(response) => {
-                let answer = if response.approved {
-                    Answer::Approved { edited_input: response.edited_input.as_ref() }
+                let decision = if response.approved {
+                    DecisionRef::Approve { edited_input: response.edited_input.as_ref() }
                 } else {
-                    Answer::Denied { reason: response.reason.as_deref() }
+                    DecisionRef::Deny { reason: response.reason.as_deref() }
                 };
                 resolving_messages.push(call.message_index);
-                collected.answered.push(Answered { request, call, answer });
+                collected.answered.push(Answered { request, call, decision });
             }
             None if last_user_message.is_some_and(|user| user > *message_index) => {
                 resolving_messages.push(call.message_index);
@@ -233,9 +233,4 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
         }
     }
     Ok(collected)
-}
-
-/// True when two answers decide the same thing (the reason may differ).
-fn same_decision(first: &ToolApprovalResponsePart, later: &ToolApprovalResponsePart) -> bool {
-    first.approved == later.approved && (!first.approved || first.edited_input == later.edited_input)
 }

@@ -3,6 +3,7 @@
 
 mod canonical;
 mod collect;
+pub mod lifecycle;
 mod resolve;
 mod signing;
 

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 
 use toolgate_protocol::{ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart};
 
-use super::collect::{Answer, CallRef, Collected, HeldCandidates};
+use super::collect::{CallRef, Collected, DecisionRef, HeldCandidates};
 use super::signing::{HeldCalls, SignatureError, SignedCall};
 use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
@@ -118,18 +118,18 @@ pub(crate) async fn resolve(
         let call = answered.call.call;
         let record = |outcome| (position(answered.call), record(answered.request, call, outcome));
         if call.is_provider_executed() {
-            let approved = matches!(answered.answer, Answer::Approved { .. });
+            let approved = matches!(answered.decision, DecisionRef::Approve { .. });
             approvals.push(record(ApprovalOutcome::Forwarded { approved }));
             continue;
         }
-        let edited_input = match &answered.answer {
-            Answer::Denied { reason } => {
+        let edited_input = match &answered.decision {
+            DecisionRef::Deny { reason } => {
                 let reason = reason.map(str::to_owned);
                 entries.push(deny(answered.call, reason.clone()));
                 approvals.push(record(ApprovalOutcome::Denied { reason }));
                 continue;
             }
-            Answer::Approved { edited_input } => *edited_input,
+            DecisionRef::Approve { edited_input } => *edited_input,
         };
         let tool = runnable_tool(toolkit, call)?;
         check_input(tool, call, &call.input, "")?;
@@ -237,7 +237,7 @@ fn required_toolkit<'t>(collected: &Collected<'_>, toolkit: Option<&'t Toolkit>)
     let local_answers: Vec<&str> = collected
         .answered
         .iter()
-        .filter(|a| !a.call.call.is_provider_executed() && matches!(a.answer, Answer::Approved { .. }))
+        .filter(|a| !a.call.call.is_provider_executed() && matches!(a.decision, DecisionRef::Approve { .. }))
         .map(|a| a.call.call.tool_name.as_str())
         .collect();
     match toolkit {

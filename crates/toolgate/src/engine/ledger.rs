@@ -1,6 +1,7 @@
 //! What the engine writes to the ledger around a step: the approval requests
 //! it issues (before the client sees them), the outcomes of the calls it ran
-//! under a claim, and the lease renewals while they run.
+//! under a claim, and the lease renewals while they run. The states and
+//! transitions are [`crate::approval::lifecycle`]'s.
 
 use std::future::Future;
 
@@ -10,10 +11,8 @@ use toolgate_protocol::StreamPart;
 use super::ApprovalRequest;
 use super::execute::ToolOutcome;
 use crate::EngineError;
-use crate::approval::{canonical_digest, canonical_json};
-use crate::ledger::{
-    ApprovalRecord, ApprovalState, AuditKind, Guard, Ledger, Transition, Update, WARNING_NOT_RECORDED, millis,
-};
+use crate::approval::{canonical_digest, canonical_json, lifecycle};
+use crate::ledger::{ApprovalRecord, ApprovalState, AuditKind, Ledger, Transition, WARNING_NOT_RECORDED, millis};
 use crate::tool::Toolkit;
 
 /// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
@@ -80,27 +79,14 @@ pub(crate) async fn record_outcomes(ledger: &Ledger, finished: &[(&str, &ToolOut
         .iter()
         .map(|(approval_id, outcome)| {
             let output = outcome.to_result_part().output;
-            let (to, kind, data) = match &outcome.output {
-                Ok(_) => (
-                    ApprovalState::Executed,
-                    AuditKind::Executed,
-                    json!({"input": outcome.call.input, "result": output}),
-                ),
-                Err(error) => (
-                    ApprovalState::Failed,
-                    AuditKind::Failed,
-                    json!({"input": outcome.call.input, "error": error.to_value()}),
-                ),
+            let (failed, kind, data) = match &outcome.output {
+                Ok(_) => (false, AuditKind::Executed, json!({"input": outcome.call.input, "result": output})),
+                Err(error) => {
+                    (true, AuditKind::Failed, json!({"input": outcome.call.input, "error": error.to_value()}))
+                }
             };
-            Transition {
-                approval_id: (*approval_id).to_owned(),
-                from: ApprovalState::Executing,
-                to,
-                guard: Guard::None,
-                update: Update { output: Some(output), ..Update::default() },
-                at: now,
-                events: vec![ledger.event(kind, approval_id, &outcome.call.tool_call_id, now, data)],
-            }
+            let events = vec![ledger.event(kind, approval_id, &outcome.call.tool_call_id, now, data)];
+            lifecycle::finish(approval_id, output, failed, now, events)
         })
         .collect();
     match ledger.config.store.apply(&transitions, &[]).await {

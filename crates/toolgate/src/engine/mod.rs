@@ -23,10 +23,8 @@ mod ledger;
 mod request;
 mod result;
 mod run;
-mod settle;
 mod step;
 mod stream;
-mod verify;
 
 use std::sync::Arc;
 
@@ -41,7 +39,7 @@ pub use step::UNKNOWN_CALL_APPROVAL;
 pub use stream::TextStream;
 
 use crate::EngineError;
-use crate::approval::{ResolveOptions, Resolved, collect, resolve};
+use crate::approval::{ResolveOptions, Resolved, collect, lifecycle, resolve};
 use crate::model::LanguageModel;
 use crate::prompt::check_results;
 use crate::tool::SharedMessages;
@@ -91,8 +89,8 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
     check_prompt_after(&history, &plan.actions)?;
     let (plan, warnings) = match &request.ledger {
         Some(ledger) => {
-            verify::verify_results(&history, ledger).await?;
-            settle::settle(plan, ledger, request.toolkit.as_ref()).await?
+            lifecycle::verify::verify_results(&history, ledger).await?;
+            lifecycle::claim::settle(plan, ledger, request.toolkit.as_ref()).await?
         }
         None => (plan, Vec::new()),
     };

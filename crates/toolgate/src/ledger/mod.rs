@@ -37,6 +37,7 @@ mod owner;
 mod record;
 mod store;
 
+pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
@@ -44,8 +45,8 @@ pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
 pub use record::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Decision, Guard, Lease, Millis,
-    StoredConversation, Transition, TransitionOutcome, Update,
+    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, RecordedDecision, StoredConversation,
+    Transition, TransitionOutcome, Update,
 };
 pub use store::{ApprovalStore, ConversationRead, StoreError, StoreFuture};
 

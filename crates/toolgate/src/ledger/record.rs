@@ -6,69 +6,15 @@ use serde_json::Value;
 use toolgate_protocol::ToolResultOutput;
 
 use super::AuditView;
+use crate::approval::lifecycle::{ApprovalState, Decision};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
 
-/// Where an approval is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalState {
-    /// Issued; waiting for an answer.
-    Pending,
-    /// A person approved it; it has not started running.
-    Approved,
-    /// A person denied it (or the conversation moved on without an answer).
-    Denied,
-    /// Nobody answered before it expired.
-    Expired,
-    /// Running under a lease.
-    Executing,
-    /// Ran; the result is stored.
-    Executed,
-    /// Ran and failed; the error is stored.
-    Failed,
-    /// Started, but the process stopped before the outcome was stored.
-    Interrupted,
-}
-
-impl ApprovalState {
-    /// Every state, in life order.
-    pub const ALL: [Self; 8] = [
-        Self::Pending,
-        Self::Approved,
-        Self::Denied,
-        Self::Expired,
-        Self::Executing,
-        Self::Executed,
-        Self::Failed,
-        Self::Interrupted,
-    ];
-
-    /// The name stored and shown (`pending`, `approved`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Approved => "approved",
-            Self::Denied => "denied",
-            Self::Expired => "expired",
-            Self::Executing => "executing",
-            Self::Executed => "executed",
-            Self::Failed => "failed",
-            Self::Interrupted => "interrupted",
-        }
-    }
-
-    /// The state with this name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|state| state.as_str() == name)
-    }
-}
-
-/// A person's recorded answer.
+/// A [`Decision`] as the ledger records it: who made it, and when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Decision {
+pub struct RecordedDecision {
     /// Approved or denied.
     pub approved: bool,
     /// The input the person approved instead of the model's.
@@ -82,6 +28,27 @@ pub struct Decision {
     pub principal: Option<String>,
     /// When the answer was recorded.
     pub decided_at: Millis,
+}
+
+impl RecordedDecision {
+    /// A decision made now by `principal`.
+    pub fn new(decision: Decision, principal: Option<String>, decided_at: Millis) -> Self {
+        match decision {
+            Decision::Approve { edited_input } => {
+                Self { approved: true, edited_input, reason: None, principal, decided_at }
+            }
+            Decision::Deny { reason } => Self { approved: false, edited_input: None, reason, principal, decided_at },
+        }
+    }
+
+    /// What was decided.
+    pub fn decision(&self) -> Decision {
+        if self.approved {
+            Decision::Approve { edited_input: self.edited_input.clone() }
+        } else {
+            Decision::Deny { reason: self.reason.clone() }
+        }
+    }
 }
 
 /// Who holds an `executing` claim, and until when.
@@ -117,7 +84,7 @@ pub struct ApprovalRecord {
     pub state: ApprovalState,
     /// The deciding answer, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<Decision>,
+    pub decision: Option<RecordedDecision>,
     /// The stored result (executed), error (failed) or outcome text (interrupted, expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<ToolResultOutput>,
@@ -145,7 +112,7 @@ pub enum Guard {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Update {
     /// The deciding answer.
-    pub decision: Option<Decision>,
+    pub decision: Option<RecordedDecision>,
     /// The outcome.
     pub output: Option<ToolResultOutput>,
     /// The execution claim (set when entering `executing`, cleared when leaving it).

@@ -1,4 +1,4 @@
-//! Settling a request's approval answers against the ledger, before anything runs.
+//! The claim: settling a request's decisions against the ledger, before anything runs.
 //!
 //! Runs after the stateless checks (`approval::resolve`), in three moves:
 //! 1. **Read** every approval the request acts on, in one query. An id the
@@ -23,50 +23,46 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput};
 
+use super::{ApprovalState, Decision, transition};
 use crate::EngineError;
 use crate::approval::{ApprovalOutcome, NO_ANSWER_REASON, Plan, Resolved, ResolvedApproval, input_digest};
-use crate::error::ApprovalAnswer;
 use crate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, Decision, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease,
-    Ledger, Millis, Transition, TransitionOutcome, Update, WARNING_ALREADY_DECIDED, WARNING_EXPIRED,
-    WARNING_INTERRUPTED, split_conversation_key,
+    ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, INTERRUPTED_TEXT, Ledger, Millis, RecordedDecision,
+    Transition, TransitionOutcome, WARNING_ALREADY_DECIDED, WARNING_EXPIRED, WARNING_INTERRUPTED,
+    split_conversation_key,
 };
 use crate::tool::Toolkit;
 
-/// What the history says about one approval.
-#[derive(Debug, Clone, PartialEq)]
-enum Answer {
-    Approve(Option<Value>),
-    Deny(Option<String>),
-    /// No answer before the conversation moved on.
+/// Who made an entry's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The person, in the history.
+    Person,
+    /// Nobody: the conversation moved on without an answer (denied on their behalf).
     Unanswered,
-    /// Approved, but the policy now refuses it.
-    Refused(String),
+    /// The person approved, but the tool's policy now refuses the call (denied).
+    Policy,
 }
 
-impl Answer {
-    /// The person's explicit decision, if the history carries one.
-    fn given(&self) -> Option<ApprovalAnswer> {
-        match self {
-            Self::Approve(None) => Some(ApprovalAnswer::Approve),
-            Self::Approve(Some(edit)) => Some(ApprovalAnswer::ApproveWithEdit(Box::new(edit.clone()))),
-            Self::Deny(_) => Some(ApprovalAnswer::Deny),
-            Self::Unanswered | Self::Refused(_) => None,
-        }
-    }
-}
-
-/// One approval of the plan with its answer.
+/// One approval of the plan with its decision.
 struct Entry {
     index: usize,
     approval_id: String,
     call: ToolCallPart,
-    answer: Answer,
+    decision: Decision,
+    source: Source,
     idempotent: bool,
 }
 
-/// How an approval ends up for this request.
-enum Settlement {
+impl Entry {
+    /// The person's own decision, if the history carries one.
+    fn given(&self) -> Option<&Decision> {
+        (self.source == Source::Person).then_some(&self.decision)
+    }
+}
+
+/// What an approval means for this request.
+enum Effect {
     /// Claimed by this request: run it.
     Run,
     /// Denied (now or on record), with the reason.
@@ -75,12 +71,15 @@ enum Settlement {
     Stored(ToolResultOutput, ApprovalOutcome),
 }
 
-/// What the record says an answer should get, when it is not pending.
-enum Verdict {
-    Settled(Settlement),
-    Conflict(ApprovalAnswer, ApprovalAnswer),
+/// What a record that is not claimable says about an entry.
+enum Reading {
+    /// Its effect is on record.
+    Settled(Effect),
+    /// The recorded decision contradicts the entry's (recorded, received).
+    Conflict(Decision, Decision),
+    /// Another request is deciding or running it right now.
     InProgress,
-    /// A transition to try.
+    /// A transition to try (expire, interrupt, claim again).
     Move(Transition),
 }
 
@@ -158,7 +157,7 @@ pub(crate) async fn settle(
 
         // 2. Claim. An entry is this request's when its first transition moved
         //    (the rest of its transitions run in the same transaction, on a row it holds).
-        let mut settled: Vec<Option<Settlement>> = entries.iter().map(|_| None).collect();
+        let mut settled: Vec<Option<Effect>> = entries.iter().map(|_| None).collect();
         let mut won = vec![false; entries.len()];
         let outcomes = store.apply(&claims, &[]).await?;
         let mut previous = None;
@@ -168,7 +167,7 @@ pub(crate) async fn settle(
             match outcome {
                 TransitionOutcome::Moved(record) if first || won[position] => {
                     won[position] = true;
-                    settled[position] = Some(moved_settlement(&record, &entries[position]));
+                    settled[position] = Some(moved_effect(&record, &entries[position]));
                     records.insert(record.approval_id.clone(), record);
                 }
                 TransitionOutcome::Unmoved(record) if first => {
@@ -191,34 +190,55 @@ pub(crate) async fn settle(
         }
         let (warnings, settled) =
             settle_unclaimed(&entries, settled, &mut won, &mut records, ledger, now, &mut rejected).await?;
-        for (position, entry) in entries.iter().enumerate() {
-            if entry.answer.given().is_some() && !won[position] {
-                let why = match records[&entry.approval_id].state {
-                    ApprovalState::Expired => "answered after the request expired".to_owned(),
-                    state => format!("replayed: the approval was already {}", state.as_str()),
-                };
-                rejected.push(rejection(ledger, entry, now, why));
-            }
-        }
-        if !rejected.is_empty() {
-            store.append(&rejected).await?;
-        }
-        let mut warnings = warnings;
-        for ((entry, settlement), won) in entries.iter().zip(settled).zip(won) {
-            if let Settlement::Stored(_, outcome @ (ApprovalOutcome::Expired | ApprovalOutcome::Interrupted)) =
-                &settlement
-            {
-                let (code, text) = match outcome {
-                    ApprovalOutcome::Expired => (WARNING_EXPIRED, "expired before it was answered"),
-                    _ => (WARNING_INTERRUPTED, "was interrupted; its outcome is unknown"),
-                };
-                let message = format!("approval `{}` for tool `{}` {text}", entry.approval_id, entry.call.tool_name);
-                warnings.push(StreamPart::Warning { code: code.to_owned(), message });
-            }
-            apply_settlement(&mut plan, entry, settlement, won);
-        }
+        let round = Round { effects: settled, won, records, rejected, warnings };
+        let warnings = apply_round(&mut plan, &entries, round, ledger, now).await?;
         return Ok((plan, warnings));
     }
+}
+
+/// What a claim round ended with, entry by entry.
+struct Round {
+    effects: Vec<Effect>,
+    won: Vec<bool>,
+    records: HashMap<String, ApprovalRecord>,
+    rejected: Vec<AuditEvent>,
+    warnings: Vec<StreamPart>,
+}
+
+/// Audits the decisions that did not win their claim, warns about expired
+/// and interrupted approvals, and rewrites the plan with every effect.
+async fn apply_round(
+    plan: &mut Plan,
+    entries: &[Entry],
+    round: Round,
+    ledger: &Ledger,
+    now: Millis,
+) -> Result<Vec<StreamPart>, EngineError> {
+    let Round { effects, won, records, mut rejected, mut warnings } = round;
+    for (position, entry) in entries.iter().enumerate() {
+        if entry.given().is_some() && !won[position] {
+            let why = match records[&entry.approval_id].state {
+                ApprovalState::Expired => "answered after the request expired".to_owned(),
+                state => format!("replayed: the approval was already {}", state.as_str()),
+            };
+            rejected.push(rejection(ledger, entry, now, why));
+        }
+    }
+    if !rejected.is_empty() {
+        ledger.config.store.append(&rejected).await?;
+    }
+    for ((entry, effect), won) in entries.iter().zip(effects).zip(won) {
+        if let Effect::Stored(_, outcome @ (ApprovalOutcome::Expired | ApprovalOutcome::Interrupted)) = &effect {
+            let (code, text) = match outcome {
+                ApprovalOutcome::Expired => (WARNING_EXPIRED, "expired before it was answered"),
+                _ => (WARNING_INTERRUPTED, "was interrupted; its outcome is unknown"),
+            };
+            let message = format!("approval `{}` for tool `{}` {text}", entry.approval_id, entry.call.tool_name);
+            warnings.push(StreamPart::Warning { code: code.to_owned(), message });
+        }
+        apply_effect(plan, entry, effect, won);
+    }
+    Ok(warnings)
 }
 
 /// 1. Checks every entry against its record before anything changes.
@@ -252,17 +272,20 @@ fn check(
             claims.extend(transitions);
             continue;
         }
-        match verdict(record, entry, ledger, now) {
-            Verdict::Conflict(recorded, received) => {
-                let error =
-                    EngineError::ApprovalAlreadyDecided { approval_id: entry.approval_id.clone(), recorded, received };
+        match reading(record, entry, ledger, now) {
+            Reading::Conflict(recorded, received) => {
+                let error = EngineError::ApprovalAlreadyDecided {
+                    approval_id: entry.approval_id.clone(),
+                    recorded: Box::new(recorded),
+                    received: Box::new(received),
+                };
                 rejected.push(rejection(ledger, entry, now, error.to_string()));
                 failure.get_or_insert(error);
             }
-            Verdict::InProgress => {
+            Reading::InProgress => {
                 busy.get_or_insert_with(|| entry.approval_id.clone());
             }
-            Verdict::Settled(_) | Verdict::Move(_) => {}
+            Reading::Settled(_) | Reading::Move(_) => {}
         }
     }
     match (failure, busy) {
@@ -276,13 +299,13 @@ fn check(
 ///    transitions (expire, interrupt, claim again for an idempotent tool).
 async fn settle_unclaimed(
     entries: &[Entry],
-    mut settled: Vec<Option<Settlement>>,
+    mut settled: Vec<Option<Effect>>,
     won: &mut [bool],
     records: &mut HashMap<String, ApprovalRecord>,
     ledger: &Ledger,
     now: Millis,
     rejected: &mut Vec<AuditEvent>,
-) -> Result<(Vec<StreamPart>, Vec<Settlement>), EngineError> {
+) -> Result<(Vec<StreamPart>, Vec<Effect>), EngineError> {
     let mut warnings = Vec::new();
     let mut moves = Vec::new();
     let mut moving = Vec::new();
@@ -291,13 +314,13 @@ async fn settle_unclaimed(
             continue;
         }
         let record = &records[&entry.approval_id];
-        match verdict(record, entry, ledger, now) {
-            Verdict::Settled(settlement) => settled[position] = Some(settlement),
-            Verdict::Move(transition) => {
+        match reading(record, entry, ledger, now) {
+            Reading::Settled(effect) => settled[position] = Some(effect),
+            Reading::Move(transition) => {
                 moving.push(position);
                 moves.push(transition);
             }
-            Verdict::Conflict(recorded, received) => {
+            Reading::Conflict(recorded, received) => {
                 // Another answer won the race after this request's own claims moved.
                 let message = format!(
                     "approval `{}` was already decided ({recorded}); this answer ({received}) was not applied",
@@ -305,9 +328,9 @@ async fn settle_unclaimed(
                 );
                 rejected.push(rejection(ledger, entry, now, message.clone()));
                 warnings.push(StreamPart::Warning { code: WARNING_ALREADY_DECIDED.to_owned(), message });
-                settled[position] = Some(recorded_settlement(record, entry));
+                settled[position] = Some(recorded_effect(record, entry));
             }
-            Verdict::InProgress => settled[position] = Some(busy(entry, record.state)),
+            Reading::InProgress => settled[position] = Some(busy(entry, record.state)),
         }
     }
     if !moves.is_empty() {
@@ -317,12 +340,12 @@ async fn settle_unclaimed(
             settled[position] = Some(match &outcome {
                 TransitionOutcome::Moved(record) => {
                     won[position] = record.state == ApprovalState::Executing;
-                    moved_settlement(record, entry)
+                    moved_effect(record, entry)
                 }
-                TransitionOutcome::Unmoved(record) => match verdict(record, entry, ledger, now) {
-                    Verdict::Settled(settlement) => settlement,
-                    Verdict::Conflict(..) => recorded_settlement(record, entry),
-                    Verdict::Move(_) | Verdict::InProgress => busy(entry, record.state),
+                TransitionOutcome::Unmoved(record) => match reading(record, entry, ledger, now) {
+                    Reading::Settled(effect) => effect,
+                    Reading::Conflict(..) => recorded_effect(record, entry),
+                    Reading::Move(_) | Reading::InProgress => busy(entry, record.state),
                 },
                 TransitionOutcome::Missing => busy(entry, ApprovalState::Pending),
             });
@@ -335,9 +358,9 @@ async fn settle_unclaimed(
         .iter()
         .zip(settled)
         .zip(won.iter())
-        .map(|((entry, settlement), won)| match settlement {
-            Some(Settlement::Run) if !won => busy(entry, ApprovalState::Executing),
-            Some(settlement) => settlement,
+        .map(|((entry, effect), won)| match effect {
+            Some(Effect::Run) if !won => busy(entry, ApprovalState::Executing),
+            Some(effect) => effect,
             None => busy(entry, ApprovalState::Pending),
         })
         .collect();
@@ -350,11 +373,17 @@ fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Ent
         .iter()
         .enumerate()
         .filter_map(|(index, approval)| {
-            let answer = match &approval.outcome {
-                ApprovalOutcome::Approved { edited_input } => Answer::Approve(edited_input.clone()),
-                ApprovalOutcome::Denied { reason } => Answer::Deny(reason.clone()),
-                ApprovalOutcome::Unanswered => Answer::Unanswered,
-                ApprovalOutcome::Refused { reason } => Answer::Refused(reason.clone()),
+            let (decision, source) = match &approval.outcome {
+                ApprovalOutcome::Approved { edited_input } => {
+                    (Decision::Approve { edited_input: edited_input.clone() }, Source::Person)
+                }
+                ApprovalOutcome::Denied { reason } => (Decision::Deny { reason: reason.clone() }, Source::Person),
+                ApprovalOutcome::Unanswered => {
+                    (Decision::Deny { reason: Some(NO_ANSWER_REASON.to_owned()) }, Source::Unanswered)
+                }
+                ApprovalOutcome::Refused { reason } => {
+                    (Decision::Deny { reason: Some(reason.clone()) }, Source::Policy)
+                }
                 ApprovalOutcome::Forwarded { .. }
                 | ApprovalOutcome::Replayed { .. }
                 | ApprovalOutcome::Expired
@@ -367,7 +396,8 @@ fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Ent
                 index,
                 approval_id: approval.approval_id.clone(),
                 call: approval.tool_call.clone(),
-                answer,
+                decision,
+                source,
                 idempotent,
             })
         })
@@ -395,135 +425,71 @@ fn check_binding(record: &ApprovalRecord, entry: &Entry, conversation_id: &str) 
     }
 }
 
-/// The transitions that claim a pending approval for this request's answer.
+/// The transitions that claim a pending approval for this request's decision:
+/// `pending → approved → executing`, or `pending → denied`.
 fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Vec<Transition> {
-    let principal = ledger.principal.clone();
-    let (decision, mut events) = match &entry.answer {
-        Answer::Approve(edit) => {
-            let decision =
-                Decision { approved: true, edited_input: edit.clone(), reason: None, principal, decided_at: now };
+    let events = match &entry.decision {
+        Decision::Approve { edited_input } => {
             let mut events = vec![noted(ledger, record, AuditKind::Approved, now, json!({"input": record.input}))];
-            if let Some(edit) = edit {
+            if let Some(edit) = edited_input {
                 let data = json!({"originalInput": record.input, "editedInput": edit});
                 events.push(noted(ledger, record, AuditKind::Edited, now, data));
             }
-            (decision, events)
+            events
         }
-        Answer::Deny(reason) => (deny(reason.clone(), principal, now), Vec::new()),
-        Answer::Unanswered => (deny(Some(NO_ANSWER_REASON.to_owned()), principal, now), Vec::new()),
-        Answer::Refused(reason) => (deny(Some(reason.clone()), principal, now), Vec::new()),
+        Decision::Deny { reason } => {
+            let data = json!({"reason": reason, "unanswered": entry.source == Source::Unanswered});
+            vec![noted(ledger, record, AuditKind::Denied, now, data)]
+        }
     };
-    if !decision.approved {
-        let data = json!({"reason": decision.reason, "unanswered": entry.answer == Answer::Unanswered});
-        events.push(noted(ledger, record, AuditKind::Denied, now, data));
-    }
-    let approved = decision.approved;
-    let mut claims = vec![Transition {
-        approval_id: record.approval_id.clone(),
-        from: ApprovalState::Pending,
-        to: if approved { ApprovalState::Approved } else { ApprovalState::Denied },
-        guard: Guard::NotExpiredAt(now),
-        update: Update { decision: Some(decision), ..Update::default() },
-        at: now,
-        events,
-    }];
-    if approved {
-        claims.push(start_execution(record, ledger, now, ApprovalState::Approved, Guard::None, Vec::new()));
+    let mut claims = vec![transition::decide(record, entry.decision.clone(), ledger, now, events)];
+    if entry.decision.is_approve() {
+        claims.push(transition::start_execution(record, ledger, now, ApprovalState::Approved, Vec::new()));
     }
     claims
 }
 
-fn deny(reason: Option<String>, principal: Option<String>, now: Millis) -> Decision {
-    Decision { approved: false, edited_input: None, reason, principal, decided_at: now }
-}
-
-/// `from → executing` under this process's lease.
-fn start_execution(
-    record: &ApprovalRecord,
-    ledger: &Ledger,
-    now: Millis,
-    from: ApprovalState,
-    guard: Guard,
-    events: Vec<AuditEvent>,
-) -> Transition {
-    let until = now.saturating_add(crate::ledger::millis(ledger.config.lease));
-    Transition {
-        approval_id: record.approval_id.clone(),
-        from,
-        to: ApprovalState::Executing,
-        guard,
-        update: Update { lease: Some(Lease { executor: ledger.config.executor.clone(), until }), ..Update::default() },
-        at: now,
-        events,
-    }
-}
-
 /// What a record that is not pending (or did not move) means for this answer.
-fn verdict(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Verdict {
-    let recorded = record.decision.as_ref().map(|decision| match (&decision.approved, &decision.edited_input) {
-        (false, _) => ApprovalAnswer::Deny,
-        (true, None) => ApprovalAnswer::Approve,
-        (true, Some(edit)) => ApprovalAnswer::ApproveWithEdit(Box::new(edit.clone())),
-    });
-    if let (Some(recorded), Some(received)) = (&recorded, entry.answer.given())
-        && *recorded != received
+fn reading(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Reading {
+    if let (Some(recorded), Some(received)) = (record.decision.as_ref().map(RecordedDecision::decision), entry.given())
+        && recorded.contradicts(received)
     {
-        return Verdict::Conflict(recorded.clone(), received);
+        return Reading::Conflict(recorded, received.clone());
     }
     match record.state {
         ApprovalState::Pending if record.expires_at <= now => {
             let events = vec![noted(ledger, record, AuditKind::Expired, now, json!({"expiresAt": record.expires_at}))];
-            Verdict::Move(Transition {
-                approval_id: record.approval_id.clone(),
-                from: ApprovalState::Pending,
-                to: ApprovalState::Expired,
-                guard: Guard::ExpiredAt(now),
-                update: Update { output: Some(ToolResultOutput::error_text(EXPIRED_TEXT)), ..Update::default() },
-                at: now,
-                events,
-            })
+            Reading::Move(transition::expire(record, now, events))
         }
-        ApprovalState::Pending | ApprovalState::Approved => Verdict::InProgress,
-        ApprovalState::Executing if record.lease.as_ref().is_some_and(|lease| lease.until > now) => Verdict::InProgress,
-        ApprovalState::Executing if entry.idempotent && matches!(entry.answer, Answer::Approve(_)) => {
+        ApprovalState::Pending | ApprovalState::Approved => Reading::InProgress,
+        ApprovalState::Executing if record.lease.as_ref().is_some_and(|lease| lease.until > now) => Reading::InProgress,
+        ApprovalState::Executing if entry.idempotent && entry.decision.is_approve() => {
             let events = vec![noted(ledger, record, AuditKind::Interrupted, now, json!({"rerun": true}))];
-            Verdict::Move(start_execution(
-                record,
-                ledger,
-                now,
-                ApprovalState::Executing,
-                Guard::LeaseLapsedAt(now),
-                events,
-            ))
+            Reading::Move(transition::start_execution(record, ledger, now, ApprovalState::Executing, events))
         }
-        ApprovalState::Executing => Verdict::Move(Transition {
-            approval_id: record.approval_id.clone(),
-            from: ApprovalState::Executing,
-            to: ApprovalState::Interrupted,
-            guard: Guard::LeaseLapsedAt(now),
-            update: Update { output: Some(ToolResultOutput::error_text(INTERRUPTED_TEXT)), ..Update::default() },
-            at: now,
-            events: vec![noted(ledger, record, AuditKind::Interrupted, now, json!({"rerun": false}))],
-        }),
+        ApprovalState::Executing => {
+            let events = vec![noted(ledger, record, AuditKind::Interrupted, now, json!({"rerun": false}))];
+            Reading::Move(transition::interrupt(record, now, events))
+        }
         ApprovalState::Denied
         | ApprovalState::Expired
         | ApprovalState::Executed
         | ApprovalState::Failed
-        | ApprovalState::Interrupted => Verdict::Settled(recorded_settlement(record, entry)),
+        | ApprovalState::Interrupted => Reading::Settled(recorded_effect(record, entry)),
     }
 }
 
 /// What a transition this request made means: run under its lease, or the stored outcome.
-fn moved_settlement(record: &ApprovalRecord, entry: &Entry) -> Settlement {
+fn moved_effect(record: &ApprovalRecord, entry: &Entry) -> Effect {
     match record.state {
-        ApprovalState::Executing => Settlement::Run,
-        _ => recorded_settlement(record, entry),
+        ApprovalState::Executing => Effect::Run,
+        _ => recorded_effect(record, entry),
     }
 }
 
 /// The result of an approval another request is settling right now: nothing runs here.
-fn busy(entry: &Entry, state: ApprovalState) -> Settlement {
-    Settlement::Stored(
+fn busy(entry: &Entry, state: ApprovalState) -> Effect {
+    Effect::Stored(
         ToolResultOutput::error_text(format!(
             "approval `{}` is being settled by another request at the same time; this request did not run it",
             entry.approval_id
@@ -533,14 +499,14 @@ fn busy(entry: &Entry, state: ApprovalState) -> Settlement {
 }
 
 /// The outcome on record, as this request returns it.
-fn recorded_settlement(record: &ApprovalRecord, entry: &Entry) -> Settlement {
+fn recorded_effect(record: &ApprovalRecord, entry: &Entry) -> Effect {
     let stored = |fallback: &str| record.output.clone().unwrap_or_else(|| ToolResultOutput::error_text(fallback));
     match record.state {
-        ApprovalState::Denied => Settlement::Deny(record.decision.as_ref().and_then(|d| d.reason.clone())),
-        ApprovalState::Expired => Settlement::Stored(stored(EXPIRED_TEXT), ApprovalOutcome::Expired),
-        ApprovalState::Interrupted => Settlement::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Interrupted),
+        ApprovalState::Denied => Effect::Deny(record.decision.as_ref().and_then(|d| d.reason.clone())),
+        ApprovalState::Expired => Effect::Stored(stored(EXPIRED_TEXT), ApprovalOutcome::Expired),
+        ApprovalState::Interrupted => Effect::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Interrupted),
         ApprovalState::Executed | ApprovalState::Failed => {
-            Settlement::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Replayed { state: record.state })
+            Effect::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Replayed { state: record.state })
         }
         // No outcome yet: another request holds it.
         ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Executing => busy(entry, record.state),
@@ -548,12 +514,12 @@ fn recorded_settlement(record: &ApprovalRecord, entry: &Entry) -> Settlement {
 }
 
 /// Rewrites the plan's action and record for an entry.
-fn apply_settlement(plan: &mut Plan, entry: &Entry, settlement: Settlement, won: bool) {
+fn apply_effect(plan: &mut Plan, entry: &Entry, effect: Effect, won: bool) {
     let action = plan.actions.iter_mut().find(|action| action.call().tool_call_id == entry.call.tool_call_id);
     let record = &mut plan.approvals[entry.index];
-    match settlement {
-        Settlement::Run => {}
-        Settlement::Deny(reason) => {
+    match effect {
+        Effect::Run => {}
+        Effect::Deny(reason) => {
             if !won {
                 record.outcome = ApprovalOutcome::Replayed { state: ApprovalState::Denied };
             }
@@ -561,7 +527,7 @@ fn apply_settlement(plan: &mut Plan, entry: &Entry, settlement: Settlement, won:
                 *action = Resolved::Deny { call: entry.call.clone(), reason };
             }
         }
-        Settlement::Stored(output, outcome) => {
+        Effect::Stored(output, outcome) => {
             record.outcome = outcome;
             if let Some(action) = action {
                 *action = Resolved::Stored { call: entry.call.clone(), output };
@@ -577,6 +543,6 @@ fn noted(ledger: &Ledger, record: &ApprovalRecord, kind: AuditKind, at: Millis, 
 
 /// A `rejected` event for an answer this request carried.
 fn rejection(ledger: &Ledger, entry: &Entry, at: Millis, why: String) -> AuditEvent {
-    let data = json!({"why": why, "answer": entry.answer.given().map(|answer| answer.to_string())});
+    let data = json!({"why": why, "answer": entry.given().map(Decision::to_string)});
     ledger.event(AuditKind::Rejected, &entry.approval_id, &entry.call.tool_call_id, at, data)
 }
