@@ -5,8 +5,10 @@
 # installs playwright-core (no browser download), builds `toolgate` (or runs $TOOLGATE_BIN), starts one
 # `toolgate serve` per scripted model in e2e/browser/fixtures/ on free 127.0.0.1 ports
 # (prompt traces and data dirs in a temp dir; a fixture NAME.json with a sibling NAME.toml
-# is served with `--config NAME.toml`, its approval policy, and one with a sibling NAME.tokens with
-# `--tokens-file NAME.tokens`), plus one with the local default model when
+# is served with `--config NAME.toml`, its approval policy, one with a sibling NAME.tokens with
+# `--tokens-file NAME.tokens`, and one with a sibling NAME.oidc signs people in with OpenID Connect at a
+# mock provider (e2e/browser/oidc-provider.mjs, oauth2-mock-server) this script starts on loopback
+# first), plus one with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
 # an error, as in CI), runs the tests with `node --test`, and always stops the servers.
 # Screenshots go to ci-artifacts/screenshots/.
@@ -87,8 +89,34 @@ free_ports() {
 }
 
 fixtures=("$E2E"/fixtures/*.json)
-read -r -a ports <<<"$(free_ports "$(( ${#fixtures[@]} + 1 ))")"
+read -r -a ports <<<"$(free_ports "$(( ${#fixtures[@]} + 2 ))")"
 entries=()
+
+# The mock OpenID Connect provider, when a fixture signs in with it (NAME.oidc: its client and principal).
+oidc_fixtures=()
+for fixture in "${fixtures[@]}"; do
+  [ -f "${fixture%.json}.oidc" ] && oidc_fixtures+=("${fixture%.json}.oidc")
+done
+ISSUER=""
+if [ "${#oidc_fixtures[@]}" -gt 0 ]; then
+  provider_port="${ports[$(( ${#fixtures[@]} + 1 ))]}"
+  ISSUER="http://127.0.0.1:$provider_port"
+  (cd "$E2E" && exec node oidc-provider.mjs "$provider_port" "${oidc_fixtures[@]}") >"$WORK/oidc-provider.log" 2>&1 &
+  PIDS+=("$!")
+  # The servers discover it at start: wait (bounded) until it answers.
+  if ! node -e '
+    const url = process.argv[1] + "/.well-known/openid-configuration";
+    const deadline = Date.now() + Number(process.argv[2]) * 1000;
+    (async () => {
+      while (!(await fetch(url).then((r) => r.ok, () => false))) {
+        if (Date.now() > deadline) { console.error("no answer from " + url); process.exit(1); }
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    })();' "$ISSUER" "$READY_TIMEOUT_SECS"; then
+    log "the mock OIDC provider did not come up within ${READY_TIMEOUT_SECS}s"
+    exit 1
+  fi
+fi
 for i in "${!fixtures[@]}"; do
   fixture="${fixtures[$i]}"
   name="$(basename "$fixture" .json)"
@@ -99,11 +127,19 @@ for i in "${!fixtures[@]}"; do
   # A sibling NAME.tokens (a tokens file) makes that server ask for a bearer token.
   tokens="${fixture%.json}.tokens"
   [ -f "$tokens" ] && config+=(--tokens-file "$tokens")
+  # A sibling NAME.oidc makes that server sign people in at the mock provider.
+  oidc="${fixture%.json}.oidc"
+  provider=""
+  if [ -f "$oidc" ]; then
+    client_id="$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).clientId)' "$oidc")"
+    config+=(--oidc-issuer "$ISSUER" --oidc-client-id "$client_id" --public-url "http://127.0.0.1:$port")
+    provider="$ISSUER"
+  fi
   "$BIN" serve --model "script:$fixture" --addr "127.0.0.1:$port" \
     --trace-prompts "$WORK/$name.prompts.jsonl" --data-dir "$WORK/$name-data" \
     ${config[@]+"${config[@]}"} >"$WORK/$name.log" 2>&1 &
   PIDS+=("$!")
-  entries+=("$name|http://127.0.0.1:$port/|$WORK/$name.prompts.jsonl")
+  entries+=("$name|http://127.0.0.1:$port/|$WORK/$name.prompts.jsonl|$provider")
 done
 # The real local model (server name "local"): the default model, or TOOLGATE_LOCAL_MODEL.
 LOCAL_MODEL="${TOOLGATE_LOCAL_MODEL:-$("$BIN" model path)}"
@@ -120,12 +156,12 @@ elif [ "${TOOLGATE_E2E_REQUIRE_LOCAL:-0}" = 1 ]; then
 else
   log "NOTICE: no local model at $LOCAL_MODEL: the local-model scenarios are skipped"
 fi
-# {"<fixture>": {"url", "trace"}} for the tests.
+# {"<fixture>": {"url", "trace", "provider"?}} for the tests (`provider`: the OIDC issuer it signs in at).
 TOOLGATE_E2E_SERVERS="$(node -e '
   const servers = {};
   for (const entry of process.argv.slice(1)) {
-    const [name, url, trace] = entry.split("|");
-    servers[name] = { url, trace };
+    const [name, url, trace, provider] = entry.split("|");
+    servers[name] = provider ? { url, trace, provider } : { url, trace };
   }
   console.log(JSON.stringify(servers));' "${entries[@]}")"
 export TOOLGATE_E2E_SERVERS

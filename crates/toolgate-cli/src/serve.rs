@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use axum::http::HeaderName;
-use clap::Args;
+use clap::{ArgGroup, Args};
 use ipnet::IpNet;
+use toolgate_server::oidc::DEFAULT_SCOPES;
 use toolgate_server::{
-    AppState, ApprovalSecret, JwksSource, JwtConfig, JwtVerifier, PrincipalSource, ServerConfig, serve, shutdown_signal,
+    AppState, ApprovalSecret, JwksSource, JwtConfig, JwtVerifier, OidcConfig, OidcSignIn, PrincipalSource,
+    ServerConfig, serve, shutdown_signal,
 };
 
 use crate::config::ConfigArgs;
@@ -21,6 +23,8 @@ use crate::tools::ToolSetup;
 
 /// Arguments of `toolgate serve`.
 #[derive(Debug, Args)]
+// The claim flags apply to JWT bearer tokens and to OIDC ID tokens: one of them must be configured.
+#[command(group(ArgGroup::new("token_claims").args(["jwt_jwks", "oidc_issuer"]).multiple(true)))]
 pub struct ServeArgs {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:3000")]
@@ -63,12 +67,29 @@ pub struct ServeArgs {
     /// The `aud` a JWT must carry.
     #[arg(long, value_name = "AUD", requires = "jwt_jwks")]
     jwt_audience: Option<String>,
-    /// The JWT claim naming the principal.
-    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "jwt_jwks")]
+    /// The JWT (or OIDC ID token) claim naming the principal.
+    #[arg(long, value_name = "CLAIM", default_value = "sub", requires = "token_claims")]
     jwt_principal_claim: String,
-    /// The JWT claim listing the principal's groups (an array of strings).
-    #[arg(long, value_name = "CLAIM", default_value = "groups", requires = "jwt_jwks")]
+    /// The JWT (or OIDC ID token) claim listing the principal's groups (an array of strings).
+    #[arg(long, value_name = "CLAIM", default_value = "groups", requires = "token_claims")]
     jwt_groups_claim: String,
+    /// Sign people in on the web page with this OpenID Connect provider (its issuer URL: https, or http on a
+    /// loopback address). Bearer tokens (--jwt-jwks or --tokens-file) keep working beside it.
+    #[arg(long, value_name = "URL", requires_all = ["oidc_client_id", "public_url"], conflicts_with = "principal_header")]
+    oidc_issuer: Option<String>,
+    /// This server's client id at the OIDC provider.
+    #[arg(long, value_name = "ID", requires = "oidc_issuer")]
+    oidc_client_id: Option<String>,
+    /// The environment variable holding the OIDC client secret (for a confidential client).
+    #[arg(long, value_name = "VAR", requires = "oidc_issuer")]
+    oidc_client_secret_env: Option<String>,
+    /// The scopes asked for at sign-in (space-separated).
+    #[arg(long, value_name = "SCOPES", default_value = DEFAULT_SCOPES, requires = "oidc_issuer")]
+    oidc_scopes: String,
+    /// Where people reach this server, e.g. https://toolgate.example.com (the OIDC callback is
+    /// PUBLIC_URL/auth/callback; the session cookie is `Secure` when it is https).
+    #[arg(long, value_name = "URL", requires = "oidc_issuer")]
+    public_url: Option<String>,
     /// A JSON object mapping bearer tokens (or `sha256:HEX`, a token's digest) to principals;
     /// requests without a known token get 401.
     #[arg(long)]
@@ -97,6 +118,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(_) => Some(jwt_verifier(&args).await?),
         None => None,
     };
+    let oidc = match args.oidc_issuer {
+        Some(_) => Some(oidc_sign_in(&args, &secret).await?),
+        None => None,
+    };
     let setup = Arc::new(ToolSetup::load(args.tools, args.config.config.as_deref()).await?);
     let _rules_watcher = setup.watch_rules()?;
     let mut config = ServerConfig::new(args.addr, setup.toolkit()?.unwrap_or_default(), secret);
@@ -109,7 +134,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.ledger = store.map(|store| args.ledger.config(store));
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.groups = setup.groups();
-    config.principals = match (&args.principal_header, &args.tokens_file) {
+    let principals = match (&args.principal_header, &args.tokens_file) {
         _ if let Some(verifier) = jwt => PrincipalSource::Jwt(verifier),
         (Some(header), _) => PrincipalSource::Header(
             HeaderName::try_from(header.as_str()).with_context(|| format!("--principal-header `{header}`"))?,
@@ -117,6 +142,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         (None, Some(path)) => PrincipalSource::tokens_file(path)?,
         (None, None) => PrincipalSource::None,
+    };
+    // With OIDC the page signs people in; bearer tokens (JWTs or the tokens file) keep working beside it.
+    config.principals = match oidc {
+        Some(sessions) => PrincipalSource::Oidc { sessions, bearer: Box::new(principals) },
+        None => principals,
     };
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
     let refresher =
@@ -158,6 +188,27 @@ async fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Arc<JwtVerifier>> {
     JwtVerifier::new(config).await.with_context(|| format!("--jwt-jwks {jwks}"))
 }
 
+/// The OIDC sign-in of the `--oidc-*` flags (the provider is discovered now, so a wrong issuer fails at start).
+async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Result<Arc<OidcSignIn>> {
+    let issuer = args.oidc_issuer.clone().unwrap_or_default();
+    let client_id = args.oidc_client_id.clone().context("--oidc-issuer needs --oidc-client-id")?;
+    let public_url = args.public_url.clone().context("--oidc-issuer needs --public-url")?;
+    let mut config = OidcConfig::new(issuer.clone(), client_id, public_url);
+    if let Some(var) = &args.oidc_client_secret_env {
+        let secret = std::env::var(var)
+            .ok()
+            .filter(|secret| !secret.is_empty())
+            .with_context(|| format!("the environment variable {var} (--oidc-client-secret-env) is not set"))?;
+        config.client_secret = Some(secret);
+    }
+    config.scopes = args.oidc_scopes.split_whitespace().map(str::to_owned).collect();
+    config.principal_claim = args.jwt_principal_claim.clone();
+    config.groups_claim = args.jwt_groups_claim.clone();
+    let sign_in = OidcSignIn::discover(config, secret).await.with_context(|| format!("--oidc-issuer {issuer}"))?;
+    tracing::info!(callback = sign_in.callback_url(), "the page signs people in with OpenID Connect");
+    Ok(sign_in)
+}
+
 /// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
 fn parse_network(text: &str) -> Result<IpNet, String> {
     text.parse::<IpNet>()
@@ -167,7 +218,52 @@ fn parse_network(text: &str) -> Result<IpNet, String> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
+        Serve::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).map(|serve| serve.args)
+    }
+
+    #[test]
+    fn oidc_flags_need_a_client_id_and_a_public_url() {
+        let oidc = ["--oidc-issuer", "https://idp.example.com", "--oidc-client-id", "toolgate"];
+        let args = parse(&[&oidc[..], &["--public-url", "https://toolgate.example.com"]].concat()).unwrap();
+        assert_eq!(args.oidc_scopes, "openid profile email groups");
+        assert_eq!((args.jwt_principal_claim.as_str(), args.jwt_groups_claim.as_str()), ("sub", "groups"));
+        let error = parse(&oidc).unwrap_err().to_string();
+        assert!(error.contains("--public-url"), "{error}");
+        assert!(parse(&["--public-url", "https://toolgate.example.com"]).is_err(), "--public-url alone");
+        let header = ["--public-url", "https://t.example.com", "--principal-header", "X-User"];
+        assert!(parse(&[&oidc[..], &header].concat()).is_err(), "OIDC and a principal header");
+    }
+
+    #[test]
+    fn claim_flags_apply_to_jwts_and_oidc_id_tokens() {
+        let oidc = [
+            "--oidc-issuer",
+            "https://idp.example.com",
+            "--oidc-client-id",
+            "t",
+            "--public-url",
+            "https://t.example.com",
+        ];
+        let args =
+            parse(&[&oidc[..], &["--jwt-principal-claim", "email", "--jwt-groups-claim", "roles"]].concat()).unwrap();
+        assert_eq!((args.jwt_principal_claim.as_str(), args.jwt_groups_claim.as_str()), ("email", "roles"));
+        assert!(parse(&["--jwt-jwks", "jwks.json", "--jwt-principal-claim", "email"]).is_ok());
+        let error = parse(&["--jwt-principal-claim", "email"]).unwrap_err().to_string();
+        assert!(error.contains("--jwt-jwks") || error.contains("--oidc-issuer"), "{error}");
+        let with_tokens = [&oidc[..], &["--tokens-file", "tokens.json"]].concat();
+        assert!(parse(&with_tokens).is_ok(), "bearer tokens beside OIDC");
+    }
 
     #[test]
     fn trusted_proxies_are_networks_or_addresses() {

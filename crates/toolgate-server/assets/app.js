@@ -267,8 +267,35 @@ async function submit() {
 // it for this tab (sessionStorage, never localStorage), sends it with every
 // request, and shows who the server takes it for (`GET api/me`). A 401 later
 // (a revoked or expired token) asks again.
+//
+// With OpenID Connect (`signIn: "oidc"`) the server signed the person in
+// before it served this page, and requests ride its session cookie: the page
+// never asks for a token. A 401 (its 401s say `X-Toolgate-Sign-In: oidc`)
+// means the session ended, so the page reloads, which sends the browser to
+// the identity provider; "Sign out" goes to `auth/logout`.
 
 const TOKEN_KEY = 'toolgate.token';
+const RELOADED_KEY = 'toolgate.signInReload';
+let signInMode = null; // `signIn` of `GET api/me` once known
+
+const oidcRefusal = (response) => signInMode === 'oidc' || response.headers.get('x-toolgate-sign-in') === 'oidc';
+
+// Reloads to sign in again, unless this tab did so moments ago (a loop would never end).
+function signInAgain() {
+  let last = 0;
+  try {
+    last = Number(sessionStorage.getItem(RELOADED_KEY) ?? 0);
+    sessionStorage.removeItem(TOKEN_KEY); // a token from another mode would shadow the session
+    sessionStorage.setItem(RELOADED_KEY, String(Date.now()));
+  } catch {
+    // No storage: reload all the same.
+  }
+  if (Date.now() - last < 10_000) {
+    showError({ title: 'Signed out', detail: 'The session ended and signing in again did not help. Reload the page to try again.' });
+    return;
+  }
+  location.reload();
+}
 
 function storedToken() {
   try {
@@ -283,7 +310,10 @@ async function authFetch(url, options = {}) {
   const token = storedToken();
   if (token) headers.set('authorization', `Bearer ${token}`);
   const response = await fetch(url, { ...options, headers });
-  if (response.status === 401) askForToken(token ? await refusalMessage(response.clone()) : '');
+  if (response.status === 401) {
+    if (oidcRefusal(response)) signInAgain();
+    else askForToken(token ? await refusalMessage(response.clone()) : '');
+  }
   return response;
 }
 
@@ -314,9 +344,10 @@ async function whoAmI() {
   } catch {
     return true; // Offline: the page works as far as it can.
   }
+  signInMode = me.signIn;
   $('#who').hidden = !me.principal;
   $('#who-name').textContent = me.principal ?? '';
-  $('#sign-out').hidden = me.signIn !== 'token';
+  $('#sign-out').hidden = me.signIn !== 'token' && me.signIn !== 'oidc';
   return true;
 }
 
@@ -346,7 +377,9 @@ function setupSignIn() {
     } catch {
       // Nothing kept.
     }
-    location.reload();
+    // Relative, so that it works below a path prefix too.
+    if (signInMode === 'oidc') location.assign('auth/logout');
+    else location.reload();
   });
 }
 

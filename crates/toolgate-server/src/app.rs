@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
+use axum::{Router, middleware};
 use toolgate::approval::ApprovalSigner;
 use toolgate::ledger::{
     ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, conversation_key,
@@ -26,7 +26,7 @@ use crate::principal::PrincipalSource;
 use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, audit, chat, decisions, me, page, resume};
+use crate::{agui, audit, chat, decisions, me, oidc, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -266,8 +266,12 @@ impl AppState {
 /// The HTTP routes.
 pub fn router(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
-    Router::new()
-        .route("/", get(page::index))
+    let oidc = state.config().principals.oidc().is_some();
+    let mut pages = Router::new().route("/", get(page::index));
+    if oidc {
+        pages = pages.route_layer(middleware::from_fn_with_state(state.clone(), oidc::routes::require_session));
+    }
+    let mut routes = pages
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::styles))
         .route("/healthz", get(|| async { "ok" }))
@@ -278,10 +282,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/me", get(me::me))
         .route("/api/decisions", get(decisions::list).post(decisions::add))
         .route("/api/decisions/{id}", axum::routing::delete(decisions::revoke))
-        .route("/api/chats/{id}", get(chat::stored_messages))
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .route("/api/chats/{id}", get(chat::stored_messages));
+    if oidc {
+        routes = routes
+            .route("/auth/callback", get(oidc::routes::callback))
+            .route("/auth/logout", get(oidc::routes::logout).post(oidc::routes::logout))
+            .layer(middleware::from_fn_with_state(state.clone(), oidc::routes::guard));
+    }
+    routes.layer(DefaultBodyLimit::max(limit)).layer(TraceLayer::new_for_http()).with_state(state)
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

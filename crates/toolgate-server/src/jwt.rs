@@ -217,7 +217,7 @@ impl JwtVerifier {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &self.validation(header.alg))
             .map_err(|error| refusal(error.into_kind()))?
             .claims;
-        self.identity(&claims)
+        identity(&claims, &self.config.principal_claim, &self.config.groups_claim)
     }
 
     fn validation(&self, algorithm: Algorithm) -> Validation {
@@ -236,25 +236,6 @@ impl JwtVerifier {
             validation.required_spec_claims.insert("iss".to_owned());
         }
         validation
-    }
-
-    fn identity(&self, claims: &Map<String, Value>) -> Result<Verified, JwtError> {
-        let name = &self.config.principal_claim;
-        let principal = match claims.get(name) {
-            Some(Value::String(principal)) if !principal.is_empty() => principal.clone(),
-            _ => return Err(claim(name, "must be a non-empty string (the principal)")),
-        };
-        let groups_claim = &self.config.groups_claim;
-        let groups = match claims.get(groups_claim) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| item.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| claim(groups_claim, "must be an array of strings"))?,
-            Some(_) => return Err(claim(groups_claim, "must be an array of strings")),
-        };
-        Ok(Verified { principal, groups })
     }
 
     /// The key a token names, reading the JWKS again when it is stale or the kid unknown.
@@ -286,6 +267,30 @@ impl JwtVerifier {
             Err(error) => tracing::warn!(%error, "cannot read the JWKS again; keeping the keys held"),
         }
     }
+}
+
+/// The principal (the `principal_claim`, a non-empty string) and the groups
+/// (the `groups_claim`, an array of strings, none when absent) that verified
+/// claims name. Shared with the OpenID Connect ID tokens ([`crate::oidc`]).
+pub(crate) fn identity(
+    claims: &Map<String, Value>,
+    principal_claim: &str,
+    groups_claim: &str,
+) -> Result<Verified, JwtError> {
+    let principal = match claims.get(principal_claim) {
+        Some(Value::String(principal)) if !principal.is_empty() => principal.clone(),
+        _ => return Err(claim(principal_claim, "must be a non-empty string (the principal)")),
+    };
+    let groups = match claims.get(groups_claim) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| claim(groups_claim, "must be an array of strings"))?,
+        Some(_) => return Err(claim(groups_claim, "must be an array of strings")),
+    };
+    Ok(Verified { principal, groups })
 }
 
 fn claim(name: &str, problem: &'static str) -> JwtError {

@@ -8,6 +8,8 @@
 //! - `GET /api/audit`: the approval audit log as JSON lines (with a store).
 //! - `GET /api/chats/{id}`: a chat's stored UI messages (with a store).
 //! - `GET /healthz`: liveness.
+//! - `GET /auth/callback`, `GET|POST /auth/logout`: OpenID Connect sign-in
+//!   for the page, when configured ([`oidc`]).
 //!
 //! With a ledger ([`ServerConfig::ledger`]) every approval is recorded,
 //! single-use and expiring, bound to its conversation (the chat id, or the
@@ -27,6 +29,7 @@ mod decisions;
 mod error;
 pub mod jwt;
 mod me;
+pub mod oidc;
 mod page;
 mod principal;
 mod replay;
@@ -39,6 +42,7 @@ pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
 pub use jwt::{JwksSource, JwtConfig, JwtError, JwtVerifier};
+pub use oidc::{OidcConfig, OidcError, OidcSignIn};
 pub use principal::{Caller, PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};
 pub use trace::{PromptTracer, TraceFile, trace_prompts};

@@ -1,6 +1,6 @@
 //! Who sent a request: the principal recorded with every approval answer.
 //!
-//! Three sources, one of them configured on the server:
+//! Four sources, one of them configured on the server:
 //! - a header set by a trusted proxy in front of toolgate (`--principal-header X-User`):
 //!   its value is the principal; a request without it has none. Anyone can set
 //!   a header, so it is believed only from a loopback peer or from a peer in
@@ -15,7 +15,12 @@
 //!   refused with 401 before anything runs. The file may hold each token
 //!   itself or its SHA-256 digest (`"sha256:HEX"`), so that it holds no usable
 //!   secret; either way the server keeps only digests, and a lookup compares
-//!   the presented token's digest with every entry in constant time.
+//!   the presented token's digest with every entry in constant time;
+//! - OpenID Connect sign-in on the page (`--oidc-issuer`, see [`crate::oidc`]):
+//!   a request without an `Authorization` header is identified by its
+//!   session cookie (an expired or tampered one counts as none: 401); one
+//!   with the header goes to the bearer-token source configured beside it
+//!   (JWTs or a tokens file), and is refused with 401 when there is none.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -29,9 +34,11 @@ use axum::http::{HeaderMap, StatusCode};
 use ipnet::IpNet;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use toolgate::ledger::{Clock, Millis, SystemClock};
 
 use crate::error::ApiError;
 use crate::jwt::{JwtError, JwtVerifier};
+use crate::oidc::OidcSignIn;
 
 /// Where the principal of a request comes from.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +52,15 @@ pub enum PrincipalSource {
     Tokens(TokenTable),
     /// The principal a verified JWT bearer token names; other requests are refused.
     Jwt(Arc<JwtVerifier>),
+    /// The person signed in on the page with OpenID Connect (the session
+    /// cookie); requests with an `Authorization` header go to `bearer`.
+    Oidc {
+        /// The sign-in, which checks session cookies.
+        sessions: Arc<OidcSignIn>,
+        /// Where bearer tokens are checked: [`PrincipalSource::Jwt`] or
+        /// [`PrincipalSource::Tokens`]; [`PrincipalSource::None`] refuses them.
+        bearer: Box<PrincipalSource>,
+    },
 }
 
 /// The prefix of a tokens-file key that is a token's SHA-256 digest in hex.
@@ -131,6 +147,14 @@ impl PrincipalSource {
         !matches!(self, Self::None)
     }
 
+    /// The OpenID Connect sign-in, when the page signs people in.
+    pub fn oidc(&self) -> Option<&Arc<OidcSignIn>> {
+        match self {
+            Self::Oidc { sessions, .. } => Some(sessions),
+            _ => None,
+        }
+    }
+
     /// Reads a tokens file: a JSON object `{"TOKEN": "principal", "sha256:HEX": "principal", ...}`.
     /// Warns when other users of the machine may read it.
     pub fn tokens_file(path: &Path) -> Result<Self, TokensError> {
@@ -150,13 +174,40 @@ impl PrincipalSource {
         Ok(self.identify(headers, peer).await?.0)
     }
 
-    /// [`Self::principal`] with the groups the credential names (a JWT's groups claim).
+    /// [`Self::principal`] with the groups the credential names (a JWT's
+    /// groups claim), a session's expiry judged by the system clock.
     pub async fn identify(
         &self,
         headers: &HeaderMap,
         peer: Option<IpAddr>,
     ) -> Result<(Option<String>, Vec<String>), ApiError> {
+        self.identify_at(headers, peer, SystemClock.now()).await
+    }
+
+    /// [`Self::identify`] at `now` (milliseconds since the Unix epoch; the server's clock).
+    pub async fn identify_at(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+        now: Millis,
+    ) -> Result<(Option<String>, Vec<String>), ApiError> {
         match self {
+            Self::Oidc { sessions, bearer } => {
+                if headers.contains_key(AUTHORIZATION) {
+                    if matches!(**bearer, Self::None) {
+                        return Err(ApiError::new(
+                            StatusCode::UNAUTHORIZED,
+                            "unauthorized",
+                            "this server takes no bearer tokens: sign in on its page",
+                        ));
+                    }
+                    return Box::pin(bearer.identify_at(headers, peer, now)).await;
+                }
+                let session = sessions
+                    .session(headers, now)
+                    .map_err(|refusal| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", refusal.to_string()))?;
+                Ok((Some(session.principal), session.groups))
+            }
             Self::None => Ok((None, Vec::new())),
             Self::Header(name, proxies) => {
                 if !peer.is_some_and(|peer| trusted_peer(peer, proxies)) {
@@ -237,7 +288,7 @@ impl FromRequestParts<crate::AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
         let config = state.config();
-        let (principal, mut groups) = config.principals.identify(&parts.headers, peer).await?;
+        let (principal, mut groups) = config.principals.identify_at(&parts.headers, peer, state.now()).await?;
         if let Some(principal) = &principal {
             let listed = config.groups.iter().filter(|(_, members)| members.contains(principal));
             groups.extend(listed.map(|(group, _)| group.clone()));

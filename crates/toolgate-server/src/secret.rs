@@ -4,9 +4,17 @@
 //! (`TOOLGATE_APPROVAL_SECRET`), or a file in the data directory, created once
 //! with 32 random bytes (mode 0600 on Unix) so restarts keep pending
 //! approvals valid.
+//!
+//! Other keys the server needs (the OpenID Connect session cookies, see
+//! [`crate::oidc`]) are derived from the secret with HMAC-SHA256 under a label
+//! of their own ([`ApprovalSecret::derive_key`]), so the raw secret signs
+//! approvals only.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::{Digest, Sha256};
 use toolgate::approval::{ApprovalSigner, SignerError};
 
 /// The environment variable holding the secret.
@@ -50,6 +58,8 @@ pub enum SecretSource {
 pub struct ApprovalSecret {
     signer: ApprovalSigner,
     source: SecretSource,
+    /// The secret itself, for [`ApprovalSecret::derive_key`].
+    secret: Arc<[u8]>,
 }
 
 impl std::fmt::Debug for ApprovalSecret {
@@ -90,7 +100,14 @@ impl ApprovalSecret {
     }
 
     fn from_text(text: &str, source: SecretSource) -> Result<Self, SecretError> {
-        Ok(Self { signer: ApprovalSigner::new(text)?, source })
+        Ok(Self { signer: ApprovalSigner::new(text)?, source, secret: text.as_bytes().into() })
+    }
+
+    /// A key for another purpose than approvals: HMAC-SHA256 of `label` under
+    /// the secret (e.g. `"toolgate session v1"`). Distinct labels give
+    /// independent keys, and none of them reveals the secret.
+    pub fn derive_key(&self, label: &str) -> [u8; 32] {
+        hmac_sha256(&self.secret, &[label.as_bytes()])
     }
 
     /// Where it came from.
@@ -102,6 +119,24 @@ impl ApprovalSecret {
     pub fn signer(&self) -> &ApprovalSigner {
         &self.signer
     }
+}
+
+/// HMAC-SHA256 of the concatenated `parts` under `key` (any length).
+///
+/// RFC 2104 hashes a key longer than the hash's block and pads a shorter one
+/// with zeros; done here, so that building the MAC has no error path.
+pub(crate) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if key.len() > block.len() {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let mut mac = <Hmac<Sha256> as KeyInit>::new(&block.into());
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
 }
 
 /// Creates the data directory, and any missing parent, mode 0700 (as the store does).
@@ -127,6 +162,30 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 2 (a short key) and test case 6 (a key longer than the block).
+        let short = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
+        assert_eq!(hex::encode(short), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        let long = hmac_sha256(&[0xaa; 131], &[b"Test Using Larger Than Block-Size Key - Hash Key First"]);
+        assert_eq!(hex::encode(long), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    }
+
+    #[test]
+    fn derived_keys_differ_by_label_and_secret() {
+        let dir = std::env::temp_dir();
+        let one = ApprovalSecret::resolve_with(Some("one"), None, &dir).unwrap();
+        let two = ApprovalSecret::resolve_with(Some("two"), None, &dir).unwrap();
+        assert_ne!(one.derive_key("toolgate session v1"), one.derive_key("toolgate login v1"));
+        assert_ne!(one.derive_key("toolgate session v1"), two.derive_key("toolgate session v1"));
+        assert_eq!(one.derive_key("toolgate session v1"), one.clone().derive_key("toolgate session v1"));
+    }
 }
 
 #[cfg(all(test, unix))]

@@ -1,0 +1,88 @@
+//! The HTTP side of OpenID Connect sign-in: the callback, sign-out, the page
+//! guard and the cross-origin check (see the [module docs](super)).
+
+use axum::extract::{Query, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// The header every 401 carries when the server signs people in with OIDC: the
+/// page reloads (and so signs in again) instead of asking for a token.
+pub const SIGN_IN_HEADER: HeaderName = HeaderName::from_static("x-toolgate-sign-in");
+
+/// The query of `GET /auth/callback`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CallbackParams {
+    /// The authorization code.
+    pub code: Option<String>,
+    /// The state the server sent to the provider.
+    pub state: Option<String>,
+    /// The provider's error code, when it refused.
+    pub error: Option<String>,
+    /// The provider's words about its error.
+    pub error_description: Option<String>,
+}
+
+fn not_configured() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "this server does not sign people in with OpenID Connect")
+}
+
+/// `GET /auth/callback?code&state`: finishes a sign-in (see the module docs).
+pub(crate) async fn callback(
+    State(state): State<AppState>,
+    Query(params): Query<CallbackParams>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let oidc = state.config().principals.oidc().ok_or_else(not_configured)?;
+    oidc.finish(params, &headers, state.now()).await.map_err(|error| {
+        tracing::warn!(%error, "an OpenID Connect sign-in failed");
+        ApiError::from(error)
+    })
+}
+
+/// `GET` or `POST /auth/logout`: clears the session cookie, then 303 to the page.
+pub(crate) async fn logout(State(state): State<AppState>) -> Result<Response, ApiError> {
+    Ok(state.config().principals.oidc().ok_or_else(not_configured)?.logout())
+}
+
+/// Around the pages (`GET /`): without a valid session, 302 to the provider
+/// to sign in, coming back to the page asked for.
+pub(crate) async fn require_session(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(oidc) = state.config().principals.oidc() else { return next.run(request).await };
+    let now = state.now();
+    if oidc.session(request.headers(), now).is_ok() {
+        return next.run(request).await;
+    }
+    let asked = request.uri().path_and_query().map_or("/", |path| path.as_str());
+    match oidc.begin(asked, request.headers(), now) {
+        Ok(redirect) => redirect,
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+/// Around every route: refuses a cookie-authenticated request that changes
+/// something from another origin (403 `cross_origin_request`, before
+/// anything runs), and marks every 401 with [`SIGN_IN_HEADER`].
+pub(crate) async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(oidc) = state.config().principals.oidc() else { return next.run(request).await };
+    let safe = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE);
+    let headers = request.headers();
+    if !safe
+        && !headers.contains_key(AUTHORIZATION)
+        && oidc.has_session_cookie(headers)
+        && let Err(refusal) = oidc.check_origin(headers)
+    {
+        tracing::warn!(method = %request.method(), path = %request.uri().path(), "{refusal}");
+        return refusal.into_response();
+    }
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(SIGN_IN_HEADER, HeaderValue::from_static("oidc"));
+    }
+    response
+}
