@@ -65,8 +65,8 @@ use toolgate::ledger::Millis;
 
 use self::cookies::{CookieKey, Pending, Session, SessionRefusal};
 pub use self::cookies::{LOGIN_COOKIE, SESSION_COOKIE};
-pub use self::routes::SIGN_IN_HEADER;
 use self::provider::Provider;
+pub use self::routes::SIGN_IN_HEADER;
 use crate::error::ApiError;
 use crate::jwt::JwtError;
 use crate::secret::{ApprovalSecret, hmac_sha256};
