@@ -395,7 +395,7 @@ mod tests {
     async fn a_lone_statement_runs_as_its_own_transaction() {
         let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default());
+        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
         assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "no BEGIN around a lone statement");
         assert!(!writer.write((), outside_a_transaction).await.unwrap(), "every other write runs in a transaction");
         writer.write_statement(1, insert).await.unwrap();
@@ -439,7 +439,7 @@ mod tests {
     async fn a_lone_self_contained_write_brings_its_own_transaction_and_a_failed_one_is_rolled_back() {
         let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default());
+        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
         assert_eq!(writer.write_self_contained((1, false, false), insert_self_contained, own).await, Ok(true));
         // The failed one stopped inside its transaction, after its insert: the writer rolls it back.
         assert!(writer.write_self_contained((2, true, false), insert_self_contained, own).await.is_err());
@@ -460,7 +460,7 @@ mod tests {
     async fn a_panicking_write_fails_alone_and_the_writer_goes_on() {
         let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
         sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default());
+        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
         for _ in 0..3 {
             let (before, panicked, after) =
                 tokio::join!(writer.write(1, insert), writer.write(2, insert_then_panic), writer.write(3, insert));
