@@ -12,12 +12,12 @@
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
 //! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
-//! | `pending` | `approved` / `denied` | a [`Decision`] arrives before `expires_at` | the request's principal; the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | [`claim`] via `transition::decide` |
-//! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | [`claim`] via `transition::expire` |
-//! | `approved` | `executing` | right after the approval, in the same transaction | the deciding request, under its process's lease | [`claim`] via `transition::start_execution` |
+//! | `pending` | `approved` / `denied` | a [`Decision`] arrives before `expires_at` | the request's principal; the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
+//! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
+//! | `approved` | `executing` | right after the approval, in the same transaction | the deciding request, under its process's lease | `claim` via `transition::start_execution` |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
-//! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | [`claim`] via `transition::interrupt` |
-//! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | [`claim`] via `transition::start_execution` |
+//! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
+//! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
 //!
 //! Nothing moves back, and `denied`, `expired`, `executed`, `failed` and
 //! `interrupted` are final ([`ApprovalState::can_move_to`],
@@ -33,8 +33,8 @@
 //! Where a decision comes from is the history: `crate::approval::collect`
 //! finds the answers in it and `crate::approval::resolve` checks them
 //! without state (structure, signatures, schemas, policies) and plans what
-//! runs. With a ledger, [`verify`] then checks the results the history
-//! carries against the records, and [`claim`] settles the plan's decisions
+//! runs. With a ledger, `verify` then checks the results the history
+//! carries against the records, and `claim` settles the plan's decisions
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
