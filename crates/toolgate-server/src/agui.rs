@@ -24,8 +24,6 @@ use std::convert::Infallible;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
@@ -39,8 +37,8 @@ use toolgate_agui::{
 };
 
 use crate::app::AppState;
-use crate::chat::{detached_sse, json_request, sse_response};
 use crate::error::ApiError;
+use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::principal::Caller;
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
@@ -54,10 +52,8 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
 pub(crate) async fn run(
     State(state): State<AppState>,
     Caller { principal, groups }: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let body = json_request(&headers, body)?;
     let mut input = RunAgentInput::from_json(&body)?;
     // The requester's own thread of that id.
     let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;

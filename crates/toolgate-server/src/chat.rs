@@ -8,11 +8,10 @@
 use std::convert::Infallible;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::json;
 use toolgate::ledger::Ledger;
 use toolgate::{TextStream, stream_text};
@@ -24,19 +23,15 @@ use toolgate_ui::{
 use crate::app::AppState;
 use crate::conversation::{self, Reconciled};
 use crate::error::ApiError;
+use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::principal::Caller;
-
-/// Frames buffered between a run and a slow client.
-const FRAME_BUFFER: usize = 256;
 
 /// Answers one chat request with a UI message stream.
 pub(crate) async fn chat(
     State(state): State<AppState>,
     Caller { principal, groups }: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let body = json_request(&headers, body)?;
     let request = ChatRequest::from_json(&body)?;
     check_chat_id(&request.id)?;
     let key = state.conversation_key(principal.as_deref(), &request.id)?;
@@ -151,37 +146,6 @@ async fn stored_chat(
     Ok(detached_sse(frames, UI_MESSAGE_STREAM_HEADERS))
 }
 
-/// Streams `frames` from a task of its own that polls them to the end: a
-/// client that goes away stops receiving, but the run (and what it records
-/// when it ends) goes on.
-pub(crate) fn detached_sse(
-    frames: impl Stream<Item = Bytes> + Send + 'static,
-    headers: &[(&'static str, &'static str)],
-) -> Response {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
-    tokio::spawn(async move {
-        let mut frames = std::pin::pin!(frames);
-        let mut connected = true;
-        while let Some(frame) = frames.next().await {
-            connected = connected && sender.send(frame).await.is_ok();
-        }
-    });
-    // Every frame that is ready goes out in one write.
-    let frames = futures::stream::unfold(receiver, |mut receiver| async move {
-        let first = receiver.recv().await?;
-        let mut batch = Vec::new();
-        while let Ok(next) = receiver.try_recv() {
-            if batch.is_empty() {
-                batch.extend_from_slice(&first);
-            }
-            batch.extend_from_slice(&next);
-        }
-        let frame = if batch.is_empty() { first } else { Bytes::from(batch) };
-        Some((Ok::<_, Infallible>(frame), receiver))
-    });
-    sse_response(frames, headers)
-}
-
 /// `GET /api/chats/:id`: the stored UI messages of a chat.
 pub(crate) async fn stored_messages(
     State(state): State<AppState>,
@@ -219,43 +183,4 @@ fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
 
 fn new_message_id() -> String {
     format!("msg-{}", uuid::Uuid::now_v7().simple())
-}
-
-/// A streamed response of these SSE frames with these headers.
-pub(crate) fn sse_response(
-    frames: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
-    headers: &[(&'static str, &'static str)],
-) -> Response {
-    let mut response = Response::new(Body::from_stream(frames));
-    for (name, value) in headers {
-        response.headers_mut().insert(*name, HeaderValue::from_static(value));
-    }
-    response
-}
-
-/// The body of a JSON `POST`: the content type must say JSON, the body be readable.
-pub(crate) fn json_request(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    require_json(headers)?;
-    body.map_err(body_error)
-}
-
-/// A body that could not be read: too large, or cut off.
-fn body_error(rejection: BytesRejection) -> ApiError {
-    let code = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE { "body_too_large" } else { "unreadable_body" };
-    ApiError::new(rejection.status(), code, rejection.body_text())
-}
-
-/// Rejects bodies that are not declared as JSON.
-fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or("");
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if essence.eq_ignore_ascii_case("application/json") {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            format!("expected content-type application/json, got `{content_type}`"),
-        ))
-    }
 }

@@ -30,10 +30,8 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -41,8 +39,8 @@ use toolgate::ledger::{DecisionQuery, DecisionScope, split_conversation_key};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 
 use crate::app::AppState;
-use crate::chat::json_request;
 use crate::error::ApiError;
+use crate::http::JsonBody;
 use crate::principal::Caller;
 
 /// The longest note kept with a decision, in bytes.
@@ -94,10 +92,8 @@ struct NewDecision {
 pub(crate) async fn add(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let body = json_request(&headers, body)?;
     let new: NewDecision = serde_json::from_slice(&body)
         .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_decision", error.to_string()))?;
     let scope = scope(&state, &new, principal.as_deref())?;

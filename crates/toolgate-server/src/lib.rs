@@ -27,6 +27,7 @@ mod chat;
 mod conversation;
 mod decisions;
 mod error;
+mod http;
 pub mod jwt;
 mod me;
 pub mod oidc;

@@ -20,8 +20,8 @@ use tokio::sync::Notify;
 use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
 
 use crate::app::AppState;
-use crate::chat::sse_response;
 use crate::error::ApiError;
+use crate::http::sse_response;
 use crate::principal::Caller;
 
 /// The responses running now, by chat id.
