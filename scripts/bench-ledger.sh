@@ -8,7 +8,8 @@
 # conversations (default 1000): a first turn (an approval request) and the approved continuation (the tool
 # runs, the model answers). Each cell runs RUNS times (default 3; the stores alternate between runs, so a slow
 # moment of the machine hits every store alike) and reports the run with the median throughput. Loopback
-# only, bounded by the conversation count. Prints one table (markdown).
+# only, bounded by the conversation count. Prints one table (markdown). `sqlite-full` is SQLite with
+# `--store-sync full` (every commit synced to the disk).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,13 +22,16 @@ export BIN CONVERSATIONS RUNS
 
 bash scripts/with-postgres.sh bash -c '
   set -euo pipefail
-  stores=(none sqlite "$TOOLGATE_TEST_POSTGRES_URL")
+  stores=(none sqlite sqlite-full "$TOOLGATE_TEST_POSTGRES_URL")
   declare -A results
   status=0
   for run in $(seq "$RUNS"); do
     for store in "${stores[@]}"; do
       for connections in 1 16; do
-        out="$("$BIN" "$CONVERSATIONS" "$connections" "$store")" || status=1
+        case "$store" in
+          sqlite-full) out="$(TOOLGATE_STORE_SYNC=full "$BIN" "$CONVERSATIONS" "$connections" sqlite)" || status=1 ;;
+          *) out="$("$BIN" "$CONVERSATIONS" "$connections" "$store")" || status=1 ;;
+        esac
         grep "^first error" <<<"$out" >&2 || true
         rps="$(sed -n "s/.*throughput: \([0-9]*\) requests\/s.*/\1/p" <<<"$out")"
         p50="$(sed -n "s/.*p50: \([0-9.]*\) ms.*/\1 ms/p" <<<"$out")"

@@ -11,6 +11,7 @@ use toolgate::approval::ApprovalSigner;
 use toolgate::protocol::parse_messages_str;
 use toolgate::{EngineError, RecordingModel, TextRequest, stream_text};
 use toolgate_policy::StoredGate;
+use toolgate_store::StoreSync;
 
 use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
@@ -110,7 +111,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         request = request.system(system);
     }
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    let store = store::open(args.store.as_deref().unwrap_or("none"), &data_dir).await?;
+    let store = store::open(args.store.as_deref().unwrap_or("none"), &data_dir, StoreSync::default()).await?;
     // Sticky decisions live in the store; a stateless run has only the file's rules.
     let decisions = store.clone().unwrap_or_else(|| std::sync::Arc::new(toolgate::ledger::MemoryStore::new()));
     let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use toolgate::ledger::{ApprovalStore, LedgerConfig};
-use toolgate_store::{StoreSpec, open_store};
+use toolgate_store::{StoreSpec, StoreSync, open_store_synced};
 
 /// Where approvals, their audit log and conversations are kept.
 #[derive(Debug, Args)]
@@ -21,6 +21,11 @@ pub struct StoreArgs {
     /// (default: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// When a commit is durable: `normal` (survives a crash of the process; on SQLite a power loss may
+    /// roll back the last commits) or `full` (survives a power loss: SQLite syncs every commit, Postgres
+    /// sessions use `synchronous_commit = on`).
+    #[arg(long, env = "TOOLGATE_STORE_SYNC", value_parser = StoreSync::parse, default_value = "normal")]
+    pub store_sync: StoreSync,
 }
 
 impl StoreArgs {
@@ -31,14 +36,14 @@ impl StoreArgs {
 
     /// Opens the store named by `--store` (or `TOOLGATE_STORE`), else the default SQLite file; `None` for `none`.
     pub async fn open(&self) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
-        open(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir()).await
+        open(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir(), self.store_sync).await
     }
 }
 
-/// Opens the store a `--store` value names; `None` for `none`.
-pub async fn open(text: &str, data_dir: &Path) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
+/// Opens the store a `--store` value names, its commits as durable as `sync` says; `None` for `none`.
+pub async fn open(text: &str, data_dir: &Path, sync: StoreSync) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
     let spec = StoreSpec::parse(text, data_dir).context("--store")?;
-    let store = open_store(&spec).await.context("cannot open the approval store")?;
+    let store = open_store_synced(&spec, sync).await.context("cannot open the approval store")?;
     if store.is_some() {
         tracing::info!(store = %spec, "approval store open");
     }

@@ -9,6 +9,7 @@
 //! STORE is a `--store` value (`none`, the default; `memory`; `sqlite` for a
 //! fresh file in a temporary directory; `postgres://…`): with a store every
 //! approval goes through the ledger and the conversation is kept server-side.
+//! `TOOLGATE_STORE_SYNC=full` opens it as `toolgate serve --store-sync full` does.
 //!
 //! Bounded: a fixed number of conversations, only 127.0.0.1, and a timeout on
 //! every request.
@@ -141,7 +142,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secret = ApprovalSecret::resolve(Some("load-test-secret"), &dir)?;
     let mut config = ServerConfig::new("127.0.0.1:0".parse()?, Toolkit::new([tool])?, secret);
     let spec = toolgate_store::StoreSpec::parse(&store_text, &dir)?;
-    config.ledger = toolgate_store::open_store(&spec).await?.map(toolgate::ledger::LedgerConfig::new);
+    let sync = toolgate_store::StoreSync::parse(&std::env::var("TOOLGATE_STORE_SYNC").unwrap_or("normal".into()))?;
+    config.ledger = toolgate_store::open_store_synced(&spec, sync).await?.map(toolgate::ledger::LedgerConfig::new);
     let state = AppState::new(config, Arc::new(EchoModel))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/api/chat", listener.local_addr()?);

@@ -44,7 +44,7 @@ use toolgate::ledger::{
     StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
-pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, redact_url};
+pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
 
 /// A boxed error from the database driver.
 pub type DriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -133,9 +133,14 @@ macro_rules! on_backend {
 impl SqlStore {
     /// Opens a SQLite or Postgres store and migrates its schema.
     pub async fn open(spec: &StoreSpec) -> Result<Self, OpenError> {
+        Self::open_synced(spec, StoreSync::default()).await
+    }
+
+    /// [`Self::open`] with commits as durable as `sync` says.
+    pub async fn open_synced(spec: &StoreSpec, sync: StoreSync) -> Result<Self, OpenError> {
         let backend = match spec {
-            StoreSpec::Sqlite(path) => Backend::Sqlite(sqlite::Backend::open(path).await?),
-            StoreSpec::Postgres(url) => Backend::Postgres(postgres::Backend::open(url, &redact_url(url)).await?),
+            StoreSpec::Sqlite(path) => Backend::Sqlite(sqlite::Backend::open(path, sync).await?),
+            StoreSpec::Postgres(url) => Backend::Postgres(postgres::Backend::open(url, &redact_url(url), sync).await?),
             StoreSpec::None | StoreSpec::Memory => return Err(OpenError::NotSql { spec: spec.to_string() }),
         };
         Ok(Self { backend, shown: spec.to_string() })
@@ -234,9 +239,14 @@ impl ApprovalStore for SqlStore {
 /// Opens the store a spec names: `None` for [`StoreSpec::None`], a
 /// [`MemoryStore`] for [`StoreSpec::Memory`], else a migrated [`SqlStore`].
 pub async fn open_store(spec: &StoreSpec) -> Result<Option<Arc<dyn ApprovalStore>>, OpenError> {
+    open_store_synced(spec, StoreSync::default()).await
+}
+
+/// [`open_store`] with a SQL store's commits as durable as `sync` says.
+pub async fn open_store_synced(spec: &StoreSpec, sync: StoreSync) -> Result<Option<Arc<dyn ApprovalStore>>, OpenError> {
     Ok(match spec {
         StoreSpec::None => None,
         StoreSpec::Memory => Some(Arc::new(MemoryStore::new())),
-        StoreSpec::Sqlite(_) | StoreSpec::Postgres(_) => Some(Arc::new(SqlStore::open(spec).await?)),
+        StoreSpec::Sqlite(_) | StoreSpec::Postgres(_) => Some(Arc::new(SqlStore::open_synced(spec, sync).await?)),
     })
 }

@@ -23,9 +23,9 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgConnection, PgPool, Postgres};
 use toolgate::ledger::{StoreError, Transition};
 
-use crate::OpenError;
 use crate::batch::WriteFn;
 use crate::sql::{self, LeaseWrite, RecordRow, db_error};
+use crate::{OpenError, StoreSync};
 
 type Db = Postgres;
 
@@ -49,7 +49,7 @@ pub(crate) struct Backend {
 
 impl Backend {
     /// Connects and migrates; `shown` is the URL with any password redacted.
-    pub(crate) async fn open(url: &str, shown: &str) -> Result<Self, OpenError> {
+    pub(crate) async fn open(url: &str, shown: &str, sync: StoreSync) -> Result<Self, OpenError> {
         let connect_error = |source: sqlx::Error| OpenError::Connect {
             backend: "postgres",
             target: shown.to_owned(),
@@ -62,6 +62,10 @@ impl Backend {
             // Statements outside a transaction (single-statement writes)
             // run at READ COMMITTED too, whatever the server's default.
             .options([("default_transaction_isolation", "read committed")]);
+        let options = match sync {
+            StoreSync::Normal => options,
+            StoreSync::Full => options.options([("synchronous_commit", "on")]),
+        };
         let pool = PgPoolOptions::new()
             .max_connections(connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)

@@ -12,6 +12,33 @@ pub const DEFAULT_SQLITE_FILE: &str = "toolgate.db";
 pub const ACCEPTED_FORMS: &str = "none, memory, sqlite (DATA_DIR/toolgate.db), sqlite://PATH, sqlite:PATH, \
      a path ending in .db, .sqlite or .sqlite3, or postgres://USER[:PASSWORD]@HOST[:PORT]/DB (or postgresql://)";
 
+/// When a commit is durable (`--store-sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreSync {
+    /// A committed write survives a crash of the process. On SQLite (WAL,
+    /// `synchronous = NORMAL`) a power loss or an operating-system crash may
+    /// roll back the last commits since the log was last synced, never
+    /// corrupt the file; on Postgres the server's own `synchronous_commit`
+    /// applies (`on` unless its operator changed it).
+    #[default]
+    Normal,
+    /// A committed write survives a power loss as well: SQLite syncs the log
+    /// on every commit (`synchronous = FULL`); Postgres sessions run with
+    /// `synchronous_commit = on` whatever the server's default.
+    Full,
+}
+
+impl StoreSync {
+    /// Reads `normal` or `full`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "normal" => Ok(Self::Normal),
+            "full" => Ok(Self::Full),
+            _ => Err(format!("`{text}` is not a store sync mode: use normal or full")),
+        }
+    }
+}
+
 /// Where approvals are kept.
 #[derive(Clone, PartialEq, Eq)]
 pub enum StoreSpec {

@@ -27,10 +27,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
 use toolgate::ledger::{StoreError, Transition};
 
-use crate::OpenError;
 use crate::batch::{BatchWriter, WriteFn};
 use crate::checkpoint::{Checkpointer, LogGuard};
 use crate::sql::{self, LeaseWrite, RecordRow, db_error};
+use crate::{OpenError, StoreSync};
 
 type Db = Sqlite;
 
@@ -43,6 +43,23 @@ const READERS: u32 = 4;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
+/// How every connection to the file is set up.
+fn connect_options(path: &Path, sync: StoreSync) -> SqliteConnectOptions {
+    let synchronous = match sync {
+        StoreSync::Normal => SqliteSynchronous::Normal,
+        StoreSync::Full => SqliteSynchronous::Full,
+    };
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(synchronous)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true)
+        // Checkpoints run on a task of their own (see checkpoint.rs).
+        .pragma("wal_autocheckpoint", "0")
+}
+
 /// The writer and checkpoint tasks and the read pool of one SQLite file.
 #[derive(Debug)]
 pub(crate) struct Backend {
@@ -53,7 +70,7 @@ pub(crate) struct Backend {
 
 impl Backend {
     /// Opens (creating it and its directory, private, if missing) and migrates the file.
-    pub(crate) async fn open(path: &Path) -> Result<Self, OpenError> {
+    pub(crate) async fn open(path: &Path, sync: StoreSync) -> Result<Self, OpenError> {
         let private = path.to_path_buf();
         tokio::task::spawn_blocking(move || crate::private::prepare(&private)).await.map_err(|error| {
             OpenError::CreateFile { path: path.to_path_buf(), source: std::io::Error::other(error) }
@@ -63,15 +80,7 @@ impl Backend {
             target: path.display().to_string(),
             source: Box::new(source),
         };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true)
-            // Checkpoints run on a task of their own (see checkpoint.rs).
-            .pragma("wal_autocheckpoint", "0");
+        let options = connect_options(path, sync);
         let mut writer = options.connect().await.map_err(connect_error)?;
         MIGRATOR
             .run(&mut writer)
@@ -228,4 +237,24 @@ fn events_if_changed_sql(count: usize, first: usize) -> String {
         sql::EVENT_INSERT_COLUMNS,
         sql::event_rows(count, first)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{ConnectOptions, SqliteConnection};
+
+    use super::*;
+
+    async fn synchronous(sync: StoreSync) -> i64 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut connection: SqliteConnection = connect_options(&dir.path().join("s.db"), sync).connect().await.unwrap();
+        sqlx::query_scalar("PRAGMA synchronous").fetch_one(&mut connection).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn full_sync_syncs_every_commit() {
+        // 1 = NORMAL, 2 = FULL (https://sqlite.org/pragma.html#pragma_synchronous).
+        assert_eq!(synchronous(StoreSync::Normal).await, 1);
+        assert_eq!(synchronous(StoreSync::Full).await, 2);
+    }
 }
