@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::http::HeaderName;
@@ -51,6 +52,10 @@ pub struct ServeArgs {
     store: StoreArgs,
     #[command(flatten)]
     ledger: LedgerArgs,
+    /// Keep finished approvals, their audit events and finished conversations this long, e.g. `90d`, then
+    /// remove them (checked at start and hourly; nothing pending is ever removed). Default: keep everything.
+    #[arg(long, value_name = "DURATION", value_parser = parse_retain)]
+    retain: Option<Duration>,
     /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
     #[arg(long, conflicts_with = "tokens_file")]
     principal_header: Option<String>,
@@ -131,7 +136,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.max_steps = args.max_steps;
     config.system = args.system;
     config.max_body_bytes = args.max_body_bytes;
+    if args.retain.is_some() && store.is_none() {
+        anyhow::bail!("--retain needs a store: with --store none nothing is kept");
+    }
     config.ledger = store.map(|store| args.ledger.config(store));
+    config.retain = args.retain;
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.groups = setup.groups();
     let principals = match (&args.principal_header, &args.tokens_file) {
@@ -210,6 +219,15 @@ async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Resu
 }
 
 /// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
+/// A retention period of at least one hour.
+fn parse_retain(text: &str) -> Result<Duration, String> {
+    let retain = humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))?;
+    if retain < Duration::from_secs(60 * 60) {
+        return Err(format!("`{text}` is shorter than an hour"));
+    }
+    Ok(retain)
+}
+
 fn parse_network(text: &str) -> Result<IpNet, String> {
     text.parse::<IpNet>()
         .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
@@ -263,6 +281,17 @@ mod tests {
         assert!(error.contains("--jwt-jwks") || error.contains("--oidc-issuer"), "{error}");
         let with_tokens = [&oidc[..], &["--tokens-file", "tokens.json"]].concat();
         assert!(parse(&with_tokens).is_ok(), "bearer tokens beside OIDC");
+    }
+
+    #[test]
+    fn retention_and_sync_flags() {
+        let args = parse(&["--retain", "90d", "--store-sync", "full"]).unwrap();
+        assert_eq!(args.retain, Some(Duration::from_secs(90 * 24 * 60 * 60)));
+        assert_eq!(args.store.store_sync, toolgate_store::StoreSync::Full);
+        assert_eq!(parse(&[]).unwrap().store.store_sync, toolgate_store::StoreSync::Normal);
+        assert!(parse(&["--retain", "10m"]).unwrap_err().to_string().contains("shorter than an hour"));
+        assert!(parse(&["--retain", "soon"]).is_err());
+        assert!(parse(&["--store-sync", "always"]).unwrap_err().to_string().contains("normal or full"));
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct ServerConfig {
     pub admins: Vec<String>,
     /// Groups and their members (`[groups]` in the config file), beside those a JWT names.
     pub groups: std::collections::BTreeMap<String, Vec<String>>,
+    /// How long the ledger keeps finished approvals, their audit events and
+    /// finished conversations (`--retain`; `None` keeps everything). See [`crate::retention`].
+    pub retain: Option<std::time::Duration>,
 }
 
 impl ServerConfig {
@@ -79,6 +82,7 @@ impl ServerConfig {
             principals: PrincipalSource::None,
             admins: Vec::new(),
             groups: std::collections::BTreeMap::new(),
+            retain: None,
         }
     }
 }
@@ -345,7 +349,17 @@ pub async fn serve_listener(
     });
     // The peer's address decides whether a principal header is believed (see `Caller`).
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let pruning = match (&state.config().ledger, state.config().retain) {
+        (Some(ledger), Some(retain)) => {
+            let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
+            Some(tokio::spawn(crate::retention::prune_loop(store, clock, retain)))
+        }
+        _ => None,
+    };
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    if let Some(pruning) = pruning {
+        pruning.abort();
+    }
     state.flush_trace();
     served
 }

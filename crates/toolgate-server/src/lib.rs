@@ -35,6 +35,7 @@ mod page;
 mod principal;
 mod replay;
 mod resume;
+pub mod retention;
 mod secret;
 mod trace;
 

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, LedgerConfig, MemoryStore, Millis,
+    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, LedgerConfig, MemoryStore, Millis, Pruned,
     StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
@@ -45,6 +45,9 @@ impl ApprovalStore for SlowSaves {
     }
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         self.0.audit(query)
+    }
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
+        self.0.prune(before)
     }
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use toolgate::ledger::{
     ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ConversationRead, DecisionQuery, MemoryStore, Millis,
-    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    Pruned, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
@@ -195,6 +195,10 @@ impl ApprovalStore for SqlStore {
 
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         Box::pin(async move { on_backend!(self, backend => backend.audit(query)) })
+    }
+
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
+        Box::pin(async move { on_backend!(self, backend => backend.prune(before)) })
     }
 
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use sqlx::Database;
 use toolgate::ledger::{
-    ApprovalRecord, AuditEvent, AuditQuery, AuditView, ConversationRead, DecisionQuery, Millis, StoreError,
+    ApprovalRecord, AuditEvent, AuditQuery, AuditView, ConversationRead, DecisionQuery, Millis, Pruned, StoreError,
     StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
@@ -137,6 +137,10 @@ impl Backend {
 
     pub(crate) async fn renew_leases(&self, executor: &str, until: Millis) -> Result<u64, StoreError> {
         self.write_statement((executor.to_owned(), until), renew_leases_in).await
+    }
+
+    pub(crate) async fn prune(&self, before: Millis) -> Result<Pruned, StoreError> {
+        self.write(before, prune_in).await
     }
 
     pub(crate) async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError> {
@@ -346,6 +350,20 @@ fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Milli
     Box::pin(async move {
         let done = sqlx::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
         Ok(done.rows_affected())
+    })
+}
+
+/// Events first (they look at the approvals), then approvals, then conversations.
+fn prune_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture<'c, Pruned> {
+    Box::pin(async move {
+        let mut affected = [0u64; 3];
+        for (count, text) in
+            affected.iter_mut().zip([sql::PRUNE_EVENTS, sql::PRUNE_APPROVALS, sql::PRUNE_CONVERSATIONS])
+        {
+            *count = sqlx::query(text).bind(*before).execute(&mut *conn).await.map_err(db_error)?.rows_affected();
+        }
+        let [events, approvals, conversations] = affected;
+        Ok(Pruned { approvals, events, conversations })
     })
 }
 

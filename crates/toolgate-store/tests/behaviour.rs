@@ -16,8 +16,8 @@ use support::{
 };
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, DecisionScope, Guard, StoreError,
-    Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, DecisionScope, Guard,
+    Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -366,6 +366,56 @@ async fn audit_views(stores: &Stores) {
         ..Default::default()
     };
     assert_eq!(store.audit(&filtered).await.unwrap()[0].data["n"], 2, "the view combines with the other filters");
+}
+
+/// Retention: what finished before the cutoff goes, nothing open does.
+async fn prune_removes_what_finished_and_keeps_what_is_open(stores: &Stores) {
+    let store = &*stores.a;
+    let at = |mut record: ApprovalRecord, state: ApprovalState, updated_at: i64| {
+        record.state = state;
+        record.updated_at = updated_at;
+        record
+    };
+    let records = [
+        at(record("old-done", "c-old"), ApprovalState::Pending, 10),
+        at(record("old-open", "c-open"), ApprovalState::Pending, 10),
+        at(record("new-done", "c-new"), ApprovalState::Pending, 10),
+    ];
+    store.issue(&records, &[]).await.unwrap();
+    // Move the two finished ones to final states, at 50 and 500.
+    for (id, time) in [("old-done", 50), ("new-done", 500)] {
+        let outcome =
+            check(store, transition(id, ApprovalState::Pending, ApprovalState::Denied, Guard::None, time)).await;
+        assert!(matches!(outcome, TransitionOutcome::Moved(_)), "{outcome:?}");
+    }
+    let events = [
+        event(AuditKind::Issued, "old-done", "c-old", 20, json!({"n": 0})),
+        event(AuditKind::Issued, "old-open", "c-open", 20, json!({"n": 1})),
+        event(AuditKind::Rejected, "never-issued", "c-old", 30, json!({"n": 2})),
+        event(AuditKind::Denied, "new-done", "c-new", 500, json!({"n": 3})),
+    ];
+    store.append(&events).await.unwrap();
+    for (conversation, time) in [("c-old", 40), ("c-open", 40), ("c-new", 40), ("c-recent", 300)] {
+        store.save_conversation(conversation, &json!([]), None, time).await.unwrap();
+    }
+
+    let pruned = store.prune(100).await.unwrap();
+    assert_eq!(pruned, Pruned { approvals: 1, events: 2, conversations: 2 });
+    let left: Vec<String> = store
+        .approvals(&["old-done".into(), "old-open".into(), "new-done".into()])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.approval_id)
+        .collect();
+    assert_eq!(left, ["old-open", "new-done"], "a pending approval is never removed, however old");
+    let kept: Vec<i64> = all_events(store).await.iter().map(|event| event.data["n"].as_i64().unwrap()).collect();
+    assert_eq!(kept, [1, 3], "the open approval's events stay");
+    assert!(store.conversation("c-old").await.unwrap().is_none());
+    assert!(store.conversation("c-new").await.unwrap().is_none(), "finished and old, whatever its approvals' age");
+    assert!(store.conversation("c-open").await.unwrap().is_some(), "it holds an open approval");
+    assert!(store.conversation("c-recent").await.unwrap().is_some());
+    assert_eq!(store.prune(100).await.unwrap(), Pruned::default(), "pruning again removes nothing");
 }
 
 async fn renew_leases_touches_only_the_executors_running_calls(stores: &Stores) {
@@ -723,6 +773,7 @@ suite!(
     claim_pairs_move_as_the_reference_store_moves_them,
     audit_filters,
     audit_views,
+    prune_removes_what_finished_and_keeps_what_is_open,
     renew_leases_touches_only_the_executors_running_calls,
     conversations_save_optimistically,
     sixty_four_answers_race_for_one_approval,

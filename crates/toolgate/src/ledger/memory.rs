@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, DecisionQuery, Millis, StoreError,
-    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, DecisionQuery, Millis, Pruned,
+    StoreError, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 /// Keeps everything in process memory; lost when the process ends.
@@ -225,6 +225,36 @@ impl ApprovalStore for MemoryStore {
             let mut inner = self.lock();
             let position = inner.decisions.iter().position(|decision| decision.id == id);
             Ok(position.map(|position| inner.decisions.remove(position)))
+        })
+    }
+
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            let open: Vec<(String, String)> = inner
+                .approvals
+                .values()
+                .filter(|record| !record.state.is_final())
+                .map(|record| (record.approval_id.clone(), record.conversation_id.clone()))
+                .collect();
+            let open_ids: std::collections::HashSet<&str> = open.iter().map(|(id, _)| id.as_str()).collect();
+            let open_conversations: std::collections::HashSet<&str> = open.iter().map(|(_, c)| c.as_str()).collect();
+            let events = inner.audit.len();
+            inner.audit.retain(|event| event.at >= before || open_ids.contains(event.approval_id.as_str()));
+            let approvals = inner.approvals.len();
+            inner.approvals.retain(|_, record| !(record.state.is_final() && record.updated_at < before));
+            let approvals_left = &inner.approvals;
+            inner.by_call.retain(|_, approval_id| approvals_left.contains_key(approval_id));
+            let conversations = inner.conversations.len();
+            inner
+                .conversations
+                .retain(|id, stored| stored.updated_at >= before || open_conversations.contains(id.as_str()));
+            Ok(Pruned {
+                approvals: (approvals - inner.approvals.len()) as u64,
+                events: (events - inner.audit.len()) as u64,
+                conversations: (conversations - inner.conversations.len()) as u64,
+            })
         })
     }
 }

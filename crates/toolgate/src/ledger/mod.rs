@@ -45,8 +45,8 @@ pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
 pub use record::{
-    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, RecordedDecision, StoredConversation,
-    Transition, TransitionOutcome, Update,
+    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,
+    StoredConversation, Transition, TransitionOutcome, Update,
 };
 pub use store::{ApprovalStore, ConversationRead, StoreError, StoreFuture};
 

@@ -150,6 +150,17 @@ pub enum TransitionOutcome {
     Missing,
 }
 
+/// What [`crate::ledger::ApprovalStore::prune`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pruned {
+    /// Approval records in a final state.
+    pub approvals: u64,
+    /// Audit events.
+    pub events: u64,
+    /// Conversations.
+    pub conversations: u64,
+}
+
 /// What an audit event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

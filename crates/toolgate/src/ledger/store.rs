@@ -12,8 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::{
-    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, StoredConversation, StoredDecision, Transition,
-    TransitionOutcome,
+    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, Pruned, StoredConversation, StoredDecision,
+    Transition, TransitionOutcome,
 };
 
 /// What a request reads before it runs: its stored conversation and the
@@ -107,6 +107,15 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
 
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
+
+    /// Removes, in one transaction, what finished before `before` (the
+    /// retention setting, `toolgate serve --retain`): approval records in a
+    /// final state (denied, expired, executed, failed, interrupted) last
+    /// changed before it; audit events recorded before it, except those of an
+    /// approval still open (pending, approved, executing); conversations last
+    /// saved before it that hold no open approval. Nothing open is ever
+    /// removed, and sticky decisions are not touched.
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned>;
 
     /// [`Self::conversation`] and [`Self::decisions`] together, as a request
     /// needs them before it runs: one round trip where the backend can. An
