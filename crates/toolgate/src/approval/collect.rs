@@ -82,54 +82,100 @@ struct RequestRef<'h> {
 
 /// Collects approval state from a normalized history (see the module docs).
 pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineError> {
-    // Sized by the message count (linear in the body), so the maps rarely grow by rehashing every key.
-    let mut calls: HashMap<&str, CallRef<'_>> = HashMap::with_capacity(history.len());
-    let mut requests: Vec<RequestRef<'_>> = Vec::new();
-    let mut results: HashSet<&str> = HashSet::with_capacity(history.len());
-    let mut responses: Vec<&ToolApprovalResponsePart> = Vec::new();
-    let mut last_user_message = None;
-
-    for (message_index, message) in history.iter().enumerate() {
-        match message {
-            ModelMessage::Assistant(assistant) => {
-                for (part_index, part) in assistant.part_slice().iter().enumerate() {
-                    match part {
-                        AssistantPart::ToolCall(call) => {
-                            let found = CallRef { message_index, part_index, call };
-                            if calls.insert(&call.tool_call_id, found).is_some() {
-                                return Err(EngineError::DuplicateToolCallId {
-                                    tool_call_id: call.tool_call_id.clone(),
-                                });
-                            }
-                        }
-                        AssistantPart::ToolResult(result) => {
-                            results.insert(&result.tool_call_id);
-                        }
-                        AssistantPart::ToolApprovalRequest(request) => {
-                            requests.push(RequestRef { message_index, request });
-                        }
-                        AssistantPart::Text(_) | AssistantPart::Reasoning(_) | AssistantPart::File(_) => {}
-                    }
-                }
-            }
-            ModelMessage::Tool(tool) => {
-                for part in &tool.content {
-                    match part {
-                        ToolPart::ToolResult(result) => {
-                            results.insert(&result.tool_call_id);
-                        }
-                        ToolPart::ToolApprovalResponse(response) => responses.push(response),
-                    }
-                }
-            }
-            ModelMessage::User(_) => last_user_message = Some(message_index),
-            ModelMessage::System(_) => {}
+    let index = Index::of(history)?;
+    let requests = index_requests(&index.requests)?;
+    let answers = first_answers(&index, &requests.by_id)?;
+    let (mut collected, mut resolving_messages) = sort_requests(&index, &answers);
+    resolving_messages.sort_unstable();
+    resolving_messages.dedup();
+    for message_index in resolving_messages {
+        if let Some(group) = held_candidates(history, message_index, &index, &requests.of_call) {
+            collected.held.push(group);
         }
     }
+    Ok(collected)
+}
 
+/// Every call, request, result and response of a history, found in one pass.
+struct Index<'h> {
+    calls: HashMap<&'h str, CallRef<'h>>,
+    requests: Vec<RequestRef<'h>>,
+    results: HashSet<&'h str>,
+    responses: Vec<&'h ToolApprovalResponsePart>,
+    last_user_message: Option<usize>,
+}
+
+impl<'h> Index<'h> {
+    /// Fails on two calls with one id.
+    fn of(history: &'h [ModelMessage]) -> Result<Self, EngineError> {
+        // Sized by the message count (linear in the body), so the maps rarely grow by rehashing every key.
+        let mut index = Index {
+            calls: HashMap::with_capacity(history.len()),
+            requests: Vec::new(),
+            results: HashSet::with_capacity(history.len()),
+            responses: Vec::new(),
+            last_user_message: None,
+        };
+        for (message_index, message) in history.iter().enumerate() {
+            match message {
+                ModelMessage::Assistant(assistant) => {
+                    for (part_index, part) in assistant.part_slice().iter().enumerate() {
+                        index.add_assistant_part(message_index, part_index, part)?;
+                    }
+                }
+                ModelMessage::Tool(tool) => {
+                    for part in &tool.content {
+                        match part {
+                            ToolPart::ToolResult(result) => {
+                                index.results.insert(&result.tool_call_id);
+                            }
+                            ToolPart::ToolApprovalResponse(response) => index.responses.push(response),
+                        }
+                    }
+                }
+                ModelMessage::User(_) => index.last_user_message = Some(message_index),
+                ModelMessage::System(_) => {}
+            }
+        }
+        Ok(index)
+    }
+
+    fn add_assistant_part(
+        &mut self,
+        message_index: usize,
+        part_index: usize,
+        part: &'h AssistantPart,
+    ) -> Result<(), EngineError> {
+        match part {
+            AssistantPart::ToolCall(call) => {
+                let found = CallRef { message_index, part_index, call };
+                if self.calls.insert(&call.tool_call_id, found).is_some() {
+                    return Err(EngineError::DuplicateToolCallId { tool_call_id: call.tool_call_id.clone() });
+                }
+            }
+            AssistantPart::ToolResult(result) => {
+                self.results.insert(&result.tool_call_id);
+            }
+            AssistantPart::ToolApprovalRequest(request) => {
+                self.requests.push(RequestRef { message_index, request });
+            }
+            AssistantPart::Text(_) | AssistantPart::Reasoning(_) | AssistantPart::File(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// The requests by approval id, and the approval id of each requested call.
+struct RequestIndex<'r, 'h> {
+    by_id: HashMap<&'h str, &'r RequestRef<'h>>,
+    of_call: HashMap<&'h str, &'h str>,
+}
+
+/// Indexes the requests; fails on an approval id used twice or a call requested twice.
+fn index_requests<'r, 'h>(requests: &'r [RequestRef<'h>]) -> Result<RequestIndex<'r, 'h>, EngineError> {
     let mut requests_by_id: HashMap<&str, &RequestRef<'_>> = HashMap::with_capacity(requests.len());
     let mut request_of_call: HashMap<&str, &str> = HashMap::with_capacity(requests.len());
-    for request in &requests {
+    for request in requests {
         let RequestRef { request: part, .. } = request;
         if requests_by_id.insert(&part.approval_id, request).is_some() {
             return Err(EngineError::DuplicateApprovalId { approval_id: part.approval_id.clone() });
@@ -141,13 +187,22 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
             });
         }
     }
+    Ok(RequestIndex { by_id: requests_by_id, of_call: request_of_call })
+}
 
-    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::with_capacity(responses.len());
-    for response in responses {
+/// The first response to each approval; fails on a response to an unknown
+/// approval or call, an edit of a provider-executed call, or a later
+/// response that contradicts the first.
+fn first_answers<'h>(
+    index: &Index<'h>,
+    requests_by_id: &HashMap<&'h str, &RequestRef<'h>>,
+) -> Result<HashMap<&'h str, &'h ToolApprovalResponsePart>, EngineError> {
+    let mut answers: HashMap<&str, &ToolApprovalResponsePart> = HashMap::with_capacity(index.responses.len());
+    for &response in &index.responses {
         let request = requests_by_id
             .get(response.approval_id.as_str())
             .ok_or_else(|| EngineError::UnknownApprovalId { approval_id: response.approval_id.clone() })?;
-        let call = calls.get(request.request.tool_call_id.as_str()).ok_or_else(|| {
+        let call = index.calls.get(request.request.tool_call_id.as_str()).ok_or_else(|| {
             EngineError::ToolCallNotFoundForApproval {
                 approval_id: response.approval_id.clone(),
                 tool_call_id: request.request.tool_call_id.clone(),
@@ -170,19 +225,27 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
             }
         }
     }
+    Ok(answers)
+}
 
+/// Sorts the requests whose calls have no result into answered, unanswered
+/// (the person spoke after them) and open; with the messages whose calls
+/// are being resolved.
+fn sort_requests<'h>(
+    index: &Index<'h>,
+    answers: &HashMap<&'h str, &'h ToolApprovalResponsePart>,
+) -> (Collected<'h>, Vec<usize>) {
     let mut collected = Collected::default();
     let mut resolving_messages: Vec<usize> = Vec::new();
-    for RequestRef { message_index, request } in &requests {
-        let answer = answers.get(request.approval_id.as_str());
-        let Some(&call) = calls.get(request.tool_call_id.as_str()) else {
+    for RequestRef { message_index, request } in &index.requests {
+        let Some(&call) = index.calls.get(request.tool_call_id.as_str()) else {
             // An unanswered request for a call that does not exist asks nothing; the prompt drops it.
             continue;
         };
-        if results.contains(request.tool_call_id.as_str()) {
+        if index.results.contains(request.tool_call_id.as_str()) {
             continue;
         }
-        match answer {
+        match answers.get(request.approval_id.as_str()) {
             Some(response) => {
                 let decision = if response.approved {
                     DecisionRef::Approve { edited_input: response.edited_input.as_ref() }
@@ -192,45 +255,49 @@ pub(crate) fn collect(history: &[ModelMessage]) -> Result<Collected<'_>, EngineE
                 resolving_messages.push(call.message_index);
                 collected.answered.push(Answered { request, call, decision });
             }
-            None if last_user_message.is_some_and(|user| user > *message_index) => {
+            None if index.last_user_message.is_some_and(|user| user > *message_index) => {
                 resolving_messages.push(call.message_index);
                 collected.unanswered.push((request, call));
             }
             None => collected.open.push(request),
         }
     }
+    (collected, resolving_messages)
+}
 
-    resolving_messages.sort_unstable();
-    resolving_messages.dedup();
-    for message_index in resolving_messages {
-        let ModelMessage::Assistant(assistant) = &history[message_index] else { continue };
-        let mut group = HeldCandidates { calls: Vec::new(), requests: Vec::new() };
-        for (part_index, part) in assistant.part_slice().iter().enumerate() {
-            match part {
-                AssistantPart::ToolCall(call)
-                    if !call.is_provider_executed()
-                        && !results.contains(call.tool_call_id.as_str())
-                        && !request_of_call.contains_key(call.tool_call_id.as_str()) =>
-                {
-                    group.calls.push(CallRef { message_index, part_index, call });
-                }
-                AssistantPart::ToolApprovalRequest(request) => {
-                    if let Some(call) = calls.get(request.tool_call_id.as_str())
-                        && !call.call.is_provider_executed()
-                    {
-                        group.requests.push((request, *call));
-                    }
-                }
-                AssistantPart::ToolCall(_)
-                | AssistantPart::ToolResult(_)
-                | AssistantPart::Text(_)
-                | AssistantPart::Reasoning(_)
-                | AssistantPart::File(_) => {}
+/// The calls of a resolving assistant message that may have been held back
+/// (no request, no result, not provider-executed), with its requests; `None`
+/// when it has no such call.
+fn held_candidates<'h>(
+    history: &'h [ModelMessage],
+    message_index: usize,
+    index: &Index<'h>,
+    request_of_call: &HashMap<&'h str, &'h str>,
+) -> Option<HeldCandidates<'h>> {
+    let ModelMessage::Assistant(assistant) = &history[message_index] else { return None };
+    let mut group = HeldCandidates { calls: Vec::new(), requests: Vec::new() };
+    for (part_index, part) in assistant.part_slice().iter().enumerate() {
+        match part {
+            AssistantPart::ToolCall(call)
+                if !call.is_provider_executed()
+                    && !index.results.contains(call.tool_call_id.as_str())
+                    && !request_of_call.contains_key(call.tool_call_id.as_str()) =>
+            {
+                group.calls.push(CallRef { message_index, part_index, call });
             }
-        }
-        if !group.calls.is_empty() {
-            collected.held.push(group);
+            AssistantPart::ToolApprovalRequest(request) => {
+                if let Some(call) = index.calls.get(request.tool_call_id.as_str())
+                    && !call.call.is_provider_executed()
+                {
+                    group.requests.push((request, *call));
+                }
+            }
+            AssistantPart::ToolCall(_)
+            | AssistantPart::ToolResult(_)
+            | AssistantPart::Text(_)
+            | AssistantPart::Reasoning(_)
+            | AssistantPart::File(_) => {}
         }
     }
-    Ok(collected)
+    (!group.calls.is_empty()).then_some(group)
 }

@@ -108,52 +108,87 @@ pub(crate) async fn resolve(
         });
     }
     let toolkit = required_toolkit(&collected, options.toolkit)?;
-    let mut entries: Vec<((usize, usize), Resolved)> = Vec::new();
-    let mut approvals: Vec<((usize, usize), ResolvedApproval)> = Vec::new();
-
+    let mut plan = PlanBuilder::default();
     // Cheap checks, for every answer, before any policy runs.
     let held = held_calls(&collected.held, toolkit, options)?;
-    let mut approved = Vec::new();
-    for answered in &collected.answered {
-        let call = answered.call.call;
-        let record = |outcome| (position(answered.call), record(answered.request, call, outcome));
-        if call.is_provider_executed() {
-            let approved = matches!(answered.decision, DecisionRef::Approve { .. });
-            approvals.push(record(ApprovalOutcome::Forwarded { approved }));
-            continue;
-        }
-        let edited_input = match &answered.decision {
-            DecisionRef::Deny { reason } => {
-                let reason = reason.map(str::to_owned);
-                entries.push(deny(answered.call, reason.clone()));
-                approvals.push(record(ApprovalOutcome::Denied { reason }));
+    let approved = plan.check_answers(&collected, &held, toolkit, options)?;
+    for approved in approved {
+        plan.apply_policy(approved, history, options).await?;
+    }
+    plan.deny_unanswered(&collected);
+    for (at, tool) in held.into_values().flat_map(|group| group.calls) {
+        plan.settle_held(at, tool, history, options).await;
+    }
+    Ok(plan.finish())
+}
+
+/// The plan's actions and approval records, each with its call's position in the history.
+#[derive(Default)]
+struct PlanBuilder {
+    entries: Vec<((usize, usize), Resolved)>,
+    approvals: Vec<((usize, usize), ResolvedApproval)>,
+}
+
+impl PlanBuilder {
+    /// The cheap checks of every answer (schemas, edits allowed, signatures):
+    /// denials and provider-executed answers are planned here; the approved
+    /// calls come back to have their policies checked.
+    fn check_answers<'c, 'h>(
+        &mut self,
+        collected: &Collected<'h>,
+        held: &HashMap<usize, HeldGroup<'h, 'c>>,
+        toolkit: &'c Toolkit,
+        options: ResolveOptions<'_>,
+    ) -> Result<Vec<Approved<'c, 'h>>, EngineError> {
+        let mut approved = Vec::new();
+        for answered in &collected.answered {
+            let call = answered.call.call;
+            let record = |outcome| (position(answered.call), record(answered.request, call, outcome));
+            if call.is_provider_executed() {
+                let approved = matches!(answered.decision, DecisionRef::Approve { .. });
+                self.approvals.push(record(ApprovalOutcome::Forwarded { approved }));
                 continue;
             }
-            DecisionRef::Approve { edited_input } => *edited_input,
-        };
-        let tool = runnable_tool(toolkit, call)?;
-        check_input(tool, call, &call.input, "")?;
-        if let Some(edited) = edited_input {
-            if !tool.is_editable() {
-                return Err(EngineError::EditNotAllowed {
-                    approval_id: answered.request.approval_id.clone(),
-                    tool_name: call.tool_name.clone(),
-                });
+            let edited_input = match &answered.decision {
+                DecisionRef::Deny { reason } => {
+                    let reason = reason.map(str::to_owned);
+                    self.entries.push(deny(answered.call, reason.clone()));
+                    self.approvals.push(record(ApprovalOutcome::Denied { reason }));
+                    continue;
+                }
+                DecisionRef::Approve { edited_input } => *edited_input,
+            };
+            let tool = runnable_tool(toolkit, call)?;
+            check_input(tool, call, &call.input, "")?;
+            if let Some(edited) = edited_input {
+                if !tool.is_editable() {
+                    return Err(EngineError::EditNotAllowed {
+                        approval_id: answered.request.approval_id.clone(),
+                        tool_name: call.tool_name.clone(),
+                    });
+                }
+                check_input(tool, call, edited, "edited input: ")?;
             }
-            check_input(tool, call, edited, "edited input: ")?;
+            if let Some(signer) = options.signer {
+                let none = HeldCalls::none();
+                let held_here = held.get(&answered.call.message_index).map_or(&none, |group| &group.signed);
+                signer
+                    .verify(answered.request, &call.tool_name, &call.input, held_here)
+                    .map_err(|reason| invalid_signature(answered.request, reason))?;
+            }
+            approved.push(Approved { request: answered.request, call: answered.call, tool, edited_input });
         }
-        if let Some(signer) = options.signer {
-            let none = HeldCalls::none();
-            let held_here = held.get(&answered.call.message_index).map_or(&none, |group| &group.signed);
-            signer
-                .verify(answered.request, &call.tool_name, &call.input, held_here)
-                .map_err(|reason| invalid_signature(answered.request, reason))?;
-        }
-        approved.push(Approved { request: answered.request, call: answered.call, tool, edited_input });
+        Ok(approved)
     }
 
-    // Policies.
-    for Approved { request, call: at, tool, edited_input } in approved {
+    /// An approved call's policy (and its edit's): run it, or refuse it.
+    async fn apply_policy(
+        &mut self,
+        approved: Approved<'_, '_>,
+        history: &SharedMessages,
+        options: ResolveOptions<'_>,
+    ) -> Result<(), EngineError> {
+        let Approved { request, call: at, tool, edited_input } = approved;
         let call = at.call;
         let messages = history.prefix(at.message_index);
         let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
@@ -164,9 +199,9 @@ pub(crate) async fn resolve(
             (PolicyDecision::Allow | PolicyDecision::Ask, _) => None,
         };
         if let Some(reason) = refusal {
-            entries.push(deny(at, Some(reason.clone())));
-            approvals.push((position(at), record(request, call, ApprovalOutcome::Refused { reason })));
-            continue;
+            self.entries.push(deny(at, Some(reason.clone())));
+            self.approvals.push((position(at), record(request, call, ApprovalOutcome::Refused { reason })));
+            return Ok(());
         }
         let mut run = call.clone();
         if let Some(edited) = edited_input {
@@ -181,29 +216,41 @@ pub(crate) async fn resolve(
             run.input = edited.clone();
         }
         let outcome = ApprovalOutcome::Approved { edited_input: edited_input.cloned() };
-        approvals.push((position(at), record(request, call, outcome)));
+        self.approvals.push((position(at), record(request, call, outcome)));
         let approval_id = Some(request.approval_id.clone());
-        entries.push((position(at), Resolved::Run { call: run, tool: tool.clone(), messages, approval_id }));
+        self.entries.push((position(at), Resolved::Run { call: run, tool: tool.clone(), messages, approval_id }));
+        Ok(())
     }
 
-    for (request, at) in &collected.unanswered {
-        let call = at.call;
-        approvals.push((position(*at), record(request, call, ApprovalOutcome::Unanswered)));
-        if call.is_provider_executed() {
-            let response = ToolApprovalResponsePart {
-                approval_id: request.approval_id.clone(),
-                approved: false,
-                reason: Some(NO_ANSWER_REASON.to_owned()),
-                provider_executed: Some(true),
-                edited_input: None,
-            };
-            entries.push((position(*at), Resolved::ForwardDenial { call: call.clone(), response }));
-        } else {
-            entries.push(deny(*at, Some(NO_ANSWER_REASON.to_owned())));
+    /// Requests nobody answered before the person spoke again: denied
+    /// (forwarded as denials for provider-executed calls).
+    fn deny_unanswered(&mut self, collected: &Collected<'_>) {
+        for (request, at) in &collected.unanswered {
+            let call = at.call;
+            self.approvals.push((position(*at), record(request, call, ApprovalOutcome::Unanswered)));
+            if call.is_provider_executed() {
+                let response = ToolApprovalResponsePart {
+                    approval_id: request.approval_id.clone(),
+                    approved: false,
+                    reason: Some(NO_ANSWER_REASON.to_owned()),
+                    provider_executed: Some(true),
+                    edited_input: None,
+                };
+                self.entries.push((position(*at), Resolved::ForwardDenial { call: call.clone(), response }));
+            } else {
+                self.entries.push(deny(*at, Some(NO_ANSWER_REASON.to_owned())));
+            }
         }
     }
 
-    for (at, tool) in held.into_values().flat_map(|group| group.calls) {
+    /// A call held back while its batch awaited approval: its policy now says run, deny, or ask (denied).
+    async fn settle_held(
+        &mut self,
+        at: CallRef<'_>,
+        tool: &Tool,
+        history: &SharedMessages,
+        options: ResolveOptions<'_>,
+    ) {
         let call = at.call;
         let messages = history.prefix(at.message_index);
         let decision = match tool.validate_input(&call.input) {
@@ -213,7 +260,7 @@ pub(crate) async fn resolve(
             }
             Err(_) => PolicyDecision::Ask,
         };
-        entries.push(match decision {
+        self.entries.push(match decision {
             PolicyDecision::Allow => {
                 let run = Resolved::Run { call: call.clone(), tool: tool.clone(), messages, approval_id: None };
                 (position(at), run)
@@ -223,12 +270,15 @@ pub(crate) async fn resolve(
         });
     }
 
-    entries.sort_by_key(|(position, _)| *position);
-    approvals.sort_by_key(|(position, _)| *position);
-    Ok(Plan {
-        actions: entries.into_iter().map(|(_, resolved)| resolved).collect(),
-        approvals: approvals.into_iter().map(|(_, record)| record).collect(),
-    })
+    /// The plan, in call order.
+    fn finish(mut self) -> Plan {
+        self.entries.sort_by_key(|(position, _)| *position);
+        self.approvals.sort_by_key(|(position, _)| *position);
+        Plan {
+            actions: self.entries.into_iter().map(|(_, resolved)| resolved).collect(),
+            approvals: self.approvals.into_iter().map(|(_, record)| record).collect(),
+        }
+    }
 }
 
 /// The toolkit local answers are resolved against (an empty one when there are none).
