@@ -47,6 +47,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => None,
     };
 
+    // Warm-up (connections, caches, the log's first growth), not counted.
+    round_trips(store.as_ref(), &format!("{run}-warm")).await?;
     let empty = round_trips(store.as_ref(), &format!("{run}-empty")).await?;
     let size_empty = file.as_deref().map(settled_size);
     let started = Instant::now();
