@@ -101,7 +101,8 @@ pub(crate) async fn run(
             }
         }
         let record = json!({ MESSAGES_FIELD: recorder.messages(), STATE_KEY: interrupts });
-        let version = StoredThread::load(store.as_ref(), &thread_key).await.ok().and_then(|stored| stored.version);
+        // The latest version (another run may have saved meanwhile): this run's thread is the newest.
+        let version = store.conversation(&thread_key).await.ok().flatten().map(|stored| stored.version);
         if let Err(error) = store.save_conversation(&thread_key, &record, version, clock.now()).await {
             tracing::error!(thread = %thread_key, %error, "cannot store the thread");
         }
@@ -123,8 +124,6 @@ const MESSAGES_FIELD: &str = "messages";
 
 /// A thread as the store holds it: its messages and open interrupts.
 struct StoredThread {
-    /// The stored version (`None`: a new thread).
-    version: Option<i64>,
     /// The messages the last run left (`None`: a new thread, or one stored
     /// before threads kept their messages).
     messages: Option<Vec<Message>>,
@@ -135,7 +134,7 @@ struct StoredThread {
 impl StoredThread {
     async fn load(store: &dyn ApprovalStore, key: &str) -> Result<Self, ApiError> {
         let Some(stored) = store.conversation(key).await? else {
-            return Ok(Self { version: None, messages: Some(Vec::new()), interrupts: None });
+            return Ok(Self { messages: Some(Vec::new()), interrupts: None });
         };
         let messages = match stored.messages.get(MESSAGES_FIELD) {
             Some(messages) => Some(serde_json::from_value(messages.clone()).map_err(|error| {
@@ -143,7 +142,7 @@ impl StoredThread {
             })?),
             None => None,
         };
-        Ok(Self { version: Some(stored.version), messages, interrupts: stored.messages.get(STATE_KEY).cloned() })
+        Ok(Self { messages, interrupts: stored.messages.get(STATE_KEY).cloned() })
     }
 
     /// Checks the run's messages against the recorded ones ([`check_history`]).

@@ -139,8 +139,22 @@ impl Backend {
         self.write_statement((executor.to_owned(), until), renew_leases_in).await
     }
 
+    /// Prunes in chunks of at most [`sql::PRUNE_CHUNK`] rows, each its own
+    /// write: events first (they look at the approvals), then approvals, then conversations.
     pub(crate) async fn prune(&self, before: Millis) -> Result<Pruned, StoreError> {
-        self.write(before, prune_in).await
+        let mut removed = [0u64; 3];
+        for (count, text) in removed.iter_mut().zip([sql::PRUNE_EVENTS, sql::PRUNE_APPROVALS, sql::PRUNE_CONVERSATIONS])
+        {
+            loop {
+                let chunk = self.write_statement((text, before), prune_chunk_in).await?;
+                *count += chunk;
+                if chunk < sql::PRUNE_CHUNK {
+                    break;
+                }
+            }
+        }
+        let [events, approvals, conversations] = removed;
+        Ok(Pruned { approvals, events, conversations })
     }
 
     pub(crate) async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError> {
@@ -353,17 +367,12 @@ fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Milli
     })
 }
 
-/// Events first (they look at the approvals), then approvals, then conversations.
-fn prune_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture<'c, Pruned> {
+/// One prune statement over `before`; the rows it removed.
+fn prune_chunk_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Millis)) -> WriteFuture<'c, u64> {
     Box::pin(async move {
-        let mut affected = [0u64; 3];
-        for (count, text) in
-            affected.iter_mut().zip([sql::PRUNE_EVENTS, sql::PRUNE_APPROVALS, sql::PRUNE_CONVERSATIONS])
-        {
-            *count = sqlx::query(text).bind(*before).execute(&mut *conn).await.map_err(db_error)?.rows_affected();
-        }
-        let [events, approvals, conversations] = affected;
-        Ok(Pruned { approvals, events, conversations })
+        let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
+        let done = sqlx::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
+        Ok(done.rows_affected())
     })
 }
 

@@ -79,18 +79,25 @@ pub(crate) fn event_rows(count: usize, first: usize) -> String {
 pub(crate) const RENEW_LEASES: &str =
     "UPDATE approvals SET lease_until = $2 WHERE state = 'executing' AND lease_executor = $1";
 
-/// Prunes audit events recorded before `$1`, except those of open approvals
-/// (pending, approved, executing).
-pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM audit_events WHERE at < $1 AND approval_id NOT IN \
-     (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing'))";
+/// Rows one prune statement removes at most, so that writers queued behind
+/// it wait for one chunk, not for a whole first prune of a large store.
+pub(crate) const PRUNE_CHUNK: u64 = 5_000;
 
-/// Prunes approvals in a final state last changed before `$1`.
-pub(crate) const PRUNE_APPROVALS: &str = "DELETE FROM approvals WHERE updated_at < $1 AND state IN \
-     ('denied', 'expired', 'executed', 'failed', 'interrupted')";
+/// Prunes up to `$2` (the chunk, [`PRUNE_CHUNK`]) audit events recorded before `$1`, except
+/// those of open approvals (pending, approved, executing).
+pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM audit_events WHERE seq IN (SELECT seq FROM audit_events \
+     WHERE at < $1 AND approval_id NOT IN \
+     (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
-/// Prunes conversations last saved before `$1` that hold no open approval.
-pub(crate) const PRUNE_CONVERSATIONS: &str = "DELETE FROM conversations WHERE updated_at < $1 AND conversation_id \
-     NOT IN (SELECT conversation_id FROM approvals WHERE state IN ('pending', 'approved', 'executing'))";
+/// Prunes up to [`PRUNE_CHUNK`] approvals in a final state last changed before `$1`.
+pub(crate) const PRUNE_APPROVALS: &str = "DELETE FROM approvals WHERE approval_id IN (SELECT approval_id \
+     FROM approvals WHERE updated_at < $1 AND state IN ('denied', 'expired', 'executed', 'failed', 'interrupted') \
+     LIMIT $2)";
+
+/// Prunes up to [`PRUNE_CHUNK`] conversations last saved before `$1` that hold no open approval.
+pub(crate) const PRUNE_CONVERSATIONS: &str = "DELETE FROM conversations WHERE conversation_id IN \
+     (SELECT conversation_id FROM conversations WHERE updated_at < $1 AND conversation_id NOT IN \
+     (SELECT conversation_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
 /// One stored conversation.
 pub(crate) const SELECT_CONVERSATION: &str =

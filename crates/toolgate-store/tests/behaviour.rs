@@ -418,6 +418,18 @@ async fn prune_removes_what_finished_and_keeps_what_is_open(stores: &Stores) {
     assert_eq!(store.prune(100).await.unwrap(), Pruned::default(), "pruning again removes nothing");
 }
 
+/// A prune larger than the SQL stores' chunk removes everything it should, across chunks.
+async fn prune_goes_on_past_one_chunk(stores: &Stores) {
+    let store = &*stores.a;
+    let old: Vec<AuditEvent> =
+        (0..12_001).map(|n| event(AuditKind::Rejected, "gone", "c", 10, json!({"n": n}))).collect();
+    store.append(&old).await.unwrap();
+    store.append(&[event(AuditKind::Rejected, "gone", "c", 200, json!({"n": -1}))]).await.unwrap();
+    assert_eq!(store.prune(100).await.unwrap(), Pruned { approvals: 0, events: 12_001, conversations: 0 });
+    let kept: Vec<i64> = all_events(store).await.iter().map(|event| event.data["n"].as_i64().unwrap()).collect();
+    assert_eq!(kept, [-1]);
+}
+
 async fn renew_leases_touches_only_the_executors_running_calls(stores: &Stores) {
     let store = &*stores.a;
     let with = |id: &str, state, holder: Option<&str>| {
@@ -774,6 +786,7 @@ suite!(
     audit_filters,
     audit_views,
     prune_removes_what_finished_and_keeps_what_is_open,
+    prune_goes_on_past_one_chunk,
     renew_leases_touches_only_the_executors_running_calls,
     conversations_save_optimistically,
     sixty_four_answers_race_for_one_approval,

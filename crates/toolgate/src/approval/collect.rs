@@ -215,7 +215,8 @@ fn first_answers<'h>(
             None => {
                 answers.insert(&response.approval_id, response);
             }
-            Some(first) if !Decision::of(first).contradicts(&Decision::of(response)) => {}
+            // Compared in place: a repeat costs its own size, never a copy of the first answer.
+            Some(first) if same_decision(first, response) => {}
             Some(first) => {
                 return Err(EngineError::ConflictingApprovalResponses {
                     approval_id: response.approval_id.clone(),
@@ -300,4 +301,10 @@ fn held_candidates<'h>(
         }
     }
     (!group.calls.is_empty()).then_some(group)
+}
+
+/// Whether two responses decide alike: both deny (reasons do not count), or
+/// both approve the same input (as [`Decision::contradicts`] judges, without copying).
+fn same_decision(first: &ToolApprovalResponsePart, later: &ToolApprovalResponsePart) -> bool {
+    first.approved == later.approved && (!first.approved || first.edited_input == later.edited_input)
 }

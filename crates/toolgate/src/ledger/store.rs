@@ -108,13 +108,15 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
 
-    /// Removes, in one transaction, what finished before `before` (the
+    /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
     /// final state (denied, expired, executed, failed, interrupted) last
     /// changed before it; audit events recorded before it, except those of an
     /// approval still open (pending, approved, executing); conversations last
     /// saved before it that hold no open approval. Nothing open is ever
-    /// removed, and sticky decisions are not touched.
+    /// removed, and sticky decisions are not touched. A store may remove in
+    /// several transactions (the SQL stores do, a few thousand rows each, so
+    /// writers never wait for a whole prune); what is removed stays removed.
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned>;
 
     /// [`Self::conversation`] and [`Self::decisions`] together, as a request
