@@ -34,7 +34,9 @@ use toolgate_protocol::ToolCallInfo;
 use crate::content::{denial_content, error_content, output_content};
 use crate::error::{AguiError, engine_error_event};
 use crate::events::approval_response_schema;
-use crate::events::{Event, Interrupt, ReasoningRole, RunOutcome, TOOL_CALL_REASON, TextRole, ToolRole};
+use crate::events::{
+    APPROVAL_EVENT, Event, Interrupt, ReasoningRole, RunOutcome, TOOL_CALL_REASON, TextRole, ToolRole,
+};
 use crate::input::RunAgentInput;
 use crate::resume::{Decision, PendingApproval, Resolution, STATE_KEY, state_with_pending, state_without_pending};
 use crate::transcript::Transcript;
@@ -213,8 +215,14 @@ impl EventEncoder {
                 self.apply_edit(tool_call_id, input);
                 self.result(tool_call_id, error_content(error), &mut out);
             }
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason } => {
-                self.approval_request(approval_id, tool_call, signature.clone(), reason.clone());
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason, routing } => {
+                self.approval_request(approval_id, tool_call, signature.clone(), reason.clone(), routing.as_ref());
+                if let Some(routing) = routing {
+                    // Routed to others: the client shows who it waits for, not approve/deny.
+                    let value = json!({"approvalId": approval_id, "toolCallId": tool_call.tool_call_id,
+                        "state": "pending", "approvers": routing.approvers, "quorum": routing.quorum, "votes": []});
+                    out.push(Event::Custom { name: APPROVAL_EVENT.to_owned(), value });
+                }
             }
             StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
                 self.result(tool_call_id, denial_content(reason.as_deref()), &mut out);
@@ -378,14 +386,20 @@ impl EventEncoder {
         call: &ToolCallInfo,
         signature: Option<String>,
         reason: Option<String>,
+        routing: Option<&toolgate_protocol::ApprovalRouting>,
     ) {
         // `kind: "approval"` with the tool and its input is the approval marker TanStack's
         // client resumes (its legacy, pre-binding form); other clients ignore it.
-        let metadata = Map::from_iter([
+        let mut metadata = Map::from_iter([
             ("kind".to_owned(), json!("approval")),
             ("toolName".to_owned(), json!(call.tool_name)),
             ("input".to_owned(), call.input.clone()),
         ]);
+        // Routed to named approvers: the requester cannot answer it here.
+        if let Some(routing) = routing {
+            metadata.insert("approvers".to_owned(), json!(routing.approvers));
+            metadata.insert("quorum".to_owned(), json!(routing.quorum));
+        }
         self.interrupts.push(Interrupt {
             id: approval_id.to_owned(),
             reason: TOOL_CALL_REASON.to_owned(),

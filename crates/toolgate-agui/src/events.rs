@@ -159,6 +159,11 @@ pub enum Event {
 /// The `CUSTOM` event name of a warning: `value` is `{code, message}`; the run goes on.
 pub const WARNING_EVENT: &str = "toolgate.warning";
 
+/// The `CUSTOM` event name of an approval routed to named approvers: `value`
+/// is `{approvalId, toolCallId, state, approvers, quorum, votes}`, sent when
+/// it is requested (the interrupt) and as it changes.
+pub const APPROVAL_EVENT: &str = "toolgate.approval";
+
 impl Event {
     /// A `CUSTOM` warning event (see [`WARNING_EVENT`]).
     pub fn warning(code: impl Into<String>, message: impl Into<String>) -> Self {

@@ -53,7 +53,9 @@ mod transcript;
 
 pub use encode::{EncoderOptions, EventEncoder, MODEL_ERROR_CODE};
 pub use error::{AguiError, HISTORY_MISMATCH_CODE, InputError, ResumeError, engine_error_event};
-pub use events::{Event, Interrupt, RunOutcome, TOOL_CALL_REASON, WARNING_EVENT, approval_response_schema};
+pub use events::{
+    APPROVAL_EVENT, Event, Interrupt, RunOutcome, TOOL_CALL_REASON, WARNING_EVENT, approval_response_schema,
+};
 pub use input::{Context, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use messages::{Content, ContentPart, Message};
 pub use resume::{Decision, PENDING_FIELD, PendingApproval, Resolution, STATE_KEY};

@@ -115,6 +115,7 @@ fn interrupts_carry_the_configured_expiry() {
         tool_call: call("c1", json!({"path": "a"})),
         signature: Some("sig".into()),
         reason: Some("rule `ask-writes` matched /path".into()),
+        routing: None,
     };
     let events = encode_all(&mut encoder, &[StreamPart::Start, StreamPart::StartStep, request, finish()]);
     let finished = events.last().unwrap();
@@ -129,6 +130,29 @@ fn interrupts_carry_the_configured_expiry() {
             {"interruptId": "apr_1", "toolCallId": "c1", "toolName": "delete_file", "signature": "sig"}
         ]}})
     );
+}
+
+#[test]
+fn a_routed_request_announces_its_approvers_in_a_custom_event() {
+    let mut encoder = encoder(EncoderOptions::default());
+    let request = StreamPart::ToolApprovalRequest {
+        approval_id: "apr_1".into(),
+        tool_call: call("c1", json!({"path": "a"})),
+        signature: None,
+        reason: Some("rule `big` matched".into()),
+        routing: Some(toolgate_protocol::ApprovalRouting { approvers: vec!["group:finance".into()], quorum: 2 }),
+    };
+    let events = encode_all(&mut encoder, &[StreamPart::Start, StreamPart::StartStep, request, finish()]);
+    let custom = first(&events, "CUSTOM");
+    assert_eq!(custom["name"], "toolgate.approval");
+    assert_eq!(
+        custom["value"],
+        json!({"approvalId": "apr_1", "toolCallId": "c1", "state": "pending",
+               "approvers": ["group:finance"], "quorum": 2, "votes": []})
+    );
+    let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["metadata"]["approvers"], json!(["group:finance"]));
+    assert_eq!(interrupt["metadata"]["quorum"], 2);
 }
 
 #[test]

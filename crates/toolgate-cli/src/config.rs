@@ -91,7 +91,44 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
         anyhow::ensure!(!members.iter().any(String::is_empty), "[groups] `{group}` holds an empty principal");
     }
     let policy = Policy::from_rules(file.rule)?;
+    check_approvers(&policy, &file.groups)?;
     Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups })
+}
+
+/// Every rule's approvers must be able to decide: a configured group they
+/// name has members, and the quorum does not exceed the approvers there can
+/// be (a group the file does not configure comes from sign-in, e.g. a JWT
+/// groups claim, and is not counted).
+fn check_approvers(policy: &Policy, groups: &BTreeMap<String, Vec<String>>) -> anyhow::Result<()> {
+    use toolgate_policy::GROUP_PREFIX;
+    for rule in policy.rules() {
+        let Some(route) = rule.route() else { continue };
+        let mut members: HashSet<&str> = HashSet::new();
+        let mut open = false;
+        for approver in &route.approvers {
+            match approver.strip_prefix(GROUP_PREFIX) {
+                Some(group) => match groups.get(group) {
+                    Some(listed) if listed.is_empty() => {
+                        anyhow::bail!("rule `{}`: approvers group `{group}` has no members in [groups]", rule.name())
+                    }
+                    Some(listed) => members.extend(listed.iter().map(String::as_str)),
+                    None => open = true,
+                },
+                None => {
+                    members.insert(approver);
+                }
+            }
+        }
+        anyhow::ensure!(
+            open || members.len() >= route.quorum as usize,
+            "rule `{}`: a quorum of {} needs at least {} approvers, its approvers name {}",
+            rule.name(),
+            route.quorum,
+            route.quorum,
+            members.len()
+        );
+    }
+    Ok(())
 }
 
 /// The rules of a config file's text (for reloading: its servers are checked but not kept).
@@ -130,6 +167,17 @@ mod tests {
         assert_eq!(policy.rules().len(), 1);
         assert_eq!(admins, ["root"]);
         assert_eq!(groups["finance"], ["bob", "carol"]);
+        let routed = |members: &str, quorum: u32| {
+            format!(
+                "[groups]\nfinance = [{members}]\n[[rule]]\nname = \"big\"\naction = \"ask\"\n\
+                 approvers = [\"group:finance\"]\nquorum = {quorum}\n"
+            )
+        };
+        assert!(parse(&routed("\"bob\", \"carol\"", 2)).is_ok());
+        let empty = format!("{:#}", parse(&routed("", 1)).unwrap_err());
+        assert!(empty.contains("rule `big`") && empty.contains("no members"), "{empty}");
+        let short = format!("{:#}", parse(&routed("\"bob\"", 2)).unwrap_err());
+        assert!(short.contains("rule `big`") && short.contains("quorum of 2"), "{short}");
         assert!(format!("{:#}", parse("[groups]\n\"a:b\" = []\n").unwrap_err()).contains("not a group name"));
         assert!(format!("{:#}", parse("admins = [\"\"]\n").unwrap_err()).contains("empty principal"));
 

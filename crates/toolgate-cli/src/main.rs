@@ -1,5 +1,6 @@
 //! The `toolgate` command.
 
+mod approvals;
 mod audit;
 mod chat;
 mod config;
@@ -37,6 +38,9 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Print the approval audit log as JSON lines.
     Audit(audit::AuditArgs),
+    /// The approval inbox: list, show, approve, deny, withdraw and watch approvals, on a server or the store.
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// Check approval rules: `toolgate policy explain --config FILE --tool NAME --input JSON`.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -72,8 +76,8 @@ fn model_command(_: ModelCommand) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The chat shares the terminal with its logs: only warnings unless asked.
-    let default_filter = if matches!(cli.command, Command::Chat(_)) { "warn" } else { "info" };
+    // The chat shares the terminal with its logs, and the inbox prints for people: only warnings unless asked.
+    let default_filter = if matches!(cli.command, Command::Chat(_) | Command::Approvals(_)) { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| default_filter.into()),
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(*args).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Audit(args) => audit::run(args).await,
+            Command::Approvals(command) => approvals::run(command).await,
             Command::Policy(command) => policy::run(command).await,
             Command::Model(command) => model_command(command),
         }

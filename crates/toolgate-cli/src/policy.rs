@@ -90,10 +90,18 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                 groups: &args.groups,
             };
             let context = ApprovalContext::new("explain", Vec::new());
-            let Decided { decision, ask_reason } = decide_call(caller, tool, &input, context).await;
+            let Decided { decision, ask_reason, route } = decide_call(caller, tool, &input, context).await;
             match decision {
                 PolicyDecision::Deny { reason } => ("deny", reason),
-                PolicyDecision::Ask => ("ask", ask_reason.unwrap_or_default()),
+                PolicyDecision::Ask => {
+                    let mut reason = ask_reason.unwrap_or_default();
+                    if let Some(route) = route {
+                        // Who decides, when the rule named approvers.
+                        let approvers = route.approvers.join(", ");
+                        reason.push_str(&format!(" (approvers: {approvers}; quorum {})", route.quorum));
+                    }
+                    ("ask", reason)
+                }
                 PolicyDecision::Allow => match explanation.verdict() {
                     Some(verdict) => ("allow", verdict.reason),
                     None => ("allow", format!("no rule matched and tool `{}` needs no approval", tool.name())),

@@ -215,7 +215,9 @@ impl ChatState {
         Ok((request, self.open(InFlight { approval_message, ..flight })))
     }
 
-    /// Starts applying a resumed response from where the broken-off one began.
+    /// Starts applying a resumed response, which replays its message from the
+    /// start (the broken-off response's, or the last assistant message's,
+    /// kept to restore if nothing arrives).
     pub(crate) fn begin_resume(&mut self) -> Result<CancellationToken, ClientError> {
         if self.is_busy() {
             return Err(ClientError::Busy);
@@ -225,18 +227,23 @@ impl ChatState {
                 if self.messages.last().is_some_and(|message| message.id == message_id) {
                     self.messages.pop();
                 }
-                let announced = true;
-                let builder = match base.clone() {
-                    Some(message) => UiMessageBuilder::continuing(message),
-                    None => UiMessageBuilder::new(message_id),
-                };
-                InFlight { base, builder, announced, sent: BTreeSet::new(), received: false, approval_message: None }
+                // The resumed stream replays the whole message from its start (a continuation's
+                // too: the server sends the message as it stood first), as the AI SDK reads it.
+                let builder = UiMessageBuilder::new(message_id);
+                InFlight {
+                    base,
+                    builder,
+                    announced: true,
+                    sent: BTreeSet::new(),
+                    received: false,
+                    approval_message: None,
+                }
             }
             None if self.messages.last().is_some_and(|message| message.role == UiRole::Assistant) => {
                 let message = self.messages.pop().expect("checked above");
                 InFlight {
-                    base: Some(message.clone()),
-                    builder: UiMessageBuilder::continuing(message),
+                    builder: UiMessageBuilder::new(message.id.clone()),
+                    base: Some(message),
                     announced: true,
                     sent: BTreeSet::new(),
                     received: false,
@@ -592,6 +599,7 @@ fn tool_call_id(chunk: &UiChunk) -> Option<&str> {
         | UiChunk::Error { .. }
         | UiChunk::Warning { .. }
         | UiChunk::Reason { .. }
+        | UiChunk::Approval { .. }
         | UiChunk::TextStart { .. }
         | UiChunk::TextDelta { .. }
         | UiChunk::TextEnd { .. }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::Value;
+use toolgate::approval::lifecycle::Route;
 use toolgate::tool::{GateCall, GateVerdict};
 
 use crate::config::{OPERATORS, RULE_KEYS, RuleAction, RuleConfig};
@@ -18,8 +19,8 @@ use crate::evaluate;
 use crate::explain::Explanation;
 use crate::predicate::{Predicate, compile_glob, render_pointer, render_value};
 
-/// How a rule's `principal` names a group: `group:finance`.
-pub const GROUP_PREFIX: &str = "group:";
+/// How a rule's `principal` and `approvers` name a group: `group:finance`.
+pub use toolgate::approval::lifecycle::GROUP_PREFIX;
 
 /// One compiled rule.
 #[derive(Debug, Clone)]
@@ -29,6 +30,7 @@ pub struct Rule {
     tool: GlobMatcher,
     principal: Option<GlobMatcher>,
     predicates: Vec<Predicate>,
+    route: Option<Route>,
     config: RuleConfig,
 }
 
@@ -50,8 +52,14 @@ impl Rule {
             .iter()
             .map(|(pointer, predicate)| Predicate::compile(&rule, pointer, predicate))
             .collect::<Result<_, _>>()?;
+        let route = compile_route(&rule, &config)?;
         let name = config.name.clone().unwrap_or_else(|| format!("rule #{position}"));
-        Ok(Self { name, position, tool, principal, predicates, config })
+        Ok(Self { name, position, tool, principal, predicates, route, config })
+    }
+
+    /// Who must approve, for an `ask` rule with `approvers`.
+    pub fn route(&self) -> Option<&Route> {
+        self.route.as_ref()
     }
 
     /// The name (`rule #N` when the rule has none).
@@ -214,6 +222,45 @@ impl Policy {
     pub fn explain(&self, call: &GateCall<'_>) -> Explanation {
         evaluate::explain(self, &[], call, 0)
     }
+}
+
+/// The route of an `ask` rule with `approvers`; `quorum` and
+/// `self_approval` need `approvers`, and `approvers` needs `ask`.
+fn compile_route(rule: &RuleRef, config: &RuleConfig) -> Result<Option<Route>, PolicyError> {
+    let invalid = |key: &str, message: &str| PolicyError::InvalidValue {
+        rule: rule.clone(),
+        key: key.into(),
+        message: message.into(),
+    };
+    if config.approvers.is_empty() {
+        return match (config.quorum, config.self_approval) {
+            (None, None) => Ok(None),
+            (Some(_), _) => Err(invalid("quorum", "`quorum` needs `approvers`")),
+            (None, Some(_)) => Err(invalid("self_approval", "`self_approval` needs `approvers`")),
+        };
+    }
+    if config.action != RuleAction::Ask {
+        return Err(invalid("approvers", "only an `ask` rule has approvers"));
+    }
+    for approver in &config.approvers {
+        let name = approver.strip_prefix(GROUP_PREFIX).unwrap_or(approver);
+        if name.trim().is_empty() || name.chars().any(char::is_control) {
+            return Err(invalid("approvers", &format!("`{approver}` is not a principal or `group:NAME`")));
+        }
+    }
+    let quorum = config.quorum.unwrap_or(1);
+    if quorum == 0 {
+        return Err(invalid("quorum", "the quorum must be at least 1"));
+    }
+    let named = config.approvers.iter().filter(|approver| !approver.starts_with(GROUP_PREFIX)).count();
+    if config.approvers.iter().all(|approver| !approver.starts_with(GROUP_PREFIX)) && quorum as usize > named {
+        return Err(invalid("quorum", &format!("a quorum of {quorum} needs at least {quorum} approvers")));
+    }
+    Ok(Some(Route {
+        approvers: config.approvers.clone(),
+        quorum,
+        self_approval: config.self_approval.unwrap_or(false),
+    }))
 }
 
 /// The clearer error for `[rule]` (or `rule = 1`) written instead of `[[rule]]`.

@@ -73,7 +73,8 @@ impl From<GateAction> for RuleAction {
 }
 
 /// The keys a `[[rule]]` table may have.
-pub const RULE_KEYS: [&str; 6] = ["name", "action", "tool", "principal", "reason", "input"];
+pub const RULE_KEYS: [&str; 9] =
+    ["name", "action", "tool", "principal", "reason", "input", "approvers", "quorum", "self_approval"];
 
 /// The operators a predicate table may have.
 pub const OPERATORS: [&str; 8] = ["regex", "glob", "lt", "le", "gt", "ge", "one_of", "equals"];
@@ -99,6 +100,16 @@ pub struct RuleConfig {
     /// JSON pointer → predicate; all must hold.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub input: BTreeMap<String, PredicateConfig>,
+    /// For `ask`: who decides (principals and `group:NAME`); default the
+    /// conversation's owner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// For `ask` with `approvers`: distinct approvals needed (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// For `ask` with `approvers`: whether the requester may count (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_approval: Option<bool>,
 }
 
 fn any_tool() -> String {
@@ -108,7 +119,24 @@ fn any_tool() -> String {
 impl RuleConfig {
     /// A rule with this action matching every call.
     pub fn new(action: RuleAction) -> Self {
-        Self { name: None, action, tool: any_tool(), principal: None, reason: None, input: BTreeMap::new() }
+        Self {
+            name: None,
+            action,
+            tool: any_tool(),
+            principal: None,
+            reason: None,
+            input: BTreeMap::new(),
+            approvers: Vec::new(),
+            quorum: None,
+            self_approval: None,
+        }
+    }
+
+    /// Routes the approval to these approvers, `quorum` of whom must approve.
+    pub fn approvers(mut self, approvers: impl IntoIterator<Item = impl Into<String>>, quorum: u32) -> Self {
+        self.approvers = approvers.into_iter().map(Into::into).collect();
+        self.quorum = Some(quorum);
+        self
     }
 
     /// Sets the name.

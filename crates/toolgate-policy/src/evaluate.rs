@@ -43,6 +43,13 @@ impl Candidate<'_> {
         }
     }
 
+    fn route(self) -> Option<toolgate::approval::lifecycle::Route> {
+        match self {
+            Self::Rule(rule) => rule.route().cloned(),
+            Self::Sticky(_) => None,
+        }
+    }
+
     fn source(self) -> MatchSource {
         match self {
             Self::Rule(rule) => MatchSource::Rule { name: rule.name().to_owned(), position: rule.position() },
@@ -79,7 +86,7 @@ pub(crate) fn decide(
             }
         }
     }
-    best.map(|best| GateVerdict { action: best.action().into(), reason: best.reason(call) })
+    best.map(|best| GateVerdict { action: best.action().into(), reason: best.reason(call), route: best.route() })
 }
 
 /// The verdict for `call` with every match.
@@ -90,6 +97,7 @@ pub(crate) fn explain(policy: &Policy, sticky: &[StickyDecision], call: &GateCal
                 source: candidate.source(),
                 action: candidate.action(),
                 reason: candidate.reason(call),
+                route: candidate.route(),
             })
             .collect(),
     )

@@ -46,6 +46,9 @@ pub struct RuleMatch {
     pub action: RuleAction,
     /// Why it matched, as a person reads it.
     pub reason: String,
+    /// Who must approve, for an `ask` rule with approvers.
+    #[serde(skip)]
+    pub route: Option<toolgate::approval::lifecycle::Route>,
 }
 
 /// The decision for one call and every match behind it.
@@ -61,6 +64,9 @@ pub struct Explanation {
     pub reason: Option<String>,
     /// Every match, file rules first (in file order), then sticky decisions.
     pub matches: Vec<RuleMatch>,
+    /// The deciding match's approvers, for an `ask` rule with them.
+    #[serde(skip)]
+    pub route: Option<toolgate::approval::lifecycle::Route>,
 }
 
 impl Explanation {
@@ -76,12 +82,13 @@ impl Explanation {
             Some(best) => (Some(best.action), Some(best.source.name().to_owned()), Some(best.reason.clone())),
             None => (None, None, None),
         };
-        Self { decision, rule, reason, matches }
+        let route = winner.and_then(|best| best.route.clone());
+        Self { decision, rule, reason, matches, route }
     }
 
     /// The verdict a gate returns for this explanation.
     pub fn verdict(&self) -> Option<GateVerdict> {
-        Some(GateVerdict { action: self.decision?.into(), reason: self.reason.clone()? })
+        Some(GateVerdict { action: self.decision?.into(), reason: self.reason.clone()?, route: self.route.clone() })
     }
 }
 

@@ -31,13 +31,20 @@
 //! action = "ask"
 //! tool = "transfer_money"
 //! input = { "/amount" = { gt = 1000 }, "/to" = { one_of = ["a@x.com", "b@x.com"] } }
+//! approvers = ["group:finance", "dave"]   # who decides; default the conversation's owner
+//! quorum = 2                        # distinct approvals needed (default 1)
+//! self_approval = false             # may the requester count (default false)
 //!
 //! [[rule]]
 //! action = "allow"
 //! tool = "get_*"
 //! ```
 //!
-//! Keys of a rule: `name`, `action`, `tool`, `principal`, `reason`, `input`.
+//! Keys of a rule: `name`, `action`, `tool`, `principal`, `reason`, `input`,
+//! and for an `ask` rule `approvers`, `quorum` and `self_approval` (the last
+//! two need `approvers`; the quorum is at least 1, and at most the number of
+//! approvers when they are all principals). The deciding `ask` rule's
+//! approvers travel with its verdict ([`GateVerdict::route`](toolgate::tool::GateVerdict::route)).
 //! Predicate operators (one table may combine several; all must hold):
 //!
 //! | operator | holds when the value |

@@ -257,9 +257,11 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
 fn fail_closed(verdict: Option<GateVerdict>, error: &str) -> Option<GateVerdict> {
     match verdict {
         Some(verdict) if verdict.action == GateAction::Deny => Some(verdict),
-        _ => Some(GateVerdict {
+        // Asking keeps the file rules' approvers, if an `ask` rule named them.
+        other => Some(GateVerdict {
             action: GateAction::Ask,
             reason: format!("sticky decisions could not be read ({error}); approval required"),
+            route: other.and_then(|verdict| verdict.route),
         }),
     }
 }

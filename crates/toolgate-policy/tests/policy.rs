@@ -702,3 +702,29 @@ fn group_rules_match_the_callers_groups() {
     let outsider = GateCall { principal: Some("bob"), groups: &other_group, ..call("pay", &input) };
     assert!(policy.decide(&outsider).is_none());
 }
+
+#[test]
+fn an_ask_rule_routes_to_its_approvers_and_bad_routing_names_the_rule() {
+    let policy = Policy::from_toml_str(
+        "[[rule]]\nname = \"big\"\naction = \"ask\"\ntool = \"t\"\napprovers = [\"group:finance\", \"dave\"]\nquorum = 2\n",
+    )
+    .unwrap();
+    let input = json!({});
+    let verdict = policy.decide(&call("t", &input)).unwrap();
+    let route = verdict.route.expect("routed");
+    assert_eq!(route.approvers, ["group:finance", "dave"]);
+    assert_eq!((route.quorum, route.self_approval), (2, false));
+    assert_eq!(policy.explain(&call("t", &input)).verdict().unwrap().route, Some(route));
+    for (rule, complaint) in [
+        ("action = \"deny\"\napprovers = [\"bob\"]", "only an `ask` rule"),
+        ("action = \"ask\"\nquorum = 2", "`quorum` needs `approvers`"),
+        ("action = \"ask\"\nself_approval = true", "`self_approval` needs `approvers`"),
+        ("action = \"ask\"\napprovers = [\"bob\"]\nquorum = 0", "at least 1"),
+        ("action = \"ask\"\napprovers = [\"bob\"]\nquorum = 2", "needs at least 2 approvers"),
+        ("action = \"ask\"\napprovers = [\"group:\"]", "is not a principal"),
+    ] {
+        let text = format!("[[rule]]\nname = \"r\"\ntool = \"t\"\n{rule}\n");
+        let error = Policy::from_toml_str(&text).unwrap_err().to_string();
+        assert!(error.contains("`r`") && error.contains(complaint), "{rule}: {error}");
+    }
+}

@@ -36,4 +36,4 @@ pub use normalize::{LEGACY_APPROVAL_TOOL_NAME, NormalizeError, normalize_approva
 pub use output::{ContentOutputPart, DENIED_TEXT, ToolResultOutput};
 pub use parse::{MessageError, MessageErrorKind, parse_messages, parse_messages_str};
 pub use prompt::Prompt;
-pub use stream::{StreamPart, ToolCallInfo};
+pub use stream::{ApprovalRouting, StreamPart, ToolCallInfo};

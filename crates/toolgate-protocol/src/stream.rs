@@ -163,6 +163,9 @@ pub enum StreamPart {
         /// Why a person is asked (e.g. the policy rule that matched), when known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// Who decides, when a rule named approvers (`None`: the requester).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        routing: Option<ApprovalRouting>,
     },
     /// A call was denied and did not run.
     #[serde(rename_all = "camelCase")]
@@ -209,4 +212,14 @@ pub enum StreamPart {
         /// What happened.
         message: String,
     },
+}
+
+/// Who decides an approval a rule routed to named approvers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRouting {
+    /// The approvers as configured: principals and `group:NAME`s.
+    pub approvers: Vec<String>,
+    /// How many distinct approvers must approve.
+    pub quorum: u32,
 }

@@ -133,6 +133,7 @@ fn stream_parts_use_full_stream_names() {
         },
         signature: None,
         reason: None,
+        routing: None,
     };
     assert_eq!(
         serde_json::to_value(&part).unwrap(),

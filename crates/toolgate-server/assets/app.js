@@ -9,6 +9,7 @@
 // the response continues that same assistant message.
 
 const API = 'api/chat';
+const APPROVALS_API = 'api/approvals';
 
 // Tools the browser itself answers (client-executed tools of the demo toolkit).
 const CLIENT_TOOLS = new Set(['ask_user']);
@@ -34,6 +35,12 @@ const drafts = new Map(); // toolCallId -> {mode: 'deny' | 'edit', reason, text,
 const streamedInput = new Map(); // toolCallId -> input JSON text received so far
 const unsentOutputs = new Set(); // toolCallIds of client tool outputs not yet sent
 const stickyRequests = new Map(); // toolCallId -> {saving} | {error}: a sticky decision being saved from a card
+const sentAnswers = new Set(); // toolCallIds whose approval answers the server has received
+const liveApprovals = new Map(); // approvalId -> inbox item of the open chat (fresher than its data part)
+const withdrawals = new Map(); // toolCallId -> {saving} | {error}: a routed request being withdrawn
+
+// Who is looking at the page (`GET api/me`): `principal` is null in single-user mode.
+const viewer = { principal: null, groups: [] };
 
 function newId(prefix) {
   const random = globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random().toString(16).slice(2)}`;
@@ -42,6 +49,9 @@ function newId(prefix) {
 
 // The data part the server sends before an approval request or a denial: why the call waits or was refused.
 const REASON_PART = 'data-toolgate-reason';
+// The data part that reports where an approval routed to approvers stands (one per approval, replaced as it changes).
+const APPROVAL_PART = 'data-toolgate-approval';
+const GROUP_PREFIX = 'group:';
 
 const isToolPart = (part) => part.type === 'dynamic-tool' || part.type.startsWith('tool-');
 const toolName = (part) => (part.type === 'dynamic-tool' ? part.toolName : part.type.slice('tool-'.length));
@@ -59,9 +69,9 @@ function findToolPart(message, toolCallId) {
 }
 
 // ---------------------------------------------------------------------------
-// The UI message stream: SSE frames `data: <chunk json>\n\n`, ended by `data: [DONE]`.
+// Server-sent events: frames of `event:` and `data:` lines, each ended by a blank line.
 
-async function* readChunks(body) {
+async function* readEvents(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   for (;;) {
@@ -70,15 +80,19 @@ async function* readChunks(body) {
     buffer += value.replace(/\r\n/g, '\n');
     let cut;
     while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const frame = buffer.slice(0, cut);
+      const lines = buffer.slice(0, cut).split('\n');
       buffer = buffer.slice(cut + 2);
-      const data = frame
-        .split('\n')
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(5).replace(/^ /, ''))
-        .join('\n');
-      if (data && data !== '[DONE]') yield JSON.parse(data);
+      const field = (name) => lines.filter((line) => line.startsWith(`${name}:`)).map((line) => line.slice(name.length + 1).replace(/^ /, ''));
+      // Comment-only frames (`: keep-alive`) have no data.
+      yield { event: field('event').at(-1) ?? 'message', data: field('data').join('\n') };
     }
+  }
+}
+
+// The UI message stream: SSE frames `data: <chunk json>\n\n`, ended by `data: [DONE]`.
+async function* readChunks(body) {
+  for await (const { data } of readEvents(body)) {
+    if (data && data !== '[DONE]') yield JSON.parse(data);
   }
 }
 
@@ -227,12 +241,13 @@ async function submit() {
     messageId: lastMessage()?.id,
   };
   unsentOutputs.clear();
+  const answers = markAnswersSent();
   clearError();
   const abort = new AbortController();
   state.abort = abort;
   setStatus('submitted');
 
-  const run = { message: null, blocks: new Map(), failed: false };
+  const run = newRun();
   try {
     const response = await authFetch(API, {
       method: 'POST',
@@ -241,11 +256,7 @@ async function submit() {
       signal: abort.signal,
     });
     if (!response.ok) throw await httpError(response);
-    setStatus('streaming');
-    for await (const chunk of readChunks(response.body)) {
-      applyChunk(run, chunk);
-      scheduleRender();
-    }
+    await streamInto(run, response);
   } catch (error) {
     if (abort.signal.aborted) return;
     run.failed = true;
@@ -254,11 +265,44 @@ async function submit() {
     if (state.abort === abort) state.abort = null;
   }
   if (abort.signal.aborted) return;
+  // Answers the server did not take are still the person's to change or send again.
+  if (run.failed) for (const id of answers) sentAnswers.delete(id);
+  finishRun(run);
+}
+
+const newRun = () => ({ message: null, blocks: new Map(), failed: false });
+
+// Applies a response's chunks to the messages as they arrive.
+async function streamInto(run, response) {
+  setStatus('streaming');
+  for await (const chunk of readChunks(response.body)) {
+    applyChunk(run, chunk);
+    scheduleRender();
+  }
+}
+
+function finishRun(run) {
   finishText(run.message);
   setStatus(run.failed ? 'error' : 'ready');
   refreshAudit();
   refreshDecisions();
   if (!run.failed) continueIfComplete();
+}
+
+// The approval answers of the last message that go to the server now (their ids).
+function markAnswersSent() {
+  const ids = (lastMessage()?.parts ?? [])
+    .filter((part) => isToolPart(part) && part.state === 'approval-responded' && !sentAnswers.has(part.toolCallId))
+    .map((part) => part.toolCallId);
+  for (const id of ids) sentAnswers.add(id);
+  return ids;
+}
+
+// A stored conversation's answers are on record already.
+function markStoredAnswersSent() {
+  for (const part of lastMessage()?.parts ?? []) {
+    if (isToolPart(part) && part.state === 'approval-responded') sentAnswers.add(part.toolCallId);
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -345,6 +389,8 @@ async function whoAmI() {
     return true; // Offline: the page works as far as it can.
   }
   signInMode = me.signIn;
+  viewer.principal = me.principal ?? null;
+  viewer.groups = Array.isArray(me.groups) ? me.groups : [];
   $('#who').hidden = !me.principal;
   $('#who-name').textContent = me.principal ?? '';
   $('#sign-out').hidden = me.signIn !== 'token' && me.signIn !== 'oidc';
@@ -369,6 +415,7 @@ function setupSignIn() {
       restoreConversation();
       refreshAudit();
       refreshDecisions();
+      startInbox();
     }
   });
   $('#sign-out').addEventListener('click', () => {
@@ -399,6 +446,7 @@ async function restoreConversation() {
     const stored = await response.json();
     if (Array.isArray(stored.messages) && state.messages.length === 0 && state.chatId === initialChatId) {
       state.messages = stored.messages;
+      markStoredAnswersSent();
       render();
       scrollToBottom();
     }
@@ -410,7 +458,7 @@ async function restoreConversation() {
 const audit = { open: false, events: [], note: '', toggle: '#audit-toggle', panel: '#audit-panel', refresh: refreshAudit };
 
 // The side panels (audit log, sticky decisions) share one place: opening one closes the other.
-const panels = () => [audit, decisions];
+const panels = () => [audit, decisions, inbox];
 
 function togglePanel(which) {
   const open = !which.open;
@@ -683,19 +731,23 @@ function sendUserMessage(text) {
 }
 
 // The SDK's `sendAutomaticallyWhen`: continue once the last assistant message
-// has no open question left and at least one answer that the server has not seen.
+// has no open question left for this person and at least one answer that the
+// server has not seen. Approvals in other hands (routed to other approvers) do
+// not hold the answers back: the server records them and waits for the rest.
 function continueIfComplete() {
   const message = lastMessage();
   if (busy() || message?.role !== 'assistant') return;
   const tools = message.parts.filter(isToolPart);
-  const waiting = tools.some((part) => waitsForPerson(part) || part.state === 'input-streaming');
-  const answered = tools.some((part) => part.state === 'approval-responded' || unsentOutputs.has(part.toolCallId));
+  const waiting = tools.some((part) => waitsForPerson(part, message) || part.state === 'input-streaming');
+  const answered = tools.some(
+    (part) => (part.state === 'approval-responded' && !sentAnswers.has(part.toolCallId)) || unsentOutputs.has(part.toolCallId),
+  );
   if (answered && !waiting) submit();
 }
 
 const isClientTool = (part) => CLIENT_TOOLS.has(toolName(part)) && !part.providerExecuted;
-const waitsForPerson = (part) =>
-  part.state === 'approval-requested' || (part.state === 'input-available' && isClientTool(part));
+const waitsForPerson = (part, message = lastMessage()) =>
+  (part.state === 'approval-requested' && !inOtherHands(message, part)) || (part.state === 'input-available' && isClientTool(part));
 
 // ---------------------------------------------------------------------------
 // The person's answers
@@ -718,7 +770,7 @@ function decide(toolCallId, { approved, reason, editedInput }) {
 // Takes back a decision that has not been sent yet (other requests still wait).
 function undecide(toolCallId) {
   const part = findToolPart(lastMessage(), toolCallId);
-  if (!part || part.state !== 'approval-responded' || busy()) return;
+  if (!part || part.state !== 'approval-responded' || busy() || sentAnswers.has(toolCallId)) return;
   part.state = 'approval-requested';
   part.approval = { id: part.approval.id, ...(part.approval.signature ? { signature: part.approval.signature } : {}) };
   render();
@@ -792,8 +844,257 @@ function newChat() {
   streamedInput.clear();
   unsentOutputs.clear();
   stickyRequests.clear();
+  sentAnswers.clear();
+  liveApprovals.clear();
+  withdrawals.clear();
   render();
   $('#composer-input').focus();
+}
+
+// ---------------------------------------------------------------------------
+// Approvals routed to others. A rule may send an `ask` to approvers (people or
+// `group:NAME`) of whom `quorum` must approve. Their votes come in through the
+// inbox (`/api/approvals`), not this chat; once the last approval of the step
+// is decided the server continues the run itself. The page shows who the call
+// waits for, lets the requester withdraw it, and picks up the server's run.
+
+// Who decides the approval of a tool part and where it stands, from the
+// freshest source: the inbox item, else the chat's `data-toolgate-approval`
+// part, else the reason part's `approvers` and `quorum`. Null when the chat
+// holds nothing of that kind (an approval the person decides alone, here).
+function routingFor(message, part) {
+  const id = part.approval?.id;
+  if (!id || !message) return null;
+  const reason = message.parts.find((other) => other.type === REASON_PART && other.id === part.toolCallId)?.data;
+  const reported = message.parts.findLast((other) => other.type === APPROVAL_PART && other.id === id)?.data;
+  const routedByRule = Array.isArray(reason?.approvers);
+  const source =
+    liveApprovals.get(id) ??
+    reported ??
+    (routedByRule ? { approvers: reason.approvers, quorum: reason.quorum, votes: [], state: 'pending' } : null);
+  if (!source) return null;
+  const approvers = Array.isArray(source.approvers) ? source.approvers : [];
+  const quorum = Number(source.quorum) || 1;
+  const votes = Array.isArray(source.votes) ? source.votes : [];
+  const routed = routedByRule || quorum > 1 || approvers.some((approver) => approver !== viewer.principal);
+  return {
+    routed,
+    approvers,
+    quorum,
+    votes,
+    state: source.state ?? 'pending',
+    waitingFor: source === reported && typeof reported.waitingFor === 'string' ? reported.waitingFor : waitingText(approvers, quorum, votes),
+    canDecide: mayVote(approvers, votes),
+  };
+}
+
+// ``group finance (1 of 2)``, as the server words it.
+function waitingText(approvers, quorum, votes) {
+  const approvals = votes.filter((vote) => vote.decision === 'approve').length;
+  return `${describeApprovers(approvers)} (${approvals} of ${quorum})`;
+}
+
+function describeApprovers(approvers) {
+  const names = approvers.map((approver) =>
+    approver.startsWith(GROUP_PREFIX) ? `group ${approver.slice(GROUP_PREFIX.length)}` : approver,
+  );
+  return names.join(', ') || 'you';
+}
+
+const isOwnVote = (vote) => (vote.principal ?? null) === viewer.principal;
+
+// Whether this person may still vote: an approver (by name or group) who has not voted.
+// Without principals (single-user mode) the one user decides everything.
+function mayVote(approvers, votes) {
+  if (votes.some(isOwnVote)) return false;
+  if (viewer.principal == null) return true;
+  return approvers.some(
+    (approver) =>
+      approver === viewer.principal ||
+      (approver.startsWith(GROUP_PREFIX) && viewer.groups.includes(approver.slice(GROUP_PREFIX.length))),
+  );
+}
+
+// An approval request this person does not answer here: routed to others, or decided outside this page.
+function inOtherHands(message, part) {
+  if (part.state !== 'approval-requested') return false;
+  const routing = routingFor(message, part);
+  return Boolean(routing) && (routing.state !== 'pending' || (routing.routed && !routing.canDecide));
+}
+
+// Routed approvals of the last message that still wait for someone else's vote.
+function othersPending() {
+  const message = lastMessage();
+  return (message?.parts ?? []).filter(
+    (part) => isToolPart(part) && inOtherHands(message, part) && routingFor(message, part).state === 'pending',
+  ).length;
+}
+
+// The approval ids of the step the last message holds open (asked, or answered and not yet run).
+function stepApprovalIds() {
+  const message = lastMessage();
+  if (message?.role !== 'assistant') return [];
+  return message.parts
+    .filter((part) => isToolPart(part) && part.approval?.id && ['approval-requested', 'approval-responded'].includes(part.state))
+    .map((part) => part.approval.id);
+}
+
+// True while the step waits for decisions made elsewhere (so the page keeps looking).
+function awaitingServer() {
+  const message = lastMessage();
+  if (busy() || message?.role !== 'assistant' || watch.gaveUp === stepKey()) return false;
+  return message.parts.some(
+    (part) =>
+      isToolPart(part) &&
+      (inOtherHands(message, part) || (part.state === 'approval-responded' && sentAnswers.has(part.toolCallId))),
+  );
+}
+
+// Every approval of the step is decided on the server, and this page has not run it: the server does.
+function decidedOnServer() {
+  const ids = stepApprovalIds();
+  return ids.length > 0 && ids.every((id) => (liveApprovals.get(id)?.state ?? 'pending') !== 'pending');
+}
+
+// An inbox item changes its chat card when others decide it, or once it is decided
+// (a pending approval the person decides alone looks the same without it).
+const worthShowing = (item) =>
+  item.state !== 'pending' || (item.quorum ?? 1) > 1 || (item.approvers ?? []).some((approver) => approver !== viewer.principal);
+
+const stepKey = () => `${state.chatId}:${stepApprovalIds().join(',')}`;
+
+const WATCH_MS = 1500; // how often a chat waiting for others looks again
+const PICKUP_TRIES = 20; // attempts to find the server's run once everything is decided
+const PICKUP_MS = 750;
+const watch = { timer: null, running: false, gaveUp: null };
+
+// Looks again in a while when the chat waits for decisions made elsewhere.
+function ensureWatching() {
+  if (watch.timer || watch.running || !awaitingServer()) return;
+  watch.timer = setTimeout(watchTick, WATCH_MS);
+}
+
+// Looks now (an inbox event said an approval of this chat changed).
+function watchNow() {
+  clearTimeout(watch.timer);
+  watch.timer = null;
+  watchTick();
+}
+
+async function watchTick() {
+  watch.timer = null;
+  if (watch.running) return;
+  watch.running = true;
+  try {
+    await checkApprovals();
+  } catch {
+    // Offline for a moment: the next look tries again.
+  } finally {
+    watch.running = false;
+  }
+  ensureWatching();
+}
+
+// Reads where the step's approvals stand and, once all are decided, picks up the server's run.
+async function checkApprovals() {
+  const chatId = state.chatId;
+  if (busy() || stepApprovalIds().length === 0) return;
+  const url = `${APPROVALS_API}?state=all&limit=100&conversation=${encodeURIComponent(chatId)}`;
+  const response = await authFetch(url);
+  if (!response.ok || chatId !== state.chatId) return;
+  const items = (await response.json())?.approvals;
+  for (const item of Array.isArray(items) ? items : []) if (worthShowing(item)) liveApprovals.set(item.id, item);
+  scheduleRender();
+  if (decidedOnServer()) await pickUp(chatId);
+}
+
+// The server runs the step once its approvals are decided: follow its response
+// while it runs (`GET api/chat/{id}/stream`), or read the stored chat once it ran.
+async function pickUp(chatId) {
+  const key = stepKey();
+  for (let attempt = 0; attempt < PICKUP_TRIES; attempt++) {
+    if (chatId !== state.chatId || busy() || stepKey() !== key) return;
+    if (await resumeRun(chatId)) return;
+    if (await reloadChat(chatId)) return;
+    await new Promise((resolve) => setTimeout(resolve, PICKUP_MS));
+  }
+  watch.gaveUp = key; // e.g. expired: nothing will run; a reload shows what the server keeps
+  scheduleRender();
+}
+
+// Follows the chat's running response, if there is one; true when it did.
+async function resumeRun(chatId) {
+  let response;
+  try {
+    response = await authFetch(`${API}/${encodeURIComponent(chatId)}/stream`);
+  } catch {
+    return false;
+  }
+  if (response.status !== 200 || !response.body) return false;
+  if (chatId !== state.chatId || busy()) {
+    response.body.cancel().catch(() => {});
+    return false;
+  }
+  const abort = new AbortController();
+  state.abort = abort;
+  clearError();
+  const run = newRun();
+  try {
+    await streamInto(run, response);
+  } catch (error) {
+    if (abort.signal.aborted) return true;
+    run.failed = true;
+    showError({ title: 'Following the response failed', detail: error.message });
+  } finally {
+    if (state.abort === abort) state.abort = null;
+  }
+  if (abort.signal.aborted) return true;
+  markStoredAnswersSent();
+  finishRun(run);
+  // The stored chat is the canonical record (the decisions on record, the final approval parts).
+  if (!run.failed && !busy()) await reloadChat(chatId);
+  return true;
+}
+
+// Replaces the messages with the stored chat when the step moved on there; true when it did.
+async function reloadChat(chatId) {
+  try {
+    const response = await authFetch(`api/chats/${encodeURIComponent(chatId)}`);
+    if (!response.ok) return false;
+    const stored = await response.json();
+    if (chatId !== state.chatId || busy() || !Array.isArray(stored.messages)) return false;
+    const before = stepKey();
+    state.messages = stored.messages;
+    markStoredAnswersSent();
+    render();
+    refreshAudit();
+    return stepKey() !== before;
+  } catch {
+    return false;
+  }
+}
+
+// The requester takes back a request that waits for others (`DELETE api/approvals/{id}`):
+// it is denied ("withdrawn by the requester") and the server goes on with the step.
+async function withdraw(part) {
+  const id = part.toolCallId;
+  if (withdrawals.get(id)?.saving) return;
+  withdrawals.set(id, { saving: true });
+  render();
+  const chatId = state.chatId;
+  let error = '';
+  try {
+    const response = await authFetch(`${APPROVALS_API}/${encodeURIComponent(part.approval.id)}`, { method: 'DELETE' });
+    if (response.ok) liveApprovals.set(part.approval.id, await response.json());
+    else error = errorLine(await httpError(response));
+  } catch (failure) {
+    error = failure.message;
+  }
+  if (chatId !== state.chatId) return;
+  if (error) withdrawals.set(id, { error });
+  else withdrawals.delete(id);
+  render();
+  if (!error) watchNow();
 }
 
 // ---------------------------------------------------------------------------
@@ -849,18 +1150,25 @@ function render() {
   $('#send-button').disabled = busy();
   $('#composer').dataset.busy = String(busy());
   renderMessages();
+  renderInboxCount();
   if (pinned) scrollToBottom();
+  ensureWatching();
 }
 
 const STATUS_TEXT = { ready: 'Ready', submitted: 'Thinking…', streaming: 'Responding…', error: 'Error' };
 
 function renderStatus() {
   const pending = pendingDecisions();
-  const status = state.status === 'ready' && pending > 0 ? 'waiting' : state.status;
+  const others = state.status === 'ready' && pending === 0 ? othersPending() : 0;
+  const status = state.status === 'ready' && pending + others > 0 ? 'waiting' : state.status;
   const pill = $('#chat-status');
   pill.dataset.status = status;
   pill.querySelector('.status-text').textContent =
-    status === 'waiting' ? `Waiting for you (${pending})` : STATUS_TEXT[state.status];
+    pending > 0 && status === 'waiting'
+      ? `Waiting for you (${pending})`
+      : others > 0
+        ? 'Waiting for approvers'
+        : STATUS_TEXT[state.status];
 }
 
 function pendingDecisions() {
@@ -923,9 +1231,11 @@ function messageNode(message, keep) {
   }
   entry.node.dataset.messageId = message.id;
   const children = message.parts.map((part, index) => partNode(message, part, index, keep)).filter(Boolean);
-  if (message === lastMessage() && message.role === 'assistant') {
+  if (message === lastMessage() && message.role === 'assistant' && !busy()) {
     const pending = pendingDecisions();
-    if (pending > 0 && !busy()) children.push(pendingNote(message, pending, keep));
+    const others = othersPending();
+    if (pending > 0) children.push(pendingNote(message, pending, keep));
+    else if (others > 0) children.push(othersNote(message, others, keep));
   }
   syncChildren(entry.body, children);
   return entry.node;
@@ -953,6 +1263,11 @@ function partNode(message, part, index, keep) {
       streamed: streamedInput.get(part.toolCallId),
       reason: reasonFor(message, part.toolCallId),
       sticky: stickyRequests.get(part.toolCallId),
+      routing: routingFor(message, part),
+      othersDecide: inOtherHands(message, part),
+      sent: sentAnswers.has(part.toolCallId),
+      withdrawal: withdrawals.get(part.toolCallId),
+      gaveUp: last && watch.gaveUp === stepKey(),
     };
     const sig = JSON.stringify([part, context]);
     return cached(`tool:${part.toolCallId}`, sig, () => toolCard(part, context), keep);
@@ -1008,6 +1323,14 @@ function showTyping() {
   return state.status === 'submitted' || (state.status === 'streaming' && lastMessage()?.role !== 'assistant');
 }
 
+function othersNote(message, others, keep) {
+  const text =
+    others === 1
+      ? 'A tool call waits for other approvers. The assistant continues on its own once they decide.'
+      : `${others} tool calls wait for other approvers. The assistant continues on its own once they decide.`;
+  return cached(`others:${message.id}`, text, () => el('p', { class: 'pending-note', 'data-testid': 'waiting-note' }, text), keep);
+}
+
 function pendingNote(message, pending, keep) {
   const text =
     pending === 1
@@ -1030,7 +1353,7 @@ function describe(part, context) {
         ? { label: 'Needs your answer', tone: 'ask' }
         : { label: 'Running', tone: 'running', spinner: true };
     case 'approval-requested':
-      return { label: 'Waiting for approval', tone: 'waiting' };
+      return context.othersDecide ? describeRouted(context.routing) : { label: 'Waiting for approval', tone: 'waiting' };
     case 'approval-responded':
       return approval.approved
         ? { label: approval.editedInput !== undefined ? 'Approved with edits' : 'Approved', tone: 'approved', spinner: context.busy }
@@ -1045,6 +1368,32 @@ function describe(part, context) {
       return { label: part.state, tone: 'running' };
   }
 }
+
+// A request in other hands, by where its approval stands on the server.
+function describeRouted(routing) {
+  switch (routing.state) {
+    case 'pending':
+      return { label: 'Waiting for approvers', tone: 'waiting' };
+    case 'denied':
+    case 'withdrawn':
+    case 'expired':
+      return { label: ROUTED_LABEL[routing.state], tone: 'denied' };
+    default:
+      return { label: ROUTED_LABEL[routing.state] ?? routing.state, tone: 'approved', spinner: true };
+  }
+}
+
+const ROUTED_LABEL = {
+  pending: 'Waiting',
+  approved: 'Approved',
+  denied: 'Denied',
+  withdrawn: 'Withdrawn',
+  expired: 'Expired',
+  executing: 'Running',
+  executed: 'Ran',
+  failed: 'Failed',
+  interrupted: 'Interrupted',
+};
 
 function toolCard(part, context) {
   const name = toolName(part);
@@ -1075,7 +1424,7 @@ function toolCard(part, context) {
     ),
     askReason(context),
     cardBody(part, context),
-    provenance(part),
+    provenance(part, context),
     actionSection(part, context),
   );
 }
@@ -1099,10 +1448,13 @@ function cardBody(part, context) {
 }
 
 // Who let the call run, once it ran.
-function provenance(part) {
+function provenance(part, context) {
   if (part.state !== 'output-available' && part.state !== 'output-error') return null;
   const approval = part.approval;
-  const text = !approval
+  const approvers = context.routing?.routed ? approvedBy(context.routing.votes) : '';
+  const text = approvers
+    ? `Approved by ${approvers}`
+    : !approval
     ? isClientTool(part)
       ? 'Answered by you'
       : 'Ran without asking: no approval was needed'
@@ -1110,6 +1462,12 @@ function provenance(part) {
       ? 'Approved by you, with your edited input'
       : 'Approved by you';
   return el('p', { class: 'tool-meta', 'data-testid': 'tool-provenance' }, text);
+}
+
+// `bob and carol`: who approved, from the votes.
+function approvedBy(votes) {
+  const names = votes.filter((vote) => vote.decision === 'approve').map((vote) => vote.principal ?? 'you');
+  return names.length > 1 ? `${names.slice(0, -1).join(', ')} and ${names.at(-1)}` : (names[0] ?? '');
 }
 
 function toolGlyph(part) {
@@ -1159,7 +1517,7 @@ function resultSection(part, context) {
     case 'approval-responded':
       if (approval?.approved !== false) return part.state === 'output-denied' ? refusal(context.reason) : null;
       return field(
-        'Your decision',
+        context.routing?.routed ? 'Decision' : 'Your decision',
         el(
           'div',
           { class: 'callout callout-denied' },
@@ -1220,7 +1578,16 @@ function jsonBlock(value, testid) {
 
 function actionSection(part, context) {
   if (!context.last) return null;
-  if (part.state === 'approval-requested') return approvalActions(part, context);
+  if (part.state === 'approval-requested') {
+    return context.othersDecide ? routedStatus(part, context) : approvalActions(part, context);
+  }
+  if (part.state === 'approval-responded' && !context.busy && context.sent) {
+    return el(
+      'div',
+      { class: 'tool-foot actions-quiet' },
+      el('span', { class: 'muted', 'data-testid': 'answer-recorded' }, 'Your answer is recorded. The assistant continues once the other approvals are decided.'),
+    );
+  }
   if (part.state === 'approval-responded' && !context.busy) {
     return el(
       'div',
@@ -1231,6 +1598,52 @@ function actionSection(part, context) {
   }
   if (part.state === 'input-available' && isClientTool(part)) return clientToolForm(part, context);
   return null;
+}
+
+// Where a request in other hands stands: who it waits for, their votes, and "Withdraw" while it is pending.
+function routedStatus(part, context) {
+  const routing = context.routing;
+  const pending = routing.state === 'pending';
+  const saving = Boolean(context.withdrawal?.saving);
+  const error = context.withdrawal?.error;
+  return el(
+    'div',
+    { class: 'tool-foot approval-bar routed-bar', 'data-testid': 'routed-status', 'data-approval-state': routing.state },
+    el('p', { class: 'question', 'data-testid': 'waiting-for' }, routedLine(routing, context.gaveUp)),
+    pending
+      ? button(saving ? 'Withdrawing…' : 'Withdraw request', 'withdraw-button', () => withdraw(part), 'btn-secondary', {
+          disabled: saving || context.busy,
+          'aria-label': `Withdraw the request to run ${toolName(part)}`,
+        })
+      : null,
+    votesList(routing.votes, 'routed-votes'),
+    error ? el('p', { class: 'field-error', role: 'alert', 'data-testid': 'withdraw-error' }, `Not withdrawn: ${error}`) : null,
+  );
+}
+
+function routedLine(routing, gaveUp) {
+  if (routing.state === 'pending') return `Waiting for ${routing.waitingFor}`;
+  if (gaveUp) return `${ROUTED_LABEL[routing.state] ?? routing.state}. Reload the page to see what the server did.`;
+  const by = routing.state === 'approved' ? approvedBy(routing.votes) : '';
+  return `${ROUTED_LABEL[routing.state] ?? routing.state}${by ? ` by ${by}` : ''}. The assistant continues…`;
+}
+
+// The votes cast so far: `bob approved`, `carol denied: reason`.
+function votesList(votes, testid) {
+  if (!votes.length) return null;
+  return el(
+    'ul',
+    { class: 'votes', 'data-testid': testid, 'aria-label': 'Votes' },
+    votes.map((vote) =>
+      el(
+        'li',
+        { class: `vote vote-${vote.decision}`, 'data-testid': 'vote', 'data-principal': vote.principal ?? '', 'data-decision': vote.decision },
+        el('strong', {}, vote.principal ?? 'you'),
+        vote.decision === 'approve' ? ' approved' : ' denied',
+        vote.reason ? `: ${vote.reason}` : '',
+      ),
+    ),
+  );
 }
 
 function button(label, testid, onclick, variant = '', attributes = {}) {
@@ -1251,6 +1664,9 @@ function approvalActions(part, context) {
   };
   if (draft?.mode === 'deny') return denyForm(part, draft, close);
   if (draft?.mode === 'edit') return editForm(part, draft, close);
+  // Routed to approvers this person is one of: their answer is one vote; several approvers
+  // cannot approve different inputs, and a sticky decision would answer for the others.
+  const routing = context.routing?.routed ? context.routing : null;
   return el(
     'div',
     { class: 'tool-foot approval-bar' },
@@ -1260,9 +1676,11 @@ function approvalActions(part, context) {
       { class: 'button-row' },
       button('Approve', 'approve-button', () => decide(id, { approved: true }), 'btn-approve', { disabled }),
       button('Deny…', 'deny-button', open('deny'), 'btn-deny', { disabled, 'aria-label': 'Deny (asks for an optional reason)' }),
-      button('Edit input…', 'edit-button', open('edit'), 'btn-secondary', { disabled }),
+      routing && routing.quorum > 1 ? null : button('Edit input…', 'edit-button', open('edit'), 'btn-secondary', { disabled }),
     ),
-    stickyActions(part, context, disabled),
+    routing
+      ? el('p', { class: 'routed-note muted', 'data-testid': 'waiting-for' }, `Your vote counts toward ${routing.waitingFor}.`)
+      : stickyActions(part, context, disabled),
   );
 }
 
@@ -1431,6 +1849,389 @@ function restoreFocus(oldNode, newNode) {
 }
 
 // ---------------------------------------------------------------------------
+// The inbox: approvals this person may decide, across chats. Live from
+// `GET api/approvals/stream` (server-sent events, one `approval` event per
+// item as it appears and changes); when the stream fails the page reads
+// `GET api/approvals` every few seconds instead, and tries the stream again
+// later. A vote is `POST api/approvals/{id}`.
+
+const INBOX_POLL_MS = 3000;
+const INBOX_RECENT = 10; // decided items kept in the "Recently decided" list
+
+const inbox = {
+  open: false,
+  items: new Map(), // approval id -> pending item this person is an approver of
+  recent: [], // decided items, newest first
+  mode: 'off', // 'off' | 'live' | 'polling' | 'unavailable' | 'signed-out'
+  note: '',
+  errors: new Map(), // approval id -> the server's refusal of the last vote
+  drafts: new Map(), // approval id -> {mode: 'deny' | 'edit', reason, text}
+  voting: new Set(), // ids with a vote in flight
+  nodes: new Map(), // approval id -> {node, signature}
+  connection: null, // AbortController of the stream and polling
+  toggle: '#inbox-toggle',
+  panel: '#inbox-panel',
+  refresh: () => renderInbox(),
+};
+
+const isApprover = (item) => mayVote(item.approvers ?? [], []);
+const canVote = (item) => item.state === 'pending' && mayVote(item.approvers ?? [], item.votes ?? []);
+
+// (Re)connects the inbox, e.g. after signing in.
+function startInbox() {
+  inbox.connection?.abort();
+  const abort = new AbortController();
+  inbox.connection = abort;
+  inboxLoop(abort.signal);
+}
+
+async function inboxLoop(signal) {
+  let failures = 0;
+  while (!signal.aborted) {
+    const outcome = await listenInbox(signal);
+    if (signal.aborted || outcome === 'unavailable' || outcome === 'signed-out') return;
+    failures = outcome === 'ended' ? 0 : failures + 1;
+    // The stream failed or ended: read the list now and then, and try the stream again later.
+    setInboxMode('polling');
+    const retryAt = Date.now() + Math.min(30_000, INBOX_POLL_MS * (1 + failures));
+    while (!signal.aborted && Date.now() < retryAt) {
+      const polled = await pollInbox(signal);
+      if (polled === 'unavailable' || polled === 'signed-out') return;
+      await sleep(INBOX_POLL_MS, signal);
+    }
+  }
+}
+
+const sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+// Follows the stream until it ends: 'ended' after a working stream, else why it did not open.
+async function listenInbox(signal) {
+  let response;
+  try {
+    response = await authFetch(`${APPROVALS_API}/stream`, { headers: { accept: 'text/event-stream' }, signal });
+  } catch {
+    return 'failed';
+  }
+  const refused = inboxRefusal(response);
+  if (refused) return refused;
+  if (!response.ok || !response.body) return 'failed';
+  setInboxMode('live');
+  const opened = Date.now();
+  try {
+    for await (const event of readEvents(response.body)) {
+      if (event.event === 'approval' && event.data) applyInboxItem(JSON.parse(event.data));
+    }
+  } catch {
+    // Cut off: poll, then connect again.
+  }
+  return Date.now() - opened > 10_000 ? 'ended' : 'failed';
+}
+
+// Reads the list once (pending and recently decided).
+async function pollInbox(signal) {
+  try {
+    const response = await authFetch(`${APPROVALS_API}?state=all&limit=100`, { signal });
+    const refused = inboxRefusal(response);
+    if (refused) return refused;
+    if (!response.ok) return 'failed';
+    const items = (await response.json())?.approvals ?? [];
+    if (signal?.aborted) return 'failed';
+    const pending = new Set();
+    for (const item of items) {
+      if (item.state === 'pending') pending.add(item.id);
+      applyInboxItem(item, { quiet: true });
+    }
+    // Listed before and pending no more, but not in this page of the list: gone.
+    for (const id of inbox.items.keys()) if (!pending.has(id)) inbox.items.delete(id);
+    renderInbox();
+    return 'ok';
+  } catch {
+    return 'failed';
+  }
+}
+
+// 'unavailable' without a store, 'signed-out' without a valid credential (the page asks for one).
+function inboxRefusal(response) {
+  if (response.status === 404) {
+    setInboxMode('unavailable', 'This server keeps no approvals (it runs with --store none).');
+    return 'unavailable';
+  }
+  if (response.status === 401) {
+    setInboxMode('signed-out', 'Sign in to see the approvals waiting for you.');
+    return 'signed-out';
+  }
+  return null;
+}
+
+function setInboxMode(mode, note = '') {
+  inbox.mode = mode;
+  inbox.note = note;
+  renderInbox();
+}
+
+// One item from the stream, the list or a vote's answer.
+function applyInboxItem(item, { quiet = false } = {}) {
+  if (!item?.id) return;
+  if (item.conversationId === state.chatId && (item.requester ?? null) === viewer.principal && worthShowing(item)) {
+    // An approval of the open chat: its card shows it, and a decision may mean the server runs the step.
+    liveApprovals.set(item.id, item);
+    scheduleRender();
+    if (item.state !== 'pending' && stepApprovalIds().includes(item.id)) watchNow();
+  }
+  if (!isApprover(item) && !inbox.items.has(item.id)) return;
+  if (item.state === 'pending') {
+    inbox.items.set(item.id, item);
+  } else {
+    inbox.items.delete(item.id);
+    inbox.drafts.delete(item.id);
+    inbox.recent = [item, ...inbox.recent.filter((other) => other.id !== item.id)]
+      .sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)))
+      .slice(0, INBOX_RECENT);
+  }
+  if (!quiet) renderInbox();
+}
+
+// A vote: `{decision: 'approve' | 'deny', reason?, editedInput?}`. A refusal shows the server's message.
+async function voteInbox(id, body) {
+  if (inbox.voting.has(id)) return;
+  inbox.voting.add(id);
+  inbox.errors.delete(id);
+  renderInbox();
+  try {
+    const response = await authFetch(`${APPROVALS_API}/${encodeURIComponent(id)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (response.ok) {
+      inbox.drafts.delete(id);
+      applyInboxItem(await response.json());
+    } else {
+      inbox.errors.set(id, errorLine(await httpError(response)));
+      // Already voted, decided or expired: show where it stands now.
+      if (response.status === 409 || response.status === 410) await reloadInboxItem(id);
+    }
+  } catch (error) {
+    inbox.errors.set(id, error.message);
+  }
+  inbox.voting.delete(id);
+  renderInbox();
+}
+
+async function reloadInboxItem(id) {
+  try {
+    const response = await authFetch(`${APPROVALS_API}/${encodeURIComponent(id)}`);
+    if (response.ok) applyInboxItem(await response.json(), { quiet: true });
+  } catch {
+    // The error shown says enough.
+  }
+}
+
+const newestFirst = (a, b) => String(b.createdAt).localeCompare(String(a.createdAt));
+
+function renderInbox() {
+  const pending = [...inbox.items.values()].sort(newestFirst);
+  const shown = new Set([...pending, ...inbox.recent].map((item) => item.id));
+  for (const id of inbox.nodes.keys()) if (!shown.has(id)) inbox.nodes.delete(id);
+  syncChildren($('#inbox-list'), pending.map(inboxNode));
+  syncChildren($('#inbox-recent'), inbox.recent.map(inboxNode));
+  $('#inbox-recent-section').hidden = inbox.recent.length === 0;
+  const mode = $('#inbox-mode');
+  mode.dataset.mode = inbox.mode;
+  mode.textContent = { live: 'Live', polling: 'Updating every few seconds' }[inbox.mode] ?? '';
+  const note = inbox.note || (pending.length === 0 && inbox.mode !== 'off' ? 'Nothing waits for your decision.' : '');
+  $('#inbox-note').textContent = note;
+  renderInboxCount();
+}
+
+// The number on the Inbox button: approvals waiting for this person's vote.
+function renderInboxCount() {
+  const waiting = [...inbox.items.values()].filter(canVote).length;
+  const count = $('#inbox-count');
+  count.textContent = String(waiting);
+  count.hidden = waiting === 0;
+  $('#inbox-toggle').setAttribute('aria-label', waiting ? `Approval inbox, ${waiting} waiting for you` : 'Approval inbox');
+}
+
+// Rebuilds an item's node only when what it shows changed (a draft's text lives in its control).
+function inboxNode(item) {
+  const draft = inbox.drafts.get(item.id);
+  const signature = JSON.stringify([item, draft?.mode, inbox.errors.get(item.id), inbox.voting.has(item.id), viewer, state.chatId]);
+  const hit = inbox.nodes.get(item.id);
+  if (hit && hit.signature === signature) return hit.node;
+  const node = inboxItem(item);
+  if (hit) restoreFocus(hit.node, node);
+  inbox.nodes.set(item.id, { node, signature });
+  return node;
+}
+
+
+function inboxItem(item) {
+  const votes = item.votes ?? [];
+  const approvals = votes.filter((vote) => vote.decision === 'approve').length;
+  const requester = item.requester ?? 'you';
+  const error = inbox.errors.get(item.id);
+  return el(
+    'li',
+    {
+      class: `inbox-item inbox-item-${item.state}`,
+      'data-testid': 'inbox-item',
+      'data-approval-id': item.id,
+      'data-tool-call-id': item.toolCallId,
+      'data-conversation-id': item.conversationId,
+      'data-state': item.state,
+      'aria-label': `${item.tool} requested by ${requester}: ${ROUTED_LABEL[item.state] ?? item.state}`,
+    },
+    el(
+      'div',
+      { class: 'inbox-head' },
+      el('code', { class: 'inbox-tool', 'data-testid': 'inbox-tool' }, item.tool),
+      el('span', { class: `inbox-state inbox-state-${item.state}`, 'data-testid': 'inbox-state' }, ROUTED_LABEL[item.state] ?? item.state),
+      el(
+        'span',
+        { class: 'inbox-tally', 'data-testid': 'inbox-tally', title: `${approvals} of ${item.quorum} approvals needed` },
+        `${approvals} of ${item.quorum}`,
+      ),
+    ),
+    el(
+      'p',
+      { class: 'inbox-meta' },
+      'Requested by ',
+      el('strong', { 'data-testid': 'inbox-requester' }, requester),
+      ' in ',
+      item.conversationId === state.chatId && (item.requester ?? null) === viewer.principal ? 'this chat' : 'chat ',
+      item.conversationId === state.chatId && (item.requester ?? null) === viewer.principal
+        ? null
+        : el('code', { 'data-testid': 'inbox-conversation' }, item.conversationId),
+      ` · ${new Date(item.createdAt).toLocaleTimeString()}`,
+      item.state === 'pending' && item.expiresAt ? ` · expires ${new Date(item.expiresAt).toLocaleString()}` : '',
+    ),
+    item.reason ? el('p', { class: 'tool-reason inbox-reason', 'data-testid': 'inbox-reason' }, `Asked because: ${item.reason}`) : null,
+    inboxDraftMode(item) === 'edit' ? null : field('Input', jsonBlock(item.input ?? {}, 'inbox-input')),
+    el('p', { class: 'inbox-approvers muted' }, `Approvers: ${describeApprovers(item.approvers ?? [])}, ${item.quorum} needed`),
+    votesList(votes, 'inbox-votes'),
+    inboxActions(item),
+    error ? el('p', { class: 'field-error', role: 'alert', 'data-testid': 'inbox-error' }, error) : null,
+  );
+}
+
+const inboxDraftMode = (item) => (canVote(item) ? inbox.drafts.get(item.id)?.mode : undefined);
+
+function inboxActions(item) {
+  if (item.state !== 'pending') return null;
+  const own = (item.votes ?? []).find(isOwnVote);
+  if (own) {
+    const verb = own.decision === 'approve' ? 'approved' : 'denied';
+    return el('p', { class: 'inbox-my-vote', 'data-testid': 'inbox-my-vote' }, `You ${verb}. Waiting for the other approvers.`);
+  }
+  if (!canVote(item)) return null;
+  const draft = inbox.drafts.get(item.id);
+  const close = () => {
+    inbox.drafts.delete(item.id);
+    renderInbox();
+  };
+  if (draft?.mode === 'deny') return inboxDenyForm(item, draft, close);
+  if (draft?.mode === 'edit') return inboxEditForm(item, draft, close);
+  const open = (mode) => () => {
+    inbox.drafts.set(item.id, { mode, reason: '', text: JSON.stringify(item.input ?? {}, null, 2) });
+    renderInbox();
+  };
+  const disabled = inbox.voting.has(item.id);
+  const what = `${item.tool} requested by ${item.requester ?? 'you'}`;
+  return el(
+    'div',
+    { class: 'button-row inbox-actions' },
+    button('Approve', 'inbox-approve-button', () => voteInbox(item.id, { decision: 'approve' }), 'btn-approve btn-small', {
+      disabled,
+      'aria-label': `Approve ${what}`,
+    }),
+    button('Deny…', 'inbox-deny-button', open('deny'), 'btn-deny btn-small', {
+      disabled,
+      'aria-label': `Deny ${what} (asks for an optional reason)`,
+    }),
+    // Several approvers cannot approve different inputs: edits only where one decides.
+    item.quorum <= 1
+      ? button('Edit input…', 'inbox-edit-button', open('edit'), 'btn-secondary btn-small', { disabled, 'aria-label': `Edit the input of ${what}` })
+      : null,
+  );
+}
+
+function inboxDenyForm(item, draft, close) {
+  const inputId = `inbox-deny-${item.id}`;
+  const confirm = () => voteInbox(item.id, { decision: 'deny', ...(draft.reason.trim() ? { reason: draft.reason.trim() } : {}) });
+  const input = el('input', {
+    id: inputId,
+    type: 'text',
+    class: 'text-input',
+    'data-testid': 'inbox-deny-reason',
+    placeholder: 'e.g. Not this month',
+    maxlength: '500',
+    oninput: (event) => (draft.reason = event.target.value),
+    onkeydown: (event) => {
+      if (event.key === 'Enter') confirm();
+      if (event.key === 'Escape') close();
+    },
+  });
+  input.value = draft.reason;
+  focusOnce(draft, input);
+  return el(
+    'div',
+    { class: 'inbox-form' },
+    el('label', { for: inputId, class: 'field-label' }, 'Reason for denying (optional, the requester and the assistant see it)'),
+    input,
+    el(
+      'div',
+      { class: 'button-row' },
+      button('Deny call', 'inbox-confirm-deny-button', confirm, 'btn-deny-solid btn-small', { disabled: inbox.voting.has(item.id) }),
+      button('Cancel', 'inbox-cancel-button', close, 'btn-ghost btn-small'),
+    ),
+  );
+}
+
+function inboxEditForm(item, draft, close) {
+  const areaId = `inbox-edit-${item.id}`;
+  const error = el('p', { class: 'field-error', 'data-testid': 'inbox-edit-error', role: 'alert' });
+  const approve = button('Approve edited', 'inbox-approve-edited-button', () => {
+    const parsed = validateInput(draft.text);
+    if (parsed.ok) voteInbox(item.id, { decision: 'approve', editedInput: parsed.value });
+  }, 'btn-approve btn-small');
+  const check = () => {
+    const parsed = validateInput(draft.text);
+    error.textContent = parsed.ok ? '' : parsed.error;
+    error.hidden = parsed.ok;
+    approve.disabled = !parsed.ok || inbox.voting.has(item.id);
+    area.setAttribute('aria-invalid', String(!parsed.ok));
+  };
+  const area = el('textarea', {
+    id: areaId,
+    class: 'code-editor',
+    'data-testid': 'inbox-edit-input',
+    spellcheck: 'false',
+    rows: String(Math.min(12, Math.max(4, draft.text.split('\n').length + 1))),
+    oninput: (event) => {
+      draft.text = event.target.value;
+      check();
+    },
+    onkeydown: (event) => event.key === 'Escape' && close(),
+  });
+  area.value = draft.text;
+  check();
+  focusOnce(draft, area);
+  return el(
+    'div',
+    { class: 'inbox-form' },
+    el('label', { for: areaId, class: 'field-label' }, 'Edit the input (JSON), then approve'),
+    area,
+    error,
+    el('div', { class: 'button-row' }, approve, button('Cancel', 'inbox-cancel-button', close, 'btn-ghost btn-small')),
+  );
+}
+
+// ---------------------------------------------------------------------------
 // Scrolling and the composer
 
 function isScrolledToBottom() {
@@ -1483,7 +2284,11 @@ function setup() {
   }
   rememberChatId();
   setupSignIn();
-  whoAmI().then((known) => known && restoreConversation());
+  whoAmI().then((known) => {
+    if (!known) return;
+    restoreConversation();
+    startInbox();
+  });
   $('#error-dismiss').addEventListener('click', clearError);
   $('#error-retry').addEventListener('click', () => !busy() && submit());
   render();

@@ -11,6 +11,7 @@ use axum::routing::{get, post};
 use axum::serve::ListenerExt;
 use axum::{Router, middleware};
 use toolgate::approval::ApprovalSigner;
+use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
     ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, conversation_key,
     is_valid_conversation_id,
@@ -22,11 +23,11 @@ use toolgate_protocol::ModelMessage;
 use tower_http::trace::TraceLayer;
 
 use crate::error::ApiError;
-use crate::principal::PrincipalSource;
+use crate::principal::{Caller, PrincipalSource};
 use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, audit, chat, decisions, me, oidc, page, resume};
+use crate::{agui, approvals, audit, chat, continuation, decisions, me, oidc, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -63,6 +64,9 @@ pub struct ServerConfig {
     /// How long the ledger keeps finished approvals, their audit events and
     /// finished conversations (`--retain`; `None` keeps everything). See [`crate::retention`].
     pub retain: Option<std::time::Duration>,
+    /// How long a server-side continuation's claim lasts without renewal
+    /// (see [`crate::continuation`]; default [`crate::continuation::LEASE`]).
+    pub continuation_lease: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -83,6 +87,7 @@ impl ServerConfig {
             admins: Vec::new(),
             groups: std::collections::BTreeMap::new(),
             retain: None,
+            continuation_lease: crate::continuation::LEASE,
         }
     }
 }
@@ -103,11 +108,17 @@ struct Inner {
     /// Where sticky decisions live: the ledger's store, else this process's memory.
     decisions: Arc<dyn ApprovalStore>,
     clock: Arc<dyn Clock>,
+    /// Bumped whenever this process changes an approval (inbox streams look again).
+    approvals_changed: tokio::sync::watch::Sender<u64>,
+    /// Wakes the continuation worker (a decision here made a conversation due).
+    continuations: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
     /// State for this configuration and model; opens the prompt trace file if one is configured.
-    pub fn new(config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
+    pub fn new(mut config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
+        // Approvals routed to a configured group record its members when issued.
+        config.ledger = config.ledger.take().map(|ledger| ledger.groups(config.groups.clone()));
         let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
         let model: SharedModel = match &trace {
             Some(trace) => Arc::new(ObservedModel::with_observer(model, trace.clone())),
@@ -120,7 +131,18 @@ impl AppState {
             Some(ledger) => (Arc::clone(&ledger.store), Arc::clone(&ledger.clock)),
             None => (Arc::new(MemoryStore::new()), Arc::new(SystemClock)),
         };
-        let inner = Inner { config, model, signer, trace, running, toolkit, decisions, clock };
+        let inner = Inner {
+            config,
+            model,
+            signer,
+            trace,
+            running,
+            toolkit,
+            decisions,
+            clock,
+            approvals_changed: tokio::sync::watch::Sender::new(0),
+            continuations: Arc::default(),
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -149,6 +171,47 @@ impl AppState {
         if let Some(trace) = &self.inner.trace {
             trace.flush();
         }
+    }
+
+    /// Who is acting, as the approval lifecycle sees them: the principal, their
+    /// groups, and whether they are an admin.
+    pub fn voter(&self, caller: &Caller) -> Voter {
+        let admin =
+            caller.principal.as_ref().is_some_and(|principal| self.config().admins.iter().any(|a| a == principal));
+        Voter { principal: caller.principal.clone(), groups: caller.groups.clone(), admin }
+    }
+
+    /// The keys an inbox listing of this voter selects by (`None`: every
+    /// approval, for admins). A single-user server files its approvals under
+    /// `""` (no owner), which its one user lists through the same index.
+    pub fn viewer_keys(&self, voter: &Voter) -> Option<Vec<String>> {
+        match (self.config().principals.is_configured(), voter.admin) {
+            (_, true) => None,
+            (false, false) => Some(vec![String::new()]),
+            (true, false) => Some(voter.keys()),
+        }
+    }
+
+    /// The groups the config gives `principal` (`[groups]`).
+    pub(crate) fn configured_groups(&self, principal: Option<&str>) -> Vec<String> {
+        let Some(principal) = principal else { return Vec::new() };
+        let groups = self.config().groups.iter().filter(|(_, members)| members.iter().any(|m| m == principal));
+        groups.map(|(group, _)| group.clone()).collect()
+    }
+
+    /// Tells inbox streams that approvals changed here.
+    pub(crate) fn approvals_changed(&self) {
+        self.inner.approvals_changed.send_modify(|version| *version = version.wrapping_add(1));
+    }
+
+    /// A receiver that wakes when approvals change here.
+    pub(crate) fn watch_approvals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.approvals_changed.subscribe()
+    }
+
+    /// Wakes the continuation worker.
+    pub(crate) fn continuations(&self) -> &Arc<tokio::sync::Notify> {
+        &self.inner.continuations
     }
 
     /// The stored chats' responses running now (for `GET /api/chat/{id}/stream`).
@@ -286,7 +349,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/me", get(me::me))
         .route("/api/decisions", get(decisions::list).post(decisions::add))
         .route("/api/decisions/{id}", axum::routing::delete(decisions::revoke))
-        .route("/api/chats/{id}", get(chat::stored_messages));
+        .route("/api/chats/{id}", get(chat::stored_messages))
+        .route("/api/approvals", get(approvals::list))
+        .route("/api/approvals/stream", get(approvals::stream))
+        .route("/api/approvals/{id}", get(approvals::show).post(approvals::decide).delete(approvals::withdraw));
     if oidc {
         routes = routes
             .route("/auth/callback", get(oidc::routes::callback))
@@ -356,9 +422,10 @@ pub async fn serve_listener(
         }
         _ => None,
     };
+    let continuing = state.config().ledger.is_some().then(|| tokio::spawn(continuation::worker(state.clone())));
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-    if let Some(pruning) = pruning {
-        pruning.abort();
+    for task in pruning.into_iter().chain(continuing) {
+        task.abort();
     }
     state.flush_trace();
     served

@@ -16,7 +16,7 @@ use serde_json::json;
 use toolgate::ledger::Ledger;
 use toolgate::{TextStream, stream_text};
 use toolgate_ui::{
-    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, UiMessageBuilder, UiRole,
+    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, UiMessage, UiMessageBuilder, UiRole,
     UiStreamEncoder, convert_to_model_messages, into_model_messages, sse_frame,
 };
 
@@ -91,7 +91,8 @@ async fn stored_chat(
     let gate = state.gate(&key, principal.as_deref());
     let read = store.conversation_with_decisions(&key, &gate.query()).await?;
     let gate = gate.with_decisions(read.decisions);
-    let Reconciled { messages, version, replay } =
+    let new_message = request.messages.last().is_some_and(|message| message.role == UiRole::User);
+    let Reconciled { mut messages, version, replay } =
         conversation::reconcile(&ledger, request, read.conversation, &state.toolkit()).await?;
     if let Some(chunks) = replay {
         tracing::info!(chat = %chat_id, "repeated request answered from the stored conversation");
@@ -101,12 +102,61 @@ async fn stored_chat(
             .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
+    let voter =
+        toolgate::approval::lifecycle::Voter { principal: principal.clone(), groups: groups.clone(), admin: false };
+    let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
+    let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
+    Ok(match run.step {
+        crate::routed::Step::Waiting { .. } => {
+            detached_sse(crate::routed::waiting(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
+        }
+        crate::routed::Step::None | crate::routed::Step::Ready { .. } => {
+            detached_sse(run_stored(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
+        }
+    })
+}
+
+/// A stored conversation's run, ready to start: from a chat request, or
+/// the server's own continuation ([`crate::continuation`]).
+pub(crate) struct StoredRun {
+    /// The conversation key.
+    pub key: String,
+    /// Whose run it is (the conversation's owner).
+    pub principal: Option<String>,
+    /// Their groups.
+    pub groups: Vec<String>,
+    /// The conversation's ledger, answered by `principal`.
+    pub ledger: Ledger,
+    /// The gate with the sticky decisions read (`None`: read when needed).
+    pub gate: Option<toolgate_policy::StoredGate>,
+    /// The history to run.
+    pub messages: Vec<UiMessage>,
+    /// The stored version it extends.
+    pub version: Option<i64>,
+    /// What the step's routed approvals say (see [`crate::routed`]).
+    pub step: crate::routed::Step,
+}
+
+/// Runs a stored conversation to its end, whatever its client does, and
+/// stores it; the frames of the response (recorded for `GET /api/chat/{id}/stream`).
+pub(crate) async fn run_stored(
+    state: &AppState,
+    run: StoredRun,
+) -> Result<impl futures::Stream<Item = Bytes> + Send + 'static, ApiError> {
+    let StoredRun { key, principal, groups, ledger, gate, messages, version, step } = run;
+    let store = ledger.config.store.clone();
     let model_messages = convert_to_model_messages(&messages)?;
-    tracing::info!(chat = %chat_id, messages = model_messages.len(), stored = ?version, "chat request");
+    tracing::info!(conversation = %key, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
+    let gate = gate.unwrap_or_else(|| state.gate(&key, principal.as_deref()));
     let engine_request =
         state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger).groups(groups);
-    let stream = start(&state, &chat_id, engine_request).await?;
+    let stream = start(state, &key, engine_request).await?;
+    let reported = step.approval_ids();
+    let claim = match step {
+        crate::routed::Step::Ready { claim, .. } => claim,
+        crate::routed::Step::None | crate::routed::Step::Waiting { .. } => None,
+    };
 
     let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
     let mut history = messages;
@@ -117,15 +167,29 @@ async fn stored_chat(
         }
         None => UiMessageBuilder::new(new_message_id()),
     };
-    let mut encoder = encoder(&state, builder.message().id.clone());
+    let mut encoder = encoder(state, builder.message().id.clone());
     let running = state.running().start(&key, principal);
-    let frames = async_stream::stream! {
+    if !builder.message().parts.is_empty() {
+        // A client resuming this continuation gets the message as it stood first (see `resume_prefix`).
+        for chunk in crate::replay::resume_prefix(builder.message()) {
+            running.push(&Bytes::from(sse_frame(&chunk)));
+        }
+    }
+    let state = state.clone();
+    Ok(async_stream::stream! {
         let mut stream = stream;
         // From `finish` on, frames wait until the conversation is saved: a client that
         // answers as soon as the response finishes must find its calls on record.
         let mut held = Vec::new();
         while let Some(part) = stream.next().await {
             for chunk in encoder.encode(&part) {
+                if matches!(chunk, UiChunk::Finish { .. }) {
+                    // The routed approvals of the step, as they ended (executed, denied, ...).
+                    for report in crate::routed::report(store.as_ref(), &reported).await {
+                        builder.apply(&report);
+                        held.push(Bytes::from(sse_frame(&report)));
+                    }
+                }
                 builder.apply(&chunk);
                 let frame = Bytes::from(sse_frame(&chunk));
                 if matches!(chunk, UiChunk::Finish { .. }) || !held.is_empty() {
@@ -138,12 +202,22 @@ async fn stored_chat(
         }
         history.push(builder.finish());
         conversation::save(store.as_ref(), &key, &history, version, clock.now()).await;
+        if !reported.is_empty() {
+            state.approvals_changed();
+        }
+        if let Some((claim, holder)) = &claim {
+            // A decision made while this ran bumped the mark: the worker continues from here.
+            match store.finish_continuation(claim, holder).await {
+                Ok(true) => {}
+                Ok(false) => state.continuations().notify_one(),
+                Err(error) => tracing::warn!(%error, conversation = %key, "cannot end the continuation claim"),
+            }
+        }
         for frame in held.into_iter().chain([Bytes::from_static(SSE_DONE.as_bytes())]) {
             running.push(&frame);
             yield frame;
         }
-    };
-    Ok(detached_sse(frames, UI_MESSAGE_STREAM_HEADERS))
+    })
 }
 
 /// `GET /api/chats/:id`: the stored UI messages of a chat.
@@ -177,10 +251,10 @@ async fn start<'a>(
     })
 }
 
-fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
+pub(crate) fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
     UiStreamEncoder::new(EncoderOptions { message_id, signature_field: state.config().signature_field })
 }
 
-fn new_message_id() -> String {
+pub(crate) fn new_message_id() -> String {
     format!("msg-{}", uuid::Uuid::now_v7().simple())
 }

@@ -5,6 +5,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use toolgate::EngineError;
+use toolgate::approval::lifecycle::{VoteError, VoteRefusal};
 use toolgate::ledger::StoreError;
 use toolgate_agui::InputError;
 use toolgate_ui::ConvertError;
@@ -71,14 +72,47 @@ impl From<InputError> for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
-        let status = match error {
-            EngineError::ApprovalAlreadyDecided { .. } | EngineError::ApprovalInProgress { .. } => StatusCode::CONFLICT,
+        let status = match &error {
+            EngineError::Vote(refusal) => refusal_status(refusal),
+            EngineError::ApprovalAlreadyDecided { .. }
+            | EngineError::ApprovalInProgress { .. }
+            | EngineError::ApprovalsPending { .. } => StatusCode::CONFLICT,
             EngineError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
             EngineError::Incomplete { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         };
         Self::new(status, error.code(), error.to_string())
+    }
+}
+
+/// The status of a refused vote: who may not (403), what is no longer
+/// possible (409, 410), what was never visible (404), a malformed vote (400).
+fn refusal_status(refusal: &VoteRefusal) -> StatusCode {
+    match refusal {
+        VoteRefusal::Unknown(_) => StatusCode::NOT_FOUND,
+        VoteRefusal::NotAnApprover { .. } | VoteRefusal::SelfApprovalForbidden(_) | VoteRefusal::NotTheRequester(_) => {
+            StatusCode::FORBIDDEN
+        }
+        VoteRefusal::AlreadyVoted(_) | VoteRefusal::AlreadyDecided { .. } => StatusCode::CONFLICT,
+        VoteRefusal::Expired(_) => StatusCode::GONE,
+        VoteRefusal::EditNeedsSingleApprover(_) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+impl From<VoteRefusal> for ApiError {
+    fn from(refusal: VoteRefusal) -> Self {
+        Self::new(refusal_status(&refusal), refusal.code(), refusal.to_string())
+    }
+}
+
+impl From<VoteError> for ApiError {
+    fn from(error: VoteError) -> Self {
+        match error {
+            VoteError::Refused(refusal) => refusal.into(),
+            VoteError::Store(error) => error.into(),
+        }
     }
 }
 

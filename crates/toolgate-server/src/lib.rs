@@ -22,8 +22,10 @@
 
 mod agui;
 mod app;
+mod approvals;
 mod audit;
 mod chat;
+pub mod continuation;
 mod conversation;
 mod decisions;
 mod error;
@@ -36,10 +38,12 @@ mod principal;
 mod replay;
 mod resume;
 pub mod retention;
+mod routed;
 mod secret;
 mod trace;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, serve_listener, shutdown_signal};
+pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT, approval_item};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;

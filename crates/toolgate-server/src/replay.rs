@@ -8,6 +8,12 @@ use toolgate_ui::{ToolState, UiChunk, UiMessage, UiPart, UiToolPart};
 /// into `stored`: the outcome of each tool part the client has in an earlier
 /// state, then every part the client lacks.
 pub(crate) fn replay_chunks(client: Option<&UiMessage>, stored: &UiMessage) -> Vec<UiChunk> {
+    replay(client, stored, false)
+}
+
+/// [`replay_chunks`]; with `answered_requests`, a tool part whose approval
+/// was answered (and is being acted on) comes back as its request.
+fn replay(client: Option<&UiMessage>, stored: &UiMessage, answered_requests: bool) -> Vec<UiChunk> {
     let mut chunks = vec![UiChunk::Start { message_id: Some(stored.id.clone()) }];
     let known = client.map_or(0, |client| client.parts.len().min(stored.parts.len()));
     if let Some(client) = client {
@@ -51,9 +57,19 @@ pub(crate) fn replay_chunks(client: Option<&UiMessage>, stored: &UiMessage) -> V
                     provider_executed: tool.provider_executed,
                     dynamic: tool.dynamic.then_some(true),
                 });
-                chunks.extend(outcome(tool));
+                match (tool.state, &tool.approval) {
+                    (ToolState::ApprovalResponded, Some(approval)) if answered_requests => {
+                        chunks.push(UiChunk::ToolApprovalRequest {
+                            approval_id: approval.id.clone(),
+                            tool_call_id: tool.tool_call_id.clone(),
+                            signature: approval.signature.clone(),
+                        });
+                    }
+                    _ => chunks.extend(outcome(tool)),
+                }
             }
-            UiPart::File { .. } | UiPart::ToolApproval { .. } | UiPart::Other(_) => {}
+            UiPart::Other(raw) => chunks.extend(data_part(raw)),
+            UiPart::File { .. } | UiPart::ToolApproval { .. } => {}
         }
     }
     if in_step {
@@ -61,6 +77,28 @@ pub(crate) fn replay_chunks(client: Option<&UiMessage>, stored: &UiMessage) -> V
     }
     chunks.push(UiChunk::Finish { finish_reason: None });
     chunks
+}
+
+/// The chunks a client that resumes a running continuation of `message`
+/// needs first: the message as it stood when the continuation started (the
+/// AI SDK's default `resumeStream` treats the resumed stream as a replay of
+/// the whole message and starts it over at its first `start` chunk; the
+/// continuation's own frames follow).
+pub(crate) fn resume_prefix(message: &UiMessage) -> Vec<UiChunk> {
+    let mut chunks = replay(None, message, true);
+    chunks.pop(); // the `finish`: the continuation goes on
+    chunks
+}
+
+/// toolgate's data parts (why a call waits, where an approval stands), as the chunks that made them.
+fn data_part(raw: &serde_json::Value) -> Option<UiChunk> {
+    let id = raw["id"].as_str()?.to_owned();
+    let data = raw.get("data")?.clone();
+    match raw["type"].as_str()? {
+        toolgate_ui::REASON_PART => Some(UiChunk::Reason { id, data }),
+        toolgate_ui::APPROVAL_PART => Some(UiChunk::Approval { id, data }),
+        _ => None,
+    }
 }
 
 /// The chunk that puts a tool part in its stored state (none for the input states).

@@ -25,12 +25,18 @@
 //!   call ran twice, and once leases lapse every approval is pending,
 //!   executed (one run), denied (none) or interrupted (at most one).
 //!
+//! - Routed approvals (`replicas/routed.rs`): votes at both replicas at
+//!   once, one server-side continuation per conversation; SIGKILL during a
+//!   continuation.
+//!
 //! Random choices print their seed; `TOOLGATE_REPLICAS_SEED` repeats them.
 //!
 //! Postgres tests run when `TOOLGATE_TEST_POSTGRES_URL` is set (each in a
 //! fresh database), and fail when `TOOLGATE_TEST_REQUIRE_POSTGRES=1` without
 //! it: `bash scripts/with-postgres.sh cargo test -p toolgate-server --test replicas`.
 
+#[path = "replicas/routed.rs"]
+mod routed;
 #[path = "replicas/support.rs"]
 mod support;
 

@@ -30,6 +30,9 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
         output: None,
         lease: None,
         updated_at,
+        routing: None,
+        votes: Vec::new(),
+        reason: None,
     }
 }
 

@@ -12,8 +12,9 @@ use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, DecisionQuery, LedgerConfig, MemoryStore, Millis, Pruned,
-    StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery,
+    LedgerConfig, MemoryStore, Millis, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition,
+    TransitionOutcome,
 };
 
 /// A memory store whose conversation saves take a while.
@@ -48,6 +49,25 @@ impl ApprovalStore for SlowSaves {
     }
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
         self.0.prune(before)
+    }
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        self.0.list_approvals(query)
+    }
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>> {
+        self.0.claim_continuation(conversation_id, executor, until, now, create)
+    }
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool> {
+        self.0.finish_continuation(claim, executor)
+    }
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
+        self.0.due_continuations(now, limit)
     }
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)

@@ -113,6 +113,9 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
         output: None,
         lease: None,
         updated_at: 1,
+        routing: None,
+        votes: Vec::new(),
+        reason: None,
     }
 }
 

@@ -32,6 +32,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         output: None,
         lease: None,
         updated_at: 0,
+        routing: None,
+        votes: Vec::new(),
+        reason: None,
     };
     let ids: Vec<String> = (0..n).map(|i| format!("apr-{run}-{i}")).collect();
     let started = Instant::now();

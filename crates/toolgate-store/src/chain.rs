@@ -16,7 +16,10 @@
 //! - otherwise both are unmoved (or both missing).
 //!
 //! Fused only when the rebuild is exact: the second has no guard and writes
-//! no decision or output, and neither keeps a lease it does not set.
+//! no decision, output or votes, and neither keeps a lease it does not set.
+//! A pair where either transition marks its conversation due to continue
+//! (`Update::continuation`) is not fused: those run in a transaction, one by
+//! one, so the mark follows the move it depends on.
 
 use toolgate::ledger::{ApprovalRecord, Guard, Transition, TransitionOutcome, Update};
 
@@ -48,6 +51,9 @@ impl Chain {
             && second.guard == Guard::None
             && second.update.decision.is_none()
             && second.update.output.is_none()
+            && second.update.votes.is_none()
+            && !first.update.continuation
+            && !second.update.continuation
             && LeaseWrite::of(first) != LeaseWrite::Keep
             && LeaseWrite::of(second) != LeaseWrite::Keep
             && first.events.len() + second.events.len() <= sql::EVENTS_PER_INSERT;
@@ -63,6 +69,8 @@ impl Chain {
                 decision: first.update.decision.clone(),
                 output: first.update.output.clone(),
                 lease: second.update.lease.clone(),
+                votes: first.update.votes.clone(),
+                continuation: false,
             },
             at: second.at,
             events: first.events.iter().chain(&second.events).cloned().collect(),
@@ -93,7 +101,7 @@ impl Chain {
     }
 
     /// The record as the first transition left it: the final one without the
-    /// second's state, time and lease (it wrote nothing else).
+    /// second's state, time and lease (it wrote nothing else: no votes either).
     fn between(&self, after: &ApprovalRecord) -> ApprovalRecord {
         let mut between = after.clone();
         between.state = self.first.to;

@@ -12,7 +12,20 @@
 //!   the conversation or principal asked), oldest first by `created_at`, then
 //!   in the order they were saved; a revocation is one `DELETE … RETURNING`;
 //!   a conversation and its decisions are read together in one statement
-//!   (`conversation_with_decisions`).
+//!   (`conversation_with_decisions`);
+//! - votes are counted on the votes read: a vote is a conditional update on
+//!   `vote_count` (`Guard::Votes`), so of votes racing on one approval each
+//!   is counted or read again, and exactly one decides;
+//! - every approval lists the keys of who may see it in `approval_viewers`
+//!   (written with it, removed with it), and an inbox listing walks one
+//!   key's rows newest first on their primary key, reading only as many as
+//!   it shows;
+//! - a transition with `Update::continuation` marks its conversation due in
+//!   `continuations` in the transaction that moves it, with a generation no
+//!   mark ever had (a Postgres sequence; a one-row counter on SQLite); claims,
+//!   finishes and the due listing are conditional statements
+//!   (`UPDATE … RETURNING`, `DELETE … RETURNING`, an upsert), never a read
+//!   followed by a write.
 //!
 //! On SQLite every write transaction takes the write lock up front
 //! (`BEGIN IMMEDIATE`) through a single writer connection, whose task
@@ -40,8 +53,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ConversationRead, DecisionQuery, MemoryStore, Millis,
-    Pruned, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ContinuationClaim, ConversationRead,
+    DecisionQuery, MemoryStore, Millis, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition,
+    TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
@@ -237,6 +251,31 @@ impl ApprovalStore for SqlStore {
         Box::pin(
             async move { on_backend!(self, backend => backend.conversation_with_decisions(conversation_id, query)) },
         )
+    }
+
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(async move { on_backend!(self, backend => backend.list_approvals(query)) })
+    }
+
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>> {
+        Box::pin(async move {
+            on_backend!(self, backend => backend.claim_continuation(conversation_id, executor, until, now, create))
+        })
+    }
+
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.finish_continuation(claim, executor)) })
+    }
+
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
+        Box::pin(async move { on_backend!(self, backend => backend.due_continuations(now, limit)) })
     }
 }
 

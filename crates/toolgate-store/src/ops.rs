@@ -7,8 +7,19 @@
 //! atomic on its own), `write_fused` (runs the text of `fused_issue_sql` or
 //! `fused_transition_sql`: one statement on Postgres, several in a
 //! transaction on SQLite), `reader` (a pool for reads) and `select_records`
-//! (approvals by id), and `insert_events_sql` (appends events, serialised
-//! with other appends until commit).
+//! (approvals by id), `insert_events_sql` (appends events, serialised
+//! with other appends until commit), and the continuation marks' texts:
+//! `MARK_DUE` and `MARK_AND_CLAIM` (see `sql::mark_due_sql!` and
+//! `sql::mark_and_claim_sql!`, each drawing the backend's next generation),
+//! and whether drawing a generation needs a transaction of its own
+//! (`GENERATION_NEEDS_TRANSACTION`: a counter row on SQLite, a sequence on
+//! Postgres).
+//!
+//! A transition that marks its conversation due to continue
+//! (`Update::continuation`) runs in a transaction, never fused: the mark is
+//! written after the update moved, before commit. Every other transition,
+//! with or without votes, takes the fused paths.
+//!
 //! Generic sqlx code over `Database` needs long higher-ranked bounds; a
 //! concrete `Db` per copy keeps every query plain.
 
@@ -16,20 +27,23 @@ use std::collections::HashMap;
 
 use sqlx::Database;
 use toolgate::ledger::{
-    ApprovalRecord, AuditEvent, AuditQuery, AuditView, ConversationRead, DecisionQuery, Millis, Pruned, StoreError,
-    StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, AuditEvent, AuditQuery, AuditView, ContinuationClaim, ConversationRead,
+    DecisionQuery, Millis, Pruned, StoreError, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
-use super::{Backend, Db, fused_issue_sql, fused_transition_sql, insert_events_sql};
+use super::{
+    Backend, Db, GENERATION_NEEDS_TRANSACTION, MARK_AND_CLAIM, MARK_DUE, fused_issue_sql, fused_transition_sql,
+    insert_events_sql,
+};
 use crate::batch::WriteFuture;
 use crate::chain::{Chain, Split};
 use crate::sql::{
-    self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, db_error,
+    self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, VotesWrite, db_error,
 };
 
 type Conn = <Db as Database>::Connection;
 
-/// Binds an approval's fourteen parameters, in [`sql::INSERT_RECORD`]
+/// Binds an approval's [`sql::RECORD_PARAMS`] parameters, in [`sql::INSERT_RECORD`]
 /// order, to a query or typed query.
 macro_rules! bind_record {
     ($query:expr, $record:expr, $params:expr) => {{
@@ -49,6 +63,10 @@ macro_rules! bind_record {
             .bind(record.lease.as_ref().map(|lease| &lease.executor))
             .bind(record.lease.as_ref().map(|lease| lease.until))
             .bind(record.updated_at)
+            .bind(&params.routing)
+            .bind(&params.votes)
+            .bind(&record.reason)
+            .bind(params.vote_count)
     }};
 }
 
@@ -71,10 +89,12 @@ macro_rules! bind_event {
 
 impl Backend {
     pub(crate) async fn issue(&self, records: &[ApprovalRecord], events: &[AuditEvent]) -> Result<(), StoreError> {
-        if let [record] = records
-            && let Some(text) = fused_issue_sql(events.len())
-        {
-            return self.write_fused(Fused::new((record.clone(), events.to_vec()), text), fused_issue_in).await;
+        if let [record] = records {
+            let params = RecordParams::new(record)?;
+            if let Some(text) = fused_issue_sql(events.len(), params.viewers.len()) {
+                let item = FusedIssue { record: record.clone(), params, events: events.to_vec() };
+                return self.write_fused(Fused::new(item, text), fused_issue_in).await;
+            }
         }
         self.write((records.to_vec(), events.to_vec()), issue_in).await
     }
@@ -114,6 +134,7 @@ impl Backend {
             // events in one round trip (one statement on Postgres, one text
             // of several in a transaction on SQLite).
             if let [transition] = transitions
+                && !transition.update.continuation
                 && let Some(text) = fused_transition_sql(transition)
             {
                 let outcome = self.write_fused(Fused::new(transition.clone(), text), fused_transition_in).await?;
@@ -140,13 +161,17 @@ impl Backend {
     }
 
     /// Prunes in chunks of at most [`sql::PRUNE_CHUNK`] rows, each its own
-    /// write: events first (they look at the approvals), then approvals, then conversations.
+    /// write: events first (they look at the approvals), then approvals (with
+    /// their viewers, in the same transaction), then conversations.
     pub(crate) async fn prune(&self, before: Millis) -> Result<Pruned, StoreError> {
         let mut removed = [0u64; 3];
-        for (count, text) in removed.iter_mut().zip([sql::PRUNE_EVENTS, sql::PRUNE_APPROVALS, sql::PRUNE_CONVERSATIONS])
-        {
+        for (step, count) in removed.iter_mut().enumerate() {
             loop {
-                let chunk = self.write_statement((text, before), prune_chunk_in).await?;
+                let chunk = match step {
+                    0 => self.write_statement((sql::PRUNE_EVENTS, before), prune_chunk_in).await?,
+                    1 => self.write(before, prune_approvals_in).await?,
+                    _ => self.write_statement((sql::PRUNE_CONVERSATIONS, before), prune_chunk_in).await?,
+                };
                 *count += chunk;
                 if chunk < sql::PRUNE_CHUNK {
                     break;
@@ -246,6 +271,149 @@ impl Backend {
         // In a transaction: a row that cannot be read back is not removed (the error rolls back).
         self.write(id.to_owned(), revoke_decision_in).await
     }
+
+    /// The inbox listing (see [`sql::list_sql`]): one statement, one snapshot.
+    pub(crate) async fn list_approvals(&self, query: &ApprovalQuery) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let keys: Option<Vec<&String>> = query.viewer_keys.as_ref().map(|keys| {
+            let mut keys: Vec<&String> = keys.iter().collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        });
+        if query.limit == 0 || keys.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let text = sql::list_sql(query, keys.as_ref().map(Vec::len));
+        let mut select = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text));
+        for key in keys.into_iter().flatten() {
+            select = select.bind(key);
+        }
+        if let Some(conversation_id) = &query.conversation_id {
+            select = select.bind(conversation_id);
+        }
+        let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.reader()).await.map_err(db_error)?;
+        rows.into_iter().map(RecordRow::into_record).collect()
+    }
+
+    /// Claims a mark (see `ApprovalStore::claim_continuation`): one
+    /// conditional update, or with `create` one upsert that marks and claims.
+    pub(crate) async fn claim_continuation(
+        &self,
+        conversation_id: &str,
+        executor: &str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> Result<Option<ContinuationClaim>, StoreError> {
+        let ask = ClaimAsk { conversation_id: conversation_id.to_owned(), executor: executor.to_owned(), until, now };
+        let generation = match (create, GENERATION_NEEDS_TRANSACTION) {
+            (false, _) => self.write_statement(ask, claim_in).await?,
+            (true, true) => self.write(ask, mark_and_claim_in).await?,
+            (true, false) => self.write_statement(ask, mark_and_claim_in).await?,
+        };
+        Ok(generation.map(|generation| ContinuationClaim { conversation_id: conversation_id.to_owned(), generation }))
+    }
+
+    /// Ends a claim (see `ApprovalStore::finish_continuation`): conditional
+    /// statements in one transaction.
+    pub(crate) async fn finish_continuation(
+        &self,
+        claim: &ContinuationClaim,
+        executor: &str,
+    ) -> Result<bool, StoreError> {
+        self.write((claim.clone(), executor.to_owned()), finish_continuation_in).await
+    }
+
+    /// The marks nobody holds at `now`, oldest generation first.
+    pub(crate) async fn due_continuations(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar::<_, String>(sql::DUE_CONTINUATIONS)
+            .bind(now)
+            .bind(sql::limit_param(limit))
+            .fetch_all(self.reader())
+            .await
+            .map_err(db_error)
+    }
+}
+
+/// A claim asked for: the conversation, the executor, until when, and now.
+struct ClaimAsk {
+    conversation_id: String,
+    executor: String,
+    until: Millis,
+    now: Millis,
+}
+
+fn claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
+    Box::pin(async move {
+        sqlx::query_scalar::<_, i64>(sql::CLAIM_CONTINUATION)
+            .bind(&ask.conversation_id)
+            .bind(&ask.executor)
+            .bind(ask.until)
+            .bind(ask.now)
+            .fetch_optional(conn)
+            .await
+            .map_err(db_error)
+    })
+}
+
+fn mark_and_claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
+    Box::pin(async move {
+        // On SQLite the text draws the generation first (a statement without rows).
+        let rows = sqlx::query_as::<_, (i64, bool)>(MARK_AND_CLAIM)
+            .bind(&ask.conversation_id)
+            .bind(&ask.executor)
+            .bind(ask.until)
+            .bind(ask.now)
+            .fetch_all(conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows.into_iter().find_map(|(generation, claimed)| claimed.then_some(generation)))
+    })
+}
+
+/// Deletes the mark when it is still the claim's and nobody else holds it
+/// (`true`); else releases it when the executor holds it (`false`); else
+/// `true` only when there is no mark at all.
+fn finish_continuation_in<'c>(
+    conn: &'c mut Conn,
+    (claim, executor): &'c (ContinuationClaim, String),
+) -> WriteFuture<'c, bool> {
+    Box::pin(async move {
+        let cleared = sqlx::query_scalar::<_, i64>(sql::FINISH_CONTINUATION)
+            .bind(&claim.conversation_id)
+            .bind(claim.generation)
+            .bind(executor)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_error)?;
+        if cleared.is_some() {
+            return Ok(true);
+        }
+        let released = sqlx::query_scalar::<_, i64>(sql::RELEASE_CONTINUATION)
+            .bind(&claim.conversation_id)
+            .bind(executor)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_error)?;
+        if released.is_some() {
+            return Ok(false);
+        }
+        let marked = sqlx::query_scalar::<_, i64>(sql::CONTINUATION_GENERATION)
+            .bind(&claim.conversation_id)
+            .fetch_optional(conn)
+            .await
+            .map_err(db_error)?;
+        Ok(marked.is_none())
+    })
+}
+
+/// Marks a conversation due to continue with a new generation, keeping its holder.
+async fn mark_due_in(conn: &mut Conn, conversation_id: &str) -> Result<(), StoreError> {
+    sqlx::query(MARK_DUE).bind(conversation_id).execute(conn).await.map_err(db_error)?;
+    Ok(())
 }
 
 /// A conversation to save over the version its writer read.
@@ -261,6 +429,7 @@ fn issue_in<'c>(
     (records, events): &'c (Vec<ApprovalRecord>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, ()> {
     Box::pin(async move {
+        let mut viewers: Vec<(String, Millis, &str)> = Vec::with_capacity(records.len());
         for record in records {
             let params = RecordParams::new(record)?;
             let done = bind_record!(sqlx::query(sql::INSERT_RECORD), record, &params)
@@ -271,9 +440,30 @@ fn issue_in<'c>(
                 // The transaction rolls back: nothing of this call is recorded.
                 return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
             }
+            viewers.extend(params.viewers.into_iter().map(|viewer| (viewer, record.issued_at, &*record.approval_id)));
+        }
+        for chunk in viewers.chunks(sql::VIEWERS_PER_INSERT) {
+            let text = format!(
+                "INSERT INTO approval_viewers ({}) VALUES {}",
+                sql::VIEWER_INSERT_COLUMNS,
+                sql::viewer_rows(chunk.len(), 1)
+            );
+            let mut insert = sqlx::query(sqlx::AssertSqlSafe(text));
+            for (viewer, issued_at, approval_id) in chunk {
+                insert = insert.bind(viewer).bind(*issued_at).bind(*approval_id);
+            }
+            insert.execute(&mut *conn).await.map_err(db_error)?;
         }
         append_in(conn, events).await
     })
+}
+
+/// One approval to issue on a fused path: the record, its columns as
+/// written (with its viewers), and its events.
+pub(crate) struct FusedIssue {
+    record: ApprovalRecord,
+    params: RecordParams,
+    events: Vec<AuditEvent>,
 }
 
 /// A fused operation's data: what it writes, the text of `fused_issue_sql`
@@ -308,15 +498,18 @@ impl<T> Fused<T> {
     }
 }
 
-/// One approval and its events in one statement (`text`, from the backend),
-/// which inserts the events only when it inserted the approval.
-fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<(ApprovalRecord, Vec<AuditEvent>)>) -> WriteFuture<'c, ()> {
+/// One approval, its viewers and its events in one statement (`text`, from
+/// the backend), which inserts the viewers and events only when it inserted
+/// the approval.
+fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<FusedIssue>) -> WriteFuture<'c, ()> {
     Box::pin(async move {
-        let (record, events) = &fused.item;
-        let params = RecordParams::new(record)?;
+        let FusedIssue { record, params, events } = &fused.item;
         // Its rows add up to how many approvals it inserted (0 or 1); all of
         // them are fetched, so a text of several statements runs to its end.
-        let mut insert = bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(fused.sql())), record, &params);
+        let mut insert = bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(fused.sql())), record, params);
+        for viewer in &params.viewers {
+            insert = insert.bind(viewer);
+        }
         for event in events {
             insert = bind_event!(insert, event);
         }
@@ -333,6 +526,7 @@ fn apply_in<'c>(
     (transitions, events): &'c (Vec<Transition>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
+        // A chain never marks a conversation due (see chain.rs).
         let outcomes = match Chain::of(transitions) {
             Some(chain) => match chain.split(transition_in(&mut *conn, &chain.fused).await?) {
                 Split::Done(outcomes) => outcomes,
@@ -346,6 +540,11 @@ fn apply_in<'c>(
                 outcomes
             }
         };
+        for (transition, outcome) in transitions.iter().zip(&outcomes) {
+            if let (true, TransitionOutcome::Moved(record)) = (transition.update.continuation, outcome) {
+                mark_due_in(&mut *conn, &record.conversation_id).await?;
+            }
+        }
         // Events are appended after every update, in the order the in-memory
         // store appends them, so the log lock is held only until commit.
         let mut appended: Vec<AuditEvent> = Vec::new();
@@ -364,6 +563,29 @@ fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Milli
     Box::pin(async move {
         let done = sqlx::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
         Ok(done.rows_affected())
+    })
+}
+
+/// One chunk of prunable approvals and their viewers; the approvals removed.
+fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture<'c, u64> {
+    Box::pin(async move {
+        let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
+        let removed: Vec<String> = sqlx::query_scalar(sql::PRUNE_APPROVALS)
+            .bind(*before)
+            .bind(chunk)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_error)?;
+        for ids in removed.chunks(sql::VIEWERS_PER_INSERT) {
+            let params: Vec<String> = (1..=ids.len()).map(|n| format!("${n}")).collect();
+            let text = format!("DELETE FROM approval_viewers WHERE approval_id IN ({})", params.join(", "));
+            let mut delete = sqlx::query(sqlx::AssertSqlSafe(text));
+            for id in ids {
+                delete = delete.bind(id);
+            }
+            delete.execute(&mut *conn).await.map_err(db_error)?;
+        }
+        Ok(u64::try_from(removed.len()).unwrap_or(u64::MAX))
     })
 }
 
@@ -424,17 +646,23 @@ fn revoke_decision_in<'c>(conn: &'c mut Conn, id: &'c String) -> WriteFuture<'c,
     })
 }
 
-/// A transition's JSON columns as written.
+/// A transition's JSON columns as written (the votes and their count when it writes them).
 struct TransitionColumns {
     decision: Option<String>,
     output: Option<String>,
+    votes: Option<(Option<String>, i64)>,
 }
 
 impl TransitionColumns {
     fn new(transition: &Transition) -> Result<Self, StoreError> {
+        let votes = match &transition.update.votes {
+            Some(votes) => Some((sql::votes_text(votes)?, sql::vote_count(votes))),
+            None => None,
+        };
         Ok(Self {
             decision: sql::json_opt(transition.update.decision.as_ref(), "a decision")?,
             output: sql::json_opt(transition.update.output.as_ref(), "an output")?,
+            votes,
         })
     }
 }
@@ -454,11 +682,14 @@ fn bind_transition<'q>(
         .bind(transition.at)
         .bind(&columns.decision)
         .bind(&columns.output);
-    if let Some(at) = sql::guard_time(transition.guard) {
-        query = query.bind(at);
+    for value in sql::guard_values(transition.guard).into_iter().flatten() {
+        query = query.bind(value);
     }
     if let (LeaseWrite::Set, Some(set)) = (LeaseWrite::of(transition), &transition.update.lease) {
         query = query.bind(&set.executor).bind(set.until);
+    }
+    if let Some((votes, count)) = &columns.votes {
+        query = query.bind(votes).bind(*count);
     }
     query
 }
@@ -466,7 +697,7 @@ fn bind_transition<'q>(
 /// One conditional transition: the update, or the row as it is when it did not apply.
 async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
     let columns = TransitionColumns::new(transition)?;
-    let text = sql::transition_sql(transition.guard, LeaseWrite::of(transition));
+    let text = sql::transition_sql(transition.guard, LeaseWrite::of(transition), VotesWrite::of(transition));
     let update = bind_transition(sqlx::query_as::<_, RecordRow>(text), transition, &columns);
     let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
     outcome(conn, transition, moved).await

@@ -24,7 +24,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use toolgate::ledger::{StoreError, Transition};
 
 use crate::batch::WriteFn;
-use crate::sql::{self, LeaseWrite, RecordRow, db_error};
+use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite, db_error};
 use crate::{OpenError, StoreSync};
 
 type Db = Postgres;
@@ -41,6 +41,16 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 const AUDIT_LOCK_KEY: i64 = 0x746f_6f6c_6761_7465;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Marks a conversation due (see `sql::mark_due_sql!`), drawing its
+/// generation from the sequence `continuation_generations`.
+const MARK_DUE: &str = sql::mark_due_sql!("nextval('continuation_generations')");
+
+/// Marks a conversation due and claims it (see `sql::mark_and_claim_sql!`).
+const MARK_AND_CLAIM: &str = sql::mark_and_claim_sql!("nextval('continuation_generations')");
+
+/// A sequence draws a generation within the one statement that uses it.
+const GENERATION_NEEDS_TRANSACTION: bool = false;
 
 /// The connection pool of one database.
 pub(crate) struct Backend {
@@ -222,14 +232,20 @@ fn log_locked() -> String {
     format!("(SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text) IS NOT NULL")
 }
 
-/// One statement for one approval and its events: the events are inserted
-/// only when the approval was (its id was not taken), and the statement's
-/// value counts the approvals inserted. Parameters: the approval's (see
-/// [`sql::INSERT_RECORD`]), then the events'.
-fn fused_issue_sql(events: usize) -> Option<String> {
-    if events > sql::EVENTS_PER_INSERT {
+/// One statement for one approval, its viewers and its events: the viewers
+/// and events are inserted only when the approval was (its id was not
+/// taken), and the statement's value counts the approvals inserted.
+/// Parameters: the approval's (see [`sql::INSERT_RECORD`]), then the
+/// viewers', then the events'.
+fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
+    if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
         return None;
     }
+    let viewed = format!(
+        ", viewed AS (INSERT INTO approval_viewers ({}) SELECT viewer.* FROM inserted, (VALUES {}) AS viewer)",
+        sql::VIEWER_INSERT_COLUMNS,
+        sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
+    );
     let logged = if events == 0 {
         String::new()
     } else {
@@ -237,28 +253,29 @@ fn fused_issue_sql(events: usize) -> Option<String> {
             ", logged AS (INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event \
              WHERE {} AND EXISTS (SELECT 1 FROM inserted))",
             sql::EVENT_INSERT_COLUMNS,
-            sql::event_rows(events, sql::RECORD_PARAMS + 1),
+            sql::event_rows(events, sql::RECORD_PARAMS + viewers + 1),
             log_locked()
         )
     };
-    Some(format!("WITH inserted AS ({} RETURNING 1){logged} SELECT count(*) FROM inserted", sql::INSERT_RECORD))
+    Some(format!("WITH inserted AS ({} RETURNING 1){viewed}{logged} SELECT count(*) FROM inserted", sql::INSERT_RECORD))
 }
 
 /// One statement for a transition and its own events: a statement is atomic
 /// on its own, so the pair needs no transaction (no `BEGIN` and `COMMIT`
 /// round trips). The update's row, when it moved, selects the events
 /// (none when it did not). Parameters: the transition's (see
-/// [`sql::transition_sql`]), then the events'.
+/// [`sql::transition_sql`]), then the events'. A transition that marks its
+/// conversation due is never fused (ops.rs).
 fn fused_transition_sql(transition: &Transition) -> Option<String> {
     if transition.events.len() > sql::EVENTS_PER_INSERT {
         return None;
     }
-    let lease = LeaseWrite::of(transition);
-    let update = sql::transition_sql(transition.guard, lease);
+    let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
+    let update = sql::transition_sql(transition.guard, lease, votes);
     if transition.events.is_empty() {
         return Some(update.to_owned());
     }
-    let first = sql::transition_params(transition.guard, lease) + 1;
+    let first = sql::transition_params(transition.guard, lease, votes) + 1;
     Some(format!(
         "WITH moved AS ({update}), logged AS (INSERT INTO audit_events ({}) SELECT event.* FROM moved, \
          (VALUES {}) AS event WHERE {}) SELECT {} FROM moved",

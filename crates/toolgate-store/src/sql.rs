@@ -7,17 +7,20 @@
 use std::sync::OnceLock;
 
 use serde_json::Value;
+use toolgate::approval::lifecycle::{Routing, Vote};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead, DecisionScope,
-    Guard, Lease, RecordedDecision, StoreError, StoredConversation, StoredDecision, Transition,
+    ApprovalQuery, ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead,
+    DecisionScope, Guard, Lease, RecordedDecision, StateFilter, StoreError, StoredConversation, StoredDecision,
+    Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
-/// The columns of `approvals`, in [`RecordRow`] order.
+/// The columns of `approvals` a record reads, in [`RecordRow`] order
+/// (`vote_count` is written with `votes`, never read).
 macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
-         state, decision, output, lease_executor, lease_until, updated_at"
+         state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason"
     };
 }
 
@@ -37,15 +40,46 @@ macro_rules! decision_columns {
 
 pub(crate) use record_columns;
 
-/// Inserts an approval unless its id is taken (then no row is affected).
+/// Inserts an approval unless its id is taken (then no row is affected):
+/// [`record_columns!`] and `vote_count`.
 pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (approval_id) DO NOTHING"
+    ", vote_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+     ON CONFLICT (approval_id) DO NOTHING"
 );
 
-/// The parameters of [`INSERT_RECORD`].
-pub(crate) const RECORD_PARAMS: usize = 14;
+/// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
+pub(crate) const RECORD_PARAMS: usize = 18;
+
+/// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
+pub(crate) const VIEWERS_PER_INSERT: usize = 500;
+
+/// The parameters of one viewer row: viewer, issue time, approval id.
+pub(crate) const VIEWER_PARAMS: usize = 3;
+
+/// The columns a viewer insert writes, in the order of [`viewer_rows`].
+pub(crate) const VIEWER_INSERT_COLUMNS: &str = "viewer, issued_at, approval_id";
+
+/// The `VALUES` rows of `count` viewers of several approvals: a viewer, its
+/// approval's issue time and id per row, numbered from `$first`.
+pub(crate) fn viewer_rows(count: usize, first: usize) -> String {
+    let rows: Vec<String> = (0..count)
+        .map(|row| {
+            let start = first + row * VIEWER_PARAMS;
+            format!("(${start}, ${}, ${})", start + 1, start + 2)
+        })
+        .collect();
+    rows.join(", ")
+}
+
+/// The `VALUES` rows of `count` viewers of the approval [`INSERT_RECORD`]
+/// inserts: one parameter per viewer, numbered from `$first`, beside the
+/// record's issue time (`$7`) and id (`$1`).
+pub(crate) fn record_viewer_rows(count: usize, first: usize) -> String {
+    let rows: Vec<String> = (first..first + count).map(|n| format!("(${n}, $7, $1)")).collect();
+    rows.join(", ")
+}
 
 /// One approval by id.
 pub(crate) const SELECT_RECORD: &str = concat!("SELECT ", record_columns!(), " FROM approvals WHERE approval_id = $1");
@@ -89,10 +123,12 @@ pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM audit_events WHERE seq IN (SE
      WHERE at < $1 AND approval_id NOT IN \
      (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
-/// Prunes up to [`PRUNE_CHUNK`] approvals in a final state last changed before `$1`.
+/// Prunes up to [`PRUNE_CHUNK`] approvals in a final state last changed
+/// before `$1`; returns their ids (their viewers go in the same transaction).
 pub(crate) const PRUNE_APPROVALS: &str = "DELETE FROM approvals WHERE approval_id IN (SELECT approval_id \
-     FROM approvals WHERE updated_at < $1 AND state IN ('denied', 'expired', 'executed', 'failed', 'interrupted') \
-     LIMIT $2)";
+     FROM approvals WHERE updated_at < $1 \
+     AND state IN ('denied', 'expired', 'executed', 'failed', 'interrupted', 'withdrawn') LIMIT $2) \
+     RETURNING approval_id";
 
 /// Prunes up to [`PRUNE_CHUNK`] conversations last saved before `$1` that hold no open approval.
 pub(crate) const PRUNE_CONVERSATIONS: &str = "DELETE FROM conversations WHERE conversation_id IN \
@@ -155,6 +191,142 @@ pub(crate) const SELECT_CONVERSATION_WITH_DECISIONS: &str = concat!(
 /// Removes one sticky decision and returns its row.
 pub(crate) const DELETE_DECISION: &str = concat!("DELETE FROM decisions WHERE id = $1 RETURNING ", decision_columns!());
 
+/// The newest-first order of an inbox listing.
+const NEWEST_FIRST: &str = "ORDER BY issued_at DESC, approval_id DESC";
+
+/// The condition on an approval's `state` (named `column`) of an inbox
+/// listing's states; `None` for every state.
+fn state_condition(states: StateFilter, column: &str) -> Option<String> {
+    match states {
+        StateFilter::Pending => Some(format!("{column} = 'pending'")),
+        StateFilter::Decided => Some(format!("{column} <> 'pending'")),
+        StateFilter::All => None,
+        // Fail closed: a filter this store does not know admits nothing.
+        _ => Some("1 = 0".to_owned()),
+    }
+}
+
+/// The most viewer keys a listing walks one by one (see [`list_sql`]; SQLite
+/// allows 500 terms in a compound `SELECT`).
+const MAX_KEY_WALKS: usize = 64;
+
+/// An inbox listing ([`ApprovalQuery`]) for `keys` distinct viewer keys (all
+/// approvals when `None`). Parameters: the keys, then the conversation when
+/// the query names one, then the limit.
+///
+/// - Without keys, the approvals of the states asked (of the conversation, on
+///   its index), newest first.
+/// - With keys and a conversation, the conversation's approvals (on its
+///   index) that have a viewer row with one of the keys.
+/// - With keys alone, each key's newest approvals of the states asked, up to
+///   the limit, walking that key's `approval_viewers` rows backwards from the
+///   newest (its primary key is `(viewer, issued_at, approval_id)`, so a key
+///   reads only as many rows as it shows), then the newest of those (each
+///   once: `UNION` leaves out the approvals several keys found). More than
+///   [`MAX_KEY_WALKS`] keys are looked up per approval instead, as with a
+///   conversation (a scan of the approvals of the states asked).
+pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
+    let columns = record_columns!();
+    let key_count = keys.unwrap_or(0);
+    let conversation = query.conversation_id.as_ref().map(|_| format!("${}", key_count + 1));
+    let limit = format!("${}", key_count + 1 + usize::from(conversation.is_some()));
+    let mut filters: Vec<String> = state_condition(query.states, "state").into_iter().collect();
+    if let Some(conversation) = &conversation {
+        filters.push(format!("conversation_id = {conversation}"));
+    }
+    let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none();
+    if !walk {
+        if keys.is_some() {
+            let params: Vec<String> = (1..=key_count).map(|n| format!("${n}")).collect();
+            filters.push(format!(
+                "EXISTS (SELECT 1 FROM approval_viewers v WHERE v.approval_id = approvals.approval_id \
+                 AND v.viewer IN ({}))",
+                params.join(", ")
+            ));
+        }
+        let filter = if filters.is_empty() { String::new() } else { format!(" WHERE {}", filters.join(" AND ")) };
+        return format!("SELECT {columns} FROM approvals{filter} {NEWEST_FIRST} LIMIT {limit}");
+    }
+    let state = state_condition(query.states, "a.state").map_or_else(String::new, |state| {
+        format!(" AND EXISTS (SELECT 1 FROM approvals a WHERE a.approval_id = v.approval_id AND {state})")
+    });
+    let walks: Vec<String> = (1..=key_count)
+        .map(|n| {
+            format!(
+                "SELECT * FROM (SELECT v.issued_at, v.approval_id FROM approval_viewers v \
+                 WHERE v.viewer = ${n}{state} ORDER BY v.issued_at DESC, v.approval_id DESC \
+                 LIMIT {limit}) AS key{n}"
+            )
+        })
+        .collect();
+    format!(
+        "SELECT {columns} FROM approvals WHERE approval_id IN (SELECT approval_id FROM ({}) AS keyed \
+         {NEWEST_FIRST} LIMIT {limit}) {NEWEST_FIRST}",
+        walks.join(" UNION ")
+    )
+}
+
+/// The conversations due to continue that nobody holds at `$1`, oldest mark first, at most `$2`.
+pub(crate) const DUE_CONTINUATIONS: &str = "SELECT conversation_id FROM continuations \
+     WHERE holder IS NULL OR held_until <= $1 ORDER BY generation LIMIT $2";
+
+/// Claims the mark of conversation `$1` for executor `$2` until `$3`, unless
+/// another executor holds it at `$4`; returns its generation.
+pub(crate) const CLAIM_CONTINUATION: &str = "UPDATE continuations SET holder = $2, held_until = $3 \
+     WHERE conversation_id = $1 AND (holder IS NULL OR holder = $2 OR held_until <= $4) RETURNING generation";
+
+/// Clears the mark of conversation `$1` if its generation is still `$2` and
+/// nobody but executor `$3` holds it.
+pub(crate) const FINISH_CONTINUATION: &str = "DELETE FROM continuations \
+     WHERE conversation_id = $1 AND generation = $2 AND (holder IS NULL OR holder = $3) RETURNING generation";
+
+/// Releases the mark of conversation `$1` if executor `$2` holds it.
+pub(crate) const RELEASE_CONTINUATION: &str = "UPDATE continuations SET holder = NULL, held_until = NULL \
+     WHERE conversation_id = $1 AND holder = $2 RETURNING generation";
+
+/// The generation of conversation `$1`'s mark, when it has one.
+pub(crate) const CONTINUATION_GENERATION: &str = "SELECT generation FROM continuations WHERE conversation_id = $1";
+
+/// Marks conversation `$1` due with the generation `$generation` (the
+/// backend's next one: an SQL expression), keeping any holder.
+macro_rules! mark_due_sql {
+    ($generation:expr) => {
+        concat!(
+            "INSERT INTO continuations (conversation_id, generation) VALUES ($1, ",
+            $generation,
+            ") ON CONFLICT (conversation_id) DO UPDATE SET generation = excluded.generation"
+        )
+    };
+}
+
+/// Whether the existing mark may be claimed by executor `$2` at `$4` (in an upsert of `continuations`).
+macro_rules! claimable {
+    () => {
+        "continuations.holder IS NULL OR continuations.holder = $2 OR continuations.held_until <= $4"
+    };
+}
+
+/// Marks conversation `$1` due with the generation `$generation` (as
+/// [`mark_due_sql!`]) and claims it for executor `$2` until `$3`, unless
+/// another executor holds it at `$4`: one upsert. Returns the generation and
+/// whether `$2` holds it now.
+macro_rules! mark_and_claim_sql {
+    ($generation:expr) => {
+        concat!(
+            "INSERT INTO continuations (conversation_id, generation, holder, held_until) VALUES ($1, ",
+            $generation,
+            ", $2, $3) ON CONFLICT (conversation_id) DO UPDATE SET generation = excluded.generation, \
+             holder = CASE WHEN ",
+            $crate::sql::claimable!(),
+            " THEN excluded.holder ELSE continuations.holder END, held_until = CASE WHEN ",
+            $crate::sql::claimable!(),
+            " THEN excluded.held_until ELSE continuations.held_until END RETURNING generation, holder = $2"
+        )
+    };
+}
+
+pub(crate) use {claimable, mark_and_claim_sql, mark_due_sql};
+
 /// What happens to the lease columns in a transition (mirrors `Transition::write_into`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseWrite {
@@ -178,33 +350,66 @@ impl LeaseWrite {
     }
 }
 
+/// Whether a transition writes the votes (and their count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VotesWrite {
+    /// It replaces them (`Update::votes`).
+    Set,
+    /// It keeps them.
+    Keep,
+}
+
+impl VotesWrite {
+    pub(crate) fn of(transition: &Transition) -> Self {
+        if transition.update.votes.is_some() { Self::Set } else { Self::Keep }
+    }
+}
+
+/// The guards [`transition_sql`] writes, in the order of its table.
+const GUARDS: [Guard; 5] = [
+    Guard::None,
+    Guard::NotExpiredAt(0),
+    Guard::ExpiredAt(0),
+    Guard::LeaseLapsedAt(0),
+    Guard::Votes { count: 0, at: 0 },
+];
+
 /// The conditional update of one transition. Parameters: `$1` approval id,
 /// `$2` from, `$3` to, `$4` at, `$5` decision or NULL, `$6` output or NULL,
-/// then the guard's time when it has one, then the lease executor and
-/// until when it sets one. Returns the updated row. Each of the twelve
-/// guard and lease shapes is written once per process.
-pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite) -> &'static str {
+/// then the guard's values ([`guard_values`]), then the lease executor and
+/// until when it sets one, then the votes and their count when it writes
+/// them. Returns the updated row. Each of the thirty guard, lease and votes
+/// shapes is written once per process.
+pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> &'static str {
     static TEXTS: OnceLock<Vec<String>> = OnceLock::new();
-    const GUARDS: [Guard; 4] = [Guard::None, Guard::NotExpiredAt(0), Guard::ExpiredAt(0), Guard::LeaseLapsedAt(0)];
     const LEASES: [LeaseWrite; 3] = [LeaseWrite::Set, LeaseWrite::Keep, LeaseWrite::Clear];
+    const VOTES: [VotesWrite; 2] = [VotesWrite::Keep, VotesWrite::Set];
     let texts = TEXTS.get_or_init(|| {
-        GUARDS.iter().flat_map(|guard| LEASES.iter().map(|lease| write_transition_sql(*guard, *lease))).collect()
+        let mut texts = Vec::with_capacity(GUARDS.len() * LEASES.len() * VOTES.len());
+        for guard in GUARDS {
+            for lease in LEASES {
+                texts.extend(VOTES.iter().map(|votes| write_transition_sql(guard, lease, *votes)));
+            }
+        }
+        texts
     });
     let guard_index = match guard {
         Guard::None => 0,
         Guard::NotExpiredAt(_) => 1,
         Guard::ExpiredAt(_) => 2,
         Guard::LeaseLapsedAt(_) => 3,
+        Guard::Votes { .. } => 4,
     };
     let lease_index = match lease {
         LeaseWrite::Set => 0,
         LeaseWrite::Keep => 1,
         LeaseWrite::Clear => 2,
     };
-    &texts[guard_index * LEASES.len() + lease_index]
+    let votes_index = usize::from(votes == VotesWrite::Set);
+    &texts[(guard_index * LEASES.len() + lease_index) * VOTES.len() + votes_index]
 }
 
-fn write_transition_sql(guard: Guard, lease: LeaseWrite) -> String {
+fn write_transition_sql(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> String {
     let mut next = 7;
     let mut param = || {
         let name = format!("${next}");
@@ -219,29 +424,40 @@ fn write_transition_sql(guard: Guard, lease: LeaseWrite) -> String {
             let at = param();
             format!(" AND (lease_until IS NULL OR lease_until <= {at})")
         }
+        Guard::Votes { .. } => {
+            let count = param();
+            format!(" AND vote_count = {count} AND expires_at > {}", param())
+        }
     };
     let lease = match lease {
         LeaseWrite::Set => format!("lease_executor = {}, lease_until = {}", param(), param()),
         LeaseWrite::Keep => "lease_executor = lease_executor, lease_until = lease_until".to_owned(),
         LeaseWrite::Clear => "lease_executor = NULL, lease_until = NULL".to_owned(),
     };
+    let votes = match votes {
+        VotesWrite::Set => format!(", votes = {}, vote_count = {}", param(), param()),
+        VotesWrite::Keep => String::new(),
+    };
     format!(
         "UPDATE approvals SET state = $3, updated_at = $4, decision = COALESCE($5, decision), \
-         output = COALESCE($6, output), {lease} WHERE approval_id = $1 AND state = $2{guard} RETURNING {}",
+         output = COALESCE($6, output), {lease}{votes} WHERE approval_id = $1 AND state = $2{guard} RETURNING {}",
         record_columns!()
     )
 }
 
 /// How many parameters [`transition_sql`] takes.
-pub(crate) fn transition_params(guard: Guard, lease: LeaseWrite) -> usize {
-    6 + usize::from(guard_time(guard).is_some()) + if lease == LeaseWrite::Set { 2 } else { 0 }
+pub(crate) fn transition_params(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> usize {
+    6 + guard_values(guard).iter().flatten().count()
+        + if lease == LeaseWrite::Set { 2 } else { 0 }
+        + if votes == VotesWrite::Set { 2 } else { 0 }
 }
 
-/// The time a guard compares with, when it has one.
-pub(crate) fn guard_time(guard: Guard) -> Option<i64> {
+/// The values a guard compares with, in the order [`transition_sql`] binds them.
+pub(crate) fn guard_values(guard: Guard) -> [Option<i64>; 2] {
     match guard {
-        Guard::None => None,
-        Guard::NotExpiredAt(at) | Guard::ExpiredAt(at) | Guard::LeaseLapsedAt(at) => Some(at),
+        Guard::None => [None, None],
+        Guard::NotExpiredAt(at) | Guard::ExpiredAt(at) | Guard::LeaseLapsedAt(at) => [Some(at), None],
+        Guard::Votes { count, at } => [Some(i64::from(count)), Some(at)],
     }
 }
 
@@ -266,7 +482,7 @@ pub(crate) fn audit_sql(query: &AuditQuery) -> String {
         AuditView::Principal(_) => {
             filters.push(format!(
                 "(owner = ${next} OR approval_id IN (SELECT approval_id FROM audit_events \
-                 WHERE principal = ${next} AND kind IN ('approved', 'denied', 'edited')))"
+                 WHERE principal = ${next} AND kind IN ('approved', 'denied', 'edited', 'voted')))"
             ));
             next += 1;
         }
@@ -312,11 +528,16 @@ pub(crate) fn json_opt<T: serde::Serialize>(value: Option<&T>, what: &str) -> Re
     value.map(|value| to_json(value, what)).transpose()
 }
 
-/// The JSON columns of an approval as they are written.
+/// The JSON columns of an approval as they are written, and its viewers.
 pub(crate) struct RecordParams {
     pub(crate) input: String,
     pub(crate) decision: Option<String>,
     pub(crate) output: Option<String>,
+    pub(crate) routing: Option<String>,
+    pub(crate) votes: Option<String>,
+    pub(crate) vote_count: i64,
+    /// Its keys in `approval_viewers` ([`toolgate::approval::lifecycle::viewers`]).
+    pub(crate) viewers: Vec<String>,
 }
 
 impl RecordParams {
@@ -325,8 +546,22 @@ impl RecordParams {
             input: to_json(&record.input, "an approval input")?,
             decision: json_opt(record.decision.as_ref(), "a decision")?,
             output: json_opt(record.output.as_ref(), "an output")?,
+            routing: json_opt(record.routing.as_ref(), "a routing")?,
+            votes: votes_text(&record.votes)?,
+            vote_count: vote_count(&record.votes),
+            viewers: toolgate::approval::lifecycle::viewers(record),
         })
     }
+}
+
+/// The votes as written: a JSON array, or NULL when there are none.
+pub(crate) fn votes_text(votes: &[Vote]) -> Result<Option<String>, StoreError> {
+    if votes.is_empty() { Ok(None) } else { to_json(&votes, "votes").map(Some) }
+}
+
+/// The `vote_count` of these votes.
+pub(crate) fn vote_count(votes: &[Vote]) -> i64 {
+    i64::try_from(votes.len()).unwrap_or(i64::MAX)
 }
 
 /// An audit event's data as written.
@@ -351,6 +586,9 @@ pub(crate) struct RecordRow {
     lease_executor: Option<String>,
     lease_until: Option<i64>,
     updated_at: i64,
+    routing: Option<String>,
+    votes: Option<String>,
+    reason: Option<String>,
 }
 
 impl RecordRow {
@@ -368,6 +606,10 @@ impl RecordRow {
             self.decision.as_deref().map(|text| from_json(text, "the decision", &id)).transpose()?;
         let output: Option<ToolResultOutput> =
             self.output.as_deref().map(|text| from_json(text, "the output", &id)).transpose()?;
+        let routing: Option<Routing> =
+            self.routing.as_deref().map(|text| from_json(text, "the routing", &id)).transpose()?;
+        let votes: Vec<Vote> =
+            self.votes.as_deref().map(|text| from_json(text, "the votes", &id)).transpose()?.unwrap_or_default();
         Ok(ApprovalRecord {
             input: from_json(&self.input, "the input", &id)?,
             approval_id: id,
@@ -382,6 +624,9 @@ impl RecordRow {
             output,
             lease,
             updated_at: self.updated_at,
+            routing,
+            votes,
+            reason: self.reason,
         })
     }
 }

@@ -29,7 +29,7 @@ use toolgate::ledger::{StoreError, Transition};
 
 use crate::batch::{BatchWriter, WriteFn};
 use crate::checkpoint::{Checkpointer, LogGuard};
-use crate::sql::{self, LeaseWrite, RecordRow, db_error};
+use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite, db_error};
 use crate::{OpenError, StoreSync};
 
 type Db = Sqlite;
@@ -42,6 +42,31 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READERS: u32 = 4;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// Draws the next continuation generation: the one-row counter
+/// `continuation_generations` counts up, in the write transaction (so
+/// generations are never drawn twice, even for marks since deleted).
+macro_rules! next_generation {
+    () => {
+        "UPDATE continuation_generations SET last = last + 1 WHERE id = 1; "
+    };
+}
+
+/// The generation [`next_generation!`] drew.
+macro_rules! drawn_generation {
+    () => {
+        "(SELECT last FROM continuation_generations WHERE id = 1)"
+    };
+}
+
+/// Marks a conversation due (see `sql::mark_due_sql!`).
+const MARK_DUE: &str = concat!(next_generation!(), sql::mark_due_sql!(drawn_generation!()));
+
+/// Marks a conversation due and claims it (see `sql::mark_and_claim_sql!`).
+const MARK_AND_CLAIM: &str = concat!(next_generation!(), sql::mark_and_claim_sql!(drawn_generation!()));
+
+/// Drawing a generation and using it are two statements: they need a transaction.
+const GENERATION_NEEDS_TRANSACTION: bool = true;
 
 /// How every connection to the file is set up.
 fn connect_options(path: &Path, sync: StoreSync) -> SqliteConnectOptions {
@@ -200,40 +225,49 @@ fn insert_events_sql(count: usize) -> String {
 /// the update moved the record (`changes()` counts the rows the last
 /// `INSERT`, `UPDATE` or `DELETE` changed). The writer runs it inside its
 /// transaction, so the two statements commit together. Parameters: the
-/// transition's (see [`sql::transition_sql`]), then the events'.
+/// transition's (see [`sql::transition_sql`]), then the events'. A
+/// transition that marks its conversation due is never fused (ops.rs).
 fn fused_transition_sql(transition: &Transition) -> Option<String> {
     let count = transition.events.len();
     if count > sql::EVENTS_PER_INSERT {
         return None;
     }
-    let lease = LeaseWrite::of(transition);
-    let update = sql::transition_sql(transition.guard, lease);
+    let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
+    let update = sql::transition_sql(transition.guard, lease, votes);
     if count == 0 {
         return Some(update.to_owned());
     }
-    Some(format!("{update}; {}", events_if_changed_sql(count, sql::transition_params(transition.guard, lease) + 1)))
+    let first = sql::transition_params(transition.guard, lease, votes) + 1;
+    Some(format!("{update}; {}", events_if_changed_sql(count, first, 1)))
 }
 
-/// An approval and its events in one round trip, as [`fused_transition_sql`]:
-/// the insert returns one row when it inserted the approval (none when its id
-/// was taken), and the events follow only then. Parameters: the approval's
-/// (see [`sql::INSERT_RECORD`]), then the events'.
-fn fused_issue_sql(events: usize) -> Option<String> {
-    if events > sql::EVENTS_PER_INSERT {
+/// An approval, its viewers and its events in one round trip, as
+/// [`fused_transition_sql`]: the insert returns one row when it inserted the
+/// approval (none when its id was taken), and the viewers follow only then,
+/// and the events only after all `viewers` rows were. Parameters: the
+/// approval's (see [`sql::INSERT_RECORD`]), then the viewers', then the events'.
+fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
+    if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
         return None;
     }
     let insert = format!("{} RETURNING 1", sql::INSERT_RECORD);
+    let viewed = format!(
+        "INSERT INTO approval_viewers ({}) SELECT * FROM (VALUES {}) WHERE changes() = 1",
+        sql::VIEWER_INSERT_COLUMNS,
+        sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
+    );
     if events == 0 {
-        return Some(insert);
+        return Some(format!("{insert}; {viewed}"));
     }
-    Some(format!("{insert}; {}", events_if_changed_sql(events, sql::RECORD_PARAMS + 1)))
+    let logged = events_if_changed_sql(events, sql::RECORD_PARAMS + viewers + 1, viewers);
+    Some(format!("{insert}; {viewed}; {logged}"))
 }
 
 /// Inserts `count` events, parameters from `$first`, when the statement
-/// before changed a row.
-fn events_if_changed_sql(count: usize, first: usize) -> String {
+/// before changed `changed` rows.
+fn events_if_changed_sql(count: usize, first: usize, changed: usize) -> String {
     format!(
-        "INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) WHERE changes() = 1",
+        "INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) WHERE changes() = {changed}",
         sql::EVENT_INSERT_COLUMNS,
         sql::event_rows(count, first)
     )

@@ -2,6 +2,7 @@
 //! reference store, SQLite, and Postgres when `TOOLGATE_TEST_POSTGRES_URL`
 //! is set (`scripts/with-postgres.sh cargo test -p toolgate-store`).
 
+#[macro_use]
 mod support;
 
 use std::collections::HashMap;
@@ -183,6 +184,8 @@ async fn updates_keep_overwrite_and_clear(stores: &Stores) {
         decision: Some(second.clone()),
         output: Some(failed.clone()),
         lease: Some(lease("exe_2", 70)),
+        votes: None,
+        continuation: false,
     };
     let now = record_of(&check(store, overwrite).await).clone();
     assert_eq!((now.decision, now.output.as_ref(), now.lease), (Some(second), Some(&failed), Some(lease("exe_2", 70))));
@@ -743,35 +746,6 @@ async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
     assert_eq!(ids, ["expiring", "alice", "conv_1", "everyone"], "oldest first, expired ones left out");
     let stored = read.conversation.unwrap();
     assert_eq!((stored.version, stored.updated_at, stored.messages), (2, 9, messages));
-}
-
-/// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.
-macro_rules! suite {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                super::$name(&super::Stores::memory()).await;
-            })*
-        }
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                let stores = super::Stores::sqlite().await;
-                super::$name(&stores).await;
-                stores.finish().await;
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                if let Some(stores) = super::Stores::postgres(stringify!($name)).await {
-                    super::$name(&stores).await;
-                    stores.finish().await;
-                }
-            })*
-        }
-    };
 }
 
 suite!(

@@ -39,7 +39,19 @@ async fn sqlite_file_is_created_with_its_directories_in_wal_mode() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    assert_eq!(tables, ["_sqlx_migrations", "approvals", "audit_events", "conversations", "decisions"]);
+    assert_eq!(
+        tables,
+        [
+            "_sqlx_migrations",
+            "approval_viewers",
+            "approvals",
+            "audit_events",
+            "continuation_generations",
+            "continuations",
+            "conversations",
+            "decisions"
+        ]
+    );
 }
 
 #[tokio::test]

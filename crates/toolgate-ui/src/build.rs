@@ -17,11 +17,14 @@ pub struct UiMessageBuilder {
     message: UiMessage,
     blocks: HashMap<String, usize>,
     tools: HashMap<String, usize>,
-    reasons: HashMap<String, usize>,
+    /// toolgate's data parts, by (type, id): one per id, replaced as it changes.
+    data_parts: HashMap<(String, String), usize>,
 }
 
 /// The type of the data part that says why a call waits or was denied.
 pub const REASON_PART: &str = "data-toolgate-reason";
+/// The type of the data part that reports an approval's votes and state.
+pub const APPROVAL_PART: &str = "data-toolgate-approval";
 
 impl UiMessageBuilder {
     /// A new assistant message with this id (a `start` chunk naming another id replaces it).
@@ -39,16 +42,18 @@ impl UiMessageBuilder {
     /// Extends an existing assistant message (a continuation after approvals).
     pub fn continuing(message: UiMessage) -> Self {
         let tools = message.tool_parts().map(|(index, tool)| (tool.tool_call_id.clone(), index)).collect();
-        let reasons = message
+        let data_parts = message
             .parts
             .iter()
             .enumerate()
             .filter_map(|(index, part)| match part {
-                UiPart::Other(raw) if raw["type"] == REASON_PART => Some((raw["id"].as_str()?.to_owned(), index)),
+                UiPart::Other(raw) if raw["type"] == REASON_PART || raw["type"] == APPROVAL_PART => {
+                    Some(((raw["type"].as_str()?.to_owned(), raw["id"].as_str()?.to_owned()), index))
+                }
                 _ => None,
             })
             .collect();
-        Self { message, blocks: HashMap::new(), tools, reasons }
+        Self { message, blocks: HashMap::new(), tools, data_parts }
     }
 
     /// The message so far.
@@ -73,7 +78,8 @@ impl UiMessageBuilder {
 
     /// The `data` of the `data-toolgate-reason` part for this call, if the server sent one.
     pub fn reason(&self, tool_call_id: &str) -> Option<&serde_json::Value> {
-        match self.reasons.get(tool_call_id).and_then(|&index| self.message.parts.get(index)) {
+        let key = (REASON_PART.to_owned(), tool_call_id.to_owned());
+        match self.data_parts.get(&key).and_then(|&index| self.message.parts.get(index)) {
             Some(UiPart::Other(raw)) => raw.get("data"),
             _ => None,
         }
@@ -153,15 +159,20 @@ impl UiMessageBuilder {
                     part.state = ToolState::OutputDenied;
                 }
             }
-            UiChunk::Reason { id, data } => {
-                let part = UiPart::Other(serde_json::json!({ "type": REASON_PART, "id": id, "data": data }));
-                match self.reasons.get(id).and_then(|&index| self.message.parts.get_mut(index)) {
-                    Some(existing) => *existing = part,
-                    None => {
-                        self.reasons.insert(id.clone(), self.message.parts.len());
-                        self.message.parts.push(part);
-                    }
-                }
+            UiChunk::Reason { id, data } => self.data_part(REASON_PART, id, data),
+            UiChunk::Approval { id, data } => self.data_part(APPROVAL_PART, id, data),
+        }
+    }
+
+    /// Adds a toolgate data part, or replaces the one of the same type and id.
+    fn data_part(&mut self, kind: &str, id: &str, data: &serde_json::Value) {
+        let part = UiPart::Other(serde_json::json!({ "type": kind, "id": id, "data": data }));
+        let key = (kind.to_owned(), id.to_owned());
+        match self.data_parts.get(&key).and_then(|&index| self.message.parts.get_mut(index)) {
+            Some(existing) => *existing = part,
+            None => {
+                self.data_parts.insert(key, self.message.parts.len());
+                self.message.parts.push(part);
             }
         }
     }

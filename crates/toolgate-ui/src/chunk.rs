@@ -68,6 +68,17 @@ pub enum UiChunk {
         /// See above.
         data: Value,
     },
+    /// Where an approval stands (`data-toolgate-approval`, a data part
+    /// stored in the message, one per approval, replaced as it changes).
+    /// `data` is `{approvalId, toolCallId, state, approvers, quorum, votes}`
+    /// (`votes`: `[{principal, decision, reason?, at}]`, `at` RFC 3339).
+    #[serde(rename = "data-toolgate-approval")]
+    Approval {
+        /// The approval's id (the data part's id).
+        id: String,
+        /// See above.
+        data: Value,
+    },
     /// A text part starts.
     TextStart {
         /// Part id.

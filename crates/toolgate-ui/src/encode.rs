@@ -98,13 +98,20 @@ impl UiStreamEncoder {
                 provider_executed: *provider_executed,
                 dynamic: *dynamic,
             },
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason } => {
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature, reason, routing } => {
                 let request = UiChunk::ToolApprovalRequest {
                     approval_id: approval_id.clone(),
                     tool_call_id: tool_call.tool_call_id.clone(),
                     signature: signature.clone().filter(|_| self.options.signature_field),
                 };
-                return with_reason(request, &tool_call.tool_call_id, Some(approval_id), "ask", reason.as_deref());
+                let mut chunks =
+                    with_reason(request, &tool_call.tool_call_id, Some(approval_id), "ask", reason.as_deref());
+                if let (Some(routing), [UiChunk::Reason { data, .. }, _]) = (routing, chunks.as_mut_slice()) {
+                    // Routed to named approvers: the chat shows who it waits for.
+                    data["approvers"] = serde_json::json!(routing.approvers);
+                    data["quorum"] = serde_json::json!(routing.quorum);
+                }
+                return chunks;
             }
             StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {
                 let denied = UiChunk::ToolOutputDenied { tool_call_id: tool_call_id.clone() };

@@ -20,7 +20,7 @@ mod encode;
 mod message;
 mod read;
 
-pub use build::{REASON_PART, UiMessageBuilder};
+pub use build::{APPROVAL_PART, REASON_PART, UiMessageBuilder};
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};
 pub use convert::{ConvertError, convert_to_model_messages, into_model_messages};
 pub use encode::{EncoderOptions, UiStreamEncoder};

@@ -29,6 +29,7 @@ fn asked(id: &str, reason: Option<&str>) -> StreamPart {
         tool_call: call(id),
         signature: None,
         reason: reason.map(str::to_owned),
+        routing: None,
     }
 }
 
@@ -140,4 +141,31 @@ fn a_policy_denial_keeps_its_reason_when_the_history_comes_back() {
             json!({"type": "execution-denied", "reason": "the person said no"}),
         ]
     );
+}
+
+#[test]
+fn a_routed_request_names_its_approvers_and_the_approval_part_is_kept_once() {
+    let mut routed = asked("c1", Some("rule `big-transfers` matched"));
+    if let StreamPart::ToolApprovalRequest { routing, .. } = &mut routed {
+        *routing = Some(toolgate::protocol::ApprovalRouting { approvers: vec!["group:finance".into()], quorum: 2 });
+    }
+    let chunks = encoder().encode(&routed);
+    assert_eq!(json_of(&chunks)[0]["data"]["approvers"], json!(["group:finance"]));
+    assert_eq!(json_of(&chunks)[0]["data"]["quorum"], 2);
+
+    let mut builder = UiMessageBuilder::new("m");
+    for chunk in chunks {
+        builder.apply(&chunk);
+    }
+    for (state, votes) in [("pending", 1), ("approved", 2)] {
+        let data = json!({"approvalId": "apr-c1", "toolCallId": "c1", "state": state, "votes": votes});
+        builder.apply(&UiChunk::Approval { id: "apr-c1".into(), data });
+    }
+    let message = serde_json::to_value(builder.message()).unwrap();
+    let approvals: Vec<&Value> =
+        message["parts"].as_array().unwrap().iter().filter(|p| p["type"] == "data-toolgate-approval").collect();
+    assert_eq!(approvals.len(), 1, "one part per approval: {message:#}");
+    assert_eq!(approvals[0]["data"]["state"], "approved", "the latest state");
+    let serialized = serde_json::to_value(UiChunk::Approval { id: "a".into(), data: json!({}) }).unwrap();
+    assert_eq!(serialized, json!({"type": "data-toolgate-approval", "id": "a", "data": {}}));
 }

@@ -170,6 +170,17 @@ pub enum EngineError {
         /// The conflicting answer this request carried.
         received: Box<Decision>,
     },
+    /// An answer in the chat to an approval routed to named approvers, that
+    /// the ledger refuses (the requester is not an approver, ...).
+    #[error(transparent)]
+    Vote(#[from] crate::approval::lifecycle::VoteRefusal),
+    /// A new message while approvals routed to others are pending: the
+    /// requester cannot cancel someone else's decision.
+    #[error("approvals are pending: {}", pending.join("; "))]
+    ApprovalsPending {
+        /// Each pending approval and who it waits for.
+        pending: Vec<String>,
+    },
     /// The approved call is running right now (another request claimed it); retry for its outcome.
     #[error("approval `{approval_id}` is being executed by another request; retry to get its outcome")]
     ApprovalInProgress {
@@ -234,6 +245,8 @@ impl EngineError {
             Self::ApprovalMismatch { .. } => "approval_mismatch",
             Self::ApprovalAlreadyDecided { .. } => "approval_already_decided",
             Self::ApprovalInProgress { .. } => "approval_in_progress",
+            Self::Vote(refusal) => refusal.code(),
+            Self::ApprovalsPending { .. } => "approvals_pending",
             Self::ForgedToolResult { .. } => "forged_tool_result",
             Self::Store(_) => "store_unavailable",
             Self::Incomplete { source, .. } => source.code(),

@@ -31,7 +31,7 @@ where
 /// A gate that gives `action` for calls of `tool` and has nothing to say about others.
 fn gate_for(tool: &'static str, action: GateAction) -> Arc<dyn CallGate> {
     Arc::new(FnGate(move |call: GateCall<'_>| {
-        (call.tool_name == tool).then(|| GateVerdict { action, reason: format!("rule `{}` matched", action.as_str()) })
+        (call.tool_name == tool).then(|| GateVerdict::new(action, format!("rule `{}` matched", action.as_str())))
     }))
 }
 
@@ -141,7 +141,7 @@ async fn an_edit_a_gate_denies_fails_the_request_and_runs_nothing() {
     let log = Executions::default();
     let deny_etc: Arc<dyn CallGate> = Arc::new(FnGate(|call: GateCall<'_>| {
         let path = call.input["path"].as_str().unwrap_or_default();
-        path.starts_with("/etc").then(|| GateVerdict { action: GateAction::Deny, reason: "rule `no-etc`".into() })
+        path.starts_with("/etc").then(|| GateVerdict::new(GateAction::Deny, "rule `no-etc`"))
     }));
     let history = answered(json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": true,
         "editedInput": {"path": "/etc/passwd"}}));

@@ -49,6 +49,18 @@ export function promptParts(trace) {
 
 let context;
 let profileDir;
+let browser; // for isolated contexts (other people), launched when first needed
+
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export async function launch() {
   profileDir = mkdtempSync(path.join(tmpdir(), 'toolgate-chromium-'));
@@ -57,28 +69,28 @@ export async function launch() {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 800 },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: CHROMIUM_ARGS,
   });
   return context;
 }
 
+// Another browser context, sharing nothing with the default one (cookies, storage): another person.
+export async function isolatedContext() {
+  browser ??= await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  return browser.newContext({ viewport: { width: 1280, height: 800 } });
+}
+
 export async function close() {
   await context?.close();
+  await browser?.close();
+  browser = undefined;
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
 }
 
-// A fresh page on the server of `fixture`; a new page is a new chat.
-export async function openChat(fixture, viewport = { width: 1280, height: 800 }) {
-  const page = await context.newPage();
+// A fresh page on the server of `fixture`; a new page is a new chat. `on` picks the
+// browser context (the default one unless given, e.g. from `isolatedContext()`).
+export async function openChat(fixture, viewport = { width: 1280, height: 800 }, on = context) {
+  const page = await on.newPage();
   await page.setViewportSize(viewport);
   page.setDefaultTimeout(15_000);
   const problems = [];

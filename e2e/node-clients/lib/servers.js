@@ -1,8 +1,10 @@
 // The servers that scripts/e2e-node-clients.sh started for this run, and their prompt traces.
 //
 // The script writes a JSON manifest and passes its path in TOOLGATE_E2E_SERVERS:
-//   {"phase": "...", "signatureField": false, "scenarios": {"<name>": {"url": "http://127.0.0.1:PORT", "trace": "/path/trace.jsonl"}}}
-// Every scenario has its own server (started with scenarios/<dir>/<name>.json as its script) and its own trace file.
+//   {"phase": "...", "signatureField": false,
+//    "scenarios": {"<name>": {"url": "http://127.0.0.1:PORT", "trace": "/path/trace.jsonl", "dir": "/path"}}}
+// Every scenario has its own server (started with scenarios/<dir>/<name>.json as its script), its own trace file,
+// and its own run directory `dir` (also TOOLGATE_E2E_SERVER_DIR in the server's environment).
 
 import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
@@ -23,7 +25,7 @@ export const manifest = loadManifest();
 /** True when this phase's servers send the AI SDK `signature` field (`--signature-field`). */
 export const signatureField = manifest.signatureField === true;
 
-/** The server of one scenario: `{url, trace}`. */
+/** The server of one scenario: `{url, trace, dir}`. */
 export function server(name) {
   const entry = manifest.scenarios[name];
   assert.ok(entry, `no server was started for scenario "${name}" (phase ${manifest.phase})`);

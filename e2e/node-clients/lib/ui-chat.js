@@ -24,6 +24,14 @@ export const strictChunks = !since6(231);
 export const knowsSignature = since6(202);
 /** `addToolApprovalResponse` keeps the approval's `signature` from ai@6.0.221 on. */
 export const keepsSignature = since6(221);
+/**
+ * True when this client's `resumeStream` takes the resumed stream for the whole response message: its first
+ * `start` chunk starts the message over (`DefaultChatTransport`'s `resumeStreamIsReplay`, default true; with
+ * false, a `start` naming a message id other than the new state's does the same unless the last message has an
+ * `approval-responded` part). Older clients (ai@6.0.201) continue the last assistant message with the stream.
+ * Found by feature: the transport has `resumeStreamIsReplay` (ai@6.0.326 and ai@7 do).
+ */
+export const resumeStartsMessageOver = new ai.DefaultChatTransport({}).resumeStreamIsReplay !== undefined;
 
 /** A ChatState kept in memory (what a framework's reactive store does in a browser). */
 class MemoryChatState {
@@ -56,16 +64,25 @@ class NodeChat extends ai.AbstractChat {
 
 /**
  * One chat against one server, with everything that went over the wire.
- * `requests[i]` is `{body, status, text}`: the JSON body POSTed, the HTTP status and the raw response body.
+ * `requests[i]` is `{method, url, body, status, text}`: the method, the URL, the JSON body POSTed (undefined for
+ * the GET of `resumeStream`), the HTTP status and the raw response body.
+ * `headers` go with every request (the transport's `headers` option, e.g. `Authorization: Bearer ...`).
  */
 export class UiChat {
-  constructor({ url, id = `chat-${Math.random().toString(36).slice(2, 10)}`, messages = [] }) {
+  constructor({ url, id = `chat-${Math.random().toString(36).slice(2, 10)}`, messages = [], headers }) {
     this.requests = [];
     this.finishes = [];
+    this.withoutResponse = 0; // requests that end without a response to finish (a 204 to resumeStream)
     this.errors = [];
     this.pending = [];
     const recordingFetch = async (input, init) => {
-      const entry = { body: JSON.parse(init.body), status: undefined, text: undefined };
+      const entry = {
+        method: init.method ?? 'GET',
+        url: String(input),
+        body: init.body === undefined ? undefined : JSON.parse(init.body),
+        status: undefined,
+        text: undefined,
+      };
       this.requests.push(entry);
       const response = await fetch(input, init);
       entry.status = response.status;
@@ -84,7 +101,11 @@ export class UiChat {
     this.chat = new NodeChat({
       id,
       messages,
-      transport: new ai.DefaultChatTransport({ api: `${url}/api/chat`, fetch: recordingFetch }),
+      transport: new ai.DefaultChatTransport({
+        api: `${url}/api/chat`,
+        fetch: recordingFetch,
+        ...(headers === undefined ? {} : { headers }),
+      }),
       sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
       onFinish: (event) => this.finishes.push(event),
       onError: (error) => this.errors.push(error),
@@ -105,6 +126,17 @@ export class UiChat {
     await this.settle();
   }
 
+  /**
+   * The stock `resumeStream()`: `GET {api}/{id}/stream`, then the running response (if any, else 204 and nothing
+   * changes) is applied to the last message. Resolves when the response ended.
+   */
+  async resume() {
+    const before = this.requests.length;
+    await this.chat.resumeStream();
+    await Promise.all(this.pending);
+    if (this.requests.length > before && this.requests[before].status === 204) this.withoutResponse += 1;
+  }
+
   /** Answers an approval; the automatic resend (if it fires) is not awaited by the SDK, see `settle`. */
   async answer(approvalId, approved, reason) {
     await this.chat.addToolApprovalResponse({ id: approvalId, approved, ...(reason === undefined ? {} : { reason }) });
@@ -118,7 +150,8 @@ export class UiChat {
     const describe = () =>
       `requests=${this.requests.length} finishes=${this.finishes.length} status=${this.status} error=${this.chat.error?.message}`;
     await waitUntil(
-      () => this.finishes.length >= requests && this.status !== 'submitted' && this.status !== 'streaming',
+      () =>
+        this.finishes.length + this.withoutResponse >= requests && this.status !== 'submitted' && this.status !== 'streaming',
       { timeoutMs, what: `${requests} finished request(s)`, describe },
     );
     await Promise.all(this.pending);
@@ -199,6 +232,7 @@ const ALLOWED_CHUNK_KEYS = {
   'tool-output-denied': ['toolCallId'],
   // A data chunk (`data-<name>`: id, data, transient), accepted by every client version.
   'data-toolgate-reason': ['id', 'data'],
+  'data-toolgate-approval': ['id', 'data'],
 };
 
 /** Every chunk uses only the keys the strict (pre-6.0.231) client schemas accept. */

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::ledger::{ApprovalRecord, ApprovalStore, DEFAULT_SETTLE_WAIT, LedgerConfig};
 use toolgate::{ScriptedModel, Tool, ToolContext, ToolError, Toolkit};
-use toolgate_server::{AppState, ApprovalSecret, ServerConfig, router};
+use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 use toolgate_store::{StoreSpec, open_store};
 
 /// Set (to `1`) in a child process: the `replica_process` test serves instead of returning.
@@ -26,6 +26,12 @@ const STARTS_ENV: &str = "TOOLGATE_REPLICA_STARTS";
 const DELAY_ENV: &str = "TOOLGATE_REPLICA_DELAY_MS";
 const LEASE_ENV: &str = "TOOLGATE_REPLICA_LEASE_MS";
 const JITTER_ENV: &str = "TOOLGATE_REPLICA_JITTER";
+/// Set (to `1`): `delete_file` is routed to `group:finance` (bob, carol, erin) with a quorum of
+/// 2, principals come from the `x-user` header, and continuation claims last 2 s.
+const ROUTED_ENV: &str = "TOOLGATE_REPLICA_ROUTED";
+/// The rule of a routed replica.
+const ROUTED_RULES: &str = "[[rule]]\nname = \"finance-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
+                            approvers = [\"group:finance\"]\nquorum = 2\n";
 /// The line a child prints once it listens.
 const PORT_PREFIX: &str = "TOOLGATE_REPLICA_PORT=";
 /// The approval secret every replica shares.
@@ -75,17 +81,29 @@ pub fn serve_from_env() {
         let toolkit = executions_toolkit(log, starts, delay);
         let mut config = ServerConfig::new("127.0.0.1:0".parse().expect("an address"), toolkit, secret);
         config.ledger = Some(ledger);
+        if std::env::var(ROUTED_ENV).as_deref() == Ok("1") {
+            route_to_finance(&mut config);
+        }
         let model = ScriptedModel::from_json(&script().to_string()).expect("the script");
         let state = AppState::new(config, Arc::new(model)).expect("the state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let port = listener.local_addr().expect("the bound address").port();
         println!("{PORT_PREFIX}{port}");
         std::io::stdout().flush().ok();
-        tokio::select! {
-            served = axum::serve(listener, router(state)) => served.expect("serving"),
-            () = tokio::time::sleep(MAX_LIFETIME) => {}
-        }
+        // As `toolgate serve` serves: peer addresses for the principal header, the continuation worker.
+        serve_listener(listener, state, tokio::time::sleep(MAX_LIFETIME)).await.expect("serving");
     });
+}
+
+/// A routed replica's settings (see [`ROUTED_ENV`]).
+fn route_to_finance(config: &mut ServerConfig) {
+    let policy = toolgate_policy::Policy::from_toml_str(ROUTED_RULES).expect("the rules");
+    config.policy = toolgate_policy::PolicyHandle::new(policy);
+    let header = axum::http::HeaderName::from_static("x-user");
+    config.principals = toolgate_server::PrincipalSource::Header(header, Vec::new());
+    let finance = ["bob", "carol", "erin"].map(str::to_owned).to_vec();
+    config.groups = std::collections::BTreeMap::from([("finance".to_owned(), finance)]);
+    config.continuation_lease = Duration::from_secs(2);
 }
 
 /// The scripted model: delete notes.txt, then say done.
@@ -191,6 +209,15 @@ impl Fixture {
 
     /// Starts a replica whose tool sleeps `delay`, or up to `delay` at random with `jitter`.
     pub fn spawn_with(&self, delay: Duration, jitter: bool, lease: Duration) -> Replica {
+        self.spawn_replica(delay, jitter, lease, false)
+    }
+
+    /// Starts a routed replica (see [`ROUTED_ENV`]) whose tool sleeps `delay`.
+    pub fn spawn_routed(&self, delay: Duration, lease: Duration) -> Replica {
+        self.spawn_replica(delay, false, lease, true)
+    }
+
+    fn spawn_replica(&self, delay: Duration, jitter: bool, lease: Duration, routed: bool) -> Replica {
         let exe = std::env::current_exe().expect("the test binary");
         let child = Command::new(exe)
             .args(["--exact", "replica_process", "--nocapture", "--test-threads=1"])
@@ -201,6 +228,7 @@ impl Fixture {
             .env(DELAY_ENV, delay.as_millis().to_string())
             .env(LEASE_ENV, lease.as_millis().to_string())
             .env(JITTER_ENV, if jitter { "1" } else { "0" })
+            .env(ROUTED_ENV, if routed { "1" } else { "0" })
             .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -42,23 +42,7 @@ impl Stores {
 
     /// A fresh database on the test server, or `None` (skipped) without one.
     pub async fn postgres(test: &str) -> Option<Self> {
-        let Ok(url) = std::env::var(POSTGRES_URL) else {
-            assert!(
-                std::env::var(REQUIRE_POSTGRES).as_deref() != Ok("1"),
-                "{REQUIRE_POSTGRES}=1 but {POSTGRES_URL} is not set"
-            );
-            eprintln!("skipped postgres::{test}: set {POSTGRES_URL} to run it");
-            return None;
-        };
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!("toolgate_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        let mut admin = sqlx::PgConnection::connect(&url).await.expect("connect to the test server");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create a test database");
-        admin.close().await.ok();
-        let database = with_database(&url, &name);
+        let (url, name, database) = fresh_postgres_database(test).await?;
         // The second handle keeps two connections (`pool_max_conns`): races still run on both.
         let separator = if database.contains('?') { '&' } else { '?' };
         let small_pool = StoreSpec::Postgres(format!("{database}{separator}pool_max_conns=2"));
@@ -72,13 +56,42 @@ impl Stores {
             store.close().await;
         }
         if let Some((url, name)) = &self.drop_database {
-            let mut admin = sqlx::PgConnection::connect(url).await.expect("connect to the test server");
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                .execute(&mut admin)
-                .await
-                .expect("drop the test database");
+            drop_postgres_database(url, name).await;
         }
     }
+}
+
+/// A fresh, empty database on the test server: the server's URL, the
+/// database's name and its URL; `None` (skipped) without a server. Drop it
+/// with [`drop_postgres_database`].
+pub async fn fresh_postgres_database(test: &str) -> Option<(String, String, String)> {
+    let Ok(url) = std::env::var(POSTGRES_URL) else {
+        assert!(
+            std::env::var(REQUIRE_POSTGRES).as_deref() != Ok("1"),
+            "{REQUIRE_POSTGRES}=1 but {POSTGRES_URL} is not set"
+        );
+        eprintln!("skipped postgres::{test}: set {POSTGRES_URL} to run it");
+        return None;
+    };
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = format!("toolgate_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let mut admin = sqlx::PgConnection::connect(&url).await.expect("connect to the test server");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create a test database");
+    admin.close().await.ok();
+    let database = with_database(&url, &name);
+    Some((url, name, database))
+}
+
+/// Drops a database [`fresh_postgres_database`] created.
+pub async fn drop_postgres_database(url: &str, name: &str) {
+    let mut admin = sqlx::PgConnection::connect(url).await.expect("connect to the test server");
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+        .execute(&mut admin)
+        .await
+        .expect("drop the test database");
 }
 
 async fn open(spec: &StoreSpec) -> Arc<SqlStore> {
@@ -121,6 +134,9 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
         output: None,
         lease: None,
         updated_at: 10,
+        routing: None,
+        votes: Vec::new(),
+        reason: None,
     }
 }
 
@@ -189,4 +205,34 @@ pub fn decision_query(conversation_id: Option<&str>, principal: Option<&str>, no
 /// The ids of the decisions the query selects, in the order the store lists them.
 pub async fn decision_ids(store: &dyn ApprovalStore, query: &DecisionQuery) -> Vec<String> {
     store.decisions(query).await.unwrap().into_iter().map(|decision| decision.id).collect()
+}
+
+/// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.
+#[allow(unused_macros, reason = "only the suites use it")]
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                super::$name(&super::Stores::memory()).await;
+            })*
+        }
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let stores = super::Stores::sqlite().await;
+                super::$name(&stores).await;
+                stores.finish().await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                if let Some(stores) = super::Stores::postgres(stringify!($name)).await {
+                    super::$name(&stores).await;
+                    stores.finish().await;
+                }
+            })*
+        }
+    };
 }

@@ -52,10 +52,17 @@ pub(crate) async fn record_issued(
             output: None,
             lease: None,
             updated_at: now,
+            routing: request.route.as_ref().map(|route| route.resolve(|group| ledger.config.group_members(group))),
+            votes: Vec::new(),
+            reason: request.reason.clone(),
         };
         let mut data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
         if let Some(reason) = &request.reason {
             data["reason"] = json!(reason);
+        }
+        if let Some(routing) = &record.routing {
+            data["approvers"] = json!(routing.approvers);
+            data["quorum"] = json!(routing.quorum);
         }
         events.push(ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data));
         records.push(record);

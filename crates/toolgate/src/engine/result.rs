@@ -17,6 +17,8 @@ pub struct ApprovalRequest {
     pub provider_executed: bool,
     /// Why a person is asked (the rule or tool policy that asked), when known.
     pub reason: Option<String>,
+    /// Who must approve, when a rule named approvers (`None`: the requester).
+    pub route: Option<crate::approval::lifecycle::Route>,
 }
 
 /// One model step: what the model said and what happened to its calls.

@@ -73,6 +73,8 @@ enum CallClass {
     Local {
         tool: Tool,
         ask: Option<String>,
+        /// Who must approve, when a rule named approvers.
+        route: Option<crate::approval::lifecycle::Route>,
     },
 }
 
@@ -258,10 +260,11 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
                     tool_call: call.part.clone(),
                     provider_executed: true,
                     reason: Some(PROVIDER_APPROVAL_REASON.to_owned()),
+                    route: None,
                 });
             }
             let reason = Some(PROVIDER_APPROVAL_REASON.to_owned());
-            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None, reason }
+            StreamPart::ToolApprovalRequest { approval_id, tool_call, signature: None, reason, routing: None }
         }
         ModelStreamPart::ToolResult(result) => {
             let part = provider_result(result, transcript, context.toolkit);
@@ -380,11 +383,11 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     }
                     None | Some(Ok(_)) => {
                         let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
-                        let Decided { decision, ask_reason } =
+                        let Decided { decision, ask_reason, route } =
                             decide_call(context.request.caller(), tool, &input, approval).await;
                         match decision {
-                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), ask: None },
-                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), ask: ask_reason },
+                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
+                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), ask: ask_reason, route },
                             PolicyDecision::Deny { reason } => CallClass::Denied(reason),
                         }
                     }
@@ -424,7 +427,7 @@ async fn act_on_calls(
             }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
-            CallClass::Local { ask: Some(reason), .. } => gated.push((position, reason.clone())),
+            CallClass::Local { ask: Some(reason), route, .. } => gated.push((position, reason.clone(), route.clone())),
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
@@ -453,8 +456,11 @@ async fn act_on_calls(
     let held = HeldCalls::of(&held_calls).unwrap_or_default();
     let issued: Vec<ApprovalRequest> = gated
         .iter()
-        .map(|(position, reason)| {
-            issue_approval(&transcript.calls[*position].part, &held, context.request, Some(reason.clone()))
+        .map(|(position, reason, route)| {
+            let mut request =
+                issue_approval(&transcript.calls[*position].part, &held, context.request, Some(reason.clone()));
+            request.route = route.clone();
+            request
         })
         .collect();
     let failure = match &context.request.ledger {
@@ -462,7 +468,7 @@ async fn act_on_calls(
         _ => None,
     };
     if failure.is_none() {
-        for ((position, _), request) in gated.into_iter().zip(issued) {
+        for ((position, _, _), request) in gated.into_iter().zip(issued) {
             let call = &transcript.calls[position].part;
             tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
             out.emit(StreamPart::ToolApprovalRequest {
@@ -470,6 +476,10 @@ async fn act_on_calls(
                 tool_call: info(&transcript.calls[position]),
                 signature: request.signature.clone(),
                 reason: request.reason.clone(),
+                routing: request.route.as_ref().map(|route| toolgate_protocol::ApprovalRouting {
+                    approvers: route.approvers.clone(),
+                    quorum: route.quorum,
+                }),
             })
             .await;
             transcript.content.push(AssistantPart::ToolApprovalRequest(ToolApprovalRequestPart {
@@ -534,7 +544,7 @@ fn issue_approval(
         }
         None => (unsigned_approval_id(&nonce), None),
     };
-    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false, reason }
+    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false, reason, route: None }
 }
 
 /// True when approvals bind the exact input (a signer or a ledger), so every

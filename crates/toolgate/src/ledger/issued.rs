@@ -106,6 +106,9 @@ mod tests {
             output: None,
             lease: None,
             updated_at: 0,
+            routing: None,
+            votes: Vec::new(),
+            reason: None,
         }
     }
 

@@ -7,8 +7,9 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, DecisionQuery, Millis, Pruned,
-    StoreError, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, ContinuationClaim,
+    DecisionQuery, Millis, Pruned, StoreError, StoreFuture, StoredConversation, StoredDecision, Transition,
+    TransitionOutcome,
 };
 
 /// Keeps everything in process memory; lost when the process ends.
@@ -26,9 +27,27 @@ struct Inner {
     conversations: HashMap<String, StoredConversation>,
     /// Sticky decisions, oldest first.
     decisions: Vec<StoredDecision>,
+    /// Conversations due to continue: key -> mark.
+    continuations: HashMap<String, Mark>,
+    /// Bumped by every mark, so marks are ordered and generations unique.
+    marks: i64,
+}
+
+/// A conversation due to continue.
+#[derive(Debug, Clone)]
+struct Mark {
+    generation: i64,
+    holder: Option<(String, Millis)>,
 }
 
 impl Inner {
+    fn mark_due(&mut self, conversation_id: &str) {
+        self.marks += 1;
+        let generation = self.marks;
+        let mark = self.continuations.entry(conversation_id.to_owned()).or_insert(Mark { generation, holder: None });
+        mark.generation = generation;
+    }
+
     fn append(&mut self, events: &[AuditEvent]) {
         for event in events {
             let seq = self.audit.len() as i64 + 1;
@@ -110,7 +129,10 @@ impl ApprovalStore for MemoryStore {
                     }
                     Some(record) => TransitionOutcome::Unmoved(record.clone()),
                 };
-                if matches!(outcome, TransitionOutcome::Moved(_)) {
+                if let TransitionOutcome::Moved(record) = &outcome {
+                    if transition.update.continuation {
+                        inner.mark_due(&record.conversation_id);
+                    }
                     inner.append(&transition.events);
                 }
                 outcomes.push(outcome);
@@ -225,6 +247,77 @@ impl ApprovalStore for MemoryStore {
             let mut inner = self.lock();
             let position = inner.decisions.iter().position(|decision| decision.id == id);
             Ok(position.map(|position| inner.decisions.remove(position)))
+        })
+    }
+
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let mut found: Vec<&ApprovalRecord> = inner
+                .approvals
+                .values()
+                .filter(|record| {
+                    query.states.admits(record.state)
+                        && query.conversation_id.as_ref().is_none_or(|id| &record.conversation_id == id)
+                        && query.viewer_keys.as_ref().is_none_or(|keys| {
+                            crate::approval::lifecycle::viewers(record).iter().any(|viewer| keys.contains(viewer))
+                        })
+                })
+                .collect();
+            found.sort_by(|a, b| (b.issued_at, &b.approval_id).cmp(&(a.issued_at, &a.approval_id)));
+            Ok(found.into_iter().take(query.limit).cloned().collect())
+        })
+    }
+
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if create {
+                inner.mark_due(conversation_id);
+            }
+            let Some(mark) = inner.continuations.get_mut(conversation_id) else { return Ok(None) };
+            if mark.holder.as_ref().is_some_and(|(holder, held_until)| holder != executor && *held_until > now) {
+                return Ok(None);
+            }
+            mark.holder = Some((executor.to_owned(), until));
+            Ok(Some(ContinuationClaim { conversation_id: conversation_id.to_owned(), generation: mark.generation }))
+        })
+    }
+
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let Some(mark) = inner.continuations.get_mut(&claim.conversation_id) else { return Ok(true) };
+            if mark.holder.as_ref().is_some_and(|(holder, _)| holder != executor) {
+                return Ok(false);
+            }
+            if mark.generation == claim.generation {
+                inner.continuations.remove(&claim.conversation_id);
+                return Ok(true);
+            }
+            mark.holder = None;
+            Ok(false)
+        })
+    }
+
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let mut due: Vec<(&i64, &String)> = inner
+                .continuations
+                .iter()
+                .filter(|(_, mark)| mark.holder.as_ref().is_none_or(|(_, until)| *until <= now))
+                .map(|(id, mark)| (&mark.generation, id))
+                .collect();
+            due.sort();
+            Ok(due.into_iter().take(limit).map(|(_, id)| id.clone()).collect())
         })
     }
 

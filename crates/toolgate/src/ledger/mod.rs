@@ -23,14 +23,14 @@
 //! - every step is appended to an audit log ([`AuditEvent`]).
 //!
 //! States and transitions (each one atomic, a conditional update in the store):
-//! `pending → approved | denied | expired`, `approved → executing`,
-//! `executing → executed | failed | interrupted`.
+//! see [`crate::approval::lifecycle`].
 //!
 //! The engine defines the [`ApprovalStore`] trait and an in-memory store
 //! ([`MemoryStore`]); `toolgate-store` implements it on SQLite and Postgres.
 
 mod clock;
 mod decision;
+mod inbox;
 mod issued;
 mod memory;
 mod owner;
@@ -41,6 +41,7 @@ pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
+pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, StateFilter};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
@@ -94,6 +95,9 @@ pub struct LedgerConfig {
     /// answer that comes back to this process is checked against them
     /// without a store read (see [`IssuedApprovals`]).
     pub issued: Arc<IssuedApprovals>,
+    /// The configured groups (`[groups]`): name -> members. An approval
+    /// routed to a group records its members when it is issued.
+    pub groups: Arc<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 impl LedgerConfig {
@@ -107,7 +111,19 @@ impl LedgerConfig {
             executor: format!("exe_{}", uuid::Uuid::now_v7().simple()),
             settle_wait: DEFAULT_SETTLE_WAIT,
             issued: Arc::default(),
+            groups: Arc::default(),
         }
+    }
+
+    /// Sets the configured groups.
+    pub fn groups(mut self, groups: std::collections::BTreeMap<String, Vec<String>>) -> Self {
+        self.groups = Arc::new(groups);
+        self
+    }
+
+    /// The members of a configured group (`None`: not configured).
+    pub fn group_members(&self, group: &str) -> Option<Vec<String>> {
+        self.groups.get(group).cloned()
     }
 
     /// Replaces the clock.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use toolgate_protocol::ToolResultOutput;
 
 use super::AuditView;
-use crate::approval::lifecycle::{ApprovalState, Decision};
+use crate::approval::lifecycle::{ApprovalState, Decision, Routing, Vote};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -93,6 +93,16 @@ pub struct ApprovalRecord {
     pub lease: Option<Lease>,
     /// When the state last changed.
     pub updated_at: Millis,
+    /// Who must decide it, when a rule named approvers (`None`: the
+    /// conversation's owner, in one answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+    /// The votes cast so far, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<Vote>,
+    /// Why a person is asked (the rule or tool policy that asked), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A condition a transition needs besides the current state.
@@ -106,6 +116,14 @@ pub enum Guard {
     ExpiredAt(Millis),
     /// The execution lease has lapsed at this time (`lease.until <= t`).
     LeaseLapsedAt(Millis),
+    /// Exactly `count` votes are recorded and the request has not expired
+    /// at `at`: a vote counted on the votes it read (optimistic).
+    Votes {
+        /// The votes the voter read.
+        count: u32,
+        /// The time of the vote.
+        at: Millis,
+    },
 }
 
 /// What a transition writes besides the new state. `None` fields keep their value.
@@ -117,6 +135,12 @@ pub struct Update {
     pub output: Option<ToolResultOutput>,
     /// The execution claim (set when entering `executing`, cleared when leaving it).
     pub lease: Option<Lease>,
+    /// Every vote, the new one last (replaces the stored votes).
+    pub votes: Option<Vec<Vote>>,
+    /// The conversation's step is due to continue on the server: the store
+    /// marks it in the same transaction (see
+    /// [`crate::ledger::ApprovalStore::claim_continuation`]).
+    pub continuation: bool,
 }
 
 /// One conditional state change: applied only when the record is in `from`
@@ -183,11 +207,18 @@ pub enum AuditKind {
     Interrupted,
     /// An answer was refused (replayed, forged, conflicting, expired); why is in the data.
     Rejected,
+    /// An approver voted; `principal` is the voter, the data holds the decision and reason.
+    Voted,
+    /// The requester withdrew the request before it was decided.
+    Withdrawn,
+    /// The server continued the conversation's run itself after the last
+    /// decision; the data names the replica (`executor`).
+    Continued,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 12] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -197,6 +228,9 @@ impl AuditKind {
         Self::Expired,
         Self::Interrupted,
         Self::Rejected,
+        Self::Voted,
+        Self::Withdrawn,
+        Self::Continued,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -211,6 +245,9 @@ impl AuditKind {
             Self::Expired => "expired",
             Self::Interrupted => "interrupted",
             Self::Rejected => "rejected",
+            Self::Voted => "voted",
+            Self::Withdrawn => "withdrawn",
+            Self::Continued => "continued",
         }
     }
 
@@ -276,7 +313,7 @@ impl AuditEvent {
 
     /// True when this event records `principal` answering its approval.
     pub fn is_answer_by(&self, principal: &str) -> bool {
-        matches!(self.kind, AuditKind::Approved | AuditKind::Denied | AuditKind::Edited)
+        matches!(self.kind, AuditKind::Approved | AuditKind::Denied | AuditKind::Edited | AuditKind::Voted)
             && self.principal.as_deref() == Some(principal)
     }
 }
@@ -303,6 +340,7 @@ impl Transition {
                 Guard::NotExpiredAt(now) => record.expires_at > now,
                 Guard::ExpiredAt(now) => record.expires_at <= now,
                 Guard::LeaseLapsedAt(now) => record.lease.as_ref().is_none_or(|lease| lease.until <= now),
+                Guard::Votes { count, at } => record.votes.len() == count as usize && record.expires_at > at,
             }
     }
 
@@ -316,6 +354,9 @@ impl Transition {
         }
         if let Some(output) = &self.update.output {
             record.output = Some(output.clone());
+        }
+        if let Some(votes) = &self.update.votes {
+            record.votes = votes.clone();
         }
         if self.update.lease.is_some() {
             record.lease = self.update.lease.clone();

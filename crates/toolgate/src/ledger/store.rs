@@ -12,8 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::{
-    ApprovalRecord, AuditEvent, AuditQuery, DecisionQuery, Millis, Pruned, StoredConversation, StoredDecision,
-    Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery, Millis, Pruned,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 /// What a request reads before it runs: its stored conversation and the
@@ -108,9 +108,33 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
 
+    /// Approvals as an inbox lists them (see [`ApprovalQuery`]), newest first.
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>>;
+
+    /// Claims a conversation marked due to continue, until `until`, for
+    /// `executor`, if nobody holds it at `now` (an unexpired claim of
+    /// another executor blocks it). With `create`, marks it due first (a
+    /// request that continues the conversation itself). `None`: not due, or
+    /// held by another.
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>>;
+
+    /// Ends a claim: clears the mark when no decision bumped it since the
+    /// claim (returns `true`), else releases it so it is claimed again.
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Conversations due to continue that nobody holds at `now`, oldest mark first.
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>>;
+
     /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
-    /// final state (denied, expired, executed, failed, interrupted) last
+    /// final state (denied, expired, executed, failed, interrupted, withdrawn) last
     /// changed before it; audit events recorded before it, except those of an
     /// approval still open (pending, approved, executing); conversations last
     /// saved before it that hold no open approval. Nothing open is ever

@@ -18,6 +18,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{ApprovalContext, PolicyDecision, Tool};
+use crate::approval::lifecycle::Route;
 
 /// One call as a gate sees it.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +66,15 @@ pub struct GateVerdict {
     pub action: GateAction,
     /// Why, e.g. ``rule `ask-writes` matched /path``.
     pub reason: String,
+    /// Who must approve, when an `ask` names approvers (`None`: the requester).
+    pub route: Option<Route>,
+}
+
+impl GateVerdict {
+    /// A verdict without named approvers.
+    pub fn new(action: GateAction, reason: impl Into<String>) -> Self {
+        Self { action, reason: reason.into(), route: None }
+    }
 }
 
 /// Decides calls for a whole request before each tool's own policy. See the module docs.
@@ -104,6 +114,14 @@ pub struct Decided {
     pub decision: PolicyDecision,
     /// Why a person is asked (set when `decision` is `Ask`).
     pub ask_reason: Option<String>,
+    /// Who must approve, when a rule named approvers.
+    pub route: Option<Route>,
+}
+
+impl Decided {
+    fn plain(decision: PolicyDecision, ask_reason: Option<String>) -> Self {
+        Self { decision, ask_reason, route: None }
+    }
 }
 
 /// Decides one call as the engine does: the gate's verdict combined with
@@ -123,20 +141,18 @@ pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context
         }
         None => None,
     };
-    if let Some(GateVerdict { action: GateAction::Deny, reason }) = verdict {
-        return Decided { decision: PolicyDecision::Deny { reason }, ask_reason: None };
+    if let Some(GateVerdict { action: GateAction::Deny, reason, .. }) = verdict {
+        return Decided::plain(PolicyDecision::Deny { reason }, None);
     }
     let own = tool.decide(input, context).await;
     match (own, verdict) {
-        (deny @ PolicyDecision::Deny { .. }, _) => Decided { decision: deny, ask_reason: None },
-        (_, Some(GateVerdict { action: GateAction::Ask, reason })) => {
-            Decided { decision: PolicyDecision::Ask, ask_reason: Some(reason) }
+        (deny @ PolicyDecision::Deny { .. }, _) => Decided::plain(deny, None),
+        (_, Some(GateVerdict { action: GateAction::Ask, reason, route })) => {
+            Decided { decision: PolicyDecision::Ask, ask_reason: Some(reason), route }
         }
-        (_, Some(GateVerdict { action: GateAction::Allow, .. })) => {
-            Decided { decision: PolicyDecision::Allow, ask_reason: None }
-        }
-        (PolicyDecision::Ask, _) => Decided { decision: PolicyDecision::Ask, ask_reason: Some(tool.ask_reason()) },
-        (PolicyDecision::Allow, _) => Decided { decision: PolicyDecision::Allow, ask_reason: None },
+        (_, Some(GateVerdict { action: GateAction::Allow, .. })) => Decided::plain(PolicyDecision::Allow, None),
+        (PolicyDecision::Ask, _) => Decided::plain(PolicyDecision::Ask, Some(tool.ask_reason())),
+        (PolicyDecision::Allow, _) => Decided::plain(PolicyDecision::Allow, None),
     }
 }
 
@@ -150,6 +166,6 @@ async fn checked(gate: &dyn CallGate, call: GateCall<'_>) -> Option<GateVerdict>
     outcome.unwrap_or_else(|panic| {
         let detail = super::panic_message(panic.as_ref());
         tracing::warn!(tool = tool_name, %detail, "approval gate panicked; approval required");
-        Some(GateVerdict { action: GateAction::Ask, reason: format!("the approval policy failed ({detail})") })
+        Some(GateVerdict::new(GateAction::Ask, format!("the approval policy failed ({detail})")))
     })
 }

@@ -6,13 +6,16 @@
 //!    input, an answer contradicting a recorded decision, and an approval
 //!    whose call is running right now each fail the request (every refusal is
 //!    audited as `rejected`); nothing has changed yet.
-//! 2. **Claim**, in one transaction: each pending, unexpired approval moves to
-//!    `approved` and on to `executing` under this process's lease, or to
-//!    `denied`; its audit events commit with it. Only the first answer can move it.
+//! 2. **Claim**, in one transaction: each pending, unexpired approval moves
+//!    straight to `executing` under this process's lease (approved and
+//!    claimed in one conditional update), or to `denied`; its audit events
+//!    commit with it. Only the first answer can move it. An approval routed
+//!    to named approvers is never claimed here: votes decide it.
 //! 3. **Settle** what did not move from its record: an expired request moves to
 //!    `expired`, an execution whose lease lapsed to `interrupted` (or is claimed
-//!    again when the tool is idempotent), and a decided one gives back its
-//!    stored outcome. A race lost to a contradicting answer after step 1 is not
+//!    again when the tool is idempotent), one approved out of band moves to
+//!    `executing` for this request, and a decided one gives back its stored
+//!    outcome. A race lost to a contradicting answer after step 1 is not
 //!    an error (claims of this request already happened): the recorded
 //!    decision stands, with a warning.
 //!
@@ -80,7 +83,7 @@ enum Reading {
     /// Another request is deciding or running it right now.
     InProgress,
     /// A transition to try (expire, interrupt, claim again).
-    Move(Transition),
+    Move(Box<Transition>),
 }
 
 /// How often a request waiting for another request's claim looks again.
@@ -132,7 +135,10 @@ pub(crate) async fn settle(
     };
     loop {
         let now = ledger.config.clock.now();
-        let claimable = kept.take().filter(|record| record.state == ApprovalState::Pending && record.expires_at > now);
+        // A routed approval is decided by votes, which the kept record never sees: read the store.
+        let claimable = kept.take().filter(|record| {
+            record.state == ApprovalState::Pending && record.expires_at > now && record.routing.is_none()
+        });
         let mut records: HashMap<String, ApprovalRecord> = match claimable {
             Some(record) => HashMap::from([(record.approval_id.clone(), record)]),
             None => {
@@ -267,6 +273,13 @@ fn check(
             }
         };
         if record.state == ApprovalState::Pending && record.expires_at > now {
+            if record.routing.is_some() {
+                // Decided by its approvers only, through votes (`lifecycle::cast`), never by a claim.
+                let error = routed_refusal(record, entry, ledger, now);
+                rejected.push(rejection(ledger, entry, now, error.to_string()));
+                failure.get_or_insert(error);
+                continue;
+            }
             let transitions = claim(record, entry, ledger, now);
             claimants.extend(std::iter::repeat_n(position, transitions.len()));
             claims.extend(transitions);
@@ -318,7 +331,7 @@ async fn settle_unclaimed(
             Reading::Settled(effect) => settled[position] = Some(effect),
             Reading::Move(transition) => {
                 moving.push(position);
-                moves.push(transition);
+                moves.push(*transition);
             }
             Reading::Conflict(recorded, received) => {
                 // Another answer won the race after this request's own claims moved.
@@ -425,8 +438,29 @@ fn check_binding(record: &ApprovalRecord, entry: &Entry, conversation_id: &str) 
     }
 }
 
+/// Why an answer in the history cannot decide a pending approval routed to
+/// named approvers: the requester's own vote refused, or, for a new message
+/// that leaves it unanswered, the approvals still pending.
+fn routed_refusal(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> EngineError {
+    let voter = super::Voter::new(ledger.principal.clone());
+    match entry.source {
+        Source::Unanswered => EngineError::ApprovalsPending {
+            pending: vec![format!("`{}` waits for {}", record.approval_id, super::waiting_for(record))],
+        },
+        Source::Person | Source::Policy => match super::check_vote(record, &voter, &entry.decision, now) {
+            Err(refusal) => refusal.into(),
+            // An approver's answer counts as a vote only through `lifecycle::cast`.
+            Ok(()) => super::VoteRefusal::NotAnApprover {
+                approval_id: record.approval_id.clone(),
+                waiting_for: super::waiting_for(record),
+            }
+            .into(),
+        },
+    }
+}
+
 /// The transitions that claim a pending approval for this request's decision:
-/// `pending → approved → executing`, or `pending → denied`.
+/// `pending → executing` (approved and claimed at once), or `pending → denied`.
 fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Vec<Transition> {
     let events = match &entry.decision {
         Decision::Approve { edited_input } => {
@@ -442,11 +476,7 @@ fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -
             vec![noted(ledger, record, AuditKind::Denied, now, data)]
         }
     };
-    let mut claims = vec![transition::decide(record, entry.decision.clone(), ledger, now, events)];
-    if entry.decision.is_approve() {
-        claims.push(transition::start_execution(record, ledger, now, ApprovalState::Approved, Vec::new()));
-    }
-    claims
+    vec![transition::decide(record, entry.decision.clone(), ledger, now, events)]
 }
 
 /// What a record that is not pending (or did not move) means for this answer.
@@ -459,23 +489,32 @@ fn reading(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis)
     match record.state {
         ApprovalState::Pending if record.expires_at <= now => {
             let events = vec![noted(ledger, record, AuditKind::Expired, now, json!({"expiresAt": record.expires_at}))];
-            Reading::Move(transition::expire(record, now, events))
+            Reading::Move(Box::new(transition::expire(record, now, events)))
         }
-        ApprovalState::Pending | ApprovalState::Approved => Reading::InProgress,
+        ApprovalState::Pending => Reading::InProgress,
+        // Decided out of band (votes), waiting for its step to continue: whoever continues it runs it.
+        ApprovalState::Approved => Reading::Move(Box::new(transition::start_execution(
+            record,
+            ledger,
+            now,
+            ApprovalState::Approved,
+            Vec::new(),
+        ))),
         ApprovalState::Executing if record.lease.as_ref().is_some_and(|lease| lease.until > now) => Reading::InProgress,
         ApprovalState::Executing if entry.idempotent && entry.decision.is_approve() => {
             let events = vec![noted(ledger, record, AuditKind::Interrupted, now, json!({"rerun": true}))];
-            Reading::Move(transition::start_execution(record, ledger, now, ApprovalState::Executing, events))
+            Reading::Move(Box::new(transition::start_execution(record, ledger, now, ApprovalState::Executing, events)))
         }
         ApprovalState::Executing => {
             let events = vec![noted(ledger, record, AuditKind::Interrupted, now, json!({"rerun": false}))];
-            Reading::Move(transition::interrupt(record, now, events))
+            Reading::Move(Box::new(transition::interrupt(record, now, events)))
         }
         ApprovalState::Denied
         | ApprovalState::Expired
         | ApprovalState::Executed
         | ApprovalState::Failed
-        | ApprovalState::Interrupted => Reading::Settled(recorded_effect(record, entry)),
+        | ApprovalState::Interrupted
+        | ApprovalState::Withdrawn => Reading::Settled(recorded_effect(record, entry)),
     }
 }
 
@@ -502,7 +541,9 @@ fn busy(entry: &Entry, state: ApprovalState) -> Effect {
 fn recorded_effect(record: &ApprovalRecord, entry: &Entry) -> Effect {
     let stored = |fallback: &str| record.output.clone().unwrap_or_else(|| ToolResultOutput::error_text(fallback));
     match record.state {
-        ApprovalState::Denied => Effect::Deny(record.decision.as_ref().and_then(|d| d.reason.clone())),
+        ApprovalState::Denied | ApprovalState::Withdrawn => {
+            Effect::Deny(record.decision.as_ref().and_then(|d| d.reason.clone()))
+        }
         ApprovalState::Expired => Effect::Stored(stored(EXPIRED_TEXT), ApprovalOutcome::Expired),
         ApprovalState::Interrupted => Effect::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Interrupted),
         ApprovalState::Executed | ApprovalState::Failed => {

@@ -12,18 +12,32 @@
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
 //! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
-//! | `pending` | `approved` / `denied` | a [`Decision`] arrives before `expires_at` | the request's principal; the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
+//! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
+//! | `pending` | `pending` | a vote that does not reach the quorum | an approver ([`check_vote`]) | [`cast`] |
+//! | `pending` | `approved` / `denied` | the vote that reaches the quorum, or the first denial | an approver; the owner for an unrouted approval decided out of band | [`cast`] |
+//! | `pending` | `withdrawn` | the requester takes the request back | the requester | [`withdraw`] |
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
-//! | `approved` | `executing` | right after the approval, in the same transaction | the deciding request, under its process's lease | `claim` via `transition::start_execution` |
+//! | `approved` | `executing` | the step of an approval decided out of band continues | whoever continues the step (the server, or the requester's next request), under its process's lease | `claim` via `transition::start_execution` |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
 //!
-//! Nothing moves back, and `denied`, `expired`, `executed`, `failed` and
-//! `interrupted` are final ([`ApprovalState::can_move_to`],
+//! Nothing moves back, and `denied`, `expired`, `executed`, `failed`,
+//! `interrupted` and `withdrawn` are final ([`ApprovalState::can_move_to`],
 //! [`ApprovalState::is_final`]). A decision, once recorded, stands: a later
 //! answer that contradicts it is refused (`approval_already_decided`), one
 //! that repeats it gets the recorded outcome and runs nothing.
+//!
+//! # Who decides
+//!
+//! An approval is decided by its conversation's owner, in one answer (in
+//! the chat, or out of band through [`cast`]), unless the rule that asked
+//! named approvers: then it carries a [`Routing`] and only its approvers
+//! decide, by votes ([`cast`]), never by an answer in the history (the
+//! claim refuses one with [`VoteRefusal`]). A deciding vote leaves the
+//! approval `approved` (nothing runs yet) and marks the conversation due to
+//! continue; the server continues the step once its last approval is
+//! decided (see [`route`] and the `toolgate-server` crate's continuation).
 //!
 //! # Decisions
 //!
@@ -38,9 +52,16 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+pub mod route;
 mod state;
 mod transition;
 pub(crate) mod verify;
+mod vote;
 
+pub use route::{
+    GROUP_PREFIX, Route, Routing, Tally, Vote, VoteRefusal, Voter, check_vote, is_approver, may_see, requester, tally,
+    viewers, waiting_for,
+};
 pub use state::{ApprovalState, Decision};
 pub(crate) use transition::finish;
+pub use vote::{VoteError, VoteOptions, WITHDRAWN_REASON, cast, withdraw};

@@ -25,11 +25,13 @@ pub enum ApprovalState {
     Failed,
     /// Started, but the process stopped before the outcome was stored.
     Interrupted,
+    /// The requester withdrew it before it was decided.
+    Withdrawn,
 }
 
 impl ApprovalState {
     /// Every state, in life order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Pending,
         Self::Approved,
         Self::Denied,
@@ -38,6 +40,7 @@ impl ApprovalState {
         Self::Executed,
         Self::Failed,
         Self::Interrupted,
+        Self::Withdrawn,
     ];
 
     /// The name stored and shown (`pending`, `approved`, ...).
@@ -51,6 +54,7 @@ impl ApprovalState {
             Self::Executed => "executed",
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
+            Self::Withdrawn => "withdrawn",
         }
     }
 
@@ -65,10 +69,10 @@ impl ApprovalState {
     /// table in [`crate::approval::lifecycle`]). Stores apply only the
     /// transitions the engine builds, and the engine builds only these.
     pub fn can_move_to(self, to: Self) -> bool {
-        use ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
+        use ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending, Withdrawn};
         matches!(
             (self, to),
-            (Pending, Approved | Denied | Expired)
+            (Pending, Pending | Approved | Denied | Expired | Withdrawn | Executing)
                 | (Approved, Executing)
                 | (Executing, Executing | Executed | Failed | Interrupted)
         )
@@ -141,11 +145,12 @@ mod tests {
     #[test]
     fn the_table_moves_forward_only() {
         use ApprovalState::*;
-        for state in ApprovalState::ALL {
+        for state in ApprovalState::ALL.into_iter().filter(|state| *state != Pending) {
             assert!(!state.can_move_to(Pending), "nothing goes back to pending from {state:?}");
         }
+        assert!(Pending.can_move_to(Pending), "a vote that does not decide keeps it pending");
         let finals: Vec<ApprovalState> = ApprovalState::ALL.into_iter().filter(|s| s.is_final()).collect();
-        assert_eq!(finals, [Denied, Expired, Executed, Failed, Interrupted]);
+        assert_eq!(finals, [Denied, Expired, Executed, Failed, Interrupted, Withdrawn]);
         assert!(Executing.can_move_to(Executing), "an idempotent call's lapsed lease is claimed again");
         assert!(!Approved.can_move_to(Denied) && !Denied.can_move_to(Approved), "a decision stands");
     }

@@ -22,8 +22,12 @@ fn transition(
     Transition { approval_id: approval_id.to_owned(), from, to, guard, update, at, events }
 }
 
-/// `pending → approved | denied`, if the request has not expired: the
-/// decision of the request's principal, first come first served.
+/// `pending → executing | denied`, if the request has not expired: the
+/// decision of the request's principal, first come first served. An
+/// approval claims the call at once, under this process's lease, in the
+/// same conditional update: nobody ever sees it `approved` in between, so an
+/// approval decided out of band meanwhile can never be started by a claim
+/// that did not win.
 pub(crate) fn decide(
     record: &ApprovalRecord,
     decision: Decision,
@@ -31,13 +35,19 @@ pub(crate) fn decide(
     now: Millis,
     events: Vec<AuditEvent>,
 ) -> Transition {
-    let to = if decision.is_approve() { ApprovalState::Approved } else { ApprovalState::Denied };
+    let (to, lease) = if decision.is_approve() {
+        let until = now.saturating_add(millis(ledger.config.lease));
+        (ApprovalState::Executing, Some(Lease { executor: ledger.config.executor.clone(), until }))
+    } else {
+        (ApprovalState::Denied, None)
+    };
     let recorded = RecordedDecision::new(decision, ledger.principal.clone(), now);
-    let update = Update { decision: Some(recorded), ..Update::default() };
+    let update = Update { decision: Some(recorded), lease, ..Update::default() };
     transition(&record.approval_id, (ApprovalState::Pending, to), Guard::NotExpiredAt(now), update, now, events)
 }
 
-/// `approved → executing` (after a decision), or `executing → executing`
+/// `approved → executing` (an approval decided by votes, when its step
+/// continues), or `executing → executing`
 /// (an idempotent call whose lease lapsed), under this process's lease.
 pub(crate) fn start_execution(
     record: &ApprovalRecord,

@@ -69,7 +69,7 @@ fn contradiction(record: &ApprovalRecord, output: &ToolResultOutput) -> Option<S
             record.approval_id,
             record.state.as_str()
         )),
-        ApprovalState::Denied => (!output.is_denied())
+        ApprovalState::Denied | ApprovalState::Withdrawn => (!output.is_denied())
             .then(|| format!("approval `{}` was denied; the call has no other result", record.approval_id)),
         ApprovalState::Executed | ApprovalState::Failed | ApprovalState::Expired | ApprovalState::Interrupted => {
             let recorded = record.output.as_ref().map(comparable);

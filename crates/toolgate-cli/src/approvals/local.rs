@@ -1,0 +1,197 @@
+//! Store mode: the inbox read and decided on the store itself, as one
+//! voter (`--as`, `--group`, `--config`).
+//!
+//! Every rule is the approval lifecycle's, as on the server: a listing
+//! selects by the voter's keys and keeps what [`may_see`] admits; a vote is
+//! [`lifecycle::cast`] with the conversation marked due to continue (a
+//! running server's worker polls the store and continues it); a withdrawal
+//! is [`lifecycle::withdraw`]. An approval the voter may not see is
+//! `unknown_approval`, so an outsider never learns it exists.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use toolgate::Decision;
+use toolgate::approval::lifecycle::{
+    self, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
+};
+use toolgate::ledger::{
+    ApprovalQuery, ApprovalRecord, ApprovalStore, InboxChanges, StateFilter, SystemClock, conversation_key,
+    is_valid_conversation_id,
+};
+use toolgate_server::approval_item;
+
+use super::{Ballot, Listing, Refusal};
+use crate::config::Config;
+use crate::store::StoreArgs;
+
+/// How often `watch` reads the pending approvals again.
+const POLL: Duration = Duration::from_secs(1);
+
+/// The voter of the store-mode flags: `principal` (else the OS user name),
+/// the `groups` given and the `[groups]` of the config file that list them;
+/// an admin if the config's `admins` name them.
+pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>) -> anyhow::Result<Voter> {
+    let principal = match principal {
+        Some(principal) if principal.is_empty() => bail!("--as needs a principal"),
+        Some(principal) => principal,
+        None => os_user()?,
+    };
+    let mut own: Vec<String> = Vec::with_capacity(groups.len());
+    for group in groups {
+        let name = group.strip_prefix(GROUP_PREFIX).unwrap_or(group);
+        if name.is_empty() || name.contains(':') {
+            bail!("--group `{group}` is not a group name");
+        }
+        own.push(name.to_owned());
+    }
+    let mut admin = false;
+    if let Some(path) = config {
+        let config = Config::load(path)?;
+        let listed = config.groups.iter().filter(|(_, members)| members.contains(&principal));
+        own.extend(listed.map(|(group, _)| group.clone()));
+        admin = config.admins.contains(&principal);
+    }
+    own.sort_unstable();
+    own.dedup();
+    Ok(Voter { principal: Some(principal), groups: own, admin })
+}
+
+/// The OS user name: `$USER`, else `$LOGNAME`, else `$USERNAME`.
+fn os_user() -> anyhow::Result<String> {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|name| !name.is_empty()))
+        .context("cannot tell who you are ($USER is not set): pass --as PRINCIPAL")
+}
+
+/// The store, and who acts on it.
+pub struct Local {
+    store: Arc<dyn ApprovalStore>,
+    voter: Voter,
+}
+
+impl Local {
+    /// Opens the store of `args` (as `toolgate audit` does) for `voter`.
+    pub async fn open(args: &StoreArgs, voter: Voter) -> anyhow::Result<Self> {
+        let Some(store) = args.open().await? else {
+            bail!("`toolgate approvals` needs a store; --store none keeps no approvals");
+        };
+        Ok(Self { store, voter })
+    }
+
+    /// The keys a listing selects by (`None`: every approval, for an admin):
+    /// the voter's, and `""`, under which a server without principals files
+    /// its approvals (the operator on the store is its one user).
+    fn viewer_keys(&self) -> Option<Vec<String>> {
+        (!self.voter.admin).then(|| {
+            let mut keys = self.voter.keys();
+            keys.push(String::new());
+            keys
+        })
+    }
+
+    /// The approvals the voter may see, newest first.
+    pub async fn list(&self, listing: &Listing) -> anyhow::Result<Vec<Value>> {
+        let conversation_id = match &listing.conversation {
+            Some(id) if !is_valid_conversation_id(id) => {
+                return Err(refusal("invalid_chat_id", "chat and thread ids may not contain control characters"));
+            }
+            Some(id) => Some(conversation_key(self.voter.principal.as_deref(), id)),
+            None => None,
+        };
+        let query = ApprovalQuery {
+            viewer_keys: self.viewer_keys(),
+            states: listing.state.filter(),
+            conversation_id,
+            limit: listing.limit,
+        };
+        let records = self.store.list_approvals(&query).await.context("cannot list the approvals")?;
+        let visible = records.iter().filter(|record| may_see(record, &self.acting_on(record)));
+        Ok(visible.map(approval_item).collect())
+    }
+
+    /// One approval the voter may see.
+    pub async fn show(&self, id: &str) -> anyhow::Result<Value> {
+        self.visible(id).await.map(|record| approval_item(&record))
+    }
+
+    /// Casts the voter's vote; the item as it is after.
+    pub async fn vote(&self, id: &str, ballot: Ballot) -> anyhow::Result<Value> {
+        let (decision, note) = match ballot.approve {
+            true => (Decision::APPROVE, ballot.reason),
+            false => (Decision::Deny { reason: ballot.reason }, None),
+        };
+        let options = VoteOptions { continuation: true, note };
+        let voter = self.acting_on(&self.visible(id).await?);
+        let voted = lifecycle::cast(self.store.as_ref(), &SystemClock, id, &voter, decision, options).await;
+        voted.map(|record| approval_item(&record)).map_err(vote_error)
+    }
+
+    /// Withdraws the voter's own pending request; the item as it is after.
+    pub async fn withdraw(&self, id: &str) -> anyhow::Result<Value> {
+        let voter = self.acting_on(&self.visible(id).await?);
+        let withdrawn = lifecycle::withdraw(self.store.as_ref(), &SystemClock, id, &voter).await;
+        withdrawn.map(|record| approval_item(&record)).map_err(vote_error)
+    }
+
+    /// Every [`POLL`], the pending approvals the voter may decide that are
+    /// new or changed, and where those that stopped pending went (as the
+    /// server's `/api/approvals/stream`); never returns but on `each`'s error.
+    pub async fn watch(&self, each: &mut dyn FnMut(&Value) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let query = ApprovalQuery {
+            viewer_keys: self.viewer_keys(),
+            states: StateFilter::Pending,
+            conversation_id: None,
+            limit: toolgate_server::MAX_APPROVALS_LIMIT,
+        };
+        let mut changes = InboxChanges::default();
+        loop {
+            match changes.next(self.store.as_ref(), &query, &self.voter).await {
+                Ok(records) => records.iter().try_for_each(|record| each(&approval_item(record)))?,
+                Err(error) => tracing::warn!("cannot read the approvals: {error:#}"),
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Who acts on `record`: the voter, or, for an approval of a server
+    /// without principals (no requester, no approvers), its one user: the
+    /// operator on the store is that user.
+    fn acting_on(&self, record: &ApprovalRecord) -> Voter {
+        match (requester(record), &record.routing) {
+            (None, None) => Voter::new(None),
+            _ => self.voter.clone(),
+        }
+    }
+
+    /// The record, if the voter may see it.
+    async fn visible(&self, id: &str) -> anyhow::Result<ApprovalRecord> {
+        let record = self.store.approvals(&[id.to_owned()]).await.context("cannot read the approval")?.pop();
+        match record {
+            Some(record) if may_see(&record, &self.acting_on(&record)) => Ok(record),
+            _ => Err(refused(VoteRefusal::Unknown(id.to_owned()))),
+        }
+    }
+}
+
+/// A refusal as an error.
+fn refusal(code: &str, message: &str) -> anyhow::Error {
+    Refusal { code: code.to_owned(), message: message.to_owned() }.into()
+}
+
+/// The lifecycle's refusal as an error.
+fn refused(refusal: VoteRefusal) -> anyhow::Error {
+    Refusal { code: refusal.code().to_owned(), message: refusal.to_string() }.into()
+}
+
+/// A vote's or withdrawal's failure: a refusal, or the store's error.
+fn vote_error(error: VoteError) -> anyhow::Error {
+    match error {
+        VoteError::Refused(refusal) => refused(refusal),
+        VoteError::Store(error) => anyhow::Error::new(error).context("the store failed; nothing was recorded"),
+    }
+}

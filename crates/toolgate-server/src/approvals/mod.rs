@@ -1,0 +1,211 @@
+//! `/api/approvals`: the inbox. Approvals are listed, shown and decided out
+//! of band, by whoever may: the routing rules are the approval lifecycle's
+//! ([`toolgate::approval::lifecycle`]), and every decision goes through its
+//! vote ([`lifecycle::cast`]) or withdrawal ([`lifecycle::withdraw`]).
+//!
+//! - `GET /api/approvals?state=pending|decided|all&conversation=ID&limit=N`
+//!   → `{"approvals": [...]}`, newest first ([`approval_item`]): the
+//!   approvals the caller may see (those they may decide, those of their own
+//!   conversations; everything for admins and single-user servers).
+//! - `GET /api/approvals/{id}`: one item; 404 `unknown_approval` when the
+//!   caller may not see it (an outsider never learns it exists).
+//! - `POST /api/approvals/{id}` `{"decision": "approve"|"deny", "reason"?,
+//!   "editedInput"?}`: a vote; 200 with the item in its new state. An edit
+//!   passes the same checks as in the chat (the tool allows edits, the input
+//!   schema, the policy) before the vote counts. A deciding vote makes the
+//!   server continue the conversation ([`crate::continuation`]).
+//! - `DELETE /api/approvals/{id}`: the requester withdraws their pending
+//!   request; it resolves like a denial ("withdrawn by the requester").
+//! - `GET /api/approvals/stream`: server-sent events ([`stream`]).
+
+mod item;
+mod stream;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate::Decision;
+use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see, requester};
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
+use toolgate::tool::{ApprovalContext, Caller as GateCaller, PolicyDecision, SharedMessages, decide_call};
+
+pub use item::approval_item;
+pub(crate) use item::approval_part;
+pub(crate) use stream::stream;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::http::JsonBody;
+use crate::principal::Caller;
+
+/// A listing holds this many approvals unless asked otherwise.
+pub const DEFAULT_LIMIT: usize = 50;
+/// A listing holds at most this many approvals.
+pub const MAX_LIMIT: usize = 500;
+
+/// `GET /api/approvals`.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let ledger = state.ledger_config()?;
+    if let Some(unknown) = params.keys().find(|key| !["state", "conversation", "limit"].contains(&key.as_str())) {
+        return Err(bad_query(format!("unknown parameter `{unknown}` (use state, conversation, limit)")));
+    }
+    let states = match params.get("state") {
+        None => StateFilter::Pending,
+        Some(text) => StateFilter::parse(text)
+            .ok_or_else(|| bad_query(format!("`state` must be pending, decided or all, got `{text}`")))?,
+    };
+    let limit = match params.get("limit") {
+        None => DEFAULT_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LIMIT).contains(&limit) => limit,
+            _ => return Err(bad_query(format!("`limit` must be a number from 1 to {MAX_LIMIT}, got `{text}`"))),
+        },
+    };
+    let voter = state.voter(&caller);
+    let conversation_id = match params.get("conversation") {
+        Some(id) => Some(state.conversation_key(caller.principal.as_deref(), id)?),
+        None => None,
+    };
+    let query = ApprovalQuery { viewer_keys: state.viewer_keys(&voter), states, conversation_id, limit };
+    let records = ledger.store.list_approvals(&query).await?;
+    let items: Vec<Value> = records.iter().filter(|record| may_see(record, &voter)).map(approval_item).collect();
+    Ok(Json(json!({ "approvals": items })))
+}
+
+/// `GET /api/approvals/{id}`.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let ledger = state.ledger_config()?;
+    let record = visible(ledger, &id, &state.voter(&caller)).await?;
+    Ok(Json(approval_item(&record)))
+}
+
+/// The body of `POST /api/approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VoteBody {
+    decision: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    edited_input: Option<Value>,
+}
+
+/// `POST /api/approvals/{id}`: a vote.
+pub(crate) async fn decide(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let ledger = state.ledger_config()?;
+    let body: VoteBody = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", error.to_string()))?;
+    let mut note = None;
+    let decision = match (body.decision.as_str(), body.edited_input) {
+        ("approve", edited_input) => {
+            note = body.reason;
+            Decision::Approve { edited_input }
+        }
+        ("deny", None) => Decision::Deny { reason: body.reason },
+        ("deny", Some(_)) => {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", "a denial cannot edit the input"));
+        }
+        (other, _) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                format!("`decision` must be approve or deny, got `{other}`"),
+            ));
+        }
+    };
+    let voter = state.voter(&caller);
+    if let Decision::Approve { edited_input: Some(edit) } = &decision {
+        let record = visible(ledger, &id, &voter).await?;
+        lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
+        check_edit(&state, &record, edit).await?;
+    }
+    let options = VoteOptions { continuation: true, note };
+    let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
+    decided(&state, &record);
+    Ok(Json(approval_item(&record)))
+}
+
+/// `DELETE /api/approvals/{id}`: the requester withdraws their request.
+pub(crate) async fn withdraw(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let ledger = state.ledger_config()?;
+    let voter = state.voter(&caller);
+    let record = lifecycle::withdraw(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter).await?;
+    decided(&state, &record);
+    Ok(Json(approval_item(&record)))
+}
+
+/// After a vote or withdrawal here: inbox streams look again, and a
+/// decided approval wakes the continuation worker.
+fn decided(state: &AppState, record: &ApprovalRecord) {
+    tracing::info!(approval = %record.approval_id, state = record.state.as_str(), "approval decided out of band");
+    state.approvals_changed();
+    if record.state != toolgate::ledger::ApprovalState::Pending {
+        state.continuations().notify_one();
+    }
+}
+
+/// The record, if `voter` may see it; else 404 `unknown_approval`.
+async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<ApprovalRecord, ApiError> {
+    match ledger.store.approvals(&[id.to_owned()]).await?.pop() {
+        Some(record) if may_see(&record, voter) => Ok(record),
+        _ => Err(VoteRefusal::Unknown(id.to_owned()).into()),
+    }
+}
+
+/// An edit must be one the chat would accept: the tool allows edits, the
+/// input passes its schema, and the policy (the requester's rules and the
+/// tool's own) does not deny it.
+pub(crate) async fn check_edit(state: &AppState, record: &ApprovalRecord, edit: &Value) -> Result<(), ApiError> {
+    let refuse = |code: &'static str, message: String| ApiError::new(StatusCode::BAD_REQUEST, code, message);
+    let toolkit = state.toolkit();
+    let tool = toolkit
+        .get(&record.tool_name)
+        .ok_or_else(|| refuse("tool_not_found", format!("tool `{}` is not offered any more", record.tool_name)))?;
+    if !tool.is_editable() {
+        return Err(refuse("edit_not_allowed", format!("tool `{}` does not allow edited inputs", record.tool_name)));
+    }
+    tool.validate_input(edit)
+        .map_err(|detail| refuse("invalid_tool_input", format!("the edited input is invalid: {detail}")))?;
+    let owner = requester(record);
+    let gate = state.gate(&record.conversation_id, owner);
+    let groups = state.configured_groups(owner);
+    let caller = GateCaller {
+        gate: Some(&gate),
+        conversation_id: Some(&record.conversation_id),
+        principal: owner,
+        groups: &groups,
+    };
+    let context = ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new())));
+    match decide_call(caller, tool, edit, context).await.decision {
+        PolicyDecision::Deny { reason } => {
+            Err(refuse("edit_denied", format!("the policy denies the edited input: {reason}")))
+        }
+        PolicyDecision::Allow | PolicyDecision::Ask => Ok(()),
+    }
+}
+
+fn bad_query(message: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message)
+}

@@ -1,0 +1,251 @@
+//! A chat step that holds approvals decided outside the chat: routed to
+//! named approvers (a rule's `approvers`), or decided in the inbox.
+//!
+//! Before a stored chat request runs, the step it continues (its last
+//! assistant message with approvals) is read against the ledger:
+//! - No approval of the step is routed or was decided out of band: nothing
+//!   changes ([`Step::None`]), the engine settles the answers as always.
+//! - A new user message while routed approvals are pending is refused with
+//!   409 `approvals_pending`: the requester cannot cancel someone else's
+//!   decision (unrouted ones still resolve as unanswered).
+//! - The requester's answers count as their votes ([`lifecycle::cast`]): on
+//!   their own approvals they decide; on routed ones the routing's checks
+//!   apply (403 `not_an_approver`, `self_approval_forbidden`, 409
+//!   `already_voted`, ...). Nothing runs yet.
+//! - While any approval of the step is pending the response only reports
+//!   where each approval stands ([`Step::Waiting`]: `data-toolgate-approval`
+//!   parts, no model call); the conversation is stored with the answers.
+//! - Once none is pending, the decisions on record become the step's
+//!   answers and the run goes on, under the conversation's continuation
+//!   claim, so the server's own continuation ([`crate::continuation`]) does
+//!   not run it a second time ([`Step::Ready`]).
+
+use serde_json::json;
+use toolgate::Decision;
+use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ApprovalStore, ContinuationClaim, Ledger};
+use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
+
+use crate::app::AppState;
+use crate::approvals::approval_part;
+use crate::chat::StoredRun;
+use crate::error::ApiError;
+
+/// How long a request's continuation claim lasts (renewed by nobody: a
+/// request that dies lets the server's continuation take over after it).
+const CLAIM: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What the step's approvals say about the run.
+#[derive(Debug, Default)]
+pub(crate) enum Step {
+    /// Nothing routed or decided out of band: the usual run.
+    #[default]
+    None,
+    /// Every approval is decided and the run is this request's (under `claim`,
+    /// with its holder); the approvals are reported when it ends.
+    Ready { approval_ids: Vec<String>, claim: Option<(ContinuationClaim, String)> },
+    /// Some approvals still wait for votes, or the server is continuing the
+    /// step right now: report them, run nothing. `save`: store the
+    /// conversation with the requester's answers (not while the server's own
+    /// continuation holds it, whose save must not be overtaken).
+    Waiting { approval_ids: Vec<String>, save: bool },
+}
+
+impl Step {
+    /// The approvals to report in the response.
+    pub(crate) fn approval_ids(&self) -> Vec<String> {
+        match self {
+            Self::None => Vec::new(),
+            Self::Ready { approval_ids, .. } | Self::Waiting { approval_ids, .. } => approval_ids.clone(),
+        }
+    }
+}
+
+/// The last assistant message's tool parts that wait for (or hold) an
+/// answer: (message index, approval ids).
+pub(crate) fn open_step(messages: &[UiMessage]) -> Option<(usize, Vec<String>)> {
+    let index = messages.iter().rposition(|message| message.role == UiRole::Assistant)?;
+    let ids: Vec<String> = messages[index]
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            UiPart::Tool(tool) if matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) => {
+                tool.approval.as_ref().map(|approval| approval.id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    (!ids.is_empty()).then_some((index, ids))
+}
+
+/// Reads the step against the ledger, counts the requester's answers as
+/// votes, and says how the request goes on (see the module docs).
+pub(crate) async fn settle_step(
+    state: &AppState,
+    ledger: &Ledger,
+    voter: &Voter,
+    messages: &mut [UiMessage],
+    new_message: bool,
+) -> Result<Step, ApiError> {
+    let Some((index, ids)) = open_step(messages) else { return Ok(Step::None) };
+    let store = ledger.config.store.as_ref();
+    let records = store.approvals(&ids).await?;
+    let answered = |record: &ApprovalRecord| answer_in(&messages[index], &record.approval_id).is_some();
+    let involved = records
+        .iter()
+        .any(|record| record.routing.is_some() || (record.state != ApprovalState::Pending && !answered(record)));
+    if !involved {
+        return Ok(Step::None);
+    }
+    let pending: Vec<String> = records
+        .iter()
+        .filter(|record| record.state == ApprovalState::Pending && record.routing.is_some())
+        .map(|record| format!("`{}` ({}) waits for {}", record.approval_id, record.tool_name, waiting_for(record)))
+        .collect();
+    if new_message && !pending.is_empty() {
+        return Err(toolgate::EngineError::ApprovalsPending { pending }.into());
+    }
+    if !new_message {
+        vote_answers(state, ledger, voter, &messages[index], &records).await?;
+    }
+    let records = store.approvals(&ids).await?;
+    if records.iter().any(|record| record.state == ApprovalState::Pending) {
+        if new_message {
+            // Only unrouted approvals are pending: the engine denies them as unanswered.
+            answer_from_records(&mut messages[index], &records);
+            return Ok(Step::None);
+        }
+        return Ok(Step::Waiting { approval_ids: ids, save: true });
+    }
+    answer_from_records(&mut messages[index], &records);
+    let config = &ledger.config;
+    let now = config.clock.now();
+    let until = now.saturating_add(i64::try_from(CLAIM.as_millis()).unwrap_or(i64::MAX));
+    let holder = crate::continuation::holder(config);
+    match store.claim_continuation(&ledger.conversation_id, &holder, until, now, true).await? {
+        Some(claim) => Ok(Step::Ready { approval_ids: ids, claim: Some((claim, holder)) }),
+        // The server is continuing it right now: report where it stands; the client resumes the stream.
+        None => Ok(Step::Waiting { approval_ids: ids, save: false }),
+    }
+}
+
+/// The answer the message carries for this approval, if its client gave one.
+fn answer_in(message: &UiMessage, approval_id: &str) -> Option<Decision> {
+    message.parts.iter().find_map(|part| match part {
+        UiPart::Tool(tool) if tool.state == ToolState::ApprovalResponded => {
+            let approval = tool.approval.as_ref().filter(|approval| approval.id == approval_id)?;
+            Some(match approval.approved? {
+                true => Decision::Approve { edited_input: approval.edited_input.clone() },
+                false => Decision::Deny { reason: approval.reason.clone() },
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Casts the requester's answers to pending approvals as their votes.
+async fn vote_answers(
+    state: &AppState,
+    ledger: &Ledger,
+    voter: &Voter,
+    message: &UiMessage,
+    records: &[ApprovalRecord],
+) -> Result<(), ApiError> {
+    let config = &ledger.config;
+    for record in records.iter().filter(|record| record.state == ApprovalState::Pending) {
+        let Some(decision) = answer_in(message, &record.approval_id) else { continue };
+        if let Decision::Approve { edited_input: Some(edit) } = &decision {
+            lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
+            crate::approvals::check_edit(state, record, edit).await?;
+        }
+        let options = VoteOptions { continuation: false, note: None };
+        lifecycle::cast(config.store.as_ref(), config.clock.as_ref(), &record.approval_id, voter, decision, options)
+            .await?;
+    }
+    state.approvals_changed();
+    Ok(())
+}
+
+/// Writes the decisions on record into the step's tool parts as their
+/// answers (what the engine settles: approved ones run under the ledger's
+/// claim, denied and withdrawn ones are denied with their reason).
+pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[ApprovalRecord]) {
+    for part in &mut message.parts {
+        let UiPart::Tool(tool) = part else { continue };
+        if !matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) {
+            continue;
+        }
+        let Some(approval) = tool.approval.as_mut() else { continue };
+        let Some(record) = records.iter().find(|record| record.approval_id == approval.id) else { continue };
+        let Some(decided) = &record.decision else { continue };
+        *approval = UiApproval {
+            id: approval.id.clone(),
+            approved: Some(decided.approved),
+            reason: decided.reason.clone(),
+            signature: approval.signature.clone(),
+            edited_input: decided.edited_input.clone(),
+        };
+        tool.state = ToolState::ApprovalResponded;
+    }
+}
+
+/// `data-toolgate-approval` chunks for these approvals as they are now.
+pub(crate) async fn report(store: &dyn ApprovalStore, approval_ids: &[String]) -> Vec<UiChunk> {
+    if approval_ids.is_empty() {
+        return Vec::new();
+    }
+    match store.approvals(approval_ids).await {
+        Ok(records) => records
+            .iter()
+            .map(|record| UiChunk::Approval { id: record.approval_id.clone(), data: approval_part(record) })
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the approvals to report");
+            Vec::new()
+        }
+    }
+}
+
+/// The response of a step that waits for votes: where each approval stands,
+/// no model call. The conversation is stored with the requester's answers.
+pub(crate) async fn waiting(
+    state: &AppState,
+    run: StoredRun,
+) -> Result<impl futures::Stream<Item = axum::body::Bytes> + Send + 'static, ApiError> {
+    let StoredRun { key, principal, ledger, mut messages, version, step, .. } = run;
+    let store = ledger.config.store.clone();
+    let last = messages.pop().filter(|message| message.role == UiRole::Assistant);
+    let Some(last) = last else {
+        return Err(ApiError::new(axum::http::StatusCode::CONFLICT, "approvals_pending", "the step waits for votes"));
+    };
+    let prefix = crate::replay::resume_prefix(&last);
+    let mut builder = UiMessageBuilder::continuing(last);
+    let mut chunks = vec![UiChunk::Start { message_id: Some(builder.message().id.clone()) }];
+    chunks.extend(report(store.as_ref(), &step.approval_ids()).await);
+    chunks.push(UiChunk::Finish { finish_reason: None });
+    for chunk in &chunks {
+        builder.apply(chunk);
+    }
+    messages.push(builder.finish());
+    if matches!(step, Step::Waiting { save: true, .. }) {
+        crate::conversation::save(store.as_ref(), &key, &messages, version, ledger.config.clock.now()).await;
+    }
+    let frames: Vec<axum::body::Bytes> = chunks
+        .iter()
+        .map(|chunk| axum::body::Bytes::from(toolgate_ui::sse_frame(chunk)))
+        .chain([axum::body::Bytes::from_static(toolgate_ui::SSE_DONE.as_bytes())])
+        .collect();
+    // While the server's own continuation runs, its response is the one to resume.
+    if matches!(step, Step::Waiting { save: true, .. }) {
+        let running = state.running().start(&key, principal);
+        // A client resuming gets the message as it stood first (see `resume_prefix`).
+        for chunk in &prefix {
+            running.push(&axum::body::Bytes::from(toolgate_ui::sse_frame(chunk)));
+        }
+        for frame in &frames {
+            running.push(frame);
+        }
+    }
+    tracing::info!(conversation = %key, data = %json!(step.approval_ids()), "the step waits for votes");
+    Ok(futures::stream::iter(frames))
+}
