@@ -9,12 +9,14 @@
 //! - [`sse`]: reading and checking UI message streams.
 //! - [`report`]: the results and their markdown table.
 //! - [`soak`]: the sustained-load memory check (`--soak`).
+//! - [`inbox`]: the inbox at scale (the `inbox_bench` binary, `scripts/bench-inbox.sh`).
 //!
 //! `scripts/bench-vs-ai-sdk.sh` builds everything, starts the servers and runs
 //! the `toolgate-bench` binary; see its usage line.
 
 pub mod bodies;
 pub mod floor;
+pub mod inbox;
 pub mod load;
 pub mod process;
 pub mod report;

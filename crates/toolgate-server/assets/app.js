@@ -1716,15 +1716,41 @@ function stickyActions(part, context, disabled) {
 }
 
 function denyForm(part, draft, close) {
-  const id = part.toolCallId;
-  const inputId = `deny-reason-${id}`;
-  const confirm = () => decide(id, { approved: false, reason: draft.reason.trim() || undefined });
+  return reasonForm({
+    draft,
+    close,
+    inputId: `deny-reason-${part.toolCallId}`,
+    testIds: { input: 'deny-reason-input', confirm: 'confirm-deny-button', cancel: 'cancel-button' },
+    placeholder: 'e.g. Keep this file, I still need it',
+    label: 'Reason for denying (optional, the assistant sees it)',
+    formClass: 'tool-foot panel',
+    onConfirm: (reason) => decide(part.toolCallId, { approved: false, reason }),
+  });
+}
+
+function editForm(part, draft, close) {
+  return jsonEditForm({
+    draft,
+    close,
+    areaId: `edit-input-${part.toolCallId}`,
+    testIds: { area: 'edit-input-textarea', error: 'edit-error', approve: 'approve-edited-button', cancel: 'cancel-button' },
+    help: 'The tool runs with your version; the assistant sees the edited call.',
+    formClass: 'tool-foot panel',
+    maxRows: 14,
+    onApprove: (editedInput) => decide(part.toolCallId, { approved: true, editedInput }),
+  });
+}
+
+// A form asking for an optional reason before a denial. `small`: compact buttons; `busy()`: a vote in flight.
+function reasonForm({ draft, close, inputId, testIds, placeholder, label, formClass, small = false, busy = () => false, onConfirm }) {
+  const size = small ? ' btn-small' : '';
+  const confirm = () => onConfirm(draft.reason.trim() || undefined);
   const input = el('input', {
     id: inputId,
     type: 'text',
     class: 'text-input',
-    'data-testid': 'deny-reason-input',
-    placeholder: 'e.g. Keep this file, I still need it',
+    'data-testid': testIds.input,
+    placeholder,
     maxlength: '500',
     oninput: (event) => (draft.reason = event.target.value),
     onkeydown: (event) => {
@@ -1736,40 +1762,40 @@ function denyForm(part, draft, close) {
   focusOnce(draft, input);
   return el(
     'div',
-    { class: 'tool-foot panel' },
-    el('label', { for: inputId, class: 'field-label' }, 'Reason for denying (optional, the assistant sees it)'),
+    { class: formClass },
+    el('label', { for: inputId, class: 'field-label' }, label),
     input,
     el(
       'div',
       { class: 'button-row' },
-      button('Deny call', 'confirm-deny-button', confirm, 'btn-deny-solid'),
-      button('Cancel', 'cancel-button', close, 'btn-ghost'),
+      button('Deny call', testIds.confirm, confirm, `btn-deny-solid${size}`, { disabled: busy() }),
+      button('Cancel', testIds.cancel, close, `btn-ghost${size}`),
     ),
   );
 }
 
-function editForm(part, draft, close) {
-  const id = part.toolCallId;
-  const areaId = `edit-input-${id}`;
-  const error = el('p', { class: 'field-error', 'data-testid': 'edit-error', role: 'alert' });
-  const approve = button('Approve edited', 'approve-edited-button', () => {
+// A form to edit a call's input as JSON (an object) before approving it.
+function jsonEditForm({ draft, close, areaId, testIds, help, formClass, maxRows, small = false, busy = () => false, onApprove }) {
+  const size = small ? ' btn-small' : '';
+  const error = el('p', { class: 'field-error', 'data-testid': testIds.error, role: 'alert' });
+  const approve = button('Approve edited', testIds.approve, () => {
     const parsed = validateInput(draft.text);
-    if (parsed.ok) decide(id, { approved: true, editedInput: parsed.value });
-  }, 'btn-approve');
+    if (parsed.ok) onApprove(parsed.value);
+  }, `btn-approve${size}`);
   const check = () => {
     const parsed = validateInput(draft.text);
     error.textContent = parsed.ok ? '' : parsed.error;
     error.hidden = parsed.ok;
-    approve.disabled = !parsed.ok;
+    approve.disabled = !parsed.ok || busy();
     area.setAttribute('aria-invalid', String(!parsed.ok));
   };
   const area = el('textarea', {
     id: areaId,
     class: 'code-editor',
-    'data-testid': 'edit-input-textarea',
+    'data-testid': testIds.area,
     spellcheck: 'false',
-    rows: String(Math.min(14, Math.max(4, draft.text.split('\n').length + 1))),
-    'aria-describedby': `${areaId}-help`,
+    rows: String(Math.min(maxRows, Math.max(4, draft.text.split('\n').length + 1))),
+    ...(help ? { 'aria-describedby': `${areaId}-help` } : {}),
     oninput: (event) => {
       draft.text = event.target.value;
       check();
@@ -1781,12 +1807,12 @@ function editForm(part, draft, close) {
   focusOnce(draft, area);
   return el(
     'div',
-    { class: 'tool-foot panel' },
+    { class: formClass },
     el('label', { for: areaId, class: 'field-label' }, 'Edit the input (JSON), then approve'),
     area,
-    el('p', { id: `${areaId}-help`, class: 'help' }, 'The tool runs with your version; the assistant sees the edited call.'),
+    help ? el('p', { id: `${areaId}-help`, class: 'help' }, help) : null,
     error,
-    el('div', { class: 'button-row' }, approve, button('Cancel', 'cancel-button', close, 'btn-ghost')),
+    el('div', { class: 'button-row' }, approve, button('Cancel', testIds.cancel, close, `btn-ghost${size}`)),
   );
 }
 
@@ -2161,74 +2187,32 @@ function inboxActions(item) {
 }
 
 function inboxDenyForm(item, draft, close) {
-  const inputId = `inbox-deny-${item.id}`;
-  const confirm = () => voteInbox(item.id, { decision: 'deny', ...(draft.reason.trim() ? { reason: draft.reason.trim() } : {}) });
-  const input = el('input', {
-    id: inputId,
-    type: 'text',
-    class: 'text-input',
-    'data-testid': 'inbox-deny-reason',
+  return reasonForm({
+    draft,
+    close,
+    inputId: `inbox-deny-${item.id}`,
+    testIds: { input: 'inbox-deny-reason', confirm: 'inbox-confirm-deny-button', cancel: 'inbox-cancel-button' },
     placeholder: 'e.g. Not this month',
-    maxlength: '500',
-    oninput: (event) => (draft.reason = event.target.value),
-    onkeydown: (event) => {
-      if (event.key === 'Enter') confirm();
-      if (event.key === 'Escape') close();
-    },
+    label: 'Reason for denying (optional, the requester and the assistant see it)',
+    formClass: 'inbox-form',
+    small: true,
+    busy: () => inbox.voting.has(item.id),
+    onConfirm: (reason) => voteInbox(item.id, { decision: 'deny', ...(reason ? { reason } : {}) }),
   });
-  input.value = draft.reason;
-  focusOnce(draft, input);
-  return el(
-    'div',
-    { class: 'inbox-form' },
-    el('label', { for: inputId, class: 'field-label' }, 'Reason for denying (optional, the requester and the assistant see it)'),
-    input,
-    el(
-      'div',
-      { class: 'button-row' },
-      button('Deny call', 'inbox-confirm-deny-button', confirm, 'btn-deny-solid btn-small', { disabled: inbox.voting.has(item.id) }),
-      button('Cancel', 'inbox-cancel-button', close, 'btn-ghost btn-small'),
-    ),
-  );
 }
 
 function inboxEditForm(item, draft, close) {
-  const areaId = `inbox-edit-${item.id}`;
-  const error = el('p', { class: 'field-error', 'data-testid': 'inbox-edit-error', role: 'alert' });
-  const approve = button('Approve edited', 'inbox-approve-edited-button', () => {
-    const parsed = validateInput(draft.text);
-    if (parsed.ok) voteInbox(item.id, { decision: 'approve', editedInput: parsed.value });
-  }, 'btn-approve btn-small');
-  const check = () => {
-    const parsed = validateInput(draft.text);
-    error.textContent = parsed.ok ? '' : parsed.error;
-    error.hidden = parsed.ok;
-    approve.disabled = !parsed.ok || inbox.voting.has(item.id);
-    area.setAttribute('aria-invalid', String(!parsed.ok));
-  };
-  const area = el('textarea', {
-    id: areaId,
-    class: 'code-editor',
-    'data-testid': 'inbox-edit-input',
-    spellcheck: 'false',
-    rows: String(Math.min(12, Math.max(4, draft.text.split('\n').length + 1))),
-    oninput: (event) => {
-      draft.text = event.target.value;
-      check();
-    },
-    onkeydown: (event) => event.key === 'Escape' && close(),
+  return jsonEditForm({
+    draft,
+    close,
+    areaId: `inbox-edit-${item.id}`,
+    testIds: { area: 'inbox-edit-input', error: 'inbox-edit-error', approve: 'inbox-approve-edited-button', cancel: 'inbox-cancel-button' },
+    formClass: 'inbox-form',
+    maxRows: 12,
+    small: true,
+    busy: () => inbox.voting.has(item.id),
+    onApprove: (editedInput) => voteInbox(item.id, { decision: 'approve', editedInput }),
   });
-  area.value = draft.text;
-  check();
-  focusOnce(draft, area);
-  return el(
-    'div',
-    { class: 'inbox-form' },
-    el('label', { for: areaId, class: 'field-label' }, 'Edit the input (JSON), then approve'),
-    area,
-    error,
-    el('div', { class: 'button-row' }, approve, button('Cancel', 'inbox-cancel-button', close, 'btn-ghost btn-small')),
-  );
 }
 
 // ---------------------------------------------------------------------------

@@ -112,6 +112,8 @@ struct Inner {
     approvals_changed: tokio::sync::watch::Sender<u64>,
     /// Wakes the continuation worker (a decision here made a conversation due).
     continuations: Arc<tokio::sync::Notify>,
+    /// Follows the store's changes for the inbox streams.
+    inbox_hub: crate::approvals::hub::InboxHub,
 }
 
 impl AppState {
@@ -142,6 +144,7 @@ impl AppState {
             clock,
             approvals_changed: tokio::sync::watch::Sender::new(0),
             continuations: Arc::default(),
+            inbox_hub: Default::default(),
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -207,6 +210,11 @@ impl AppState {
     /// A receiver that wakes when approvals change here.
     pub(crate) fn watch_approvals(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.approvals_changed.subscribe()
+    }
+
+    /// The follower of the store's changes for the inbox streams.
+    pub(crate) fn inbox_hub(&self) -> &crate::approvals::hub::InboxHub {
+        &self.inner.inbox_hub
     }
 
     /// Wakes the continuation worker.

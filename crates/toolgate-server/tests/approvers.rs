@@ -354,3 +354,53 @@ async fn a_single_user_server_has_an_inbox_too() {
     }
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the server continued the run");
 }
+
+/// The `approval` events of an inbox stream, as they arrive.
+struct InboxStream(reqwest::Response, String);
+
+impl InboxStream {
+    async fn open(server: &Server, user: &str) -> Self {
+        let url = format!("http://{}/api/approvals/stream", server.addr);
+        let response = reqwest::Client::new().get(url).header("x-user", user).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        Self(response, String::new())
+    }
+
+    /// The next event's item, within 5 s.
+    async fn next(&mut self) -> Value {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Some(end) = self.1.find("\n\n") {
+                    let frame: String = self.1.drain(..end + 2).collect();
+                    if let Some(data) = frame.lines().find_map(|line| line.strip_prefix("data: ")) {
+                        return serde_json::from_str(data).unwrap();
+                    }
+                    continue;
+                }
+                let chunk = self.0.chunk().await.unwrap().expect("the stream stays open");
+                self.1.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await
+        .expect("an event within 5 s")
+    }
+}
+
+#[tokio::test]
+async fn the_inbox_stream_shows_an_approval_appear_and_change() {
+    let server = server(RULES, Arc::new(AtomicUsize::new(0))).await;
+    let mut bob = InboxStream::open(&server, "bob").await;
+    let mut mallory = InboxStream::open(&server, "mallory").await;
+    let (id, _) = ask(&server).await;
+    let appeared = bob.next().await;
+    assert_eq!((appeared["id"].as_str(), appeared["state"].as_str()), (Some(id.as_str()), Some("pending")));
+    assert_eq!(vote(&server, &id, "carol", json!({"decision": "approve"})).await.status, 200);
+    let voted = bob.next().await;
+    assert_eq!(voted["votes"][0]["principal"], "carol");
+    assert_eq!(vote(&server, &id, "erin", json!({"decision": "approve"})).await.status, 200);
+    let decided = bob.next().await;
+    assert_ne!(decided["state"], "pending", "{decided}");
+    // Someone who may not decide it hears nothing: a keep-alive at most, no event.
+    let nothing = tokio::time::timeout(Duration::from_millis(300), mallory.next()).await;
+    assert!(nothing.is_err(), "mallory heard of an approval that is not hers");
+}

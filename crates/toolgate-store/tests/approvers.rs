@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 
 use serde_json::json;
-use support::{Stores, decision, event, lease, record, transition, unsequenced};
+use support::{Stores, check, decision, event, lease, moved, record, record_of, transition, unsequenced};
 use tokio::sync::Barrier;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{Routing, Vote, VoteOptions, Voter, cast};
@@ -56,39 +56,6 @@ fn vote(principal: &str, approve: bool, at: i64) -> Vote {
         decision,
         reason: (!approve).then(|| format!("no, says {principal}")),
         at,
-    }
-}
-
-/// Applies one transition and checks the outcome against the reference
-/// semantics (`applies_to` / `write_into` on the record as it was).
-async fn check(store: &dyn ApprovalStore, transition: Transition) -> TransitionOutcome {
-    let before = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
-    let outcome = store.apply(std::slice::from_ref(&transition), &[]).await.unwrap().remove(0);
-    let after = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
-    match before.first() {
-        None => assert_eq!(outcome, TransitionOutcome::Missing),
-        Some(before) if transition.applies_to(before) => {
-            let mut expected = before.clone();
-            transition.write_into(&mut expected);
-            assert_eq!(outcome, TransitionOutcome::Moved(expected.clone()));
-            assert_eq!(after, vec![expected]);
-        }
-        Some(before) => {
-            assert_eq!(outcome, TransitionOutcome::Unmoved(before.clone()));
-            assert_eq!(after, vec![before.clone()]);
-        }
-    }
-    outcome
-}
-
-fn moved(outcome: &TransitionOutcome) -> bool {
-    matches!(outcome, TransitionOutcome::Moved(_))
-}
-
-fn record_of(outcome: &TransitionOutcome) -> &ApprovalRecord {
-    match outcome {
-        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => record,
-        TransitionOutcome::Missing => panic!("missing"),
     }
 }
 

@@ -12,8 +12,8 @@ use tokio::sync::Barrier;
 
 use serde_json::json;
 use support::{
-    Stores, decision, decision_ids, decision_query, event, in_conversation, lease, of_principal, record, sticky,
-    transition, unsequenced,
+    Stores, check, decision, decision_ids, decision_query, event, in_conversation, lease, moved, of_principal, record,
+    record_of, sticky, transition, unsequenced,
 };
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
@@ -21,39 +21,6 @@ use toolgate::ledger::{
     Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
-
-/// Applies one transition and checks the outcome against the reference
-/// semantics (`applies_to` / `write_into` on the record as it was).
-async fn check(store: &dyn ApprovalStore, transition: Transition) -> TransitionOutcome {
-    let before = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
-    let outcome = store.apply(std::slice::from_ref(&transition), &[]).await.unwrap().remove(0);
-    let after = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
-    match before.first() {
-        None => assert_eq!(outcome, TransitionOutcome::Missing),
-        Some(before) if transition.applies_to(before) => {
-            let mut expected = before.clone();
-            transition.write_into(&mut expected);
-            assert_eq!(outcome, TransitionOutcome::Moved(expected.clone()));
-            assert_eq!(after, vec![expected]);
-        }
-        Some(before) => {
-            assert_eq!(outcome, TransitionOutcome::Unmoved(before.clone()));
-            assert_eq!(after, vec![before.clone()]);
-        }
-    }
-    outcome
-}
-
-fn moved(outcome: &TransitionOutcome) -> bool {
-    matches!(outcome, TransitionOutcome::Moved(_))
-}
-
-fn record_of(outcome: &TransitionOutcome) -> &ApprovalRecord {
-    match outcome {
-        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => record,
-        TransitionOutcome::Missing => panic!("missing"),
-    }
-}
 
 async fn all_events(store: &dyn ApprovalStore) -> Vec<toolgate::ledger::AuditEvent> {
     store.audit(&AuditQuery::default()).await.unwrap()

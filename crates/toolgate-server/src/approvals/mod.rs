@@ -18,6 +18,7 @@
 //!   request; it resolves like a denial ("withdrawn by the requester").
 //! - `GET /api/approvals/stream`: server-sent events ([`stream`]).
 
+pub(crate) mod hub;
 mod item;
 mod stream;
 

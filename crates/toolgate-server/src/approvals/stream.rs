@@ -4,11 +4,13 @@
 //! Each event is `event: approval` with the inbox item as its data: first
 //! every pending approval the caller may decide (newest first, at most
 //! [`super::MAX_LIMIT`]), then each one that appears or changes (a vote, a
-//! decision, an execution). A connection looks again when this process
-//! changes an approval, and every [`POLL`] otherwise (another replica, the
-//! CLI on the store); `: keep-alive` comments keep proxies from closing it.
-//! A connection holds only the ids and versions it has sent, so a thousand
-//! open inboxes cost a thousand small maps.
+//! decision, an execution), as the process's follower of the store finds
+//! them ([`super::hub`]: one read for all streams, at once for a change
+//! made here, within [`super::hub::POLL`] for one made elsewhere). A stream
+//! that falls behind reads its inbox again. `: keep-alive` comments every
+//! [`KEEP_ALIVE`] keep proxies from closing it. A connection holds only the
+//! ids and versions it has sent, so a thousand open inboxes cost a thousand
+//! small maps and no queries of their own.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -16,8 +18,8 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
-use toolgate::approval::lifecycle::Voter;
-use toolgate::ledger::{ApprovalQuery, ApprovalStore, InboxChanges, StateFilter};
+use tokio::sync::broadcast;
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter};
 
 use super::{MAX_LIMIT, approval_item};
 use crate::app::AppState;
@@ -25,8 +27,8 @@ use crate::error::ApiError;
 use crate::http::sse_response;
 use crate::principal::Caller;
 
-/// How often a connection looks for changes made elsewhere.
-pub const POLL: Duration = Duration::from_secs(2);
+/// How long a quiet stream waits before a keep-alive comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The response headers of the stream.
 const HEADERS: &[(&str, &str)] =
@@ -42,39 +44,49 @@ pub(crate) async fn stream(State(state): State<AppState>, caller: Caller) -> Res
         conversation_id: None,
         limit: MAX_LIMIT,
     };
-    let mut changed = state.watch_approvals();
+    // Subscribed before the first read, so nothing between the two is missed.
+    let mut changes = state.inbox_hub().subscribe(&state, state.ledger_config()?);
     let frames = async_stream::stream! {
-        let mut changes = InboxChanges::default();
+        let mut heard = InboxChanges::default();
+        let mut refresh = true;
         loop {
-            match events(store.as_ref(), &query, &voter, &mut changes).await {
-                Ok(frame) => yield Ok::<_, Infallible>(frame),
-                Err(error) => {
-                    tracing::warn!(%error, "the approvals stream cannot read the store");
-                    yield Ok(Bytes::from_static(b": store unavailable\n\n"));
-                }
+            if refresh {
+                refresh = false;
+                yield Ok::<_, Infallible>(match heard.next(store.as_ref(), &query, &voter).await {
+                    Ok(records) => frame(records.iter()),
+                    Err(error) => {
+                        tracing::warn!(%error, "the approvals stream cannot read the store");
+                        Bytes::from_static(b": store unavailable\n\n")
+                    }
+                });
             }
-            // A change here wakes the connection at once; elsewhere, the next poll finds it.
-            let _ = tokio::time::timeout(POLL, changed.changed()).await;
+            match tokio::time::timeout(KEEP_ALIVE, changes.recv()).await {
+                Ok(Ok(records)) => {
+                    let offered = heard.offer(&records, &voter);
+                    if !offered.is_empty() {
+                        yield Ok(frame(offered.into_iter()));
+                    }
+                }
+                // Fell behind: read the inbox again.
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => refresh = true,
+                Ok(Err(broadcast::error::RecvError::Closed)) => break,
+                Err(_) => yield Ok(Bytes::from_static(b": keep-alive\n\n")),
+            }
         }
     };
     Ok(sse_response(frames, HEADERS))
 }
 
-/// The events for what changed since the last look (a keep-alive comment when nothing did).
-async fn events(
-    store: &dyn ApprovalStore,
-    query: &ApprovalQuery,
-    voter: &Voter,
-    changes: &mut InboxChanges,
-) -> Result<Bytes, toolgate::ledger::StoreError> {
+/// The `approval` events of these records.
+fn frame<'r>(records: impl Iterator<Item = &'r ApprovalRecord>) -> Bytes {
     let mut body = String::new();
-    for record in changes.next(store, query, voter).await? {
+    for record in records {
         body.push_str("event: approval\ndata: ");
-        body.push_str(&approval_item(&record).to_string());
+        body.push_str(&approval_item(record).to_string());
         body.push_str("\n\n");
     }
     if body.is_empty() {
         body.push_str(": keep-alive\n\n");
     }
-    Ok(Bytes::from(body))
+    Bytes::from(body)
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease,
-    MemoryStore, RecordedDecision, StoredDecision, Transition, Update,
+    MemoryStore, RecordedDecision, StoredDecision, Transition, TransitionOutcome, Update,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 
@@ -205,6 +205,41 @@ pub fn decision_query(conversation_id: Option<&str>, principal: Option<&str>, no
 /// The ids of the decisions the query selects, in the order the store lists them.
 pub async fn decision_ids(store: &dyn ApprovalStore, query: &DecisionQuery) -> Vec<String> {
     store.decisions(query).await.unwrap().into_iter().map(|decision| decision.id).collect()
+}
+
+/// Applies one transition and checks the outcome against the reference
+/// semantics (`applies_to` / `write_into` on the record as it was).
+pub async fn check(store: &dyn ApprovalStore, transition: Transition) -> TransitionOutcome {
+    let before = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
+    let outcome = store.apply(std::slice::from_ref(&transition), &[]).await.unwrap().remove(0);
+    let after = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
+    match before.first() {
+        None => assert_eq!(outcome, TransitionOutcome::Missing),
+        Some(before) if transition.applies_to(before) => {
+            let mut expected = before.clone();
+            transition.write_into(&mut expected);
+            assert_eq!(outcome, TransitionOutcome::Moved(expected.clone()));
+            assert_eq!(after, vec![expected]);
+        }
+        Some(before) => {
+            assert_eq!(outcome, TransitionOutcome::Unmoved(before.clone()));
+            assert_eq!(after, vec![before.clone()]);
+        }
+    }
+    outcome
+}
+
+/// Whether the transition moved.
+pub fn moved(outcome: &TransitionOutcome) -> bool {
+    matches!(outcome, TransitionOutcome::Moved(_))
+}
+
+/// The record a transition moved or left.
+pub fn record_of(outcome: &TransitionOutcome) -> &ApprovalRecord {
+    match outcome {
+        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => record,
+        TransitionOutcome::Missing => panic!("missing"),
+    }
 }
 
 /// One test per scenario and backend: `memory::NAME`, `sqlite::NAME`, `postgres::NAME`.

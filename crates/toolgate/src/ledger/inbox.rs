@@ -73,12 +73,15 @@ pub struct ContinuationClaim {
     pub generation: i64,
 }
 
-/// Follows an inbox: each [`InboxChanges::next`] gives the pending
-/// approvals a voter may decide that are new or changed since the last call,
-/// and where those that stopped being pending went. What it keeps is the id
-/// and version (state, vote count) of each approval it gave, so a watcher
-/// costs a small map. The server's `GET /api/approvals/stream` and
-/// `toolgate approvals watch` both read their inbox through it.
+/// Follows an inbox: which approvals a voter should hear about next, given
+/// what they heard before. [`InboxChanges::next`] reads the store (the
+/// pending approvals the voter may decide that are new or changed since the
+/// last call, and where those that stopped being pending went);
+/// [`InboxChanges::offer`] sorts records someone else read (changes a server
+/// follows once for all its inbox streams). It keeps the id and version
+/// (state, vote count) of each approval it gave, so a watcher costs a small
+/// map. The server's `GET /api/approvals/stream` and `toolgate approvals
+/// watch` both read their inbox through it.
 #[derive(Debug, Default)]
 pub struct InboxChanges {
     given: std::collections::HashMap<String, (&'static str, usize)>,
@@ -93,24 +96,38 @@ impl InboxChanges {
         query: &ApprovalQuery,
         voter: &crate::approval::lifecycle::Voter,
     ) -> Result<Vec<super::ApprovalRecord>, super::StoreError> {
-        use crate::approval::lifecycle::{is_approver, may_see};
-        let pending = store.list_approvals(query).await?;
-        let mut current: Vec<super::ApprovalRecord> =
-            pending.into_iter().filter(|record| may_see(record, voter) && is_approver(record, voter)).collect();
+        let mut current = store.list_approvals(query).await?;
         // Given before and no longer pending: read where they went.
         let left: Vec<String> =
             self.given.keys().filter(|id| !current.iter().any(|record| &record.approval_id == *id)).cloned().collect();
         if !left.is_empty() {
             current.extend(store.approvals(&left).await?);
-            for id in &left {
-                self.given.remove(id);
-            }
         }
-        current.retain(|record| {
-            let version = (record.state.as_str(), record.votes.len());
-            record.state != ApprovalState::Pending
-                || self.given.insert(record.approval_id.clone(), version) != Some(version)
-        });
+        current.retain(|record| self.admit(record, voter));
         Ok(current)
+    }
+
+    /// Of these records (changed approvals, read by someone else), the ones
+    /// the voter should hear about.
+    pub fn offer<'r>(
+        &mut self,
+        records: &'r [super::ApprovalRecord],
+        voter: &crate::approval::lifecycle::Voter,
+    ) -> Vec<&'r super::ApprovalRecord> {
+        records.iter().filter(|record| self.admit(record, voter)).collect()
+    }
+
+    /// Whether to give `record`: a pending one the voter may decide, new or
+    /// changed; one given before that is no longer pending (once).
+    fn admit(&mut self, record: &super::ApprovalRecord, voter: &crate::approval::lifecycle::Voter) -> bool {
+        use crate::approval::lifecycle::{is_approver, may_see};
+        if record.state != ApprovalState::Pending {
+            return self.given.remove(&record.approval_id).is_some();
+        }
+        if !(may_see(record, voter) && is_approver(record, voter)) {
+            return false;
+        }
+        let version = (record.state.as_str(), record.votes.len());
+        self.given.insert(record.approval_id.clone(), version) != Some(version)
     }
 }
