@@ -20,6 +20,8 @@
 //!   claim, so the server's own continuation ([`crate::continuation`]) does
 //!   not run it a second time ([`Step::Ready`]).
 
+use std::collections::HashMap;
+
 use serde_json::json;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
@@ -90,10 +92,11 @@ pub(crate) async fn settle_step(
     let Some((index, ids)) = open_step(messages) else { return Ok(Step::None) };
     let store = ledger.config.store.as_ref();
     let records = store.approvals(&ids).await?;
-    let answered = |record: &ApprovalRecord| answer_in(&messages[index], &record.approval_id).is_some();
-    let involved = records
-        .iter()
-        .any(|record| record.routing.is_some() || (record.state != ApprovalState::Pending && !answered(record)));
+    let answers = answers_in(&messages[index]);
+    let involved = records.iter().any(|record| {
+        record.routing.is_some()
+            || (record.state != ApprovalState::Pending && !answers.contains_key(&record.approval_id))
+    });
     if !involved {
         return Ok(Step::None);
     }
@@ -106,7 +109,7 @@ pub(crate) async fn settle_step(
         return Err(toolgate::EngineError::ApprovalsPending { pending }.into());
     }
     if !new_message {
-        vote_answers(state, ledger, voter, &messages[index], &records).await?;
+        vote_answers(state, ledger, voter, answers, &records).await?;
     }
     let records = store.approvals(&ids).await?;
     if records.iter().any(|record| record.state == ApprovalState::Pending) {
@@ -129,18 +132,23 @@ pub(crate) async fn settle_step(
     }
 }
 
-/// The answer the message carries for this approval, if its client gave one.
-fn answer_in(message: &UiMessage, approval_id: &str) -> Option<Decision> {
-    message.parts.iter().find_map(|part| match part {
-        UiPart::Tool(tool) if tool.state == ToolState::ApprovalResponded => {
-            let approval = tool.approval.as_ref().filter(|approval| approval.id == approval_id)?;
-            Some(match approval.approved? {
-                true => Decision::Approve { edited_input: approval.edited_input.clone() },
-                false => Decision::Deny { reason: approval.reason.clone() },
-            })
-        }
-        _ => None,
-    })
+/// The answers the message carries, by approval id (those its client gave).
+fn answers_in(message: &UiMessage) -> HashMap<String, Decision> {
+    message
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            UiPart::Tool(tool) if tool.state == ToolState::ApprovalResponded => {
+                let approval = tool.approval.as_ref()?;
+                let decision = match approval.approved? {
+                    true => Decision::Approve { edited_input: approval.edited_input.clone() },
+                    false => Decision::Deny { reason: approval.reason.clone() },
+                };
+                Some((approval.id.clone(), decision))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Casts the requester's answers to pending approvals as their votes.
@@ -148,12 +156,12 @@ async fn vote_answers(
     state: &AppState,
     ledger: &Ledger,
     voter: &Voter,
-    message: &UiMessage,
+    mut answers: HashMap<String, Decision>,
     records: &[ApprovalRecord],
 ) -> Result<(), ApiError> {
     let config = &ledger.config;
     for record in records.iter().filter(|record| record.state == ApprovalState::Pending) {
-        let Some(decision) = answer_in(message, &record.approval_id) else { continue };
+        let Some(decision) = answers.remove(&record.approval_id) else { continue };
         if let Decision::Approve { edited_input: Some(edit) } = &decision {
             lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
             crate::approvals::check_edit(state, record, edit).await?;
@@ -170,13 +178,15 @@ async fn vote_answers(
 /// answers (what the engine settles: approved ones run under the ledger's
 /// claim, denied and withdrawn ones are denied with their reason).
 pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[ApprovalRecord]) {
+    let records: HashMap<&str, &ApprovalRecord> =
+        records.iter().map(|record| (record.approval_id.as_str(), record)).collect();
     for part in &mut message.parts {
         let UiPart::Tool(tool) = part else { continue };
         if !matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) {
             continue;
         }
         let Some(approval) = tool.approval.as_mut() else { continue };
-        let Some(record) = records.iter().find(|record| record.approval_id == approval.id) else { continue };
+        let Some(record) = records.get(approval.id.as_str()) else { continue };
         let Some(decided) = &record.decision else { continue };
         *approval = UiApproval {
             id: approval.id.clone(),

@@ -98,8 +98,9 @@ impl InboxChanges {
     ) -> Result<Vec<super::ApprovalRecord>, super::StoreError> {
         let mut current = store.list_approvals(query).await?;
         // Given before and no longer pending: read where they went.
-        let left: Vec<String> =
-            self.given.keys().filter(|id| !current.iter().any(|record| &record.approval_id == *id)).cloned().collect();
+        let listed: std::collections::HashSet<&str> =
+            current.iter().map(|record| record.approval_id.as_str()).collect();
+        let left: Vec<String> = self.given.keys().filter(|id| !listed.contains(id.as_str())).cloned().collect();
         if !left.is_empty() {
             current.extend(store.approvals(&left).await?);
         }
