@@ -169,6 +169,11 @@ impl AppState {
         self.inner.clock.now()
     }
 
+    /// The clock [`Self::now`] reads.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
+
     /// Waits until every prompt traced so far is in the trace file (no-op without `--trace-prompts`).
     pub fn flush_trace(&self) {
         if let Some(trace) = &self.inner.trace {

@@ -6,6 +6,7 @@
 //! client disconnects, and the conversation is stored once it ends.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -175,8 +176,11 @@ pub(crate) async fn run_stored(
             running.push(&Bytes::from(sse_frame(&chunk)));
         }
     }
+    // Renewed while the run goes on; ends with the stream, however it ends.
+    let renewal = claim.as_ref().map(|(claim, holder)| renew_claim(state, &store, claim, holder));
     let state = state.clone();
     Ok(async_stream::stream! {
+        let renewal = renewal;
         let mut stream = stream;
         // From `finish` on, frames wait until the conversation is saved: a client that
         // answers as soon as the response finishes must find its calls on record.
@@ -205,6 +209,8 @@ pub(crate) async fn run_stored(
         if !reported.is_empty() {
             state.approvals_changed();
         }
+        // No renewal may take the claim back once it is ended.
+        drop(renewal);
         if let Some((claim, holder)) = &claim {
             // A decision made while this ran bumped the mark: the worker continues from here.
             match store.finish_continuation(claim, holder).await {
@@ -218,6 +224,37 @@ pub(crate) async fn run_stored(
             yield frame;
         }
     })
+}
+
+/// A task renewing a request's continuation claim every third of the lease;
+/// aborted when the returned guard drops.
+fn renew_claim(
+    state: &AppState,
+    store: &Arc<dyn toolgate::ledger::ApprovalStore>,
+    claim: &toolgate::ledger::ContinuationClaim,
+    holder: &str,
+) -> AbortOnDrop {
+    let (store, key, holder) = (Arc::clone(store), claim.conversation_id.clone(), holder.to_owned());
+    let (lease, clock) = (state.config().continuation_lease, state.clock());
+    AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(lease / 3).await;
+            let now = clock.now();
+            let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+            if let Err(error) = store.claim_continuation(&key, &holder, until, now, false).await {
+                tracing::warn!(%error, conversation = %key, "cannot renew the continuation claim");
+            }
+        }
+    }))
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// `GET /api/chats/:id`: the stored UI messages of a chat.

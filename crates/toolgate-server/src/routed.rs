@@ -33,10 +33,6 @@ use crate::approvals::approval_part;
 use crate::chat::StoredRun;
 use crate::error::ApiError;
 
-/// How long a request's continuation claim lasts (renewed by nobody: a
-/// request that dies lets the server's continuation take over after it).
-const CLAIM: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// What the step's approvals say about the run.
 #[derive(Debug, Default)]
 pub(crate) enum Step {
@@ -123,7 +119,10 @@ pub(crate) async fn settle_step(
     answer_from_records(&mut messages[index], &records);
     let config = &ledger.config;
     let now = config.clock.now();
-    let until = now.saturating_add(i64::try_from(CLAIM.as_millis()).unwrap_or(i64::MAX));
+    // The server's continuation lease: renewed while the request runs (`chat::run_stored`), so a
+    // request that dies lets the server's continuation take over once it lapses.
+    let lease = state.config().continuation_lease;
+    let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
     let holder = crate::continuation::holder(config);
     match store.claim_continuation(&ledger.conversation_id, &holder, until, now, true).await? {
         Some(claim) => Ok(Step::Ready { approval_ids: ids, claim: Some((claim, holder)) }),

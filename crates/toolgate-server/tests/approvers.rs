@@ -404,3 +404,64 @@ async fn the_inbox_stream_shows_an_approval_appear_and_change() {
     let nothing = tokio::time::timeout(Duration::from_millis(300), mallory.next()).await;
     assert!(nothing.is_err(), "mallory heard of an approval that is not hers");
 }
+
+#[tokio::test]
+async fn a_request_that_continues_the_step_keeps_its_claim_while_it_runs() {
+    // bob decides the routed call first; alice's own answer then completes the step, and her request
+    // runs it (a slow tool, ten continuation leases long): the server's worker must not run it again.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let rules = "[[rule]]\nname = \"big-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
+                 approvers = [\"bob\"]\n[rule.input]\n\"/path\" = { equals = \"big.txt\" }\n\n\
+                 [[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n";
+    let script = json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "call-big", "toolName": "delete_file", "input": {"path": "big.txt"}},
+         {"type": "tool-call", "toolCallId": "call-small", "toolName": "delete_file", "input": {"path": "small.txt"}}],
+        [{"type": "text", "text": "Both handled."}],
+        [{"type": "text", "text": "A second model call: the step ran twice."}]
+    ]});
+    let counted = runs.clone();
+    let slow = toolgate::Toolkit::new([toolgate::Tool::function::<PathInput>("delete_file")
+        .needs_approval(true)
+        .handler(move |input: PathInput, _| {
+            let runs = counted.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, toolgate::ToolError>(json!({"deleted": input.path}))
+            }
+        })])
+    .unwrap();
+    let rules = rules.to_owned();
+    let server = start_configured(script, move |config: &mut ServerConfig| {
+        config.toolkit = slow;
+        config.policy = PolicyHandle::new(Policy::from_toml_str(&rules).unwrap());
+        config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
+        config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+        config.continuation_lease = Duration::from_millis(150);
+    })
+    .await;
+    let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "delete both"}]}]});
+    let first = call(&server, "POST", "/api/chat", "alice", Some(body)).await.chunks();
+    let approval = |call_id: &str| {
+        let request = first.iter().find(|c| c["type"] == "tool-approval-request" && c["toolCallId"] == call_id);
+        request.unwrap()["approvalId"].as_str().unwrap().to_owned()
+    };
+    let (big, small) = (approval("call-big"), approval("call-small"));
+    assert_eq!(vote(&server, &big, "bob", json!({"decision": "approve"})).await.json()["state"], "approved");
+    tokio::time::sleep(Duration::from_millis(300)).await; // the worker finds alice's approval pending and stops
+    let message_id = first.iter().find(|c| c["type"] == "start").unwrap()["messageId"].clone();
+    let answer = json!({"id": "chat-1", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete both"}]},
+        {"id": message_id, "role": "assistant", "parts": [
+            {"type": "tool-delete_file", "toolCallId": "call-big", "state": "approval-requested",
+             "input": {"path": "big.txt"}, "approval": {"id": big}},
+            {"type": "tool-delete_file", "toolCallId": "call-small", "state": "approval-responded",
+             "input": {"path": "small.txt"}, "approval": {"id": small, "approved": true}}]}]});
+    let ran = call(&server, "POST", "/api/chat", "alice", Some(answer)).await;
+    assert_eq!(ran.status, 200, "{}", ran.body);
+    assert!(ran.body.contains("\"handled.\""), "alice's request ran the step: {}", ran.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "each call ran once");
+    assert_eq!(server.trace_text().lines().count(), 2, "the model was called once after the step, not twice");
+}
