@@ -267,41 +267,15 @@ async fn the_inbox_lists_by_state_and_refuses_bad_queries() {
 #[tokio::test]
 async fn a_mixed_step_records_the_requesters_answer_and_waits_for_the_approvers() {
     let runs = Arc::new(AtomicUsize::new(0));
-    let rules = "[[rule]]\nname = \"big-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
-                 approvers = [\"bob\"]\n[rule.input]\n\"/path\" = { equals = \"big.txt\" }\n\n\
-                 [[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n";
-    let script = json!({"turns": [
-        [{"type": "tool-call", "toolCallId": "call-big", "toolName": "delete_file", "input": {"path": "big.txt"}},
-         {"type": "tool-call", "toolCallId": "call-small", "toolName": "delete_file", "input": {"path": "small.txt"}}],
-        [{"type": "text", "text": "Both handled."}]
-    ]});
-    let rules = rules.to_owned();
     let counted = runs.clone();
-    let server = start_configured(script, move |config: &mut ServerConfig| {
+    let server = start_configured(mixed_script(), move |config: &mut ServerConfig| {
         config.toolkit = counting_toolkit(counted);
-        config.policy = PolicyHandle::new(Policy::from_toml_str(&rules).unwrap());
+        config.policy = PolicyHandle::new(Policy::from_toml_str(MIXED_RULES).unwrap());
         config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
         config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
     })
     .await;
-    let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
-        "parts": [{"type": "text", "text": "delete both"}]}]});
-    let first = call(&server, "POST", "/api/chat", "alice", Some(body)).await.chunks();
-    let approval = |call_id: &str| {
-        first.iter().find(|c| c["type"] == "tool-approval-request" && c["toolCallId"] == call_id).unwrap()["approvalId"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let (big, small) = (approval("call-big"), approval("call-small"));
-    let message_id = first.iter().find(|c| c["type"] == "start").unwrap()["messageId"].clone();
-    let answer = json!({"id": "chat-1", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete both"}]},
-        {"id": message_id, "role": "assistant", "parts": [
-            {"type": "tool-delete_file", "toolCallId": "call-big", "state": "approval-requested",
-             "input": {"path": "big.txt"}, "approval": {"id": big}},
-            {"type": "tool-delete_file", "toolCallId": "call-small", "state": "approval-responded",
-             "input": {"path": "small.txt"}, "approval": {"id": small, "approved": true}}]}]});
+    let (big, small, answer) = ask_mixed(&server).await;
     let waiting = call(&server, "POST", "/api/chat", "alice", Some(answer)).await;
     assert_eq!(waiting.status, 200, "{}", waiting.body);
     let chunks = waiting.chunks();
@@ -408,17 +382,8 @@ async fn the_inbox_stream_shows_an_approval_appear_and_change() {
 #[tokio::test]
 async fn a_request_that_continues_the_step_keeps_its_claim_while_it_runs() {
     // bob decides the routed call first; alice's own answer then completes the step, and her request
-    // runs it (a slow tool, ten continuation leases long): the server's worker must not run it again.
+    // runs it (a slow tool, four continuation leases long): the server's worker must not run it again.
     let runs = Arc::new(AtomicUsize::new(0));
-    let rules = "[[rule]]\nname = \"big-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
-                 approvers = [\"bob\"]\n[rule.input]\n\"/path\" = { equals = \"big.txt\" }\n\n\
-                 [[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n";
-    let script = json!({"turns": [
-        [{"type": "tool-call", "toolCallId": "call-big", "toolName": "delete_file", "input": {"path": "big.txt"}},
-         {"type": "tool-call", "toolCallId": "call-small", "toolName": "delete_file", "input": {"path": "small.txt"}}],
-        [{"type": "text", "text": "Both handled."}],
-        [{"type": "text", "text": "A second model call: the step ran twice."}]
-    ]});
     let counted = runs.clone();
     let slow = toolgate::Toolkit::new([toolgate::Tool::function::<PathInput>("delete_file")
         .needs_approval(true)
@@ -431,25 +396,52 @@ async fn a_request_that_continues_the_step_keeps_its_claim_while_it_runs() {
             }
         })])
     .unwrap();
-    let rules = rules.to_owned();
-    let server = start_configured(script, move |config: &mut ServerConfig| {
+    let server = start_configured(mixed_script(), move |config: &mut ServerConfig| {
         config.toolkit = slow;
-        config.policy = PolicyHandle::new(Policy::from_toml_str(&rules).unwrap());
+        config.policy = PolicyHandle::new(Policy::from_toml_str(MIXED_RULES).unwrap());
         config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
         config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
         config.continuation_lease = Duration::from_millis(150);
     })
     .await;
+    let (big, _, answer) = ask_mixed(&server).await;
+    assert_eq!(vote(&server, &big, "bob", json!({"decision": "approve"})).await.json()["state"], "approved");
+    tokio::time::sleep(Duration::from_millis(300)).await; // the worker finds alice's approval pending and stops
+    let ran = call(&server, "POST", "/api/chat", "alice", Some(answer)).await;
+    assert_eq!(ran.status, 200, "{}", ran.body);
+    assert!(ran.body.contains("\"handled.\""), "alice's request ran the step: {}", ran.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "each call ran once");
+    assert_eq!(server.trace_text().lines().count(), 2, "the model was called once after the step, not twice");
+}
+
+/// Rules of the mixed step: `big.txt` is bob's to decide, any other deletion the requester's.
+const MIXED_RULES: &str = "[[rule]]\nname = \"big-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
+                           approvers = [\"bob\"]\n[rule.input]\n\"/path\" = { equals = \"big.txt\" }\n\n\
+                           [[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n";
+
+/// The model of the mixed step: both deletions in one step, then an answer (and a second one, which
+/// only a second continuation would reach).
+fn mixed_script() -> Value {
+    json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "call-big", "toolName": "delete_file", "input": {"path": "big.txt"}},
+         {"type": "tool-call", "toolCallId": "call-small", "toolName": "delete_file", "input": {"path": "small.txt"}}],
+        [{"type": "text", "text": "Both handled."}],
+        [{"type": "text", "text": "A second model call: the step ran twice."}]
+    ]})
+}
+
+/// Alice asks for both deletions; returns the approval ids (big, small) and her client's answer
+/// approving her own (`small`) and leaving bob's (`big`) unanswered.
+async fn ask_mixed(server: &Server) -> (String, String, Value) {
     let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
         "parts": [{"type": "text", "text": "delete both"}]}]});
-    let first = call(&server, "POST", "/api/chat", "alice", Some(body)).await.chunks();
+    let first = call(server, "POST", "/api/chat", "alice", Some(body)).await.chunks();
     let approval = |call_id: &str| {
         let request = first.iter().find(|c| c["type"] == "tool-approval-request" && c["toolCallId"] == call_id);
         request.unwrap()["approvalId"].as_str().unwrap().to_owned()
     };
     let (big, small) = (approval("call-big"), approval("call-small"));
-    assert_eq!(vote(&server, &big, "bob", json!({"decision": "approve"})).await.json()["state"], "approved");
-    tokio::time::sleep(Duration::from_millis(300)).await; // the worker finds alice's approval pending and stops
     let message_id = first.iter().find(|c| c["type"] == "start").unwrap()["messageId"].clone();
     let answer = json!({"id": "chat-1", "messages": [
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete both"}]},
@@ -458,10 +450,27 @@ async fn a_request_that_continues_the_step_keeps_its_claim_while_it_runs() {
              "input": {"path": "big.txt"}, "approval": {"id": big}},
             {"type": "tool-delete_file", "toolCallId": "call-small", "state": "approval-responded",
              "input": {"path": "small.txt"}, "approval": {"id": small, "approved": true}}]}]});
-    let ran = call(&server, "POST", "/api/chat", "alice", Some(answer)).await;
-    assert_eq!(ran.status, 200, "{}", ran.body);
-    assert!(ran.body.contains("\"handled.\""), "alice's request ran the step: {}", ran.body);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "each call ran once");
-    assert_eq!(server.trace_text().lines().count(), 2, "the model was called once after the step, not twice");
+    (big, small, answer)
+}
+
+#[tokio::test]
+async fn a_request_without_a_principal_neither_sees_nor_decides_anothers_approval() {
+    // Behind the principal header a request may come without one: it is nobody, not the one user.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let ask_rule = "[[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n";
+    for rules in [RULES, ask_rule] {
+        let server = server(rules, runs.clone()).await;
+        let (id, _) = ask(&server).await;
+        let headers = [("content-type", "application/json")];
+        let listed = send(&server, "GET", "/api/approvals?state=all", &headers, b"").await;
+        assert_eq!(listed.json()["approvals"], json!([]), "{}", listed.body);
+        let shown = send(&server, "GET", &format!("/api/approvals/{id}"), &headers, b"").await;
+        assert_eq!((shown.status, error_code(&shown).as_str()), (404, "unknown_approval"));
+        let path = format!("/api/approvals/{id}");
+        let voted = send(&server, "POST", &path, &headers, br#"{"decision":"approve"}"#).await;
+        assert_eq!((voted.status, error_code(&voted).as_str()), (404, "unknown_approval"), "{}", voted.body);
+        let withdrawn = send(&server, "DELETE", &path, &headers, b"").await;
+        assert_eq!(withdrawn.status, 404, "{}", withdrawn.body);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
 }

@@ -228,18 +228,20 @@ pub fn viewers(record: &ApprovalRecord) -> Vec<String> {
 }
 
 /// Whether `voter` may see the approval: its requester, an admin, one of its
-/// approvers, anyone in a conversation without owner.
+/// approvers. A voter without a principal (the one user of a server without
+/// principals, or an anonymous request) sees the approvals of conversations
+/// without owner, and no others.
 pub fn may_see(record: &ApprovalRecord, voter: &Voter) -> bool {
     let keys = voter.keys();
-    voter.admin || voter.principal.is_none() || viewers(record).iter().any(|viewer| keys.contains(viewer))
+    voter.admin || viewers(record).iter().any(|viewer| keys.contains(viewer))
 }
 
 /// Whether `voter` is among the approval's approvers (ignoring whether they voted).
 pub fn is_approver(record: &ApprovalRecord, voter: &Voter) -> bool {
     let owner = requester(record);
     match (&record.routing, voter.principal.as_deref()) {
-        // Single-user mode, or a conversation without owner: its one user decides.
-        (_, None) => true,
+        // Without a principal: only in a conversation without owner (its one user decides).
+        (_, None) => owner.is_none(),
         (None, Some(principal)) => owner.is_none_or(|owner| owner == principal),
         (Some(routing), Some(principal)) => {
             routing.members.iter().any(|member| member == principal)
