@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use toolgate_mcp::McpServerConfig;
+use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, RuleConfig};
 
 /// The `--config` flag.
@@ -37,6 +38,10 @@ struct ConfigFile {
     admins: Vec<String>,
     #[serde(default)]
     groups: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    notify: Vec<NotifyConfig>,
+    #[serde(default)]
+    emails: BTreeMap<String, String>,
 }
 
 /// A checked config file.
@@ -52,15 +57,17 @@ pub struct Config {
     pub admins: Vec<String>,
     /// Groups and their members (rules name them `group:NAME`).
     pub groups: BTreeMap<String, Vec<String>>,
+    /// The notification channels (`[[notify]]`) and addresses (`[emails]`), their secrets read.
+    pub notify: Channels,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins, groups } =
+        let Parsed { mcp, policy, admins, groups, notify } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify })
     }
 }
 
@@ -75,6 +82,8 @@ pub struct Parsed {
     pub admins: Vec<String>,
     /// The groups.
     pub groups: BTreeMap<String, Vec<String>>,
+    /// The notification channels.
+    pub notify: Channels,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -92,7 +101,8 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     }
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
-    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups })
+    let notify = Channels::from_config(&file.notify, &file.emails, |name| std::env::var(name).ok())?;
+    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify })
 }
 
 /// Every rule's approvers must be able to decide: a configured group they
@@ -142,7 +152,7 @@ mod tests {
 
     #[test]
     fn both_sections_load_and_unknown_keys_are_named() {
-        let Parsed { mcp, policy, admins, groups } = parse(
+        let Parsed { mcp, policy, admins, groups, .. } = parse(
             r#"
             admins = ["root"]
 
@@ -195,5 +205,25 @@ mod tests {
         assert!(format!("{:#}", parse(twice).unwrap_err()).contains("two [[mcp]] servers are named `fs`"));
         let both = "[[mcp]]\nname = \"fs\"\ncommand = \"a\"\nurl = \"http://127.0.0.1:1/mcp\"\n";
         assert!(parse(both).is_err());
+    }
+
+    #[test]
+    fn notification_channels_and_escalation_are_checked_with_the_file() {
+        let slack = "[emails]\nbob = \"bob@example.com\"\n[[notify]]\nname = \"chat\"\n\
+                     webhook = \"https://hooks.example.com/x\"\nformat = \"slack\"\n";
+        let parsed = parse(slack).unwrap();
+        assert_eq!(parsed.notify.channels[0].name, "chat");
+        assert_eq!(parsed.notify.emails["bob"], "bob@example.com");
+        let unset = "[[notify]]\nname = \"hook\"\nwebhook = \"https://hooks.example.com/x\"\n\
+                     secret_env = \"TOOLGATE_TEST_SURELY_UNSET_SECRET\"\n";
+        let error = format!("{:#}", parse(unset).unwrap_err());
+        assert!(error.contains("hook") && error.contains("TOOLGATE_TEST_SURELY_UNSET_SECRET"), "{error}");
+        let plain = "[[notify]]\nname = \"mail\"\nsmtp = \"smtp://mail.example.com:25\"\ntls = \"none\"\n\
+                     from = \"a@example.com\"\nto = [\"approvers\"]\n";
+        assert!(format!("{:#}", parse(plain).unwrap_err()).contains("mail"), "plain text to a remote host");
+        let escalate = "[[rule]]\nname = \"big\"\naction = \"ask\"\napprovers = [\"bob\"]\n\
+                        escalate = [{ after = \"1h\", action = \"deny\" }, { after = \"2h\", to = [\"carol\"] }]\n";
+        let error = format!("{:#}", parse(escalate).unwrap_err());
+        assert!(error.contains("big") && error.contains("never runs"), "{error}");
     }
 }

@@ -12,8 +12,8 @@ use clap::{ArgGroup, Args};
 use ipnet::IpNet;
 use toolgate_server::oidc::DEFAULT_SCOPES;
 use toolgate_server::{
-    AppState, ApprovalSecret, JwksSource, JwtConfig, JwtVerifier, OidcConfig, OidcSignIn, PrincipalSource,
-    ServerConfig, serve, shutdown_signal,
+    AppState, ApprovalSecret, JwksSource, JwtConfig, JwtVerifier, Notifications, OidcConfig, OidcSignIn,
+    PrincipalSource, ServerConfig, serve, shutdown_signal,
 };
 
 use crate::config::ConfigArgs;
@@ -91,9 +91,10 @@ pub struct ServeArgs {
     /// The scopes asked for at sign-in (space-separated).
     #[arg(long, value_name = "SCOPES", default_value = DEFAULT_SCOPES, requires = "oidc_issuer")]
     oidc_scopes: String,
-    /// Where people reach this server, e.g. https://toolgate.example.com (the OIDC callback is
-    /// PUBLIC_URL/auth/callback; the session cookie is `Secure` when it is https).
-    #[arg(long, value_name = "URL", requires = "oidc_issuer")]
+    /// Where people reach this server, e.g. https://toolgate.example.com: notifications' one-time
+    /// approval links are PUBLIC_URL/a/TOKEN (without it they carry no links); the OIDC callback is
+    /// PUBLIC_URL/auth/callback (the session cookie is `Secure` when it is https).
+    #[arg(long, value_name = "URL", value_parser = parse_public_url)]
     public_url: Option<String>,
     /// A JSON object mapping bearer tokens (or `sha256:HEX`, a token's digest) to principals;
     /// requests without a known token get 401.
@@ -143,6 +144,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.retain = args.retain;
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.groups = setup.groups();
+    config.notifications = notifications(setup.notify(), config.ledger.is_some(), args.public_url.as_deref())?;
     let principals = match (&args.principal_header, &args.tokens_file) {
         _ if let Some(verifier) = jwt => PrincipalSource::Jwt(verifier),
         (Some(header), _) => PrincipalSource::Header(
@@ -168,6 +170,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     setup.shutdown().await;
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The notification channels, when the config file has any: they need a
+/// store (deliveries wait in its outbox), and carry links with a public URL.
+fn notifications(
+    channels: toolgate_notify::Channels,
+    stored: bool,
+    public_url: Option<&str>,
+) -> anyhow::Result<Option<Arc<Notifications>>> {
+    if channels.is_empty() {
+        return Ok(None);
+    }
+    anyhow::ensure!(stored, "[[notify]] needs a store: notifications wait in its outbox (--store none keeps nothing)");
+    if public_url.is_none() {
+        tracing::warn!(
+            "[[notify]] without --public-url: messages carry no approve/deny links (the server cannot know the address people reach it at)"
+        );
+    }
+    Ok(Some(Arc::new(Notifications::new(channels, public_url).context("cannot set up the [[notify]] channels")?)))
+}
+
+/// An http(s) URL without query or fragment.
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).map_err(|error| format!("`{text}` is not a URL: {error}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("`{text}` must be an http(s) URL without a query or fragment"));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
 }
 
 /// Offers the MCP servers' new tool lists from the next request on.
@@ -258,7 +288,13 @@ mod tests {
         assert_eq!((args.jwt_principal_claim.as_str(), args.jwt_groups_claim.as_str()), ("sub", "groups"));
         let error = parse(&oidc).unwrap_err().to_string();
         assert!(error.contains("--public-url"), "{error}");
-        assert!(parse(&["--public-url", "https://toolgate.example.com"]).is_err(), "--public-url alone");
+        // Alone it serves the notifications' one-time links.
+        assert_eq!(
+            parse(&["--public-url", "https://toolgate.example.com/"]).unwrap().public_url.as_deref(),
+            Some("https://toolgate.example.com")
+        );
+        assert!(parse(&["--public-url", "ftp://toolgate.example.com"]).is_err(), "not http(s)");
+        assert!(parse(&["--public-url", "https://toolgate.example.com/?a=1"]).is_err(), "a query");
         let header = ["--public-url", "https://t.example.com", "--principal-header", "X-User"];
         assert!(parse(&[&oidc[..], &header].concat()).is_err(), "OIDC and a principal header");
     }

@@ -71,6 +71,11 @@ impl ToolSetup {
         self.config.as_ref().map(|config| config.groups.clone()).unwrap_or_default()
     }
 
+    /// The config file's notification channels (none without a config file).
+    pub fn notify(&self) -> toolgate_notify::Channels {
+        self.config.as_ref().map(|config| config.notify.clone()).unwrap_or_default()
+    }
+
     /// Changes of the MCP servers' tool lists (none without MCP servers).
     pub fn changes(&self) -> Option<watch::Receiver<u64>> {
         self.mcp.as_ref().map(McpTools::subscribe)

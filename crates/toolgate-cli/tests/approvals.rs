@@ -42,6 +42,7 @@ fn routed(id: &str) -> ApprovalRecord {
             members: vec!["bob".to_owned(), "carol".to_owned(), "erin".to_owned()],
             quorum: 2,
             self_approval: false,
+            ..Routing::default()
         }),
         votes: Vec::new(),
         reason: Some("payments over 1000 need finance".to_owned()),

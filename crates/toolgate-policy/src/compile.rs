@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::Value;
-use toolgate::approval::lifecycle::Route;
+use toolgate::approval::lifecycle::{Escalation, Route, Schedule};
+use toolgate::ledger::Millis;
 use toolgate::tool::{GateCall, GateVerdict};
 
 use crate::config::{OPERATORS, RULE_KEYS, RuleAction, RuleConfig};
@@ -233,21 +234,21 @@ fn compile_route(rule: &RuleRef, config: &RuleConfig) -> Result<Option<Route>, P
         message: message.into(),
     };
     if config.approvers.is_empty() {
-        return match (config.quorum, config.self_approval) {
-            (None, None) => Ok(None),
-            (Some(_), _) => Err(invalid("quorum", "`quorum` needs `approvers`")),
-            (None, Some(_)) => Err(invalid("self_approval", "`self_approval` needs `approvers`")),
+        return match (config.quorum, config.self_approval, config.escalate.is_empty(), &config.remind) {
+            (None, None, true, None) => Ok(None),
+            (Some(_), ..) => Err(invalid("quorum", "`quorum` needs `approvers`")),
+            (None, Some(_), ..) => Err(invalid("self_approval", "`self_approval` needs `approvers`")),
+            (None, None, false, _) => Err(invalid(
+                "escalate",
+                "`escalate` needs `approvers` (name who decides first, e.g. the team that owns the tool)",
+            )),
+            (None, None, true, Some(_)) => Err(invalid("remind", "`remind` needs `approvers`")),
         };
     }
     if config.action != RuleAction::Ask {
         return Err(invalid("approvers", "only an `ask` rule has approvers"));
     }
-    for approver in &config.approvers {
-        let name = approver.strip_prefix(GROUP_PREFIX).unwrap_or(approver);
-        if name.trim().is_empty() || name.chars().any(char::is_control) {
-            return Err(invalid("approvers", &format!("`{approver}` is not a principal or `group:NAME`")));
-        }
-    }
+    check_principals(&config.approvers).map_err(|message| invalid("approvers", &message))?;
     let quorum = config.quorum.unwrap_or(1);
     if quorum == 0 {
         return Err(invalid("quorum", "the quorum must be at least 1"));
@@ -256,11 +257,69 @@ fn compile_route(rule: &RuleRef, config: &RuleConfig) -> Result<Option<Route>, P
     if config.approvers.iter().all(|approver| !approver.starts_with(GROUP_PREFIX)) && quorum as usize > named {
         return Err(invalid("quorum", &format!("a quorum of {quorum} needs at least {quorum} approvers")));
     }
+    let schedule = compile_schedule(config).map_err(|(key, message)| invalid(key, &message))?;
     Ok(Some(Route {
         approvers: config.approvers.clone(),
         quorum,
         self_approval: config.self_approval.unwrap_or(false),
+        schedule,
     }))
+}
+
+/// Every entry a principal or `group:NAME`.
+fn check_principals(principals: &[String]) -> Result<(), String> {
+    for approver in principals {
+        let name = approver.strip_prefix(GROUP_PREFIX).unwrap_or(approver);
+        if name.trim().is_empty() || name.chars().any(char::is_control) {
+            return Err(format!("`{approver}` is not a principal or `group:NAME`"));
+        }
+    }
+    Ok(())
+}
+
+/// The escalation steps and reminders of a rule with approvers: delays of at
+/// least a second, in increasing order, each step either `to` or
+/// `action = "deny"`, nothing after a deny.
+fn compile_schedule(config: &RuleConfig) -> Result<Schedule, (&'static str, String)> {
+    let mut escalate: Vec<Escalation> = Vec::new();
+    for (index, step) in config.escalate.iter().enumerate() {
+        let at = |message: String| ("escalate", format!("step {}: {message}", index + 1));
+        let after = delay(&step.after).map_err(at)?;
+        if let Some(last) = escalate.last() {
+            if last.deny {
+                return Err(at("a step after `action = \"deny\"` never runs".to_owned()));
+            }
+            if after <= last.after {
+                return Err(at(format!("`after = \"{}\"` must be later than the step before", step.after)));
+            }
+        }
+        let deny = match step.action.as_deref() {
+            None => false,
+            Some("deny") => true,
+            Some(other) => return Err(at(format!("`action = \"{other}\"`: the only action is \"deny\""))),
+        };
+        match (deny, step.to.is_empty()) {
+            (true, false) => return Err(at("a step has either `to` or `action = \"deny\"`, not both".to_owned())),
+            (false, true) => return Err(at("a step needs `to` (who joins) or `action = \"deny\"`".to_owned())),
+            _ => {}
+        }
+        check_principals(&step.to).map_err(at)?;
+        escalate.push(Escalation { after, to: step.to.clone(), deny });
+    }
+    let remind = match &config.remind {
+        None => None,
+        Some(text) => Some(delay(text).map_err(|message| ("remind", message))?),
+    };
+    Ok(Schedule { escalate, remind, ..Schedule::default() })
+}
+
+/// A delay in the `--approval-ttl` syntax (`2s`, `15m`, `1h`), at least a second.
+fn delay(text: &str) -> Result<Millis, String> {
+    let duration = humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))?;
+    if duration < std::time::Duration::from_secs(1) {
+        return Err(format!("`{text}` is shorter than one second"));
+    }
+    Ok(i64::try_from(duration.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The clearer error for `[rule]` (or `rule = 1`) written instead of `[[rule]]`.

@@ -73,8 +73,19 @@ impl From<GateAction> for RuleAction {
 }
 
 /// The keys a `[[rule]]` table may have.
-pub const RULE_KEYS: [&str; 9] =
-    ["name", "action", "tool", "principal", "reason", "input", "approvers", "quorum", "self_approval"];
+pub const RULE_KEYS: [&str; 11] = [
+    "name",
+    "action",
+    "tool",
+    "principal",
+    "reason",
+    "input",
+    "approvers",
+    "quorum",
+    "self_approval",
+    "escalate",
+    "remind",
+];
 
 /// The operators a predicate table may have.
 pub const OPERATORS: [&str; 8] = ["regex", "glob", "lt", "le", "gt", "ge", "one_of", "equals"];
@@ -110,6 +121,29 @@ pub struct RuleConfig {
     /// For `ask` with `approvers`: whether the requester may count (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_approval: Option<bool>,
+    /// For `ask` with `approvers`: what happens while nobody decides, each
+    /// delay counted from the approval's issue time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalate: Vec<EscalationConfig>,
+    /// For `ask` with `approvers`: remind the approvers this often while
+    /// pending (`10m`, the `--approval-ttl` syntax).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind: Option<String>,
+}
+
+/// One escalation step as written: `{ after = "15m", to = ["group:leads"] }`
+/// or `{ after = "1h", action = "deny" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationConfig {
+    /// The delay from issue (`15m`, `1h`).
+    pub after: String,
+    /// Principals and `group:NAME`s who join the approvers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to: Vec<String>,
+    /// `deny`: resolve the approval as denied instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 fn any_tool() -> String {
@@ -129,6 +163,8 @@ impl RuleConfig {
             approvers: Vec::new(),
             quorum: None,
             self_approval: None,
+            escalate: Vec::new(),
+            remind: None,
         }
     }
 

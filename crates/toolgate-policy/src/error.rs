@@ -77,7 +77,9 @@ pub enum PolicyError {
         value: String,
     },
     /// A key the rule format does not know.
-    #[error("{rule}: unknown key `{key}` (expected one of name, action, tool, principal, reason, input)")]
+    #[error(
+        "{rule}: unknown key `{key}` (expected one of name, action, tool, principal, reason, input, approvers, quorum, self_approval, escalate, remind)"
+    )]
     UnknownKey {
         /// The rule.
         rule: RuleRef,

@@ -159,7 +159,7 @@ pub mod stored;
 pub mod watch;
 
 pub use compile::{GROUP_PREFIX, Policy, Rule};
-pub use config::{PredicateConfig, RuleAction, RuleConfig};
+pub use config::{EscalationConfig, PredicateConfig, RuleAction, RuleConfig};
 pub use error::{PolicyError, RuleRef};
 pub use evaluate::PolicyGate;
 pub use explain::{Explanation, MatchSource, RuleMatch};

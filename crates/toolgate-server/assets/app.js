@@ -416,6 +416,7 @@ function setupSignIn() {
       refreshAudit();
       refreshDecisions();
       startInbox();
+      focusInboxItem();
     }
   });
   $('#sign-out').addEventListener('click', () => {
@@ -1895,6 +1896,7 @@ const inbox = {
   voting: new Set(), // ids with a vote in flight
   nodes: new Map(), // approval id -> {node, signature}
   connection: null, // AbortController of the stream and polling
+  focus: new URLSearchParams(location.search).get('approval'), // `?approval=ID`: a notification's "view" link
   toggle: '#inbox-toggle',
   panel: '#inbox-panel',
   refresh: () => renderInbox(),
@@ -2008,7 +2010,7 @@ function applyInboxItem(item, { quiet = false } = {}) {
     scheduleRender();
     if (item.state !== 'pending' && stepApprovalIds().includes(item.id)) watchNow();
   }
-  if (!isApprover(item) && !inbox.items.has(item.id)) return;
+  if (!isApprover(item) && !inbox.items.has(item.id) && item.id !== inbox.focus) return;
   if (item.state === 'pending') {
     inbox.items.set(item.id, item);
   } else {
@@ -2096,6 +2098,18 @@ function inboxNode(item) {
 }
 
 
+// Opens the inbox on the approval a notification's "view" link names
+// (`approvals/{id}` redirects to `?approval={id}`), whether or not it is still pending.
+async function focusInboxItem() {
+  if (!inbox.focus) return;
+  if (!inbox.open) togglePanel(inbox);
+  await reloadInboxItem(inbox.focus);
+  renderInbox();
+  const node = document.querySelector(`[data-approval-id="${CSS.escape(inbox.focus)}"]`);
+  node?.scrollIntoView({ block: 'center' });
+  node?.focus();
+}
+
 function inboxItem(item) {
   const votes = item.votes ?? [];
   const approvals = votes.filter((vote) => vote.decision === 'approve').length;
@@ -2104,7 +2118,8 @@ function inboxItem(item) {
   return el(
     'li',
     {
-      class: `inbox-item inbox-item-${item.state}`,
+      class: `inbox-item inbox-item-${item.state}${item.id === inbox.focus ? ' inbox-item-focus' : ''}`,
+      tabindex: item.id === inbox.focus ? '-1' : null,
       'data-testid': 'inbox-item',
       'data-approval-id': item.id,
       'data-tool-call-id': item.toolCallId,
@@ -2272,6 +2287,7 @@ function setup() {
     if (!known) return;
     restoreConversation();
     startInbox();
+    focusInboxItem();
   });
   $('#error-dismiss').addEventListener('click', clearError);
   $('#error-retry').addEventListener('click', () => !busy() && submit());

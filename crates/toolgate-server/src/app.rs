@@ -27,7 +27,7 @@ use crate::principal::{Caller, PrincipalSource};
 use crate::resume::RunningResponses;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, approvals, audit, chat, continuation, decisions, me, oidc, page, resume};
+use crate::{agui, approvals, audit, chat, continuation, decisions, links, me, oidc, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -67,6 +67,8 @@ pub struct ServerConfig {
     /// How long a server-side continuation's claim lasts without renewal
     /// (see [`crate::continuation`]; default [`crate::continuation::LEASE`]).
     pub continuation_lease: std::time::Duration,
+    /// The notification channels (`[[notify]]` in the config file; see [`crate::notify`]).
+    pub notifications: Option<Arc<crate::notify::Notifications>>,
 }
 
 impl ServerConfig {
@@ -88,6 +90,7 @@ impl ServerConfig {
             groups: std::collections::BTreeMap::new(),
             retain: None,
             continuation_lease: crate::continuation::LEASE,
+            notifications: None,
         }
     }
 }
@@ -114,6 +117,8 @@ struct Inner {
     continuations: Arc<tokio::sync::Notify>,
     /// Follows the store's changes for the inbox streams.
     inbox_hub: crate::approvals::hub::InboxHub,
+    /// Signs and verifies one-time approval links.
+    links: crate::notify::token::LinkSigner,
 }
 
 impl AppState {
@@ -127,6 +132,7 @@ impl AppState {
             None => model,
         };
         let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
+        let links = crate::notify::token::LinkSigner::new(&config.secret);
         let running = Arc::default();
         let toolkit = RwLock::new(config.toolkit.clone());
         let (decisions, clock): (Arc<dyn ApprovalStore>, Arc<dyn Clock>) = match &config.ledger {
@@ -145,6 +151,7 @@ impl AppState {
             approvals_changed: tokio::sync::watch::Sender::new(0),
             continuations: Arc::default(),
             inbox_hub: Default::default(),
+            links,
         };
         Ok(Self { inner: Arc::new(inner) })
     }
@@ -186,7 +193,7 @@ impl AppState {
     pub fn voter(&self, caller: &Caller) -> Voter {
         let admin =
             caller.principal.as_ref().is_some_and(|principal| self.config().admins.iter().any(|a| a == principal));
-        Voter { principal: caller.principal.clone(), groups: caller.groups.clone(), admin }
+        Voter { principal: caller.principal.clone(), groups: caller.groups.clone(), admin, bearer_link: false }
     }
 
     /// The keys an inbox listing of this voter selects by (`None`: every
@@ -220,6 +227,11 @@ impl AppState {
     /// The follower of the store's changes for the inbox streams.
     pub(crate) fn inbox_hub(&self) -> &crate::approvals::hub::InboxHub {
         &self.inner.inbox_hub
+    }
+
+    /// Signs and verifies one-time approval links.
+    pub(crate) fn link_signer(&self) -> &crate::notify::token::LinkSigner {
+        &self.inner.links
     }
 
     /// Wakes the continuation worker.
@@ -365,7 +377,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/chats/{id}", get(chat::stored_messages))
         .route("/api/approvals", get(approvals::list))
         .route("/api/approvals/stream", get(approvals::stream))
-        .route("/api/approvals/{id}", get(approvals::show).post(approvals::decide).delete(approvals::withdraw));
+        .route("/api/approvals/{id}", get(approvals::show).post(approvals::decide).delete(approvals::withdraw))
+        .route("/approvals/{id}", get(links::view))
+        .route("/a/{token}", get(links::show).post(links::decide));
     if oidc {
         routes = routes
             .route("/auth/callback", get(oidc::routes::callback))
@@ -435,9 +449,14 @@ pub async fn serve_listener(
         }
         _ => None,
     };
-    let continuing = state.config().ledger.is_some().then(|| tokio::spawn(continuation::worker(state.clone())));
+    let mut background: Vec<tokio::task::JoinHandle<()>> = pruning.into_iter().collect();
+    if state.config().ledger.is_some() {
+        background.push(tokio::spawn(continuation::worker(state.clone())));
+        background.push(tokio::spawn(crate::timers::run(state.clone())));
+        background.extend(crate::notify::start(&state));
+    }
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-    for task in pruning.into_iter().chain(continuing) {
+    for task in background {
         task.abort();
     }
     state.flush_trace();

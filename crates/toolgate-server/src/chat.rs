@@ -103,8 +103,12 @@ async fn stored_chat(
             .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
-    let voter =
-        toolgate::approval::lifecycle::Voter { principal: principal.clone(), groups: groups.clone(), admin: false };
+    let voter = toolgate::approval::lifecycle::Voter {
+        principal: principal.clone(),
+        groups: groups.clone(),
+        admin: false,
+        bearer_link: false,
+    };
     let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
     Ok(match run.step {

@@ -7,6 +7,10 @@
 //! - `GET /`: the web page (approve, deny with a reason, edit input).
 //! - `GET /api/audit`: the approval audit log as JSON lines (with a store).
 //! - `GET /api/chats/{id}`: a chat's stored UI messages (with a store).
+//! - `GET /api/approvals[/{id}]`, `POST|DELETE /api/approvals/{id}`,
+//!   `GET /api/approvals/stream`: the approvals inbox.
+//! - `GET|POST /a/{token}`: one-time approval links from notifications
+//!   ([`notify`]); `GET /approvals/{id}`: the page's inbox on one approval.
 //! - `GET /healthz`: liveness.
 //! - `GET /auth/callback`, `GET|POST /auth/logout`: OpenID Connect sign-in
 //!   for the page, when configured ([`oidc`]).
@@ -31,7 +35,9 @@ mod decisions;
 mod error;
 mod http;
 pub mod jwt;
+mod links;
 mod me;
+pub mod notify;
 pub mod oidc;
 mod page;
 mod principal;
@@ -40,6 +46,7 @@ mod resume;
 pub mod retention;
 mod routed;
 mod secret;
+pub mod timers;
 mod trace;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, serve_listener, shutdown_signal};
@@ -48,6 +55,7 @@ pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
 pub use jwt::{JwksSource, JwtConfig, JwtError, JwtVerifier};
+pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
 pub use principal::{Caller, PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};

@@ -11,10 +11,11 @@ use common::*;
 use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery,
-    LedgerConfig, MemoryStore, Millis, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition,
-    TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery,
+    Delivery, LedgerConfig, MemoryStore, Millis, Outbound, OutboxQuery, Pruned, StoreFuture, StoredConversation,
+    StoredDecision, Transition, TransitionOutcome,
 };
 
 /// A memory store whose conversation saves take a while.
@@ -68,6 +69,39 @@ impl ApprovalStore for SlowSaves {
     }
     fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
         self.0.due_continuations(now, limit)
+    }
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
+        self.0.due_timers(now, limit)
+    }
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
+        self.0.advance_timer(advance)
+    }
+    fn notify_cursor(&self) -> StoreFuture<'_, i64> {
+        self.0.notify_cursor()
+    }
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {
+        self.0.enqueue(deliveries, from, to)
+    }
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        self.0.claim_deliveries(executor, now, until, limit)
+    }
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool> {
+        self.0.finish_attempt(end)
+    }
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
+        self.0.deliveries(query)
+    }
+    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
+        self.0.consume_link(link_id, at, expires_at)
+    }
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
+        self.0.release_link(link_id)
     }
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)

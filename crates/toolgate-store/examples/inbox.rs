@@ -113,6 +113,7 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
             members: vec![approver],
             quorum: 2,
             self_approval: false,
+            ..Routing::default()
         }),
         votes: Vec::new(),
         reason: None,

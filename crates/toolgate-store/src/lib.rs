@@ -42,6 +42,7 @@
 mod batch;
 mod chain;
 mod checkpoint;
+mod outbox_sql;
 mod postgres;
 mod private;
 mod spec;
@@ -52,10 +53,11 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditQuery, ContinuationClaim, ConversationRead,
-    DecisionQuery, MemoryStore, Millis, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition,
-    TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim,
+    ConversationRead, DecisionQuery, Delivery, MemoryStore, Millis, Outbound, OutboxQuery, Pruned, StoreFuture,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
@@ -276,6 +278,48 @@ impl ApprovalStore for SqlStore {
 
     fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move { on_backend!(self, backend => backend.due_continuations(now, limit)) })
+    }
+
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
+        Box::pin(async move { on_backend!(self, backend => backend.due_timers(now, limit)) })
+    }
+
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.advance_timer(advance)) })
+    }
+
+    fn notify_cursor(&self) -> StoreFuture<'_, i64> {
+        Box::pin(async move { on_backend!(self, backend => backend.notify_cursor()) })
+    }
+
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.enqueue(deliveries, from, to)) })
+    }
+
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move { on_backend!(self, backend => backend.claim_deliveries(executor, now, until, limit)) })
+    }
+
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.finish_attempt(end)) })
+    }
+
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move { on_backend!(self, backend => backend.deliveries(query)) })
+    }
+
+    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.consume_link(link_id, at, expires_at)) })
+    }
+
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move { on_backend!(self, backend => backend.release_link(link_id)) })
     }
 }
 

@@ -67,6 +67,7 @@ macro_rules! bind_record {
             .bind(&params.votes)
             .bind(&record.reason)
             .bind(params.vote_count)
+            .bind(params.timer_at)
     }};
 }
 
@@ -178,6 +179,7 @@ impl Backend {
                 }
             }
         }
+        self.prune_outbox(before).await?;
         let [events, approvals, conversations] = removed;
         Ok(Pruned { approvals, events, conversations })
     }
@@ -765,7 +767,7 @@ async fn outcome(
 
 /// Appends events in order, each taking the next `seq`: one statement per
 /// [`sql::EVENTS_PER_INSERT`] events.
-async fn append_in(conn: &mut Conn, events: &[AuditEvent]) -> Result<(), StoreError> {
+pub(super) async fn append_in(conn: &mut Conn, events: &[AuditEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }

@@ -15,6 +15,9 @@
 #[allow(clippy::duplicate_mod)]
 #[path = "ops.rs"]
 mod ops;
+#[allow(clippy::duplicate_mod)]
+#[path = "outbox_ops.rs"]
+mod outbox_ops;
 
 use std::str::FromStr;
 use std::time::Duration;

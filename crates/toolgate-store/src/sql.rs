@@ -45,12 +45,12 @@ pub(crate) use record_columns;
 pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
-    ", vote_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
-     ON CONFLICT (approval_id) DO NOTHING"
+    ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+     $18, $19) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 18;
+pub(crate) const RECORD_PARAMS: usize = 19;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -536,6 +536,8 @@ pub(crate) struct RecordParams {
     pub(crate) routing: Option<String>,
     pub(crate) votes: Option<String>,
     pub(crate) vote_count: i64,
+    /// When its next timer is due (`toolgate::approval::lifecycle::next_due`).
+    pub(crate) timer_at: Option<i64>,
     /// Its keys in `approval_viewers` ([`toolgate::approval::lifecycle::viewers`]).
     pub(crate) viewers: Vec<String>,
 }
@@ -549,6 +551,7 @@ impl RecordParams {
             routing: json_opt(record.routing.as_ref(), "a routing")?,
             votes: votes_text(&record.votes)?,
             vote_count: vote_count(&record.votes),
+            timer_at: crate::outbox_sql::timer_at(record),
             viewers: toolgate::approval::lifecycle::viewers(record),
         })
     }

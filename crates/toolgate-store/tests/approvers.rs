@@ -36,7 +36,7 @@ fn routed(id: &str, conversation: &str, issued_at: i64, approvers: &[&str], memb
     routed.issued_at = issued_at;
     routed.updated_at = issued_at;
     routed.routing =
-        Some(Routing { approvers: strings(approvers), members: strings(members), quorum: 2, self_approval: false });
+        Some(Routing { approvers: strings(approvers), members: strings(members), quorum: 2, ..Routing::default() });
     routed
 }
 

@@ -1,8 +1,9 @@
 //! Upgrading a store: a database at migration 0004 holding approvals, audit
-//! events and a conversation opens at 0005 with every row intact, each
+//! events and a conversation opens at the latest migration with every row intact, each
 //! approval listed under its requester (the owner half of its conversation
 //! key, '' without one), the log counting up past every number it ever gave,
-//! and the new states and kinds admitted. On SQLite (where 0005 rebuilds two
+//! the new states and kinds admitted (0005's and 0006's), and the
+//! notification cursor after the existing log (history is not notified). On SQLite (where 0005 rebuilds two
 //! tables), and on Postgres when `TOOLGATE_TEST_POSTGRES_URL` is set.
 
 mod support;
@@ -138,7 +139,7 @@ async fn listed(store: &SqlStore, keys: Option<&[&str]>) -> Vec<String> {
     store.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect()
 }
 
-/// Everything written at 0004 reads back at 0005, and the new schema works.
+/// Everything written at 0004 reads back at the latest migration, and the new schema works.
 async fn check_upgraded(store: &SqlStore) {
     let before = approvals();
     let ids: Vec<String> = before.iter().map(|record| record.approval_id.clone()).collect();
@@ -157,6 +158,13 @@ async fn check_upgraded(store: &SqlStore) {
     store.append(&[event(AuditKind::Voted, "owned", "chat", 200, json!({"decision": "approve"}))]).await.unwrap();
     let log = store.audit(&AuditQuery { after_seq: Some(4), ..AuditQuery::default() }).await.unwrap();
     assert_eq!(log.len(), 1);
+    assert_eq!(store.notify_cursor().await.unwrap(), 4, "notifications start after the existing log");
+    let newer = [AuditKind::Escalated, AuditKind::Reminded, AuditKind::Notified, AuditKind::NotificationFailed];
+    let appended: Vec<AuditEvent> =
+        newer.iter().map(|kind| event(*kind, "owned", "chat", 201, json!({"channel": "ops"}))).collect();
+    store.append(&appended).await.unwrap();
+    let log = store.audit(&AuditQuery { after_seq: Some(4), ..AuditQuery::default() }).await.unwrap();
+    assert_eq!(log.iter().skip(1).map(|event| event.kind).collect::<Vec<_>>(), newer, "0006's kinds are admitted");
     assert!(log[0].seq > 5, "a number given before is never given again: {}", log[0].seq);
 
     let withdraw = Transition {
@@ -178,7 +186,7 @@ async fn check_upgraded(store: &SqlStore) {
 }
 
 #[tokio::test]
-async fn a_sqlite_store_at_0004_opens_at_0005_with_every_row() {
+async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
     let (_dir, path) = support::sqlite_path();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let url = format!("sqlite://{}?mode=rwc", path.display());
@@ -212,18 +220,23 @@ async fn a_sqlite_store_at_0004_opens_at_0005_with_every_row() {
             "approval_viewers_approval",
             "approvals_call",
             "approvals_executing",
+            "approvals_timer",
             "audit_events_answers",
             "audit_events_conversation",
             "audit_events_owner",
-            "decisions_scope"
+            "decisions_scope",
+            "link_uses_expiry",
+            "notifications_approval",
+            "notifications_due",
+            "notifications_ended"
         ]
     );
     assert!(indexes[2].1.contains("WHERE state = 'executing'"), "{}", indexes[2].1);
-    assert!(indexes[3].1.contains("'voted'"), "{}", indexes[3].1);
+    assert!(indexes[4].1.contains("'voted'"), "{}", indexes[4].1);
     let autoincrement: Vec<String> =
         sqlx::query_scalar("SELECT name FROM sqlite_sequence ORDER BY name").fetch_all(&mut conn).await.unwrap();
     assert!(autoincrement.contains(&"audit_events".to_owned()), "{autoincrement:?}");
-    assert!(!autoincrement.iter().any(|name| name.ends_with("_0005")), "{autoincrement:?}");
+    assert!(!autoincrement.iter().any(|name| name.ends_with("_0005") || name.ends_with("_0006")), "{autoincrement:?}");
     conn.close().await.unwrap();
 
     // Opened again, nothing runs twice.
@@ -233,7 +246,7 @@ async fn a_sqlite_store_at_0004_opens_at_0005_with_every_row() {
 }
 
 #[tokio::test]
-async fn a_postgres_store_at_0004_opens_at_0005_with_every_row() {
+async fn a_postgres_store_at_0004_opens_at_the_latest_with_every_row() {
     let Some((url, name, database)) = support::fresh_postgres_database("migrate").await else { return };
     let mut conn = sqlx::PgConnection::connect(&database).await.unwrap();
     POSTGRES.run_to(BEFORE_APPROVERS, &mut conn).await.unwrap();

@@ -2,7 +2,13 @@
 //!
 //! [`node_or_skip`] decides whether a test that needs Node.js runs, and
 //! [`install_once`] installs pinned npm packages once per directory, however
-//! many test processes start at the same time.
+//! many test processes start at the same time. [`smtp::SmtpSink`] is an SMTP
+//! server on loopback (aiosmtpd) that keeps every message, and
+//! [`webhook::WebhookReceiver`] a scripted webhook receiver that verifies
+//! toolgate's signatures.
+
+pub mod smtp;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -103,6 +103,7 @@ impl Layout {
             approvers: vec![format!("{GROUP_PREFIX}{}", Self::group_name(group))],
             quorum: self.quorum,
             self_approval: false,
+            ..Route::default()
         };
         let routing = route.resolve(|name| {
             (name == Self::group_name(group)).then(|| self.members(group).into_iter().map(Self::approver).collect())

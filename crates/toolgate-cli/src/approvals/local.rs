@@ -57,7 +57,7 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
     }
     own.sort_unstable();
     own.dedup();
-    Ok(Voter { principal: Some(principal), groups: own, admin })
+    Ok(Voter { principal: Some(principal), groups: own, admin, bearer_link: false })
 }
 
 /// The OS user name: `$USER`, else `$LOGNAME`, else `$USERNAME`.

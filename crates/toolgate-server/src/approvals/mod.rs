@@ -19,7 +19,7 @@
 //! - `GET /api/approvals/stream`: server-sent events ([`stream`]).
 
 pub(crate) mod hub;
-mod item;
+pub(crate) mod item;
 mod stream;
 
 use std::collections::HashMap;
@@ -159,7 +159,7 @@ pub(crate) async fn withdraw(
 
 /// After a vote or withdrawal here: inbox streams look again, and a
 /// decided approval wakes the continuation worker.
-fn decided(state: &AppState, record: &ApprovalRecord) {
+pub(crate) fn decided(state: &AppState, record: &ApprovalRecord) {
     tracing::info!(approval = %record.approval_id, state = record.state.as_str(), "approval decided out of band");
     state.approvals_changed();
     if record.state != toolgate::ledger::ApprovalState::Pending {

@@ -82,6 +82,28 @@ pub async fn start_with(script: Value, max_body_bytes: Option<usize>) -> Server 
 
 /// Starts a server playing `script`, with the configuration changed by `configure`.
 pub async fn start_configured(script: Value, configure: impl FnOnce(&mut ServerConfig)) -> Server {
+    start_until(script, configure, std::future::pending()).await
+}
+
+/// [`start_configured`], stopped (its background tasks too) when the returned sender is used or dropped.
+pub async fn start_stoppable(
+    script: Value,
+    configure: impl FnOnce(&mut ServerConfig),
+) -> (Server, tokio::sync::oneshot::Sender<()>) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = start_until(script, configure, async move {
+        let _ = stopped.await;
+    })
+    .await;
+    (server, stop)
+}
+
+/// Starts a server that serves until `shutdown` completes.
+async fn start_until(
+    script: Value,
+    configure: impl FnOnce(&mut ServerConfig),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Server {
     let dir = std::env::temp_dir().join(format!("toolgate-server-test-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let model = ScriptedModel::from_json(&script.to_string()).unwrap();
@@ -93,7 +115,7 @@ pub async fn start_configured(script: Value, configure: impl FnOnce(&mut ServerC
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let served = state.clone();
-    tokio::spawn(async move { serve_listener(listener, served, std::future::pending()).await.unwrap() });
+    tokio::spawn(async move { serve_listener(listener, served, shutdown).await.unwrap() });
     Server { addr, trace: dir.join("prompts.jsonl"), state, _dir: TempDir(dir) }
 }
 

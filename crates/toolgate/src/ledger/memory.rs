@@ -7,10 +7,11 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{
-    ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditQuery, AuditView, ContinuationClaim,
-    DecisionQuery, Millis, Pruned, StoreError, StoreFuture, StoredConversation, StoredDecision, Transition,
-    TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditQuery,
+    AuditView, ContinuationClaim, DecisionQuery, Delivery, DeliveryState, Millis, Outbound, OutboxQuery, Pruned,
+    StoreError, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
+use crate::approval::lifecycle::{TimerAdvance, next_due};
 
 /// Keeps everything in process memory; lost when the process ends.
 #[derive(Debug, Default)]
@@ -31,6 +32,14 @@ struct Inner {
     continuations: HashMap<String, Mark>,
     /// Bumped by every mark, so marks are ordered and generations unique.
     marks: i64,
+    /// The last audit sequence number drawn (never drawn twice, pruned or not).
+    seq: i64,
+    /// The notification outbox, in enqueue order, each with its holder.
+    outbox: Vec<(Delivery, Option<(String, Millis)>)>,
+    /// The last audit event notifications were enqueued for.
+    notify_cursor: i64,
+    /// Used one-time links: id -> when the link expires.
+    links: HashMap<String, Millis>,
 }
 
 /// A conversation due to continue.
@@ -50,8 +59,8 @@ impl Inner {
 
     fn append(&mut self, events: &[AuditEvent]) {
         for event in events {
-            let seq = self.audit.len() as i64 + 1;
-            self.audit.push(AuditEvent { seq, ..event.clone() });
+            self.seq += 1;
+            self.audit.push(AuditEvent { seq: self.seq, ..event.clone() });
         }
     }
 }
@@ -343,11 +352,172 @@ impl ApprovalStore for MemoryStore {
             inner
                 .conversations
                 .retain(|id, stored| stored.updated_at >= before || open_conversations.contains(id.as_str()));
+            inner.outbox.retain(|(delivery, _)| delivery.state == DeliveryState::Pending || delivery.next_at >= before);
+            inner.links.retain(|_, expires_at| *expires_at >= before);
             Ok(Pruned {
                 approvals: (approvals - inner.approvals.len()) as u64,
                 events: (events - inner.audit.len()) as u64,
                 conversations: (conversations - inner.conversations.len()) as u64,
             })
+        })
+    }
+
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let mut due: Vec<(Millis, &ApprovalRecord)> = inner
+                .approvals
+                .values()
+                .filter_map(|record| next_due(record).filter(|at| *at <= now).map(|at| (at, record)))
+                .collect();
+            due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.approval_id.cmp(&b.1.approval_id)));
+            Ok(due.into_iter().take(limit).map(|(_, record)| record.clone()).collect())
+        })
+    }
+
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let Some(record) = inner.approvals.get_mut(&advance.approval_id) else {
+                return Ok(false);
+            };
+            if next_due(record) != Some(advance.expected) || record.routing.as_ref() != Some(&advance.read) {
+                return Ok(false);
+            }
+            record.routing = Some(advance.routing.clone());
+            record.updated_at = advance.at;
+            inner.append(&advance.events);
+            Ok(true)
+        })
+    }
+
+    fn notify_cursor(&self) -> StoreFuture<'_, i64> {
+        Box::pin(async move { Ok(self.lock().notify_cursor) })
+    }
+
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if inner.notify_cursor != from {
+                return Ok(false);
+            }
+            inner.notify_cursor = to;
+            for outbound in deliveries {
+                if inner.outbox.iter().any(|(delivery, _)| delivery.outbound.delivery_id == outbound.delivery_id) {
+                    continue;
+                }
+                let delivery = Delivery {
+                    outbound: outbound.clone(),
+                    state: DeliveryState::Pending,
+                    attempts: 0,
+                    next_at: outbound.created_at,
+                    first_attempt_at: None,
+                    last_error: None,
+                };
+                inner.outbox.push((delivery, None));
+            }
+            Ok(true)
+        })
+    }
+
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let mut due: Vec<usize> = (0..inner.outbox.len())
+                .filter(|index| {
+                    let (delivery, holder) = &inner.outbox[*index];
+                    delivery.state == DeliveryState::Pending
+                        && delivery.next_at <= now
+                        && holder.as_ref().is_none_or(|(_, held)| *held <= now)
+                })
+                .collect();
+            due.sort_by_key(|index| inner.outbox[*index].0.next_at);
+            due.truncate(limit);
+            Ok(due
+                .into_iter()
+                .map(|index| {
+                    let (delivery, holder) = &mut inner.outbox[index];
+                    *holder = Some((executor.to_owned(), until));
+                    delivery.clone()
+                })
+                .collect())
+        })
+    }
+
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let Some((delivery, holder)) =
+                inner.outbox.iter_mut().find(|(delivery, _)| delivery.outbound.delivery_id == end.delivery_id)
+            else {
+                return Ok(false);
+            };
+            if delivery.state != DeliveryState::Pending
+                || holder.as_ref().is_none_or(|(executor, _)| *executor != end.executor)
+            {
+                return Ok(false);
+            }
+            *holder = None;
+            delivery.attempts += 1;
+            delivery.first_attempt_at.get_or_insert(end.at);
+            match &end.result {
+                AttemptResult::Delivered => {
+                    delivery.state = DeliveryState::Delivered;
+                    delivery.next_at = end.at;
+                    delivery.last_error = None;
+                }
+                AttemptResult::Retry { at, error } => {
+                    delivery.next_at = *at;
+                    delivery.last_error = Some(error.clone());
+                }
+                AttemptResult::Failed { error } => {
+                    delivery.state = DeliveryState::Failed;
+                    delivery.next_at = end.at;
+                    delivery.last_error = Some(error.clone());
+                }
+            }
+            inner.append(&end.events);
+            Ok(true)
+        })
+    }
+
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            Ok(inner
+                .outbox
+                .iter()
+                .rev()
+                .map(|(delivery, _)| delivery)
+                .filter(|delivery| query.approval_id.as_ref().is_none_or(|id| *id == delivery.outbound.approval_id))
+                .filter(|delivery| query.state.is_none_or(|state| state == delivery.state))
+                .take(query.limit)
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn consume_link<'a>(&'a self, link_id: &'a str, _at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if inner.links.contains_key(link_id) {
+                return Ok(false);
+            }
+            inner.links.insert(link_id.to_owned(), expires_at);
+            Ok(true)
+        })
+    }
+
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.lock().links.remove(link_id);
+            Ok(())
         })
     }
 }

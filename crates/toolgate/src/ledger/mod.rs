@@ -33,6 +33,7 @@ mod decision;
 mod inbox;
 mod issued;
 mod memory;
+mod outbox;
 mod owner;
 mod record;
 mod store;
@@ -44,6 +45,7 @@ pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
 pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, StateFilter};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
+pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, Outbound, OutboxQuery};
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
 pub use record::{
     ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,

@@ -214,11 +214,20 @@ pub enum AuditKind {
     /// The server continued the conversation's run itself after the last
     /// decision; the data names the replica (`executor`).
     Continued,
+    /// An escalation step added approvers; the data names them.
+    Escalated,
+    /// The approvers were reminded of a pending approval.
+    Reminded,
+    /// A notification was delivered; the data names the channel and delivery.
+    Notified,
+    /// A notification attempt failed; the data says why and whether it is retried.
+    #[serde(rename = "notification_failed")]
+    NotificationFailed,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 16] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -231,6 +240,10 @@ impl AuditKind {
         Self::Voted,
         Self::Withdrawn,
         Self::Continued,
+        Self::Escalated,
+        Self::Reminded,
+        Self::Notified,
+        Self::NotificationFailed,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -248,6 +261,10 @@ impl AuditKind {
             Self::Voted => "voted",
             Self::Withdrawn => "withdrawn",
             Self::Continued => "continued",
+            Self::Escalated => "escalated",
+            Self::Reminded => "reminded",
+            Self::Notified => "notified",
+            Self::NotificationFailed => "notification_failed",
         }
     }
 

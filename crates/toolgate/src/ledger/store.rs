@@ -12,9 +12,10 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::{
-    ApprovalQuery, ApprovalRecord, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery, Millis, Pruned,
-    StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery, Delivery,
+    Millis, Outbound, OutboxQuery, Pruned, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
+use crate::approval::lifecycle::TimerAdvance;
 
 /// What a request reads before it runs: its stored conversation and the
 /// sticky decisions that apply to it (see
@@ -132,12 +133,57 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Conversations due to continue that nobody holds at `now`, oldest mark first.
     fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>>;
 
+    /// Pending approvals whose timer is due at `now` (see
+    /// [`crate::approval::lifecycle::next_due`], which the store keeps as
+    /// each approval's due time), earliest first.
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>>;
+
+    /// Applies a timer's move of a pending approval (see [`TimerAdvance`])
+    /// if it is still pending with its due time at `advance.expected`;
+    /// returns whether it moved.
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool>;
+
+    /// The sequence number of the last audit event notifications were
+    /// enqueued for (0 before any).
+    fn notify_cursor(&self) -> StoreFuture<'_, i64>;
+
+    /// Moves the notification cursor from `from` to `to` and enqueues
+    /// `deliveries` (each pending, due now), in one transaction; `false`
+    /// (and nothing enqueued) when the cursor is no longer at `from`.
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool>;
+
+    /// Claims up to `limit` pending deliveries due at `now` that nobody holds
+    /// (or whose holder's claim lapsed), for `executor` until `until`,
+    /// earliest first.
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// Ends a claimed attempt (see [`AttemptEnd`]); `false` when the
+    /// executor no longer holds the claim (nothing changes).
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool>;
+
+    /// Deliveries the query selects, newest first.
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// Records the use of a one-time link; `false` when it was used before.
+    /// The record is kept until `expires_at` (then pruned).
+    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool>;
+
+    /// Forgets the use of a link whose decision was then refused (it may be used again).
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()>;
+
     /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
     /// final state (denied, expired, executed, failed, interrupted, withdrawn) last
     /// changed before it; audit events recorded before it, except those of an
     /// approval still open (pending, approved, executing); conversations last
-    /// saved before it that hold no open approval. Nothing open is ever
+    /// saved before it that hold no open approval; deliveries delivered or
+    /// failed before it, and link uses whose link expired before it. Nothing open is ever
     /// removed, and sticky decisions are not touched. A store may remove in
     /// several transactions (the SQL stores do, a few thousand rows each, so
     /// writers never wait for a whole prune); what is removed stays removed.

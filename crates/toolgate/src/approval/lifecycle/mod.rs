@@ -15,6 +15,9 @@
 //! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
 //! | `pending` | `pending` | a vote that does not reach the quorum | an approver ([`check_vote`]) | [`cast`] |
 //! | `pending` | `approved` / `denied` | the vote that reaches the quorum, or the first denial | an approver; the owner for an unrouted approval decided out of band | [`cast`] |
+//! | `pending` | `pending` | an escalation step adds approvers, or a reminder is due | the server's timer | [`timer::fire`] |
+//! | `pending` | `denied` | an escalation step with `action = "deny"` is due (a vote by [`TIMER_PRINCIPAL`]) | the server's timer | [`timer::fire`] |
+//! | `pending` | `expired` | a routed approval reaches `expires_at` | the server's timer | [`timer::fire`] |
 //! | `pending` | `withdrawn` | the requester takes the request back | the requester | [`withdraw`] |
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
 //! | `approved` | `executing` | the step of an approval decided out of band continues | whoever continues the step (the server, or the requester's next request), under its process's lease | `claim` via `transition::start_execution` |
@@ -54,6 +57,7 @@
 pub(crate) mod claim;
 pub mod route;
 mod state;
+pub mod timer;
 mod transition;
 pub(crate) mod verify;
 mod vote;
@@ -63,5 +67,6 @@ pub use route::{
     viewers, waiting_for,
 };
 pub use state::{ApprovalState, Decision};
+pub use timer::{Escalation, Fired, Schedule, TIMER_PRINCIPAL, TimerAdvance, fire, next_due};
 pub(crate) use transition::finish;
 pub use vote::{VoteError, VoteOptions, WITHDRAWN_REASON, cast, withdraw};

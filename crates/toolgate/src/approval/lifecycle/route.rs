@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::timer::Schedule;
 use super::{ApprovalState, Decision};
 use crate::ledger::{ApprovalRecord, Millis, split_conversation_key};
 
@@ -20,7 +21,7 @@ use crate::ledger::{ApprovalRecord, Millis, split_conversation_key};
 pub const GROUP_PREFIX: &str = "group:";
 
 /// Who must decide an approval, as a rule asks (before groups are resolved).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Route {
     /// Principals and `group:NAME`s, as configured (never empty).
     pub approvers: Vec<String>,
@@ -28,6 +29,8 @@ pub struct Route {
     pub quorum: u32,
     /// Whether the requester counts as an approver.
     pub self_approval: bool,
+    /// Escalation and reminders while it waits.
+    pub schedule: Schedule,
 }
 
 impl Route {
@@ -44,12 +47,18 @@ impl Route {
         }
         members.sort();
         members.dedup();
-        Routing { approvers: self.approvers.clone(), members, quorum: self.quorum, self_approval: self.self_approval }
+        Routing {
+            approvers: self.approvers.clone(),
+            members,
+            quorum: self.quorum,
+            self_approval: self.self_approval,
+            schedule: self.schedule.clone(),
+        }
     }
 }
 
 /// The routing an approval was issued with (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Routing {
     /// Principals and `group:NAME`s, as configured.
@@ -60,6 +69,9 @@ pub struct Routing {
     pub quorum: u32,
     /// Whether the requester counts.
     pub self_approval: bool,
+    /// Escalation and reminders, and how far they went (see [`super::timer`]).
+    #[serde(default, skip_serializing_if = "Schedule::is_unset")]
+    pub schedule: Schedule,
 }
 
 /// One approver's vote.
@@ -107,12 +119,16 @@ pub struct Voter {
     pub groups: Vec<String>,
     /// True for an admin (sees every approval; decides only where an approver).
     pub admin: bool,
+    /// True for the holder of a bearer link (`links = "bearer"`) signed for
+    /// the one approval they act on: they see it and count as one of its
+    /// approvers, under their principal `link:<channel>`.
+    pub bearer_link: bool,
 }
 
 impl Voter {
     /// A voter without groups.
     pub fn new(principal: Option<String>) -> Self {
-        Self { principal, groups: Vec::new(), admin: false }
+        Self { principal, groups: Vec::new(), admin: false, bearer_link: false }
     }
 
     /// The keys this voter is found under in an approval's viewers
@@ -233,11 +249,14 @@ pub fn viewers(record: &ApprovalRecord) -> Vec<String> {
 /// without owner, and no others.
 pub fn may_see(record: &ApprovalRecord, voter: &Voter) -> bool {
     let keys = voter.keys();
-    voter.admin || viewers(record).iter().any(|viewer| keys.contains(viewer))
+    voter.admin || voter.bearer_link || viewers(record).iter().any(|viewer| keys.contains(viewer))
 }
 
 /// Whether `voter` is among the approval's approvers (ignoring whether they voted).
 pub fn is_approver(record: &ApprovalRecord, voter: &Voter) -> bool {
+    if voter.bearer_link {
+        return true;
+    }
     let owner = requester(record);
     match (&record.routing, voter.principal.as_deref()) {
         // Without a principal: only in a conversation without owner (its one user decides).
@@ -326,7 +345,12 @@ mod tests {
 
     #[test]
     fn groups_resolve_to_their_members_at_issue() {
-        let route = Route { approvers: vec!["group:finance".into(), "dave".into()], quorum: 2, self_approval: false };
+        let route = Route {
+            approvers: vec!["group:finance".into(), "dave".into()],
+            quorum: 2,
+            self_approval: false,
+            schedule: Schedule::default(),
+        };
         let routing = route.resolve(|group| (group == "finance").then(|| vec!["bob".into(), "carol".into()]));
         assert_eq!(routing.members, ["bob", "carol", "dave"]);
         let encoded = serde_json::to_value(vote("bob", Decision::APPROVE)).unwrap();

@@ -126,7 +126,7 @@ async fn read(store: &dyn ApprovalStore, approval_id: &str, voter: &Voter) -> Re
 
 /// The transition of one vote: `pending → pending` with the vote counted,
 /// or on to `approved`/`denied` when it decides, on the votes read.
-fn vote_transition(
+pub(super) fn vote_transition(
     record: &ApprovalRecord,
     voter: &Voter,
     decision: &Decision,
@@ -189,7 +189,7 @@ fn decided_events(record: &ApprovalRecord, voter: &Voter, decided: &Decision, no
 }
 
 /// An audit event about `record` caused by `voter`.
-fn event(record: &ApprovalRecord, kind: AuditKind, voter: &Voter, at: Millis, data: Value) -> AuditEvent {
+pub(super) fn event(record: &ApprovalRecord, kind: AuditKind, voter: &Voter, at: Millis, data: Value) -> AuditEvent {
     let (owner, conversation_id) = split_conversation_key(&record.conversation_id);
     AuditEvent {
         seq: 0,
