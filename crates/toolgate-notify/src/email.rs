@@ -173,8 +173,8 @@ fn html_body(
     html
 }
 
-/// Escapes text for HTML element content and attribute values.
-pub(crate) fn escape_html(text: &str) -> String {
+/// Escapes text for HTML element content and attribute values (quoted).
+pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -59,7 +59,7 @@ pub use config::{
     Channel, Channels, DEFAULT_SMTP_PASSWORD_ENV, DEFAULT_SMTP_USER_ENV, Email, EmailTarget, LinkMode, NotifyConfig,
     NotifyConfigError, SmtpServer, SmtpTls, Target, Webhook, WebhookFormat,
 };
-pub use email::{EMAIL_INPUT_LIMIT, EmailContent, EmailError, render_email, render_email_content};
+pub use email::{EMAIL_INPUT_LIMIT, EmailContent, EmailError, escape_html, render_email, render_email_content};
 pub use event::{Event, EventKind, Links};
 pub use notifier::{DEFAULT_TIMEOUT, Delivery, Notifier, NotifierError, Outcome};
 pub use recipients::{Recipient, Recipients};

@@ -22,7 +22,7 @@ use toolgate::ledger::{
 };
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, PolicyHandle};
-use toolgate_server::{Notifications, PrincipalSource, ServerConfig};
+use toolgate_server::{Notifications, PrincipalSource, ServerConfig, TokenTable};
 use toolgate_testkit::smtp::SmtpSink;
 use toolgate_testkit::webhook::WebhookReceiver;
 
@@ -39,6 +39,8 @@ struct Setup {
     store: Arc<dyn ApprovalStore>,
     clock: Option<Arc<ManualClock>>,
     runs: Arc<AtomicUsize>,
+    /// Bearer tokens instead of the `x-user` header.
+    tokens: Option<TokenTable>,
 }
 
 impl Setup {
@@ -49,7 +51,14 @@ impl Setup {
             store: Arc::new(MemoryStore::new()),
             clock: None,
             runs: Arc::default(),
+            tokens: None,
         }
+    }
+
+    fn tokens(mut self, tokens: &[(&str, &str)]) -> Self {
+        let entries = tokens.iter().map(|(token, principal)| ((*token).to_owned(), (*principal).to_owned())).collect();
+        self.tokens = Some(TokenTable::from_entries(entries).unwrap());
+        self
     }
 
     fn rules(mut self, rules: &str) -> Self {
@@ -71,13 +80,17 @@ impl Setup {
     fn configure(&self) -> impl FnOnce(&mut ServerConfig) + use<> {
         let (rules, runs, store, clock) =
             (self.rules.clone(), Arc::clone(&self.runs), Arc::clone(&self.store), self.clock.clone());
+        let principals = match &self.tokens {
+            Some(tokens) => PrincipalSource::Tokens(tokens.clone()),
+            None => PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new()),
+        };
         let notifications = channels(&self.notify).map(|channels| {
             Arc::new(Notifications::with_timeout(channels, Some(PUBLIC), Duration::from_secs(2)).unwrap())
         });
         move |config: &mut ServerConfig| {
             config.toolkit = counting_toolkit(runs);
             config.policy = PolicyHandle::new(Policy::from_toml_str(&rules).unwrap());
-            config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
+            config.principals = principals;
             let finance = ["bob", "carol", "erin"].map(str::to_owned).to_vec();
             config.groups =
                 BTreeMap::from([("finance".to_owned(), finance), ("leads".to_owned(), vec!["dave".into()])]);
@@ -120,9 +133,12 @@ fn hook(url: &str, format: &str, extra: &str) -> String {
     )
 }
 
+/// A JSON request as `user`: the `x-user` header, or `Authorization: Bearer USER-token` on a server with tokens.
 async fn call(server: &Server, method: &str, path: &str, user: &str, body: Option<Value>) -> Reply {
     let body = body.map(|body| body.to_string()).unwrap_or_default();
-    send(server, method, path, &[("content-type", "application/json"), ("x-user", user)], body.as_bytes()).await
+    let bearer = format!("Bearer {user}-token");
+    let headers = [("content-type", "application/json"), ("x-user", user), ("authorization", bearer.as_str())];
+    send(server, method, path, &headers, body.as_bytes()).await
 }
 
 /// Alice asks to delete notes.txt; the approval id.
@@ -500,4 +516,27 @@ async fn two_replicas_fire_each_timer_once_and_a_restart_between_timers_loses_no
     let kinds = kinds(&store, &id).await;
     assert_eq!(kinds.iter().filter(|k| **k == AuditKind::Escalated).count(), 1);
     assert_eq!(kinds.iter().filter(|k| **k == AuditKind::Denied).count(), 1);
+}
+
+#[tokio::test]
+async fn with_bearer_tokens_the_link_page_asks_for_the_approvers_token() {
+    let receiver = WebhookReceiver::start(SECRET);
+    let tokens = [("alice-token", "alice"), ("bob-token", "bob"), ("mallory-token", "mallory")];
+    let setup = Setup::new(&hook(&receiver.url(), "json", "events = [\"approval.requested\"]\n")).tokens(&tokens);
+    let server = setup.start().await;
+    let id = ask(&server).await;
+    let requests = receiver.wait_for(|r| !r.is_empty(), Duration::from_secs(10)).await;
+    let approve_link = path_of(&requests[0].body["links"]["approve"]);
+    let page = send(&server, "GET", &approve_link, &[], b"").await;
+    assert!(page.body.contains("name=\"token\""), "the page asks for a token: {}", page.body);
+    let form = [("content-type", "application/x-www-form-urlencoded")];
+    let anonymous = send(&server, "POST", &approve_link, &form, b"").await;
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    let unknown = send(&server, "POST", &approve_link, &form, b"token=guess").await;
+    assert_eq!(unknown.status, 401, "{}", unknown.body);
+    let outsider = send(&server, "POST", &approve_link, &form, b"token=mallory-token").await;
+    assert_eq!(outsider.status, 403, "not an approver: {}", outsider.body);
+    let voted = send(&server, "POST", &approve_link, &form, b"token=bob-token").await;
+    assert_eq!(voted.status, 200, "{}", voted.body);
+    assert_eq!(item(&server, &id, "bob").await.json()["votes"][0]["principal"], "bob");
 }

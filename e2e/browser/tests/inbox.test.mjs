@@ -16,6 +16,7 @@ import {
   promptParts,
   scenario,
   send,
+  server,
   shot,
   traces,
   waitForState,
@@ -259,5 +260,27 @@ test(
     assert.deepEqual(JSON.parse(await delete_.getByTestId('tool-output').innerText()), { deleted: 'drafts/notes.txt' });
     assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');
     await shot(page, `${name}-2-completed`);
+  }),
+);
+
+test(
+  "inbox: a notification's view link (approvals/{id}) opens the inbox on that approval",
+  scenario('inbox-view-link', 'approvals', async (page, name) => {
+    await send(page, 'Please delete notes.txt');
+    await waitForState(page, 'call-delete', 'approval-requested');
+    await waitIdle(page);
+    const chatId = chatIdOf(page);
+    await openInbox(page);
+    const listed = pendingItem(page, chatId, 'call-delete');
+    await listed.waitFor();
+    const id = await listed.getAttribute('data-approval-id');
+
+    await page.goto(new URL(`approvals/${encodeURIComponent(id)}`, server('approvals').url).href);
+    await page.getByTestId('inbox-panel').waitFor();
+    assert.match(page.url(), new RegExp(`\\?approval=${encodeURIComponent(id)}`));
+    const focused = page.locator(`[data-testid="inbox-item"][data-approval-id="${id}"]`);
+    await focused.waitFor();
+    assert.match(await focused.getAttribute('class'), /inbox-item-focus/);
+    await shot(page, `${name}-focused`);
   }),
 );

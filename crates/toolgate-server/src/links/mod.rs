@@ -179,7 +179,7 @@ async fn link_voter(
     let bearer_channel = state.config().notifications.as_ref().and_then(|notifications| {
         notifications.channels().get(&claims.channel).filter(|channel| channel.links == LinkMode::Bearer)
     });
-    if bearer_channel.is_some() && claims.principal.is_none() {
+    if claims.bearer && bearer_channel.is_some() && claims.principal.is_none() {
         let mut voter = Voter::new(Some(format!("link:{}", claims.channel)));
         voter.bearer_link = true;
         return Ok(voter);

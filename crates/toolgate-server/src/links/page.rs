@@ -7,6 +7,8 @@ use axum::response::{IntoResponse, Response};
 use toolgate::approval::lifecycle::{requester, waiting_for};
 use toolgate::ledger::{ApprovalRecord, ApprovalState};
 
+use toolgate_notify::escape_html as escape;
+
 use crate::notify::token::{LinkChoice, LinkClaims};
 
 /// What a page that decides nothing says.
@@ -159,19 +161,3 @@ pre{background:#f0f1f5;padding:.75rem;border-radius:8px;overflow:auto;white-spac
 label{display:block;margin:.75rem 0}textarea,input{display:block;width:100%;box-sizing:border-box;margin-top:.25rem;\
 padding:.5rem;font:inherit}button{font:inherit;padding:.6rem 1.4rem;border:0;border-radius:8px;color:#fff;cursor:pointer}\
 .approve{background:#15803d}.deny{background:#b91c1c}";
-
-/// HTML-escapes text.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}

@@ -86,7 +86,7 @@ async fn attempt(
                     event,
                 };
                 // Receivers check the signature against their own clock: the wall clock, whatever the ledger runs on.
-            notifications.notifier().deliver(channel, &delivery, toolgate_notify::unix_now()).await
+                notifications.notifier().deliver(channel, &delivery, toolgate_notify::unix_now()).await
             }
         };
     let now = clock.now();

@@ -226,10 +226,8 @@ fn links(
     if !kind.asks_for_decision() || record.state != ApprovalState::Pending {
         return None;
     }
-    let principal = match channel.links {
-        LinkMode::Bearer => None,
-        _ => principal,
-    };
+    let bearer = channel.links == LinkMode::Bearer;
+    let principal = if bearer { None } else { principal };
     let link = |choice: LinkChoice| {
         let claims = LinkClaims {
             approval_id: record.approval_id.clone(),
@@ -238,6 +236,7 @@ fn links(
             expires_at: record.expires_at,
             channel: channel.name.clone(),
             principal: principal.clone(),
+            bearer,
             nonce: nonce(),
         };
         format!("{public}/a/{}", state.link_signer().sign(&claims))

@@ -64,6 +64,10 @@ pub struct LinkClaims {
     /// The principal an e-mail was sent to (`None`: a webhook's link, for any approver).
     #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// Issued by a channel with `links = "bearer"`: the link alone decides
+    /// (while the channel is still configured so).
+    #[serde(rename = "b", default, skip_serializing_if = "std::ops::Not::not")]
+    pub bearer: bool,
     /// Random, so every link is distinct.
     #[serde(rename = "n")]
     pub nonce: String,
@@ -148,6 +152,7 @@ mod tests {
             expires_at: 10,
             channel: "mail".into(),
             principal: Some("bob".into()),
+            bearer: false,
             nonce: nonce(),
         }
     }
