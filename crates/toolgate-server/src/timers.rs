@@ -1,7 +1,7 @@
 //! The approvals' timers: escalation, reminders and on-time expiry of routed
 //! approvals (see [`toolgate::approval::lifecycle::timer`]).
 //!
-//! Every process runs [`run`]: every [`TICK`] it reads the timers due by the
+//! Every process runs `run`: every [`TICK`] it reads the timers due by the
 //! ledger's clock (an indexed read of the store) and fires each; the store's
 //! conditional update lets one process fire a timer, whichever sees it first,
 //! and a timer due while no process ran fires at the next start. A timer

@@ -5,16 +5,16 @@
 //! records them: requested, decided, escalated, reminded, expired, executed.
 //! The path of an event:
 //!
-//! 1. [`enqueue`]: every process follows the audit log from the store's
+//! 1. `enqueue`: every process follows the audit log from the store's
 //!    notification cursor and turns each event into deliveries in the
 //!    store's outbox, moving the cursor in the same write (an event is
 //!    enqueued once, whichever process saw it; a restart loses none).
-//! 2. [`deliver`]: every process claims due deliveries, sends them, and
+//! 2. `deliver`: every process claims due deliveries, sends them, and
 //!    records the outcome (`notified`, `notification_failed`), retrying with
 //!    backoff for up to a day: delivery is at least once, each delivery with
 //!    one id (`toolgate-delivery`) on every attempt.
 //! 3. With `--public-url`, messages that ask for a decision carry one-time
-//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and [`crate::links`]).
+//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and the `links` routes).
 //!    Without it they carry none: a link must lead somewhere people can
 //!    reach, and the server cannot know that address.
 
