@@ -20,10 +20,10 @@
 //!   `continued` audit event names the replica.
 //! - The mark is cleared only if no decision came while it ran; otherwise
 //!   the conversation is continued again.
-//! - AG-UI threads are not continued here: their client's next run resumes
-//!   the interrupt, and the decision on record decides it (an approval
-//!   approved by its approvers runs once; a resume contradicting the recorded
-//!   decision is refused, `approval_already_decided`).
+//! - An AG-UI thread is continued the same way, as a resume of its open
+//!   interrupts with the decisions on record ([`crate::agui`]); its client's
+//!   next run is caught up with what the continuation added (its
+//!   `MESSAGES_SNAPSHOT` carries it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,10 +116,7 @@ async fn continue_conversation(
 ) -> Result<(), ApiError> {
     let store = &ledger.store;
     if split_conversation_key(key).1.starts_with(crate::agui::AGUI_PREFIX) {
-        // An AG-UI thread goes on with its client's next run, which resumes the
-        // interrupt: the decision on record then runs (or denies) the call once.
-        tracing::debug!(conversation = %key, "an AG-UI thread continues with its next run");
-        return Ok(());
+        return crate::agui::continue_thread(state, ledger, key, claim).await;
     }
     let Some(stored) = store.conversation(key).await? else { return Ok(()) };
     let mut messages = parse_ui_messages(stored.messages).map_err(|error| {
@@ -158,7 +155,7 @@ async fn continue_conversation(
 }
 
 /// The `continued` event of a continuation, on the step's first approval.
-fn continued_event(
+pub(crate) fn continued_event(
     key: &str,
     record: &toolgate::ledger::ApprovalRecord,
     principal: &Option<String>,

@@ -24,17 +24,20 @@ use std::convert::Infallible;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use toolgate::Toolkit;
-use toolgate::ledger::ApprovalStore;
-use toolgate_agui::resume::pending_approvals;
+use serde_json::json;
+use toolgate_agui::events::RunOutcome;
 use toolgate_agui::{
-    EncoderOptions, Event, EventEncoder, HistoryMismatch, Message, PENDING_FIELD, RunAgentInput, STATE_KEY,
-    ThreadRecorder, check_history, run_events,
+    EncoderOptions, Event, EventEncoder, PENDING_FIELD, RunAgentInput, STATE_KEY, ThreadRecorder, run_events,
 };
+
+mod continuation;
+mod thread;
+
+pub(crate) use continuation::continue_thread;
+use thread::{CatchUp, StoredThread};
+use toolgate::ledger::Ledger;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -68,24 +71,70 @@ pub(crate) async fn run(
         return Ok(sse_response(events, AGUI_STREAM_HEADERS));
     };
     let store = ledger.config.store.clone();
-    let clock = ledger.config.clock.clone();
-    let thread = StoredThread::load(store.as_ref(), &thread_key).await?;
+    let mut thread = StoredThread::load(store.as_ref(), &thread_key).await?;
+    let caught_up = thread.catch_up(&mut input);
+    if caught_up != CatchUp::Current {
+        tracing::info!(thread = %input.thread_id, ?caught_up, "ag-ui client caught up with its continued thread");
+    }
     if let Err(mismatch) = thread.check(&input, &state.toolkit()) {
         tracing::warn!(thread = %input.thread_id, %mismatch, "ag-ui history refused");
         let events = EventEncoder::new(&input, EncoderOptions::default()).agui_error(&mismatch.into());
         let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
     }
+    if caught_up == CatchUp::NothingToRun {
+        let events = caught_up_events(&thread, &input);
+        StoredThread::save(store.as_ref(), &thread_key, &input.messages, thread.interrupts.clone(), None, state.now())
+            .await;
+        let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
+        return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
+    }
     thread.restore_interrupts(&mut input);
+    // Caught up or not, the client's view is the thread's from now on.
+    thread.continued_at = None;
+    let snapshot =
+        (caught_up == CatchUp::Rebased).then(|| Event::MessagesSnapshot { messages: input.messages.clone() });
+    let run = ThreadRun { key: thread_key, principal, groups, ledger, thread };
+    let frames = stored_frames(state, run, input, snapshot);
+    Ok(detached_sse(frames, AGUI_STREAM_HEADERS))
+}
+
+/// A run of a stored thread: whose, under which ledger, from which stored thread.
+struct ThreadRun {
+    /// The thread's key in the store.
+    key: String,
+    /// The thread's owner (the run is theirs).
+    principal: Option<String>,
+    /// Their groups.
+    groups: Vec<String>,
+    /// The thread's ledger.
+    ledger: Ledger,
+    /// The thread as loaded.
+    thread: StoredThread,
+}
+
+/// Runs `input` on a stored thread and yields its frames; the thread is
+/// stored when the run ends, before its last event is sent (a client that
+/// resumes as soon as the run finishes must find it). `snapshot` goes out
+/// right after `RUN_STARTED` (a caught-up client's view of the thread).
+fn stored_frames(
+    state: AppState,
+    run: ThreadRun,
+    input: RunAgentInput,
+    snapshot: Option<Event>,
+) -> impl futures::Stream<Item = Bytes> + Send + 'static {
+    let ThreadRun { key, principal, groups, ledger, thread } = run;
+    let store = ledger.config.store.clone();
+    let clock = ledger.config.clock.clone();
     let mut recorder = ThreadRecorder::new(input.messages.clone());
-    let gate_thread = thread_key.clone();
+    let gate_thread = key.clone();
+    let request_state = state.clone();
     let mut events = Box::pin(run_events(state.model(), input, EncoderOptions::default(), move |messages| {
         request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger).groups(groups.clone())
     }));
-    let frames = async_stream::stream! {
+    async_stream::stream! {
         let mut interrupts = thread.interrupts.clone();
-        // The run's last event waits until the thread is stored: a client that
-        // resumes as soon as the run finishes must find it.
+        let mut snapshot = snapshot;
         let mut held = Vec::new();
         while let Some(event) = events.next().await {
             recorder.apply(&event);
@@ -93,78 +142,42 @@ pub(crate) async fn run(
                 // A snapshot without toolgate's part means nothing is pending any more.
                 interrupts = Some(snapshot.get(STATE_KEY).cloned().unwrap_or_else(|| json!({PENDING_FIELD: []})));
             }
+            let started = matches!(event, Event::RunStarted { .. });
             let frame = Bytes::from(event.to_sse());
             if matches!(event, Event::RunFinished { .. } | Event::RunError { .. }) || !held.is_empty() {
                 held.push(frame);
             } else {
                 yield frame;
             }
+            if let Some(snapshot) = snapshot.take_if(|_| started) {
+                yield Bytes::from(snapshot.to_sse());
+            }
         }
-        let record = json!({ MESSAGES_FIELD: recorder.messages(), STATE_KEY: interrupts });
-        // The latest version (another run may have saved meanwhile): this run's thread is the newest.
-        let version = store.conversation(&thread_key).await.ok().flatten().map(|stored| stored.version);
-        if let Err(error) = store.save_conversation(&thread_key, &record, version, clock.now()).await {
-            tracing::error!(thread = %thread_key, %error, "cannot store the thread");
-        }
+        StoredThread::save(store.as_ref(), &key, &recorder.messages(), interrupts, thread.continued_at, clock.now()).await;
         for frame in held {
             yield frame;
         }
-    };
-    Ok(detached_sse(frames, AGUI_STREAM_HEADERS))
+    }
+}
+
+/// The run of a client that was behind and brought nothing new: the thread
+/// as the server continued it, and its open interrupts; no model call.
+fn caught_up_events(thread: &StoredThread, input: &RunAgentInput) -> Vec<Event> {
+    vec![
+        Event::RunStarted { thread_id: input.thread_id.clone(), run_id: input.run_id.clone(), parent_run_id: None },
+        Event::MessagesSnapshot { messages: input.messages.clone() },
+        Event::StateSnapshot { snapshot: thread.state_for(input) },
+        Event::RunFinished {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            result: None,
+            outcome: Some(RunOutcome::Success { pending_tool_call_ids: Vec::new() }),
+        },
+    ]
 }
 
 /// The conversation id of an AG-UI thread in the store and the ledger (keyed
 /// with its owner by [`AppState::conversation_key`]).
 fn thread_key(thread_id: &str) -> String {
     if thread_id.is_empty() { String::new() } else { format!("{AGUI_PREFIX}{thread_id}") }
-}
-
-/// The field of a stored thread holding its messages (toolgate's interrupts are under [`STATE_KEY`]).
-const MESSAGES_FIELD: &str = "messages";
-
-/// A thread as the store holds it: its messages and open interrupts.
-struct StoredThread {
-    /// The messages the last run left (`None`: a new thread, or one stored
-    /// before threads kept their messages).
-    messages: Option<Vec<Message>>,
-    /// toolgate's part of the last state snapshot.
-    interrupts: Option<Value>,
-}
-
-impl StoredThread {
-    async fn load(store: &dyn ApprovalStore, key: &str) -> Result<Self, ApiError> {
-        let Some(stored) = store.conversation(key).await? else {
-            return Ok(Self { messages: Some(Vec::new()), interrupts: None });
-        };
-        let messages = match stored.messages.get(MESSAGES_FIELD) {
-            Some(messages) => Some(serde_json::from_value(messages.clone()).map_err(|error| {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", format!("thread: {error}"))
-            })?),
-            None => None,
-        };
-        Ok(Self { messages, interrupts: stored.messages.get(STATE_KEY).cloned() })
-    }
-
-    /// Checks the run's messages against the recorded ones ([`check_history`]).
-    /// A thread stored before threads kept their messages has nothing to check against.
-    fn check(&self, input: &RunAgentInput, toolkit: &Toolkit) -> Result<(), HistoryMismatch> {
-        let Some(recorded) = &self.messages else { return Ok(()) };
-        let state = self.interrupts.as_ref().map(|interrupts| json!({ STATE_KEY: interrupts }));
-        let pending = pending_approvals(state.as_ref()).unwrap_or_default();
-        check_history(recorded, input, &pending, |name| toolkit.get(name).is_some())
-    }
-
-    /// Gives a resume without toolgate's state the thread's stored interrupts.
-    fn restore_interrupts(&self, input: &mut RunAgentInput) {
-        let resuming = input.resume.as_ref().is_some_and(|entries| !entries.is_empty());
-        let has_state = input.state.as_ref().is_some_and(|state| state.get(STATE_KEY).is_some());
-        if !resuming || has_state {
-            return;
-        }
-        if let (Some(interrupts), Value::Object(state)) =
-            (&self.interrupts, input.state.get_or_insert_with(|| json!({})))
-        {
-            state.insert(STATE_KEY.to_owned(), interrupts.clone());
-        }
-    }
 }

@@ -1,0 +1,80 @@
+//! Server-side continuation of an AG-UI thread (see [`crate::continuation`]):
+//! once every interrupt the thread paused on is decided out of band, the
+//! server resumes it itself, as its owner's client would, with the decisions
+//! on record as the resume, and stores the thread with the mark of where its
+//! client's view ends (the client's next run is caught up, see
+//! [`super::thread`]).
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, LedgerConfig, split_conversation_key};
+use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
+
+use super::thread::StoredThread;
+use super::{AGUI_PREFIX, ThreadRun, stored_frames};
+use crate::app::AppState;
+use crate::continuation::continued_event;
+use crate::error::ApiError;
+
+/// Resumes the thread under `key` on the server, when its open interrupts are all decided.
+pub(crate) async fn continue_thread(
+    state: &AppState,
+    ledger: &LedgerConfig,
+    key: &str,
+    claim: &ContinuationClaim,
+) -> Result<(), ApiError> {
+    let store = &ledger.store;
+    let mut thread = StoredThread::load(store.as_ref(), key).await?;
+    let Some(messages) = thread.messages.clone() else { return Ok(()) };
+    let pending = thread.pending();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = pending.iter().map(|approval| approval.interrupt_id.clone()).collect();
+    let records = store.approvals(&ids).await?;
+    if records.len() != ids.len() || records.iter().any(|record| record.state == ApprovalState::Pending) {
+        return Ok(());
+    }
+    let (owner, id) = split_conversation_key(key);
+    let thread_id = id.strip_prefix(AGUI_PREFIX).unwrap_or(id).to_owned();
+    let mut input = RunAgentInput::new(thread_id, format!("continuation-{}", uuid::Uuid::now_v7().simple()), messages);
+    input.state = Some(json!({ STATE_KEY: thread.interrupts.clone() }));
+    input.resume = Some(records.iter().map(resume_entry).collect());
+    let principal = owner.map(str::to_owned);
+    let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
+    store.append(&[continued_event(key, &records[0], &principal, ledger.clock.now(), data)]).await?;
+    tracing::info!(thread = %key, approvals = ids.len(), "continuing the AG-UI thread on the server");
+    // The client's view ends where it paused, unless an earlier continuation already marked it.
+    thread.continued_at = thread.continued_at.or(Some(input.messages.len()));
+    let mut conversation = ledger.conversation(key);
+    conversation.principal = principal.clone();
+    let run = ThreadRun {
+        key: key.to_owned(),
+        groups: state.configured_groups(principal.as_deref()),
+        principal,
+        ledger: conversation,
+        thread,
+    };
+    stored_frames(state.clone(), run, input, None).for_each(|_| async {}).await;
+    Ok(())
+}
+
+/// The resume entry of a decided approval: its decision on record (an
+/// approval with none, e.g. expired, is answered with a denial the ledger
+/// then settles as it stands).
+fn resume_entry(record: &ApprovalRecord) -> ResumeEntry {
+    let payload = match &record.decision {
+        Some(decision) if decision.approved => {
+            let mut payload = json!({"approved": true});
+            if let Some(edit) = &decision.edited_input {
+                payload["editedArgs"] = edit.clone();
+            }
+            payload
+        }
+        Some(decision) => {
+            json!({"approved": false, "reason": decision.reason.clone().map_or(Value::Null, Value::String)})
+        }
+        None => json!({"approved": false, "reason": record.state.as_str()}),
+    };
+    ResumeEntry::resolved(record.approval_id.clone(), payload)
+}
