@@ -220,6 +220,8 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
             "approval_viewers_approval",
             "approvals_call",
             "approvals_executing",
+            "approvals_newest",
+            "approvals_pending_newest",
             "approvals_timer",
             "audit_events_answers",
             "audit_events_conversation",
@@ -232,7 +234,7 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
         ]
     );
     assert!(indexes[2].1.contains("WHERE state = 'executing'"), "{}", indexes[2].1);
-    assert!(indexes[4].1.contains("'voted'"), "{}", indexes[4].1);
+    assert!(indexes[6].1.contains("'voted'"), "{}", indexes[6].1);
     let autoincrement: Vec<String> =
         sqlx::query_scalar("SELECT name FROM sqlite_sequence ORDER BY name").fetch_all(&mut conn).await.unwrap();
     assert!(autoincrement.contains(&"audit_events".to_owned()), "{autoincrement:?}");

@@ -9,8 +9,9 @@
 //! made here, within [`super::hub::POLL`] for one made elsewhere). A stream
 //! that falls behind reads its inbox again. `: keep-alive` comments every
 //! [`KEEP_ALIVE`] keep proxies from closing it. A connection holds only the
-//! ids and versions it has sent, so a thousand open inboxes cost a thousand
-//! small maps and no queries of their own.
+//! ids and versions it has sent, at most [`toolgate::ledger::MAX_GIVEN`] of
+//! the newest, so a thousand open inboxes cost a thousand small maps and no
+//! queries of their own, however many approvals wait.
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -12,10 +12,14 @@
 --   for. An existing log starts after its last event: history is not
 --   notified again.
 -- - `link_uses` records each one-time link used, until the link expires.
+-- - `approvals_newest` and `approvals_pending_newest` serve listings of every
+--   approval (admins, single-user servers) newest first without a scan.
 
 ALTER TABLE approvals ADD COLUMN timer_at BIGINT;
 UPDATE approvals SET timer_at = expires_at WHERE state = 'pending' AND routing IS NOT NULL;
 CREATE INDEX approvals_timer ON approvals (timer_at) WHERE state = 'pending' AND timer_at IS NOT NULL;
+CREATE INDEX approvals_newest ON approvals (issued_at, approval_id);
+CREATE INDEX approvals_pending_newest ON approvals (issued_at, approval_id) WHERE state = 'pending';
 
 ALTER TABLE audit_events
     DROP CONSTRAINT audit_events_kind_name,

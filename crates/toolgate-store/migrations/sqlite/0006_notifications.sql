@@ -12,6 +12,8 @@
 --   for. An existing log starts after its last event: history is not
 --   notified again.
 -- - `link_uses` records each one-time link used, until the link expires.
+-- - `approvals_newest` and `approvals_pending_newest` serve listings of every
+--   approval (admins, single-user servers) newest first without a scan.
 --
 -- SQLite cannot alter a CHECK constraint: `audit_events` is rebuilt as in
 -- 0005 (every row, the `seq` values and the AUTOINCREMENT high-water mark
@@ -20,6 +22,8 @@
 ALTER TABLE approvals ADD COLUMN timer_at INTEGER;
 UPDATE approvals SET timer_at = expires_at WHERE state = 'pending' AND routing IS NOT NULL;
 CREATE INDEX approvals_timer ON approvals (timer_at) WHERE state = 'pending' AND timer_at IS NOT NULL;
+CREATE INDEX approvals_newest ON approvals (issued_at, approval_id);
+CREATE INDEX approvals_pending_newest ON approvals (issued_at, approval_id) WHERE state = 'pending';
 
 CREATE TABLE audit_events_0006 (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -79,13 +79,20 @@ pub struct ContinuationClaim {
 /// last call, and where those that stopped being pending went);
 /// [`InboxChanges::offer`] sorts records someone else read (changes a server
 /// follows once for all its inbox streams). It keeps the id and version
-/// (state, vote count) of each approval it gave, so a watcher costs a small
-/// map. The server's `GET /api/approvals/stream` and `toolgate approvals
-/// watch` both read their inbox through it.
+/// (state, vote count) of each approval it gave, at most [`MAX_GIVEN`] (the
+/// newest), so a watcher costs a small map however large its inbox grows: an
+/// approval it forgot is given again when it changes, and its leaving the
+/// pending list is not reported (a watcher that reads its inbox again sees
+/// it gone). The server's `GET /api/approvals/stream` and `toolgate
+/// approvals watch` both read their inbox through it.
 #[derive(Debug, Default)]
 pub struct InboxChanges {
-    given: std::collections::HashMap<String, (&'static str, usize)>,
+    /// Approval id -> (version given, issued at).
+    given: std::collections::HashMap<String, ((&'static str, usize), super::Millis)>,
 }
+
+/// The most approvals an [`InboxChanges`] remembers (the newest are kept).
+pub const MAX_GIVEN: usize = 1_000;
 
 impl InboxChanges {
     /// The changes since the last call (everything pending, the first time).
@@ -129,6 +136,76 @@ impl InboxChanges {
             return false;
         }
         let version = (record.state.as_str(), record.votes.len());
-        self.given.insert(record.approval_id.clone(), version) != Some(version)
+        let before = self.given.insert(record.approval_id.clone(), (version, record.issued_at));
+        self.forget_oldest();
+        before.map(|(given, _)| given) != Some(version)
+    }
+
+    /// Keeps the map at [`MAX_GIVEN`] entries, the newest, trimming in
+    /// batches (a quarter over the bound) so the work per approval stays
+    /// logarithmic.
+    fn forget_oldest(&mut self) {
+        if self.given.len() <= MAX_GIVEN + MAX_GIVEN / 4 {
+            return;
+        }
+        let mut issued: Vec<(super::Millis, String)> =
+            self.given.iter().map(|(id, (_, issued_at))| (*issued_at, id.clone())).collect();
+        issued.sort_unstable();
+        let excess = self.given.len() - MAX_GIVEN;
+        for (_, id) in issued.into_iter().take(excess) {
+            self.given.remove(&id);
+        }
+    }
+
+    /// How many approvals it remembers.
+    pub fn remembered(&self) -> usize {
+        self.given.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::approval::lifecycle::{Decision, Vote, Voter};
+    use crate::ledger::ApprovalRecord;
+
+    /// A pending approval of a conversation without owner (its one user decides it), issued at `n`.
+    fn pending(n: usize) -> ApprovalRecord {
+        ApprovalRecord {
+            approval_id: format!("ap_{n:06}"),
+            conversation_id: "c".into(),
+            tool_call_id: format!("call_{n}"),
+            tool_name: "t".into(),
+            input: json!({}),
+            input_digest: String::new(),
+            issued_at: n as i64,
+            expires_at: i64::MAX,
+            state: ApprovalState::Pending,
+            decision: None,
+            output: None,
+            lease: None,
+            updated_at: 0,
+            routing: None,
+            votes: Vec::new(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_watcher_remembers_a_bounded_number_of_the_newest_approvals() {
+        let voter = Voter::new(None);
+        let mut heard = InboxChanges::default();
+        let records: Vec<ApprovalRecord> = (0..10 * MAX_GIVEN).map(pending).collect();
+        for chunk in records.chunks(100) {
+            assert_eq!(heard.offer(chunk, &voter).len(), chunk.len(), "each new approval is given once");
+            assert!(heard.remembered() <= MAX_GIVEN + MAX_GIVEN / 4, "{}", heard.remembered());
+        }
+        let newest = &records[records.len() - 10..];
+        assert!(heard.offer(newest, &voter).is_empty(), "the newest are remembered: nothing new to give");
+        let mut changed = records[0].clone();
+        changed.votes.push(Vote { principal: None, decision: Decision::APPROVE, reason: None, at: 1 });
+        assert_eq!(heard.offer(std::slice::from_ref(&changed), &voter).len(), 1, "a forgotten one is given again");
     }
 }

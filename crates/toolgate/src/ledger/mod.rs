@@ -42,7 +42,7 @@ pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
-pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, StateFilter};
+pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, Outbound, OutboxQuery};
