@@ -49,7 +49,10 @@ async fn sqlite_file_is_created_with_its_directories_in_wal_mode() {
             "continuation_generations",
             "continuations",
             "conversations",
-            "decisions"
+            "decisions",
+            "link_uses",
+            "notifications",
+            "notify_cursor"
         ]
     );
 }
