@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use toolgate::tool::{ApprovalContext, Caller, Decided, GateAction, GateCall, PolicyDecision, decide_call};
+use toolgate::tool::{ApprovalContext, Caller, GateAction, GateCall, Verdict, decide_call};
 use toolgate::{Tool, Toolkit};
 use toolgate_policy::PolicyGate;
 
@@ -90,11 +90,11 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                 groups: &args.groups,
             };
             let context = ApprovalContext::new("explain", Vec::new());
-            let Decided { decision, ask_reason, route } = decide_call(caller, tool, &input, context).await;
-            match decision {
-                PolicyDecision::Deny { reason } => ("deny", reason),
-                PolicyDecision::Ask => {
-                    let mut reason = ask_reason.unwrap_or_default();
+            let Verdict { action, reason, route } = decide_call(caller, tool, &input, context).await;
+            match action {
+                GateAction::Deny => ("deny", reason.unwrap_or_default()),
+                GateAction::Ask => {
+                    let mut reason = reason.unwrap_or_default();
                     if let Some(route) = route {
                         // Who decides, when the rule named approvers.
                         let approvers = route.approvers.join(", ");
@@ -102,13 +102,13 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
                     }
                     ("ask", reason)
                 }
-                PolicyDecision::Allow => match explanation.verdict() {
-                    Some(verdict) => ("allow", verdict.reason),
+                GateAction::Allow => match explanation.verdict().and_then(|verdict| verdict.reason) {
+                    Some(reason) => ("allow", reason),
                     None => ("allow", format!("no rule matched and tool `{}` needs no approval", tool.name())),
                 },
             }
         }
-        (None, Some(verdict)) => (verdict.action.as_str(), verdict.reason),
+        (None, Some(verdict)) => (verdict.action.as_str(), verdict.reason.unwrap_or_default()),
         (None, None) => {
             ("allow", format!("no rule matched and no tool `{}` is known: the default is allow", args.tool))
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::json;
 use support::*;
-use toolgate::{ApprovalContext, ModelMessage, PolicyDecision};
+use toolgate::{ApprovalContext, ModelMessage, Verdict};
 use toolgate_mcp::McpTools;
 
 fn listing(dir: &Path) -> Vec<(String, String)> {
@@ -49,8 +49,8 @@ async fn tools_are_listed_with_prefixes_schemas_and_approval_defaults() {
 
     let context = || ApprovalContext::new("c", Vec::<ModelMessage>::new());
     let read = tools.iter().find(|tool| tool.name() == "fs__read_text_file").unwrap();
-    assert_eq!(read.decide(&json!({"path": "notes.txt"}), context()).await, PolicyDecision::Allow);
-    assert_eq!(write.decide(&json!({"path": "a", "content": "b"}), context()).await, PolicyDecision::Ask);
+    assert_eq!(read.decide(&json!({"path": "notes.txt"}), context()).await, Verdict::allow());
+    assert_eq!(write.decide(&json!({"path": "a", "content": "b"}), context()).await, Verdict::ask());
     let infos = mcp.tool_infos();
     let info = infos.iter().find(|info| info.name == "fs__read_text_file").unwrap();
     assert_eq!((info.server.as_str(), info.mcp_name.as_str()), ("fs", "read_text_file"));

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolgate::approval::lifecycle::{Escalation, Route, Schedule};
 use toolgate::ledger::Millis;
-use toolgate::tool::{GateCall, GateVerdict};
+use toolgate::tool::{GateAction, GateCall, Verdict};
 
-use crate::config::{OPERATORS, RULE_KEYS, RuleAction, RuleConfig};
+use crate::config::{OPERATORS, RULE_KEYS, RuleConfig};
 use crate::error::{PolicyError, RuleRef, line_col};
 use crate::evaluate;
 use crate::explain::Explanation;
@@ -74,7 +74,7 @@ impl Rule {
     }
 
     /// What it decides.
-    pub fn action(&self) -> RuleAction {
+    pub fn action(&self) -> GateAction {
         self.config.action
     }
 
@@ -215,7 +215,7 @@ impl Policy {
     }
 
     /// The verdict of the file's rules alone (no sticky decisions).
-    pub fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
+    pub fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
         evaluate::decide(self, &[], call, 0)
     }
 
@@ -245,7 +245,7 @@ fn compile_route(rule: &RuleRef, config: &RuleConfig) -> Result<Option<Route>, P
             (None, None, true, Some(_)) => Err(invalid("remind", "`remind` needs `approvers`")),
         };
     }
-    if config.action != RuleAction::Ask {
+    if config.action != GateAction::Ask {
         return Err(invalid("approvers", "only an `ask` rule has approvers"));
     }
     check_principals(&config.approvers).map_err(|message| invalid("approvers", &message))?;
@@ -343,7 +343,7 @@ fn parse_rule(value: toml::Value, position: usize) -> Result<RuleConfig, PolicyE
     }
     match table.get("action") {
         None => return Err(PolicyError::MissingAction { rule }),
-        Some(toml::Value::String(action)) if RuleAction::parse(action).is_some() => {}
+        Some(toml::Value::String(action)) if GateAction::parse(action).is_some() => {}
         Some(toml::Value::String(action)) => {
             return Err(PolicyError::UnknownAction { rule, value: action.clone() });
         }

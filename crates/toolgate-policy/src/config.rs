@@ -14,64 +14,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use toolgate::tool::GateAction;
 
-/// What a rule decides when it matches. Ordered by precedence:
-/// `Allow < Ask < Deny`, so the maximum over matching rules wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleAction {
-    /// Run without asking.
-    Allow,
-    /// A person must approve.
-    Ask,
-    /// Never run.
-    Deny,
-}
-
-impl RuleAction {
-    /// Every action, in precedence order (lowest first).
-    pub const ALL: [RuleAction; 3] = [RuleAction::Allow, RuleAction::Ask, RuleAction::Deny];
-
-    /// `allow`, `ask` or `deny`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Ask => "ask",
-            Self::Deny => "deny",
-        }
-    }
-
-    /// Parses `allow`, `ask` or `deny` (exact, lowercase).
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|action| action.as_str() == text)
-    }
-}
-
-impl std::fmt::Display for RuleAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl From<RuleAction> for GateAction {
-    fn from(action: RuleAction) -> Self {
-        match action {
-            RuleAction::Allow => GateAction::Allow,
-            RuleAction::Ask => GateAction::Ask,
-            RuleAction::Deny => GateAction::Deny,
-        }
-    }
-}
-
-impl From<GateAction> for RuleAction {
-    fn from(action: GateAction) -> Self {
-        match action {
-            GateAction::Allow => RuleAction::Allow,
-            GateAction::Ask => RuleAction::Ask,
-            GateAction::Deny => RuleAction::Deny,
-        }
-    }
-}
-
 /// The keys a `[[rule]]` table may have.
 pub const RULE_KEYS: [&str; 11] = [
     "name",
@@ -97,8 +39,8 @@ pub struct RuleConfig {
     /// Unique name; default `rule #N` (1-based position).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// What the rule decides.
-    pub action: RuleAction,
+    /// What the rule decides (`allow`, `ask` or `deny`).
+    pub action: GateAction,
     /// Glob over tool names; default `*`.
     #[serde(default = "any_tool")]
     pub tool: String,
@@ -152,7 +94,7 @@ fn any_tool() -> String {
 
 impl RuleConfig {
     /// A rule with this action matching every call.
-    pub fn new(action: RuleAction) -> Self {
+    pub fn new(action: GateAction) -> Self {
         Self {
             name: None,
             action,

@@ -14,10 +14,9 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use toolgate::ledger::Millis;
-use toolgate::tool::{CallGate, GateCall, GateVerdict};
+use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
 
 use crate::compile::{Policy, Rule};
-use crate::config::RuleAction;
 use crate::explain::{Explanation, MatchSource, RuleMatch};
 use crate::sticky::StickyDecision;
 
@@ -29,7 +28,7 @@ enum Candidate<'a> {
 }
 
 impl Candidate<'_> {
-    fn action(self) -> RuleAction {
+    fn action(self) -> GateAction {
         match self {
             Self::Rule(rule) => rule.action(),
             Self::Sticky(sticky) => sticky.action.into(),
@@ -76,17 +75,17 @@ pub(crate) fn decide(
     sticky: &[StickyDecision],
     call: &GateCall<'_>,
     now_ms: Millis,
-) -> Option<GateVerdict> {
+) -> Option<Verdict> {
     let mut best: Option<Candidate<'_>> = None;
     for candidate in matches(policy, sticky, call, now_ms) {
         if best.is_none_or(|best| candidate.action() > best.action()) {
             best = Some(candidate);
-            if candidate.action() == RuleAction::Deny {
+            if candidate.action() == GateAction::Deny {
                 break;
             }
         }
     }
-    best.map(|best| GateVerdict { action: best.action().into(), reason: best.reason(call), route: best.route() })
+    best.map(|best| Verdict { action: best.action(), reason: Some(best.reason(call)), route: best.route() })
 }
 
 /// The verdict for `call` with every match.
@@ -134,7 +133,7 @@ impl PolicyGate {
     }
 
     /// The verdict for one call (what [`CallGate::check`] returns).
-    pub fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
+    pub fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
         decide(&self.policy, &self.sticky, call, self.now_ms)
     }
 
@@ -145,13 +144,13 @@ impl PolicyGate {
 }
 
 impl CallGate for PolicyGate {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready(self.decide(&call)).boxed()
     }
 }
 
 impl CallGate for Policy {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready(self.decide(&call)).boxed()
     }
 }

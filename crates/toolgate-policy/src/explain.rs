@@ -4,9 +4,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use toolgate::tool::GateVerdict;
-
-use crate::config::RuleAction;
+use toolgate::tool::{GateAction, Verdict};
 
 /// What matched: a file rule or a sticky decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,7 +41,7 @@ pub struct RuleMatch {
     /// What matched.
     pub source: MatchSource,
     /// What it decides.
-    pub action: RuleAction,
+    pub action: GateAction,
     /// Why it matched, as a person reads it.
     pub reason: String,
     /// Who must approve, for an `ask` rule with approvers.
@@ -56,7 +54,7 @@ pub struct RuleMatch {
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
     /// The decision: the highest action among the matches (deny > ask > allow), or `None` when nothing matched.
-    pub decision: Option<RuleAction>,
+    pub decision: Option<GateAction>,
     /// The deciding rule's name or sticky decision's id: the first match, in
     /// order (file rules, then sticky decisions), with the deciding action.
     pub rule: Option<String>,
@@ -87,8 +85,8 @@ impl Explanation {
     }
 
     /// The verdict a gate returns for this explanation.
-    pub fn verdict(&self) -> Option<GateVerdict> {
-        Some(GateVerdict { action: self.decision?.into(), reason: self.reason.clone()?, route: self.route.clone() })
+    pub fn verdict(&self) -> Option<Verdict> {
+        Some(Verdict { action: self.decision?, reason: Some(self.reason.clone()?), route: self.route.clone() })
     }
 }
 

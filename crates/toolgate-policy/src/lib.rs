@@ -44,7 +44,7 @@
 //! and for an `ask` rule `approvers`, `quorum` and `self_approval` (the last
 //! two need `approvers`; the quorum is at least 1, and at most the number of
 //! approvers when they are all principals). The deciding `ask` rule's
-//! approvers travel with its verdict ([`GateVerdict::route`](toolgate::tool::GateVerdict::route)).
+//! approvers travel with its verdict ([`Verdict::route`](toolgate::tool::Verdict::route)).
 //! Predicate operators (one table may combine several; all must hold):
 //!
 //! | operator | holds when the value |
@@ -134,8 +134,8 @@
 //! let verdict = gate.decide(&call).unwrap();
 //! assert_eq!(verdict.action, GateAction::Deny);
 //! assert_eq!(
-//!     verdict.reason,
-//!     r#"rule `no-rm-rf` matched tool `shell__exec`, /command = "rm -rf /": never delete recursively"#
+//!     verdict.reason.as_deref(),
+//!     Some(r#"rule `no-rm-rf` matched tool `shell__exec`, /command = "rm -rf /": never delete recursively"#)
 //! );
 //! // Pass it to the engine: `TextRequest::new(history).gate(Arc::new(gate))`.
 //! # Ok::<(), toolgate_policy::PolicyError>(())
@@ -159,7 +159,7 @@ pub mod stored;
 pub mod watch;
 
 pub use compile::{GROUP_PREFIX, Policy, Rule};
-pub use config::{EscalationConfig, PredicateConfig, RuleAction, RuleConfig};
+pub use config::{EscalationConfig, PredicateConfig, RuleConfig};
 pub use error::{PolicyError, RuleRef};
 pub use evaluate::PolicyGate;
 pub use explain::{Explanation, MatchSource, RuleMatch};
@@ -167,4 +167,6 @@ pub use handle::PolicyHandle;
 pub use predicate::json_eq;
 pub use sticky::{DecisionScope, StickyAction, StickyDecision, now_ms, scope_covers};
 pub use stored::{DecisionSource, StoredGate, decode_stored, to_stored, visible_to};
+/// What a rule decides: re-exported from toolgate for convenience.
+pub use toolgate::tool::GateAction;
 pub use watch::{WatchError, WatchStatus, Watcher, watch_file};

@@ -26,9 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use toolgate::ledger::DecisionScope;
 use toolgate::ledger::Millis;
-use toolgate::tool::GateCall;
+use toolgate::tool::{GateAction, GateCall};
 
-use crate::config::RuleAction;
 use crate::predicate::json_eq;
 
 /// What a sticky decision decides.
@@ -41,11 +40,11 @@ pub enum StickyAction {
     Deny,
 }
 
-impl From<StickyAction> for RuleAction {
+impl From<StickyAction> for GateAction {
     fn from(action: StickyAction) -> Self {
         match action {
-            StickyAction::Allow => RuleAction::Allow,
-            StickyAction::Deny => RuleAction::Deny,
+            StickyAction::Allow => GateAction::Allow,
+            StickyAction::Deny => GateAction::Deny,
         }
     }
 }

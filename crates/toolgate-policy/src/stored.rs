@@ -18,7 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
 use toolgate::ledger::{ApprovalStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
-use toolgate::tool::{CallGate, GateAction, GateCall, GateVerdict};
+use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
 
 use crate::compile::Policy;
 use crate::evaluate;
@@ -160,7 +160,7 @@ impl StoredGate {
     }
 
     /// The verdict for one call (what [`CallGate::check`] returns).
-    pub async fn decide(&self, call: &GateCall<'_>) -> Option<GateVerdict> {
+    pub async fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
         let call = self.complete(call);
         let loaded = match self.load(&call).await {
             Ok(loaded) => loaded,
@@ -254,20 +254,19 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
 }
 
 /// A file or sticky deny stands; anything else becomes a question.
-fn fail_closed(verdict: Option<GateVerdict>, error: &str) -> Option<GateVerdict> {
+fn fail_closed(verdict: Option<Verdict>, error: &str) -> Option<Verdict> {
     match verdict {
         Some(verdict) if verdict.action == GateAction::Deny => Some(verdict),
         // Asking keeps the file rules' approvers, if an `ask` rule named them.
-        other => Some(GateVerdict {
-            action: GateAction::Ask,
-            reason: format!("sticky decisions could not be read ({error}); approval required"),
+        other => Some(Verdict {
             route: other.and_then(|verdict| verdict.route),
+            ..Verdict::ask().because(format!("sticky decisions could not be read ({error}); approval required"))
         }),
     }
 }
 
 impl CallGate for StoredGate {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         async move { self.decide(&call).await }.boxed()
     }
 }

@@ -8,8 +8,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use toolgate::tool::{GateAction, GateCall};
 use toolgate_policy::{
-    DecisionScope, MatchSource, Policy, PolicyGate, PredicateConfig, RuleAction, RuleConfig, StickyAction,
-    StickyDecision,
+    DecisionScope, MatchSource, Policy, PolicyGate, PredicateConfig, RuleConfig, StickyAction, StickyDecision,
 };
 
 const TOOLS: [&str; 3] = ["a", "ab", "b"];
@@ -35,7 +34,7 @@ enum Pred {
 #[derive(Debug, Clone)]
 struct GenRule {
     named: bool,
-    action: RuleAction,
+    action: GateAction,
     tool: ToolPattern,
     principal: Option<&'static str>,
     preds: Vec<Pred>,
@@ -49,8 +48,8 @@ struct GenCall {
     input: Value,
 }
 
-fn action() -> impl Strategy<Value = RuleAction> {
-    prop_oneof![Just(RuleAction::Allow), Just(RuleAction::Ask), Just(RuleAction::Deny)]
+fn action() -> impl Strategy<Value = GateAction> {
+    prop_oneof![Just(GateAction::Allow), Just(GateAction::Ask), Just(GateAction::Deny)]
 }
 
 fn tool_pattern() -> impl Strategy<Value = ToolPattern> {
@@ -272,7 +271,7 @@ proptest! {
         let gate = PolicyGate::new(Arc::new(policy), sticky.clone(), NOW);
         let explanation = gate.explain(&gate_call(&call));
 
-        let mut expected: Vec<(String, RuleAction)> = rules
+        let mut expected: Vec<(String, GateAction)> = rules
             .iter()
             .enumerate()
             .filter(|(_, rule)| model_matches(rule, &call))
@@ -280,7 +279,7 @@ proptest! {
             .collect();
         expected.extend(sticky.iter().filter(|s| model_sticky(s, &call)).map(|s| (s.id.clone(), s.action.into())));
 
-        let names: Vec<(String, RuleAction)> =
+        let names: Vec<(String, GateAction)> =
             explanation.matches.iter().map(|m| (m.source.name().to_owned(), m.action)).collect();
         prop_assert_eq!(&names, &expected);
         let max = expected.iter().map(|(_, action)| *action).max();
@@ -289,7 +288,7 @@ proptest! {
         prop_assert_eq!(&explanation.rule, &first);
         prop_assert_eq!(gate.decide(&gate_call(&call)), explanation.verdict());
         if let Some(verdict) = gate.decide(&gate_call(&call)) {
-            prop_assert_eq!(Some(RuleAction::from(verdict.action)), max);
+            prop_assert_eq!(Some(verdict.action), max);
         }
     }
 
@@ -315,11 +314,11 @@ proptest! {
             let at = position.index(sticky.len() + 1);
             sticky.insert(at, if at % 2 == 0 { deny } else { deny.expires_at(NOW + 1) });
         } else {
-            let deny = GenRule { named: true, action: RuleAction::Deny, tool: ToolPattern::Exact(call.tool), principal: None, preds: vec![] };
+            let deny = GenRule { named: true, action: GateAction::Deny, tool: ToolPattern::Exact(call.tool), principal: None, preds: vec![] };
             rules.insert(position.index(rules.len() + 1), deny);
         }
         // Everything else allows, as broadly as possible.
-        rules.push(GenRule { named: false, action: RuleAction::Allow, tool: ToolPattern::Any, principal: None, preds: vec![] });
+        rules.push(GenRule { named: false, action: GateAction::Allow, tool: ToolPattern::Any, principal: None, preds: vec![] });
         sticky.push(StickyDecision::new("", StickyAction::Allow, call.tool, DecisionScope::Global, 0));
         let sticky = numbered(sticky);
         let policy = Policy::from_rules(rules.iter().enumerate().map(|(i, r)| config(r, i)).collect()).unwrap();
@@ -328,8 +327,8 @@ proptest! {
         prop_assert_eq!(verdict.action, GateAction::Deny);
         let explanation = gate.explain(&gate_call(&call));
         let winner = explanation.matches.iter().find(|m| Some(m.source.name()) == explanation.rule.as_deref()).unwrap();
-        prop_assert_eq!(winner.action, RuleAction::Deny);
-        prop_assert_eq!(&winner.reason, &verdict.reason);
+        prop_assert_eq!(winner.action, GateAction::Deny);
+        prop_assert_eq!(Some(&winner.reason), verdict.reason.as_ref());
     }
 
     /// Expired sticky decisions never match, whatever else they say.

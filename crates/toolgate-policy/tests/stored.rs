@@ -89,7 +89,10 @@ async fn the_gate_reads_the_decisions_of_its_conversation_and_principal() {
     let input = json!({});
     let verdict = gate.decide(&call("write", &input)).await.unwrap();
     assert_eq!(verdict.action, GateAction::Allow);
-    assert_eq!(verdict.reason, "sticky decision `here` (always allow `write` in this conversation, by alice)");
+    assert_eq!(
+        verdict.reason.as_deref(),
+        Some("sticky decision `here` (always allow `write` in this conversation, by alice)")
+    );
     assert_eq!(gate.decide(&call("rm", &input)).await.unwrap().action, GateAction::Deny);
     assert!(gate.decide(&call("read", &input)).await.is_none(), "another conversation's decision");
     let bob = GateCall { principal: Some("bob"), ..call("write", &input) };
@@ -104,7 +107,10 @@ async fn a_sticky_allow_never_lifts_a_file_rule() {
         store_with(&[StickyDecision::new("always", StickyAction::Allow, "write", DecisionScope::Global, NOW)]).await;
     let gate = StoredGate::new(policy("[[rule]]\nname = \"look\"\naction = \"ask\"\n"), store, None, None, NOW);
     let verdict = gate.decide(&call("write", &json!({}))).await.unwrap();
-    assert_eq!((verdict.action, verdict.reason.as_str()), (GateAction::Ask, "rule `look` matched tool `write`"));
+    assert_eq!(
+        (verdict.action, verdict.reason.as_deref().unwrap_or_default()),
+        (GateAction::Ask, "rule `look` matched tool `write`")
+    );
 }
 
 #[tokio::test]
@@ -119,8 +125,12 @@ async fn a_corrupt_row_asks_about_the_calls_it_could_decide() {
     let verdict = gate.decide(&call("rm", &input)).await.unwrap();
     assert_eq!(verdict.action, GateAction::Ask);
     assert!(
-        verdict.reason.starts_with("sticky decisions could not be read (approval store holds a corrupt value"),
-        "{}",
+        verdict
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("sticky decisions could not be read (approval store holds a corrupt value"),
+        "{:?}",
         verdict.reason
     );
     assert_eq!(gate.decide(&call("ls", &input)).await.unwrap().action, GateAction::Allow, "other tools are unaffected");
@@ -143,7 +153,7 @@ async fn an_unreadable_store_fails_closed() {
     let input = json!({});
     let verdict = gate.decide(&call("ls", &input)).await.unwrap();
     assert_eq!(verdict.action, GateAction::Ask, "a file allow cannot vouch for unknown sticky denies");
-    assert!(verdict.reason.contains("connection refused"), "{}", verdict.reason);
+    assert!(verdict.reason.as_deref().unwrap_or_default().contains("connection refused"), "{:?}", verdict.reason);
     assert_eq!(gate.decide(&call("rm", &input)).await.unwrap().action, GateAction::Deny, "a file deny still denies");
     assert!(gate.explain(&call("ls", &input)).await.is_err());
 }
@@ -168,5 +178,5 @@ async fn decisions_given_with_the_gate_are_not_read_again() {
         .with_decisions(Err(StoreError::Corrupt("sticky decision `d9`: bad body".into())));
     let verdict = failed.decide(&call("rm", &input)).await.unwrap();
     assert_eq!(verdict.action, GateAction::Ask, "a failed read fails closed, as if the gate had read it");
-    assert!(verdict.reason.contains("d9"), "{}", verdict.reason);
+    assert!(verdict.reason.as_deref().unwrap_or_default().contains("d9"), "{:?}", verdict.reason);
 }

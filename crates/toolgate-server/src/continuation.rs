@@ -21,7 +21,7 @@
 //! - The mark is cleared only if no decision came while it ran; otherwise
 //!   the conversation is continued again.
 //! - An AG-UI thread is continued the same way, as a resume of its open
-//!   interrupts with the decisions on record ([`crate::agui`]); its client's
+//!   interrupts with the decisions on record (the `agui` module); its client's
 //!   next run is caught up with what the continuation added (its
 //!   `MESSAGES_SNAPSHOT` carries it).
 
@@ -96,7 +96,7 @@ async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
     }
     match store.finish_continuation(&claimed, &holder).await {
         Ok(true) => {}
-        // Decided again meanwhile: the next look continues it again.
+        // Settled again meanwhile: the next look continues it again.
         Ok(false) => state.continuations().notify_one(),
         Err(error) => tracing::warn!(%error, conversation = %key, "cannot end a continuation claim"),
     }

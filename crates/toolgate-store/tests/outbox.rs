@@ -138,7 +138,7 @@ async fn a_scheduled_approval_is_due_at_each_timer(stores: &Stores) {
     assert_eq!(fire_at(store, "t", T + 30 * MINUTE).await, Some(Fired::Denied("not answered within 30m".to_owned())));
     assert_eq!(store.approvals(&["t".to_owned()]).await.unwrap()[0].state, Denied);
     assert_eq!(stores.a.due_continuations(T + 30 * MINUTE, 10).await.unwrap(), [alices()]);
-    // Decided (by a timer or a vote), unrouted: never due.
+    // Settled (by a timer or a vote), unrouted: never due.
     let voter = Voter::new(Some("bob".to_owned()));
     let clock = ManualClock::new(T);
     cast(store, &clock, "first", &voter, Decision::APPROVE, VoteOptions::default()).await.unwrap();

@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Number, Value, json};
 
-use crate::{PolicyDecision, Tool, ToolError, Toolkit};
+use crate::{Tool, ToolError, Toolkit, Verdict};
 
 /// Input of `get_weather`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -68,9 +68,9 @@ pub fn tools() -> Vec<Tool> {
                 if outside_working_directory(&input.path) {
                     let reason =
                         format!("delete_file only deletes files inside the working directory; `{}` is not", input.path);
-                    PolicyDecision::Deny { reason }
+                    Verdict::deny(reason)
                 } else {
-                    PolicyDecision::Ask
+                    Verdict::ask()
                 }
             })
             .handler(|input: DeleteFileInput, _| async move { Ok::<_, ToolError>(json!({"deleted": input.path})) }),
@@ -103,7 +103,7 @@ pub fn toolkit() -> Toolkit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ApprovalContext;
+    use crate::{ApprovalContext, GateAction};
 
     fn tool(name: &str) -> Tool {
         toolkit().get(name).cloned().expect("a demo tool")
@@ -135,10 +135,12 @@ mod tests {
             let input = json!({ "path": path });
             async move { delete.decide(&input, ApprovalContext::new("c", Vec::new())).await }
         };
-        assert_eq!(decide("notes.txt").await, PolicyDecision::Ask);
-        assert_eq!(decide("logs/old.log").await, PolicyDecision::Ask);
+        assert_eq!(decide("notes.txt").await, Verdict::ask());
+        assert_eq!(decide("logs/old.log").await, Verdict::ask());
         for path in ["/etc/passwd", "../secrets", "logs/../../x"] {
-            assert!(matches!(decide(path).await, PolicyDecision::Deny { reason } if reason.contains(path)), "{path}");
+            let verdict = decide(path).await;
+            assert_eq!(verdict.action, GateAction::Deny, "{path}");
+            assert!(verdict.reason.is_some_and(|reason| reason.contains(path)), "{path}");
         }
     }
 }

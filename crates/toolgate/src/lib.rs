@@ -56,6 +56,6 @@ pub use engine::{
 pub use error::{AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};
 pub use tool::{
-    ApprovalContext, ApprovalPolicy, CallGate, GateAction, GateCall, GateVerdict, PolicyDecision, SharedMessages, Tool,
-    ToolContext, ToolError, Toolkit, ToolkitError,
+    ApprovalContext, ApprovalPolicy, CallGate, GateAction, GateCall, SharedMessages, Tool, ToolContext, ToolError,
+    Toolkit, ToolkitError, Verdict,
 };

@@ -12,8 +12,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::protocol::{ContentOutputPart, ModelMessage, ToolResultOutput};
 use toolgate::{
-    CallGate, EngineError, GateAction, GateCall, GateVerdict, PolicyDecision, StreamPart, TextRequest, Tool, ToolError,
-    Toolkit, generate_text, stream_text,
+    CallGate, EngineError, GateAction, GateCall, StreamPart, TextRequest, Tool, ToolError, Toolkit, Verdict,
+    generate_text, stream_text,
 };
 
 /// A gate from a function of the call.
@@ -21,9 +21,9 @@ struct FnGate<F>(F);
 
 impl<F> CallGate for FnGate<F>
 where
-    F: Fn(GateCall<'_>) -> Option<GateVerdict> + Send + Sync,
+    F: Fn(GateCall<'_>) -> Option<Verdict> + Send + Sync,
 {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready((self.0)(call)).boxed()
     }
 }
@@ -31,7 +31,11 @@ where
 /// A gate that gives `action` for calls of `tool` and has nothing to say about others.
 fn gate_for(tool: &'static str, action: GateAction) -> Arc<dyn CallGate> {
     Arc::new(FnGate(move |call: GateCall<'_>| {
-        (call.tool_name == tool).then(|| GateVerdict::new(action, format!("rule `{}` matched", action.as_str())))
+        (call.tool_name == tool).then(|| Verdict {
+            action,
+            reason: Some(format!("rule `{}` matched", action.as_str())),
+            route: None,
+        })
     }))
 }
 
@@ -110,11 +114,39 @@ async fn without_a_verdict_the_tools_own_reason_is_given() {
 }
 
 #[tokio::test]
+async fn a_tools_own_verdict_may_say_why_it_asks_and_a_reasonless_deny_still_names_one() {
+    let tool = Tool::function::<PathInput>("sweep")
+        .approval_reason("sweeping needs a look")
+        .policy(|input: &PathInput, _| match input.path.as_str() {
+            "tmp" => Verdict::ask().because("sweeping tmp empties every session's scratch space"),
+            "home" => Verdict { action: GateAction::Deny, reason: None, route: None },
+            _ => Verdict::ask(),
+        })
+        .handler(|_: PathInput, _| async { Ok::<_, ToolError>(json!({})) });
+    let toolkit = Toolkit::new([tool]).unwrap();
+    let run = |path: &str| {
+        let request = TextRequest::new(vec![ModelMessage::user("sweep")]).toolkit(toolkit.clone());
+        let model = calls("sweep", json!({ "path": path }));
+        async move { generate_text(&model, request).await.unwrap() }
+    };
+
+    let result = run("tmp").await;
+    let reason = result.approval_requests()[0].reason.clone();
+    assert_eq!(reason.as_deref(), Some("sweeping tmp empties every session's scratch space"));
+    let result = run("logs").await;
+    assert_eq!(result.approval_requests()[0].reason.as_deref(), Some("sweeping needs a look"));
+    let result = run("home").await;
+    assert!(result.approval_requests().is_empty());
+    let reason = denied_reason(&result.response_messages);
+    assert_eq!(reason.as_deref(), Some("tool `sweep` denies this call"));
+}
+
+#[tokio::test]
 async fn a_gate_allow_never_lifts_a_refusal_the_tools_own_code_makes() {
     let tool = Tool::function::<PathInput>("guarded")
         .policy(|input: &PathInput, _| match input.path.starts_with("/etc") {
-            true => PolicyDecision::Deny { reason: "system files are off limits".into() },
-            false => PolicyDecision::Allow,
+            true => Verdict::deny("system files are off limits"),
+            false => Verdict::allow(),
         })
         .handler(|_: PathInput, _| async { Ok::<_, ToolError>(json!({"ran": true})) });
     let request = TextRequest::new(vec![ModelMessage::user("go")])
@@ -141,7 +173,7 @@ async fn an_edit_a_gate_denies_fails_the_request_and_runs_nothing() {
     let log = Executions::default();
     let deny_etc: Arc<dyn CallGate> = Arc::new(FnGate(|call: GateCall<'_>| {
         let path = call.input["path"].as_str().unwrap_or_default();
-        path.starts_with("/etc").then(|| GateVerdict::new(GateAction::Deny, "rule `no-etc`"))
+        path.starts_with("/etc").then(|| Verdict::deny("rule `no-etc`"))
     }));
     let history = answered(json!({"type": "tool-approval-response", "approvalId": "apr_1", "approved": true,
         "editedInput": {"path": "/etc/passwd"}}));
@@ -172,7 +204,7 @@ async fn the_gate_sees_the_conversation_and_the_principal() {
 #[tokio::test]
 async fn a_gate_that_panics_asks_a_person() {
     let log = Executions::default();
-    let gate: Arc<dyn CallGate> = Arc::new(FnGate(|_: GateCall<'_>| -> Option<GateVerdict> { panic!("broken rule") }));
+    let gate: Arc<dyn CallGate> = Arc::new(FnGate(|_: GateCall<'_>| -> Option<Verdict> { panic!("broken rule") }));
     let request = request(&log, "weather").gate(gate);
     let result = generate_text(&calls("get_weather", json!({"city": "Rome"})), request).await.unwrap();
 

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use toolgate::approval::{ApprovalOutcome, ApprovalSigner, HELD_NEEDS_APPROVAL_REASON, SignatureError};
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
 use toolgate::{
-    Decision, EngineError, PolicyDecision, StreamPart, TextRequest, TextResult, Tool, ToolError, Toolkit,
-    generate_text, stream_text,
+    Decision, EngineError, StreamPart, TextRequest, TextResult, Tool, ToolError, Toolkit, Verdict, generate_text,
+    stream_text,
 };
 
 fn signer() -> ApprovalSigner {
@@ -201,9 +201,9 @@ fn guarded_delete(log: &Executions, editable: bool) -> Toolkit {
     Toolkit::new([Tool::function::<PathInput>("delete_file")
         .policy(|input: &PathInput, _| {
             if input.path.starts_with('/') {
-                PolicyDecision::Deny { reason: format!("{} is outside the workspace", input.path) }
+                Verdict::deny(format!("{} is outside the workspace", input.path))
             } else {
-                PolicyDecision::Ask
+                Verdict::ask()
             }
         })
         .editable(editable)
@@ -445,9 +445,9 @@ async fn a_signed_approval_runs_even_when_the_policy_no_longer_asks_but_not_when
     let tool = Tool::function::<PathInput>("archive")
         .policy(move |_: &PathInput, _| {
             if policy_denies.load(Ordering::SeqCst) {
-                PolicyDecision::Deny { reason: "archiving is frozen".into() }
+                Verdict::deny("archiving is frozen")
             } else {
-                PolicyDecision::ask_if(policy_asks.load(Ordering::SeqCst))
+                Verdict::ask_if(policy_asks.load(Ordering::SeqCst))
             }
         })
         .handler(move |input: PathInput, ctx| {

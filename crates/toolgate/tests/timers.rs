@@ -25,7 +25,7 @@ use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, Clock, LedgerConfig, ManualClock,
     MemoryStore, Millis, conversation_key,
 };
-use toolgate::tool::{CallGate, GateAction, GateCall, GateVerdict};
+use toolgate::tool::{CallGate, GateCall, Verdict};
 use toolgate::{Decision, TextRequest, generate_text};
 
 const T0: Millis = 1_700_000_000_000;
@@ -432,18 +432,14 @@ async fn a_bearer_link_holder_votes_once_and_counts_once() {
 struct Escalating;
 
 impl CallGate for Escalating {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         let route = Route {
             approvers: vec!["bob".into()],
             quorum: 1,
             self_approval: false,
             schedule: schedule(vec![step(15 * MINUTE, &["dave"])], None),
         };
-        let verdict = (call.tool_name == "delete_file").then(|| GateVerdict {
-            action: GateAction::Ask,
-            reason: "bob decides".into(),
-            route: Some(route),
-        });
+        let verdict = (call.tool_name == "delete_file").then(|| Verdict::ask().because("bob decides").routed(route));
         async move { verdict }.boxed()
     }
 }

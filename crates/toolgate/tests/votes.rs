@@ -20,7 +20,7 @@ use toolgate::ledger::{
     StateFilter, conversation_key,
 };
 use toolgate::protocol::ModelMessage;
-use toolgate::tool::{CallGate, GateAction, GateCall, GateVerdict};
+use toolgate::tool::{CallGate, GateCall, Verdict};
 use toolgate::{Decision, EngineError, TextRequest, generate_text};
 
 const T0: i64 = 1_700_000_000_000;
@@ -31,14 +31,11 @@ struct Routed {
 }
 
 impl CallGate for Routed {
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>> {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         let route =
             Route { approvers: vec!["group:finance".into(), "dave".into()], quorum: self.quorum, ..Route::default() };
-        let verdict = (call.tool_name == "delete_file").then(|| GateVerdict {
-            action: GateAction::Ask,
-            reason: "finance decides".into(),
-            route: Some(route),
-        });
+        let verdict =
+            (call.tool_name == "delete_file").then(|| Verdict::ask().because("finance decides").routed(route));
         async move { verdict }.boxed()
     }
 }

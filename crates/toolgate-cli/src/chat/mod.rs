@@ -31,7 +31,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
 use toolgate::ledger::{ApprovalStore, Clock, MemoryStore, SystemClock};
 use toolgate::tool::{Caller, decide_call};
-use toolgate::{ApprovalContext, PolicyDecision, TextRequest, Tool, Toolkit};
+use toolgate::{ApprovalContext, GateAction, TextRequest, Tool, Toolkit};
 use toolgate_client::{
     Chat, ChatEvent, ClientError, Decision, HttpTransport, InProcessTransport, ToolOutput, ToolState,
 };
@@ -554,7 +554,7 @@ impl Session {
         tool.validate_input(input)?;
         let history = toolgate_ui::convert_to_model_messages(&self.chat.messages()).unwrap_or_default();
         let context = ApprovalContext::new(request.tool_call_id.clone(), history);
-        let decision = match &self.edit_rules {
+        let verdict = match &self.edit_rules {
             Some(rules) => {
                 let chat_id = self.chat.id();
                 let decisions = Arc::clone(&rules.decisions);
@@ -562,13 +562,13 @@ impl Session {
                 let gate = StoredGate::new(rules.policy.current(), decisions, Some(chat_id.clone()), None, now);
                 let caller =
                     Caller { gate: Some(&gate), conversation_id: Some(&chat_id), principal: None, groups: &[] };
-                decide_call(caller, tool, input, context).await.decision
+                decide_call(caller, tool, input, context).await
             }
             None => tool.decide(input, context).await,
         };
-        match decision {
-            PolicyDecision::Deny { reason } => Err(format!("the policy denies it: {reason}")),
-            PolicyDecision::Allow | PolicyDecision::Ask => Ok(()),
+        match verdict.action {
+            GateAction::Deny => Err(format!("the policy denies it: {}", verdict.reason.unwrap_or_default())),
+            GateAction::Allow | GateAction::Ask => Ok(()),
         }
     }
 

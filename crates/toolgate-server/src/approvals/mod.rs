@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see, requester};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
-use toolgate::tool::{ApprovalContext, Caller as GateCaller, PolicyDecision, SharedMessages, decide_call};
+use toolgate::tool::{ApprovalContext, Caller as GateCaller, GateAction, SharedMessages, decide_call};
 
 pub use item::approval_item;
 pub(crate) use item::approval_part;
@@ -199,11 +199,13 @@ pub(crate) async fn check_edit(state: &AppState, record: &ApprovalRecord, edit: 
         groups: &groups,
     };
     let context = ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new())));
-    match decide_call(caller, tool, edit, context).await.decision {
-        PolicyDecision::Deny { reason } => {
+    let verdict = decide_call(caller, tool, edit, context).await;
+    match verdict.action {
+        GateAction::Deny => {
+            let reason = verdict.reason.unwrap_or_default();
             Err(refuse("edit_denied", format!("the policy denies the edited input: {reason}")))
         }
-        PolicyDecision::Allow | PolicyDecision::Ask => Ok(()),
+        GateAction::Allow | GateAction::Ask => Ok(()),
     }
 }
 

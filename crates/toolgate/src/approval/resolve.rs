@@ -36,7 +36,7 @@ use super::collect::{CallRef, Collected, DecisionRef, HeldCandidates};
 use super::signing::{HeldCalls, SignatureError, SignedCall};
 use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
-use crate::tool::{ApprovalContext, Caller, PolicyDecision, SharedMessages, Tool, Toolkit, decide_call};
+use crate::tool::{ApprovalContext, Caller, GateAction, SharedMessages, Tool, Toolkit, Verdict, decide_call};
 
 /// The denial reason for a held call that needs approval itself once the batch is decided.
 pub const HELD_NEEDS_APPROVAL_REASON: &str =
@@ -192,11 +192,11 @@ impl PlanBuilder {
         let call = at.call;
         let messages = history.prefix(at.message_index);
         let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
-        let decision = decide_call(options.caller, tool, &call.input, context).await.decision;
-        let refusal = match (decision, options.signer.is_some()) {
-            (PolicyDecision::Deny { reason }, _) => Some(reason),
-            (PolicyDecision::Allow, false) => Some(format!("Tool \"{}\" does not require approval", call.tool_name)),
-            (PolicyDecision::Allow | PolicyDecision::Ask, _) => None,
+        let verdict = decide_call(options.caller, tool, &call.input, context).await;
+        let refusal = match (verdict.action, options.signer.is_some()) {
+            (GateAction::Deny, _) => Some(verdict.reason.unwrap_or_default()),
+            (GateAction::Allow, false) => Some(format!("Tool \"{}\" does not require approval", call.tool_name)),
+            (GateAction::Allow | GateAction::Ask, _) => None,
         };
         if let Some(reason) = refusal {
             self.entries.push(deny(at, Some(reason.clone())));
@@ -206,11 +206,12 @@ impl PlanBuilder {
         let mut run = call.clone();
         if let Some(edited) = edited_input {
             let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
-            if let PolicyDecision::Deny { reason } = decide_call(options.caller, tool, edited, context).await.decision {
+            let verdict = decide_call(options.caller, tool, edited, context).await;
+            if verdict.action == GateAction::Deny {
                 return Err(EngineError::EditDenied {
                     approval_id: request.approval_id.clone(),
                     tool_name: call.tool_name.clone(),
-                    reason,
+                    reason: verdict.reason.unwrap_or_default(),
                 });
             }
             run.input = edited.clone();
@@ -253,20 +254,20 @@ impl PlanBuilder {
     ) {
         let call = at.call;
         let messages = history.prefix(at.message_index);
-        let decision = match tool.validate_input(&call.input) {
+        let verdict = match tool.validate_input(&call.input) {
             Ok(()) => {
                 let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
-                decide_call(options.caller, tool, &call.input, context).await.decision
+                decide_call(options.caller, tool, &call.input, context).await
             }
-            Err(_) => PolicyDecision::Ask,
+            Err(_) => Verdict::ask(),
         };
-        self.entries.push(match decision {
-            PolicyDecision::Allow => {
+        self.entries.push(match verdict.action {
+            GateAction::Allow => {
                 let run = Resolved::Run { call: call.clone(), tool: tool.clone(), messages, approval_id: None };
                 (position(at), run)
             }
-            PolicyDecision::Ask => deny(at, Some(HELD_NEEDS_APPROVAL_REASON.to_owned())),
-            PolicyDecision::Deny { reason } => deny(at, Some(reason)),
+            GateAction::Ask => deny(at, Some(HELD_NEEDS_APPROVAL_REASON.to_owned())),
+            GateAction::Deny => deny(at, verdict.reason),
         });
     }
 

@@ -36,7 +36,7 @@ use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
-use crate::tool::{ApprovalContext, Decided, PolicyDecision, SharedMessages, Tool, Toolkit, decide_call};
+use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict, decide_call};
 
 /// Why a person is asked about a provider-executed call.
 const PROVIDER_APPROVAL_REASON: &str = "the model provider asked for approval";
@@ -383,12 +383,12 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     }
                     None | Some(Ok(_)) => {
                         let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
-                        let Decided { decision, ask_reason, route } =
+                        let Verdict { action, reason, route } =
                             decide_call(context.request.caller(), tool, &input, approval).await;
-                        match decision {
-                            PolicyDecision::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
-                            PolicyDecision::Ask => CallClass::Local { tool: tool.clone(), ask: ask_reason, route },
-                            PolicyDecision::Deny { reason } => CallClass::Denied(reason),
+                        match action {
+                            GateAction::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
+                            GateAction::Ask => CallClass::Local { tool: tool.clone(), ask: reason, route },
+                            GateAction::Deny => CallClass::Denied(reason.unwrap_or_default()),
                         }
                     }
                 },

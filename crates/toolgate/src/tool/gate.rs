@@ -2,23 +2,23 @@
 //!
 //! A [`CallGate`] sees every local call the engine decides (new calls from
 //! the model, approved calls about to run, edited inputs, held calls) with
-//! who is asking and in which conversation. Its verdict combines with the
-//! tool's own [`ApprovalPolicy`](super::ApprovalPolicy) so:
+//! who is asking and in which conversation. Its [`Verdict`] combines with
+//! the tool's own [`ApprovalPolicy`](super::ApprovalPolicy) verdict so:
 //!
 //! 1. a gate `Deny` wins over everything;
 //! 2. a tool's own `Deny` comes next: a gate may relax asking, never a refusal
 //!    the tool's code makes;
 //! 3. then a gate `Ask`, then a gate `Allow`;
-//! 4. no verdict: the tool's own decision.
+//! 4. no verdict: the tool's own verdict.
 //!
 //! Gates fail closed: a gate that panics decides `Ask`.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ApprovalContext, PolicyDecision, Tool};
-use crate::approval::lifecycle::Route;
+use super::{ApprovalContext, Tool, Verdict};
 
 /// One call as a gate sees it.
 #[derive(Debug, Clone, Copy)]
@@ -37,8 +37,13 @@ pub struct GateCall<'a> {
     pub groups: &'a [String],
 }
 
-/// What a gate decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What a rule or policy decides about a call: the action of a [`Verdict`].
+///
+/// Ordered by precedence, `Allow < Ask < Deny`, so among rules that all
+/// match, the maximum wins. Serialized lowercase (`"allow"`, `"ask"`,
+/// `"deny"`), as policy files write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum GateAction {
     /// Run without asking.
     Allow,
@@ -49,6 +54,9 @@ pub enum GateAction {
 }
 
 impl GateAction {
+    /// Every action, in precedence order (lowest first).
+    pub const ALL: [GateAction; 3] = [GateAction::Allow, GateAction::Ask, GateAction::Deny];
+
     /// `allow`, `ask` or `deny`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -57,30 +65,26 @@ impl GateAction {
             Self::Deny => "deny",
         }
     }
-}
 
-/// A gate's verdict and why, as the person (and, for a denial, the model) reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateVerdict {
-    /// The decision.
-    pub action: GateAction,
-    /// Why, e.g. ``rule `ask-writes` matched /path``.
-    pub reason: String,
-    /// Who must approve, when an `ask` names approvers (`None`: the requester).
-    pub route: Option<Route>,
-}
-
-impl GateVerdict {
-    /// A verdict without named approvers.
-    pub fn new(action: GateAction, reason: impl Into<String>) -> Self {
-        Self { action, reason: reason.into(), route: None }
+    /// Parses `allow`, `ask` or `deny` (exact, lowercase).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|action| action.as_str() == text)
     }
 }
 
-/// Decides calls for a whole request before each tool's own policy. See the module docs.
+impl std::fmt::Display for GateAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Decides calls for a whole request before each tool's own policy; see
+/// [`decide_call`] for how its verdict combines with the tool's own. A gate
+/// that panics decides `Ask`.
 pub trait CallGate: Send + Sync {
-    /// The verdict for one call, or `None` when no rule speaks to it.
-    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<GateVerdict>>;
+    /// The verdict for one call, or `None` when no rule speaks to it. The
+    /// verdict's `reason` is what people (and, for a denial, the model) read.
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>>;
 }
 
 /// A gate and who is asking: what [`decide_call`] needs besides the call.
@@ -107,27 +111,19 @@ impl std::fmt::Debug for Caller<'_> {
     }
 }
 
-/// A decision with the reason a person is asked, when one is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decided {
-    /// What happens to the call.
-    pub decision: PolicyDecision,
-    /// Why a person is asked (set when `decision` is `Ask`).
-    pub ask_reason: Option<String>,
-    /// Who must approve, when a rule named approvers.
-    pub route: Option<Route>,
-}
-
-impl Decided {
-    fn plain(decision: PolicyDecision, ask_reason: Option<String>) -> Self {
-        Self { decision, ask_reason, route: None }
-    }
-}
-
 /// Decides one call as the engine does: the gate's verdict combined with
-/// the tool's own policy (module docs). Fails closed.
-pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context: ApprovalContext) -> Decided {
-    let verdict = match caller.gate {
+/// the tool's own policy. Fails closed.
+///
+/// Precedence: a gate `Deny`, then the tool's own `Deny`, then a gate `Ask`,
+/// then a gate `Allow`; with no gate verdict, the tool's own verdict.
+///
+/// The result's `reason` is set for `Ask` (why a person is asked: the gate's
+/// reason, else the tool's own, else [`Tool::ask_reason`]) and for `Deny`
+/// (why the call never runs, as the model reads it), and is `None` for
+/// `Allow`. Its `route` is set only for `Ask`, when the deciding verdict
+/// named approvers.
+pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context: ApprovalContext) -> Verdict {
+    let gate = match caller.gate {
         Some(gate) => {
             let call = GateCall {
                 tool_name: tool.name(),
@@ -141,23 +137,36 @@ pub async fn decide_call(caller: Caller<'_>, tool: &Tool, input: &Value, context
         }
         None => None,
     };
-    if let Some(GateVerdict { action: GateAction::Deny, reason, .. }) = verdict {
-        return Decided::plain(PolicyDecision::Deny { reason }, None);
-    }
-    let own = tool.decide(input, context).await;
-    match (own, verdict) {
-        (deny @ PolicyDecision::Deny { .. }, _) => Decided::plain(deny, None),
-        (_, Some(GateVerdict { action: GateAction::Ask, reason, route })) => {
-            Decided { decision: PolicyDecision::Ask, ask_reason: Some(reason), route }
+    let decided = match gate {
+        Some(verdict) if verdict.action == GateAction::Deny => verdict,
+        gate => {
+            let own = tool.decide(input, context).await;
+            match gate {
+                // A gate `Ask` or `Allow` (its `Deny` won above) yields to the tool's own `Deny` only.
+                Some(gate) if own.action != GateAction::Deny => gate,
+                _ => own,
+            }
         }
-        (_, Some(GateVerdict { action: GateAction::Allow, .. })) => Decided::plain(PolicyDecision::Allow, None),
-        (PolicyDecision::Ask, _) => Decided::plain(PolicyDecision::Ask, Some(tool.ask_reason())),
-        (PolicyDecision::Allow, _) => Decided::plain(PolicyDecision::Allow, None),
+    };
+    normalized(decided, tool)
+}
+
+/// Why a deny that names no reason denies.
+const DENIED_REASON: &str = "the approval policy denies this call";
+
+/// The verdict as [`decide_call`] documents it: a reason for `Ask` and
+/// `Deny` only, a route for `Ask` only.
+fn normalized(verdict: Verdict, tool: &Tool) -> Verdict {
+    let Verdict { action, reason, route } = verdict;
+    match action {
+        GateAction::Allow => Verdict::allow(),
+        GateAction::Ask => Verdict { action, reason: Some(reason.unwrap_or_else(|| tool.ask_reason())), route },
+        GateAction::Deny => Verdict::deny(reason.unwrap_or_else(|| DENIED_REASON.to_owned())),
     }
 }
 
 /// Runs the gate; a panic decides `Ask` (fail closed).
-async fn checked(gate: &dyn CallGate, call: GateCall<'_>) -> Option<GateVerdict> {
+async fn checked(gate: &dyn CallGate, call: GateCall<'_>) -> Option<Verdict> {
     let tool_name = call.tool_name;
     let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.check(call))) {
         Ok(future) => std::panic::AssertUnwindSafe(future).catch_unwind().await,
@@ -166,6 +175,6 @@ async fn checked(gate: &dyn CallGate, call: GateCall<'_>) -> Option<GateVerdict>
     outcome.unwrap_or_else(|panic| {
         let detail = super::panic_message(panic.as_ref());
         tracing::warn!(tool = tool_name, %detail, "approval gate panicked; approval required");
-        Some(GateVerdict::new(GateAction::Ask, format!("the approval policy failed ({detail})")))
+        Some(Verdict::ask().because(format!("the approval policy failed ({detail})")))
     })
 }

@@ -27,6 +27,7 @@ mod error;
 mod gate;
 mod policy;
 mod toolkit;
+mod verdict;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -43,9 +44,10 @@ pub(crate) use context::PreliminarySink;
 pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
-pub use gate::{CallGate, Caller, Decided, GateAction, GateCall, GateVerdict, decide_call};
-pub use policy::{ApprovalPolicy, PolicyDecision};
+pub use gate::{CallGate, Caller, GateAction, GateCall, decide_call};
+pub use policy::ApprovalPolicy;
 pub use toolkit::{Toolkit, ToolkitError};
+pub use verdict::Verdict;
 
 type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 type Validator = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
@@ -222,11 +224,11 @@ impl Tool {
     }
 
     /// Approval decided per call by a function of the decoded input that may
-    /// also deny outright (see [`PolicyDecision`]).
+    /// also deny outright, or say why it asks and who approves (see [`Verdict`]).
     pub fn policy<I, F>(self, policy: F) -> Self
     where
         I: DeserializeOwned + Send + 'static,
-        F: Fn(&I, &ApprovalContext) -> PolicyDecision + Send + Sync + 'static,
+        F: Fn(&I, &ApprovalContext) -> Verdict + Send + Sync + 'static,
     {
         let policy = ApprovalPolicy::deciding(policy);
         self.edit(|def| def.approval = policy)
@@ -237,7 +239,7 @@ impl Tool {
     where
         I: DeserializeOwned + Send + 'static,
         F: Fn(I, ApprovalContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<PolicyDecision, E>> + Send + 'static,
+        Fut: Future<Output = Result<Verdict, E>> + Send + 'static,
         E: std::fmt::Display + 'static,
     {
         let policy = ApprovalPolicy::deciding_async(policy);
@@ -360,7 +362,7 @@ impl Tool {
     }
 
     /// What the tool's policy decides for this call. Fails closed: see the module docs.
-    pub async fn decide(&self, input: &Value, context: ApprovalContext) -> PolicyDecision {
+    pub async fn decide(&self, input: &Value, context: ApprovalContext) -> Verdict {
         self.def.approval.decide(&self.def.name, input, context).await
     }
 

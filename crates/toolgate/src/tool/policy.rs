@@ -1,10 +1,12 @@
 //! Approval policies and their fail-closed evaluation.
 //!
-//! A policy decides each call: [`PolicyDecision::Allow`] (run it),
-//! [`PolicyDecision::Ask`] (a person decides) or [`PolicyDecision::Deny`]
-//! (never run it; the call gets an `execution-denied` result naming the
-//! reason, and no person is asked). An input that does not decode, a policy
-//! that errors and a policy that panics all decide `Ask`.
+//! A tool's [`ApprovalPolicy`] rules on each call with a [`Verdict`]:
+//! [`Verdict::allow`] (run it), [`Verdict::ask`] (a person decides) or
+//! [`Verdict::deny`] (never run it; the call gets an `execution-denied`
+//! result naming the reason, and no person is asked). An `ask` may name why
+//! ([`Verdict::because`]; default [`Tool::ask_reason`](super::Tool::ask_reason))
+//! and who approves ([`Verdict::routed`]). An input that does not decode, a
+//! policy that errors and a policy that panics all decide `Ask`.
 
 use std::fmt;
 use std::future::Future;
@@ -15,30 +17,9 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::ApprovalContext;
+use super::{ApprovalContext, GateAction, Verdict};
 
-type PolicyFn = Arc<dyn Fn(Value, ApprovalContext) -> BoxFuture<'static, Result<PolicyDecision, String>> + Send + Sync>;
-
-/// What a policy decides for one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PolicyDecision {
-    /// Run the call without asking.
-    Allow,
-    /// A person must approve the call first.
-    Ask,
-    /// Never run the call: it gets an `execution-denied` result with this reason.
-    Deny {
-        /// Why, as the model and the person read it.
-        reason: String,
-    },
-}
-
-impl PolicyDecision {
-    /// `Ask` when `required`, else `Allow`.
-    pub fn ask_if(required: bool) -> Self {
-        if required { Self::Ask } else { Self::Allow }
-    }
-}
+type PolicyFn = Arc<dyn Fn(Value, ApprovalContext) -> BoxFuture<'static, Result<Verdict, String>> + Send + Sync>;
 
 /// Whether calls to a tool need a person's approval.
 #[derive(Clone, Default)]
@@ -48,7 +29,7 @@ pub enum ApprovalPolicy {
     Never,
     /// Every call needs approval.
     Always,
-    /// A function of the call decides; errors and panics mean "ask".
+    /// A function of the call returns the [`Verdict`]; errors and panics mean "ask".
     When(PolicyFn),
 }
 
@@ -69,7 +50,7 @@ impl ApprovalPolicy {
         I: DeserializeOwned + Send + 'static,
         F: Fn(&I, &ApprovalContext) -> bool + Send + Sync + 'static,
     {
-        Self::deciding(move |input: &I, context: &ApprovalContext| PolicyDecision::ask_if(policy(input, context)))
+        Self::deciding(move |input: &I, context: &ApprovalContext| Verdict::ask_if(policy(input, context)))
     }
 
     /// A policy from an async function of the decoded input: `Ok(true)` asks a person.
@@ -82,7 +63,7 @@ impl ApprovalPolicy {
     {
         Self::deciding_async(move |input: I, context| {
             let decided = policy(input, context);
-            async move { decided.await.map(PolicyDecision::ask_if) }
+            async move { decided.await.map(Verdict::ask_if) }
         })
     }
 
@@ -90,7 +71,7 @@ impl ApprovalPolicy {
     pub fn deciding<I, F>(policy: F) -> Self
     where
         I: DeserializeOwned + Send + 'static,
-        F: Fn(&I, &ApprovalContext) -> PolicyDecision + Send + Sync + 'static,
+        F: Fn(&I, &ApprovalContext) -> Verdict + Send + Sync + 'static,
     {
         let policy = Arc::new(policy);
         Self::When(Arc::new(move |input, context| {
@@ -106,7 +87,7 @@ impl ApprovalPolicy {
     where
         I: DeserializeOwned + Send + 'static,
         F: Fn(I, ApprovalContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<PolicyDecision, E>> + Send + 'static,
+        Fut: Future<Output = Result<Verdict, E>> + Send + 'static,
         E: fmt::Display + 'static,
     {
         let policy = Arc::new(policy);
@@ -121,11 +102,12 @@ impl ApprovalPolicy {
     }
 
     /// Decides one call. Fails closed: an input that does not decode, a policy
-    /// error or a panic all decide [`PolicyDecision::Ask`].
-    pub async fn decide(&self, tool_name: &str, input: &Value, context: ApprovalContext) -> PolicyDecision {
+    /// error or a panic all decide [`Verdict::ask`]. A deny always has a reason
+    /// (``tool `NAME` denies this call`` when the policy gave none).
+    pub async fn decide(&self, tool_name: &str, input: &Value, context: ApprovalContext) -> Verdict {
         let policy = match self {
-            Self::Never => return PolicyDecision::Allow,
-            Self::Always => return PolicyDecision::Ask,
+            Self::Never => return Verdict::allow(),
+            Self::Always => return Verdict::ask(),
             Self::When(policy) => policy,
         };
         let tool_call_id = context.tool_call_id().to_owned();
@@ -134,21 +116,24 @@ impl ApprovalPolicy {
             Err(panic) => Err(panic),
         };
         match outcome {
-            Ok(Ok(decision)) => decision,
+            Ok(Ok(Verdict { action: GateAction::Deny, reason: None, .. })) => {
+                Verdict::deny(format!("tool `{tool_name}` denies this call"))
+            }
+            Ok(Ok(verdict)) => verdict,
             Ok(Err(reason)) => {
                 tracing::warn!(tool = tool_name, tool_call_id, %reason, "approval policy failed; approval required");
-                PolicyDecision::Ask
+                Verdict::ask()
             }
             Err(panic) => {
                 let reason = super::panic_message(panic.as_ref());
                 tracing::warn!(tool = tool_name, tool_call_id, %reason, "approval policy panicked; approval required");
-                PolicyDecision::Ask
+                Verdict::ask()
             }
         }
     }
 
-    /// Whether the call needs a person (anything but [`PolicyDecision::Allow`]). Fails closed.
+    /// Whether the call needs a person (anything but [`GateAction::Allow`]). Fails closed.
     pub async fn requires_approval(&self, tool_name: &str, input: &Value, context: ApprovalContext) -> bool {
-        self.decide(tool_name, input, context).await != PolicyDecision::Allow
+        self.decide(tool_name, input, context).await.action != GateAction::Allow
     }
 }

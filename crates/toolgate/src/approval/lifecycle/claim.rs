@@ -274,7 +274,7 @@ fn check(
         };
         if record.state == ApprovalState::Pending && record.expires_at > now {
             if record.routing.is_some() {
-                // Decided by its approvers only, through votes (`lifecycle::cast`), never by a claim.
+                // Only its approvers decide it, through votes (`lifecycle::cast`), never a claim.
                 let error = routed_refusal(record, entry, ledger, now);
                 rejected.push(rejection(ledger, entry, now, error.to_string()));
                 failure.get_or_insert(error);
@@ -492,7 +492,7 @@ fn reading(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis)
             Reading::Move(Box::new(transition::expire(record, now, events)))
         }
         ApprovalState::Pending => Reading::InProgress,
-        // Decided out of band (votes), waiting for its step to continue: whoever continues it runs it.
+        // Approved out of band (votes), waiting for its step to continue: whoever continues it runs it.
         ApprovalState::Approved => Reading::Move(Box::new(transition::start_execution(
             record,
             ledger,

@@ -206,7 +206,7 @@ pub enum Tally {
         /// Needed.
         quorum: u32,
     },
-    /// Decided by these votes.
+    /// The votes reached this decision.
     Decided(Decision),
 }
 
