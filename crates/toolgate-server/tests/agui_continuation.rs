@@ -21,15 +21,6 @@ use toolgate_server::PrincipalSource;
 const RULE: &str =
     "[[rule]]\nname = \"bob-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\napprovers = [\"bob\"]\n";
 
-/// The model asks to delete `notes.txt`, says "Done." after the result, then answers a follow-up.
-fn script() -> Value {
-    json!({"turns": [
-        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}}],
-        [{"type": "text", "text": "Done."}],
-        [{"type": "text", "text": "Nothing else to do."}]
-    ]})
-}
-
 struct Thread {
     server: Server,
     runs: Arc<AtomicUsize>,
@@ -39,7 +30,7 @@ impl Thread {
     async fn start() -> Self {
         let runs = Arc::new(AtomicUsize::new(0));
         let toolkit = counting_toolkit(runs.clone());
-        let server = start_configured(script(), move |config| {
+        let server = start_configured(agui_script(), move |config| {
             config.toolkit = toolkit;
             config.policy = PolicyHandle::new(Policy::from_toml_str(RULE).unwrap());
             config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());

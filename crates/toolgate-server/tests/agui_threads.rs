@@ -13,15 +13,6 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::ledger::{LedgerConfig, MemoryStore};
 
-/// The model asks to delete `notes.txt`, says "Done." after the result, then answers a follow-up.
-fn script() -> Value {
-    json!({"turns": [
-        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}}],
-        [{"type": "text", "text": "Done."}],
-        [{"type": "text", "text": "Nothing else to do."}]
-    ]})
-}
-
 struct Thread {
     server: Server,
     runs: Arc<AtomicUsize>,
@@ -32,7 +23,7 @@ impl Thread {
         let runs = Arc::new(AtomicUsize::new(0));
         let toolkit = counting_toolkit(runs.clone());
         let ledger = LedgerConfig::new(Arc::new(MemoryStore::new()));
-        let server = start_configured(script(), move |config| {
+        let server = start_configured(agui_script(), move |config| {
             config.toolkit = toolkit;
             config.ledger = Some(ledger);
         })

@@ -49,6 +49,16 @@ pub fn default_script() -> Value {
     ]})
 }
 
+/// The AG-UI tests' model: asks to delete `notes.txt`, says "Done." after
+/// the result, then answers a follow-up.
+pub fn agui_script() -> Value {
+    json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "delete_file", "input": {"path": "notes.txt"}}],
+        [{"type": "text", "text": "Done."}],
+        [{"type": "text", "text": "Nothing else to do."}]
+    ]})
+}
+
 /// The input of the counted `delete_file`.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct PathInput {

@@ -165,32 +165,13 @@ impl InboxChanges {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
     use crate::approval::lifecycle::{Decision, Vote, Voter};
     use crate::ledger::ApprovalRecord;
 
     /// A pending approval of a conversation without owner (its one user decides it), issued at `n`.
     fn pending(n: usize) -> ApprovalRecord {
-        ApprovalRecord {
-            approval_id: format!("ap_{n:06}"),
-            conversation_id: "c".into(),
-            tool_call_id: format!("call_{n}"),
-            tool_name: "t".into(),
-            input: json!({}),
-            input_digest: String::new(),
-            issued_at: n as i64,
-            expires_at: i64::MAX,
-            state: ApprovalState::Pending,
-            decision: None,
-            output: None,
-            lease: None,
-            updated_at: 0,
-            routing: None,
-            votes: Vec::new(),
-            reason: None,
-        }
+        crate::ledger::record::pending_record(format!("ap_{n:06}"), n as i64, i64::MAX)
     }
 
     #[test]

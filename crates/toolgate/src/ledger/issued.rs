@@ -86,30 +86,12 @@ impl IssuedApprovals {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-    use crate::ledger::ApprovalState;
 
     fn record(id: usize) -> ApprovalRecord {
-        ApprovalRecord {
-            approval_id: format!("ap_{id}"),
-            conversation_id: "c".into(),
-            tool_call_id: format!("call_{id}"),
-            tool_name: "t".into(),
-            input: json!({}),
-            input_digest: String::new(),
-            issued_at: 0,
-            expires_at: 10,
-            state: ApprovalState::Pending,
-            decision: None,
-            output: None,
-            lease: None,
-            updated_at: 0,
-            routing: None,
-            votes: Vec::new(),
-            reason: None,
-        }
+        let mut record = crate::ledger::record::pending_record(format!("ap_{id}"), 0, 10);
+        record.tool_call_id = format!("call_{id}");
+        record
     }
 
     #[test]

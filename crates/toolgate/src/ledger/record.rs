@@ -382,3 +382,26 @@ impl Transition {
         }
     }
 }
+
+/// A pending approval of conversation `c` without owner, for unit tests.
+#[cfg(test)]
+pub(crate) fn pending_record(approval_id: String, issued_at: Millis, expires_at: Millis) -> ApprovalRecord {
+    ApprovalRecord {
+        tool_call_id: format!("call_{approval_id}"),
+        approval_id,
+        conversation_id: "c".into(),
+        tool_name: "t".into(),
+        input: serde_json::json!({}),
+        input_digest: String::new(),
+        issued_at,
+        expires_at,
+        state: ApprovalState::Pending,
+        decision: None,
+        output: None,
+        lease: None,
+        updated_at: 0,
+        routing: None,
+        votes: Vec::new(),
+        reason: None,
+    }
+}
