@@ -507,6 +507,13 @@ const AUDIT_LABEL = {
   expired: 'Expired',
   interrupted: 'Interrupted',
   rejected: 'Refused answer',
+  voted: 'Voted',
+  withdrawn: 'Withdrawn',
+  continued: 'Continued on the server',
+  escalated: 'Escalated',
+  reminded: 'Reminded',
+  notified: 'Notified',
+  notification_failed: 'Notification failed',
 };
 
 function auditDetail(event) {
@@ -524,6 +531,14 @@ function auditDetail(event) {
       return JSON.stringify(data.error ?? '');
     case 'rejected':
       return data.why ?? '';
+    case 'voted':
+      return `${event.principal ?? 'someone'}: ${data.decision ?? ''}${data.reason ? ` (${data.reason})` : ''}`;
+    case 'escalated':
+      return `added ${(data.added ?? []).join(', ')}`;
+    case 'notified':
+      return `${data.event ?? ''} via ${data.channel ?? ''}${data.recipient ? ` to ${data.recipient}` : ''}`;
+    case 'notification_failed':
+      return `${data.event ?? ''} via ${data.channel ?? ''}: ${data.error ?? ''}${data.final ? ' (gave up)' : ''}`;
     default:
       return '';
   }
