@@ -96,23 +96,20 @@ pub(crate) async fn decide(State(state): State<AppState>, Path(token): Path<Stri
         LinkChoice::Approve => Decision::APPROVE,
         LinkChoice::Deny => Decision::Deny { reason: form.reason.filter(|reason| !reason.trim().is_empty()) },
     };
-    vote(&state, ledger, &claims, &voter, decision).await
+    vote(&state, ledger, &claims, &record, &voter, decision).await
 }
 
-/// The checks, the link's single use, and the vote.
+/// The checks, the link's single use, and the vote, on the record [`open`]
+/// read (the vote reads it again under its own conditional update).
 async fn vote(
     state: &AppState,
     ledger: &LedgerConfig,
     claims: &LinkClaims,
+    record: &ApprovalRecord,
     voter: &Voter,
     decision: Decision,
 ) -> Response {
     let now = ledger.clock.now();
-    let fresh = match ledger.store.approvals(std::slice::from_ref(&claims.approval_id)).await {
-        Ok(mut records) => records.pop(),
-        Err(error) => return notice(StatusCode::SERVICE_UNAVAILABLE, Notice::Store(error.to_string())),
-    };
-    let Some(record) = fresh else { return notice(StatusCode::GONE, Notice::Gone) };
     let link_id = claims.link_id();
     match ledger.store.consume_link(&link_id, now, claims.expires_at).await {
         Ok(true) => {}
@@ -120,7 +117,7 @@ async fn vote(
         Err(error) => return notice(StatusCode::SERVICE_UNAVAILABLE, Notice::Store(error.to_string())),
     }
     let options = VoteOptions { continuation: true, note: None };
-    let voted = match lifecycle::check_vote(&record, voter, &decision, now) {
+    let voted = match lifecycle::check_vote(record, voter, &decision, now) {
         Err(refusal) => Err(lifecycle::VoteError::Refused(refusal)),
         Ok(()) => {
             let (store, clock) = (ledger.store.as_ref(), ledger.clock.as_ref());
