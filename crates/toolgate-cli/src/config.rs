@@ -1,4 +1,5 @@
-//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`) and
+//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`), the
+//! MCP gateway's settings (`[gateway]`), notifications (`[[notify]]`, `[emails]`) and
 //! the server's admins (`admins = ["..."]`, who see every owner's audit
 //! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
 //!
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
+use toolgate_gateway::GatewaySection;
 use toolgate_mcp::McpServerConfig;
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, RuleConfig};
@@ -42,6 +44,8 @@ struct ConfigFile {
     notify: Vec<NotifyConfig>,
     #[serde(default)]
     emails: BTreeMap<String, String>,
+    #[serde(default)]
+    gateway: GatewaySection,
 }
 
 /// A checked config file.
@@ -59,15 +63,17 @@ pub struct Config {
     pub groups: BTreeMap<String, Vec<String>>,
     /// The notification channels (`[[notify]]`) and addresses (`[emails]`), their secrets read.
     pub notify: Channels,
+    /// The `[gateway]` table (`toolgate mcp-gateway`).
+    pub gateway: GatewaySection,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins, groups, notify } =
+        let Parsed { mcp, policy, admins, groups, notify, gateway } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway })
     }
 }
 
@@ -84,6 +90,8 @@ pub struct Parsed {
     pub groups: BTreeMap<String, Vec<String>>,
     /// The notification channels.
     pub notify: Channels,
+    /// The `[gateway]` table.
+    pub gateway: GatewaySection,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -102,7 +110,7 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
     let notify = Channels::from_config(&file.notify, &file.emails, |name| std::env::var(name).ok())?;
-    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify })
+    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify, gateway: file.gateway })
 }
 
 /// Every rule's approvers must be able to decide: a configured group they

@@ -4,6 +4,7 @@ mod approvals;
 mod audit;
 mod chat;
 mod config;
+mod gateway;
 mod model_spec;
 mod policy;
 mod run;
@@ -41,6 +42,9 @@ enum Command {
     /// The approval inbox: list, show, approve, deny, withdraw and watch approvals, on a server or the store.
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Gate any MCP client (Claude Desktop, Claude Code, Cursor, Codex): an MCP server in front of the
+    /// `[[mcp]]` servers of --config that holds risky calls for a person's approval.
+    McpGateway(Box<gateway::GatewayArgs>),
     /// Check approval rules: `toolgate policy explain --config FILE --tool NAME --input JSON`.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -77,7 +81,11 @@ fn model_command(_: ModelCommand) -> anyhow::Result<ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The chat shares the terminal with its logs, and the inbox prints for people: only warnings unless asked.
-    let default_filter = if matches!(cli.command, Command::Chat(_) | Command::Approvals(_)) { "warn" } else { "info" };
+    let default_filter = if matches!(cli.command, Command::Chat(_) | Command::Approvals(_) | Command::McpGateway(_)) {
+        "warn"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| default_filter.into()),
@@ -99,6 +107,7 @@ fn main() -> ExitCode {
             Command::Audit(args) => audit::run(args).await,
             Command::Approvals(command) => approvals::run(command).await,
             Command::Policy(command) => policy::run(command).await,
+            Command::McpGateway(args) => gateway::run(*args).await,
             Command::Model(command) => model_command(command),
         }
     });

@@ -192,7 +192,7 @@ fn notifications(
 }
 
 /// An http(s) URL without query or fragment.
-fn parse_public_url(text: &str) -> Result<String, String> {
+pub(crate) fn parse_public_url(text: &str) -> Result<String, String> {
     let url = url::Url::parse(text).map_err(|error| format!("`{text}` is not a URL: {error}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.query().is_some() || url.fragment().is_some() {
         return Err(format!("`{text}` must be an http(s) URL without a query or fragment"));
@@ -219,11 +219,23 @@ async fn offer_new_tools(mut changes: tokio::sync::watch::Receiver<u64>, setup: 
 /// The JWT verifier of the `--jwt-*` flags (the JWKS is read now, so a wrong one fails at start).
 async fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Arc<JwtVerifier>> {
     let jwks = args.jwt_jwks.as_deref().unwrap_or_default();
+    let claims = (args.jwt_principal_claim.clone(), args.jwt_groups_claim.clone());
+    verifier(jwks, args.jwt_issuer.clone(), args.jwt_audience.clone(), claims).await
+}
+
+/// A JWT verifier over a JWKS (a file or an https URL), with the `iss` and
+/// `aud` it requires and its (principal, groups) claims; `mcp-gateway` shares it.
+pub async fn verifier(
+    jwks: &str,
+    issuer: Option<String>,
+    audience: Option<String>,
+    (principal_claim, groups_claim): (String, String),
+) -> anyhow::Result<Arc<JwtVerifier>> {
     let mut config = JwtConfig::new(JwksSource::parse(jwks).context("--jwt-jwks")?);
-    config.issuer = args.jwt_issuer.clone();
-    config.audience = args.jwt_audience.clone();
-    config.principal_claim = args.jwt_principal_claim.clone();
-    config.groups_claim = args.jwt_groups_claim.clone();
+    config.issuer = issuer;
+    config.audience = audience;
+    config.principal_claim = principal_claim;
+    config.groups_claim = groups_claim;
     JwtVerifier::new(config).await.with_context(|| format!("--jwt-jwks {jwks}"))
 }
 

@@ -82,3 +82,11 @@ pub fn default_data_dir() -> PathBuf {
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/toolgate")
 }
+
+/// The OS user name: `$USER`, else `$LOGNAME`, else `$USERNAME`.
+pub fn os_user() -> anyhow::Result<String> {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|name| !name.is_empty()))
+        .context("cannot tell who you are ($USER is not set): pass --as PRINCIPAL")
+}

@@ -34,7 +34,8 @@ pub(crate) struct Target {
 /// ([`crate::output`]); a result with `isError: true` is an `Err` with the
 /// server's text.
 pub(crate) async fn call_tool(target: &Target, input: Value, context: ToolContext) -> Result<Value, ToolError> {
-    let raw = send(target, input, &context).await?;
+    let report = |update: Value| context.report(update);
+    let raw = send(target, input, context.cancellation(), &report).await?;
     let server = target.server.name();
     match interpret(raw) {
         Ok(CallOutcome::Success(output)) => Ok(output),
@@ -46,8 +47,14 @@ pub(crate) async fn call_tool(target: &Target, input: Value, context: ToolContex
     }
 }
 
-/// Sends the request and waits for the raw result.
-async fn send(target: &Target, input: Value, context: &ToolContext) -> Result<Value, CallError> {
+/// Sends the request and waits for the raw result; `report` gets each
+/// progress notification (as [`progress_value`]); `cancel` stops the call.
+pub(crate) async fn send(
+    target: &Target,
+    input: Value,
+    cancel: &tokio_util::sync::CancellationToken,
+    report: &(dyn Fn(Value) + Send + Sync),
+) -> Result<Value, CallError> {
     let server = target.server.name().to_owned();
     let tool = target.tool.clone();
     let peer = target.server.peer()?;
@@ -70,7 +77,7 @@ async fn send(target: &Target, input: Value, context: &ToolContext) -> Result<Va
     let result = loop {
         tokio::select! {
             biased;
-            () = context.cancellation().cancelled() => {
+            () = cancel.cancelled() => {
                 pending.cancel(CANCELLED_REASON).await;
                 return Err(CallError::Cancelled { tool });
             }
@@ -79,7 +86,7 @@ async fn send(target: &Target, input: Value, context: &ToolContext) -> Result<Va
                 return Err(CallError::Timeout { server, tool, timeout });
             }
             Some(update) = progress.next() => {
-                context.report(progress_value(update.progress, update.total, update.message));
+                report(progress_value(update.progress, update.total, update.message));
             }
             result = &mut response => break result,
         }
@@ -89,7 +96,7 @@ async fn send(target: &Target, input: Value, context: &ToolContext) -> Result<Va
     // hands notifications to spawned tasks): let them run, then drain.
     tokio::task::yield_now().await;
     while let Some(Some(update)) = progress.next().now_or_never() {
-        context.report(progress_value(update.progress, update.total, update.message));
+        report(progress_value(update.progress, update.total, update.message));
     }
     match result {
         Ok(ServerResult::CreateTaskResult(_) | ServerResult::TaskAckResult(_)) => {

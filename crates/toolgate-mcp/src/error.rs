@@ -77,6 +77,12 @@ impl McpError {
 /// Why one tool call failed. The model reads its text as an error result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
+    /// No current tool has this name.
+    #[error("no MCP tool is named `{tool}`")]
+    UnknownTool {
+        /// The name asked for.
+        tool: String,
+    },
     /// The server is down and being restarted in the background; the call was not sent.
     #[error(
         "MCP server `{server}` is not running ({reason}); it is being restarted in the background, try again shortly"

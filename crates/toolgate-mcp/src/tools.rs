@@ -21,7 +21,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The current tools of all servers, rebuilt whenever a server's listing changes.
 pub(crate) struct Registry {
-    servers: Vec<Arc<Server>>,
+    pub(crate) servers: Vec<Arc<Server>>,
     listings: Mutex<Vec<Vec<rmcp::model::Tool>>>,
     current: RwLock<Arc<[(Tool, McpToolInfo)]>>,
     version: watch::Sender<u64>,
@@ -47,7 +47,12 @@ impl Registry {
         true
     }
 
-    fn current(&self) -> Arc<[(Tool, McpToolInfo)]> {
+    /// Every server's last listing, in config order.
+    pub(crate) fn listings(&self) -> Vec<Vec<rmcp::model::Tool>> {
+        self.listings.lock().map(|listings| listings.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn current(&self) -> Arc<[(Tool, McpToolInfo)]> {
         self.current.read().map(|current| Arc::clone(&current)).unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 }
@@ -198,6 +203,10 @@ impl McpTools {
         for server in &self.registry.servers {
             server.set_stopped();
         }
+    }
+
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     fn find(&self, name: &str) -> Option<&Arc<Server>> {

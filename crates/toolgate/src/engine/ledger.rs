@@ -3,8 +3,6 @@
 //! under a claim, and the lease renewals while they run. The states and
 //! transitions are [`crate::approval::lifecycle`]'s.
 
-use std::future::Future;
-
 use serde_json::json;
 use toolgate_protocol::StreamPart;
 
@@ -56,15 +54,7 @@ pub(crate) async fn record_issued(
             votes: Vec::new(),
             reason: request.reason.clone(),
         };
-        let mut data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
-        if let Some(reason) = &request.reason {
-            data["reason"] = json!(reason);
-        }
-        if let Some(routing) = &record.routing {
-            data["approvers"] = json!(routing.approvers);
-            data["quorum"] = json!(routing.quorum);
-        }
-        events.push(ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data));
+        events.push(lifecycle::held::issued_event(ledger, &record, now));
         records.push(record);
         input_sizes.push(canonical.len());
     }
@@ -105,24 +95,5 @@ pub(crate) async fn record_outcomes(ledger: &Ledger, finished: &[(&str, &ToolOut
                 message: format!("the outcome of an approved call could not be recorded: {error}"),
             })
         }
-    }
-}
-
-/// Runs `work` while renewing this process's execution leases every third of a lease.
-pub(crate) async fn with_renewed_leases<F: Future>(ledger: &Ledger, work: F) -> F::Output {
-    let config = &ledger.config;
-    let period = (config.lease / 3).max(std::time::Duration::from_millis(10));
-    let renew = async {
-        loop {
-            tokio::time::sleep(period).await;
-            let until = config.clock.now().saturating_add(millis(config.lease));
-            if let Err(error) = config.store.renew_leases(&config.executor, until).await {
-                tracing::warn!(%error, "cannot renew execution leases");
-            }
-        }
-    };
-    tokio::select! {
-        output = work => output,
-        () = renew => unreachable!("the renewal loop never ends"),
     }
 }

@@ -19,11 +19,12 @@ use toolgate_protocol::{
 };
 
 use super::execute::{ToolOutcome, ToolRun, Work, execute_all, result_part, stored_part};
-use super::ledger::{record_outcomes, with_renewed_leases};
+use super::ledger::record_outcomes;
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
 use super::{StepResult, TextRequest, TextResult};
 use crate::EngineError;
+use crate::approval::lifecycle::held::with_renewed_leases;
 use crate::approval::{Plan, Resolved};
 use crate::model::LanguageModel;
 use crate::prompt::CallIds;

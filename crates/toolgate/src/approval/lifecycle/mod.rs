@@ -25,6 +25,11 @@
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
 //!
+//! A call held outside a chat (a gateway in front of tools the engine does
+//! not run) takes the same moves through [`held`]: issued or attached to by
+//! what it asks, decided by the client's answer or out of band, claimed
+//! once, finished.
+//!
 //! Nothing moves back, and `denied`, `expired`, `executed`, `failed`,
 //! `interrupted` and `withdrawn` are final ([`ApprovalState::can_move_to`],
 //! [`ApprovalState::is_final`]). A decision, once recorded, stands: a later
@@ -55,6 +60,7 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+pub mod held;
 pub mod route;
 mod state;
 pub mod timer;

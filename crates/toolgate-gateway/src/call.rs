@@ -1,0 +1,150 @@
+//! One `tools/call` of an upstream tool through the gate: rules, trusted
+//! annotations and sticky decisions decide; a denial answers at once, an
+//! allowed call is relayed, and a call that needs a person is held
+//! ([`crate::hold`]); an approved call runs once, under the ledger's claim,
+//! and its outcome is recorded for retries.
+
+use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, held_call_id};
+use toolgate::approval::{canonical_digest, canonical_json};
+use toolgate::ledger::{ApprovalRecord, Ledger};
+use toolgate::tool::GateAction;
+use toolgate_mcp::RelayedTool;
+use toolgate_protocol::ToolResultOutput;
+
+use crate::gateway::{Gateway, Session};
+use crate::hold::{Ask, Request, Settled, settle};
+use crate::outcome;
+
+/// Answers one call of an upstream tool (see the module docs).
+pub async fn call(
+    gateway: &Gateway,
+    session: &Session,
+    request: &Request<'_>,
+    tool: &RelayedTool,
+    input: Value,
+) -> CallToolResult {
+    if let Err(detail) = tool.tool.validate_input(&input) {
+        return outcome::error_text(format!("invalid input for `{}`: {detail}", tool.info.name));
+    }
+    let call_id = match canonical_json(&input) {
+        Ok(canonical) => held_call_id(&session.conversation_key(), &tool.info.name, &canonical_digest(&canonical)),
+        Err(error) => return outcome::error_text(format!("invalid input for `{}`: {error}", tool.info.name)),
+    };
+    let verdict = gateway.decide(session, tool, &input, &call_id).await;
+    match verdict.action {
+        GateAction::Deny => outcome::denied_by_policy(verdict.reason.as_deref().unwrap_or("denied")),
+        GateAction::Allow => relay(gateway, request, tool, input).await,
+        GateAction::Ask => {
+            let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
+            let held_call = HeldCall {
+                tool_name: &tool.info.name,
+                input: &input,
+                reason: Some(&reason),
+                route: verdict.route.as_ref(),
+                ttl: tool.tool.approval_ttl_override(),
+            };
+            match hold(gateway, session, request, tool, held_call, &reason).await {
+                Ok(result) => result,
+                Err(error) => {
+                    tracing::error!(%error, tool = %tool.info.name, "cannot hold the call for approval");
+                    outcome::error_text(format!(
+                        "`{}` needs approval, but the approval could not be recorded, so it did not run: {error}",
+                        tool.info.name
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Holds a call for approval, and runs it if this process wins the claim.
+async fn hold(
+    gateway: &Gateway,
+    session: &Session,
+    request: &Request<'_>,
+    tool: &RelayedTool,
+    held_call: HeldCall<'_>,
+    reason: &str,
+) -> Result<CallToolResult, HeldError> {
+    let ledger = gateway.ledger(session);
+    let attached = held::attach(&ledger, held_call, gateway.options().retry_window).await?;
+    let ask = Ask { tool_name: &tool.info.name, reason };
+    let idempotent = tool.tool.is_idempotent();
+    let public_url = gateway.options().public_url.as_deref();
+    Ok(match settle(gateway, session, request, attached, Some(ask), idempotent).await? {
+        Settled::Run(record) => run(gateway, &ledger, request, tool, &record).await,
+        Settled::Final(record) => {
+            outcome::from_record(&record).unwrap_or_else(|| outcome::pending(&record, public_url))
+        }
+        Settled::Waiting(record) => outcome::pending(&record, public_url),
+    })
+}
+
+/// Runs an approved call under this process's claim and records its outcome.
+async fn run(
+    gateway: &Gateway,
+    ledger: &Ledger,
+    request: &Request<'_>,
+    tool: &RelayedTool,
+    record: &ApprovalRecord,
+) -> CallToolResult {
+    let edited = record.decision.as_ref().and_then(|decision| decision.edited_input.clone());
+    let input = edited.unwrap_or_else(|| record.input.clone());
+    let result = match tool.tool.validate_input(&input) {
+        Err(detail) => Err(format!("the approved input of `{}` is invalid: {detail}", tool.info.name)),
+        // The claim is ours: the call runs to its end even if the client goes
+        // away, so its outcome is recorded for the retry.
+        Ok(()) => {
+            let never = CancellationToken::new();
+            held::with_renewed_leases(ledger, relay_raw(gateway, request, tool, input, &never)).await
+        }
+    };
+    let (output, failed, detail, answer) = match result {
+        Ok(result) => {
+            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let failed = result.is_error == Some(true);
+            (ToolResultOutput::Json { value: value.clone(), provider_options: None }, failed, value, result)
+        }
+        Err(error) => (
+            ToolResultOutput::ErrorText { value: error.clone(), provider_options: None },
+            true,
+            json!({"message": error}),
+            outcome::error_text(error),
+        ),
+    };
+    if let Err(error) = held::finish(ledger, record, output, failed, detail).await {
+        tracing::error!(%error, approval = %record.approval_id, "cannot record the outcome of an approved call");
+    }
+    answer
+}
+
+/// Relays a call that needs no approval.
+async fn relay(gateway: &Gateway, request: &Request<'_>, tool: &RelayedTool, input: Value) -> CallToolResult {
+    relay_raw(gateway, request, tool, input, request.cancel).await.unwrap_or_else(outcome::error_text)
+}
+
+/// Sends the call upstream, passing its progress on to the client.
+async fn relay_raw(
+    gateway: &Gateway,
+    request: &Request<'_>,
+    tool: &RelayedTool,
+    input: Value,
+    cancel: &CancellationToken,
+) -> Result<CallToolResult, String> {
+    let peer = request.peer.clone();
+    let token = request.progress.clone();
+    let progress = move |update: Value| {
+        let Some(token) = token.clone() else { return };
+        let mut param = ProgressNotificationParam::new(token, update["progress"].as_f64().unwrap_or(0.0));
+        param.total = update["total"].as_f64();
+        param.message = update["message"].as_str().map(str::to_owned);
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(param).await;
+        });
+    };
+    gateway.mcp().call_relayed(&tool.info.name, input, cancel, &progress).await.map_err(|error| error.to_string())
+}

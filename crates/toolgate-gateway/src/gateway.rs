@@ -1,0 +1,149 @@
+//! The gateway's shared state: the upstream servers, the rules, the ledger
+//! and the settings; and who a call is from.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate::ApprovalContext;
+use toolgate::ledger::{Ledger, LedgerConfig, conversation_key};
+use toolgate::tool::{Caller, GateCall, Verdict, decide_call};
+use toolgate_mcp::{McpTools, RelayedTool};
+use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
+
+use crate::options::GatewayOptions;
+
+/// The prefix of every conversation id the gateway files approvals under.
+pub const CONVERSATION_PREFIX: &str = "mcp:";
+
+/// Who a call is from: the principal and their groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The principal.
+    pub principal: String,
+    /// Their groups (without `group:`).
+    pub groups: Vec<String>,
+}
+
+/// One client's view: who it acts for and the name it is filed under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Who the calls are from.
+    pub identity: Identity,
+    /// The client's name (`clientInfo.name`, or the configured override).
+    pub client: String,
+}
+
+impl Session {
+    /// The conversation id approvals of this session are filed under:
+    /// `mcp:<principal>:<client>`. It depends on nothing of the transport, so
+    /// a retry after a reconnect or a gateway restart finds its approval.
+    pub fn conversation_id(&self) -> String {
+        format!("{CONVERSATION_PREFIX}{}:{}", self.identity.principal, self.client)
+    }
+
+    /// The conversation's key in the store (owned by the principal, so the
+    /// inbox shows its approvals to them as the requester).
+    pub fn conversation_key(&self) -> String {
+        conversation_key(Some(&self.identity.principal), &self.conversation_id())
+    }
+}
+
+/// The gateway: upstream servers, rules and sticky decisions, the ledger.
+pub struct Gateway {
+    mcp: Arc<McpTools>,
+    policy: PolicyHandle,
+    ledger: LedgerConfig,
+    options: GatewayOptions,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("mcp", &self.mcp).field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway in front of `mcp`, deciding with `policy` and recording in `ledger`'s store.
+    pub fn new(mcp: Arc<McpTools>, policy: PolicyHandle, ledger: LedgerConfig, options: GatewayOptions) -> Arc<Self> {
+        Arc::new(Self { mcp, policy, ledger, options })
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &GatewayOptions {
+        &self.options
+    }
+
+    /// The upstream servers.
+    pub fn mcp(&self) -> &Arc<McpTools> {
+        &self.mcp
+    }
+
+    /// The ledger of a session, answered by its principal.
+    pub fn ledger(&self, session: &Session) -> Ledger {
+        self.ledger.conversation(session.conversation_key()).principal(session.identity.principal.clone())
+    }
+
+    /// The tool offered under `name`, if any.
+    pub fn tool(&self, name: &str) -> Option<RelayedTool> {
+        self.mcp.relayed_tools().into_iter().find(|relayed| relayed.info.name == name)
+    }
+
+    /// The rules and the session's sticky decisions, as of now.
+    pub fn gate(&self, session: &Session) -> StoredGate {
+        StoredGate::new(
+            self.policy.current(),
+            Arc::clone(&self.ledger.store),
+            Some(session.conversation_key()),
+            Some(session.identity.principal.clone()),
+            self.ledger.clock.now(),
+        )
+    }
+
+    /// What the engine would decide about this call of an upstream tool:
+    /// the rules and sticky decisions first (deny > ask > allow), then the
+    /// tool's own default from its trusted annotations. Fails closed.
+    pub async fn decide(&self, session: &Session, tool: &RelayedTool, input: &Value, call_id: &str) -> Verdict {
+        let gate = self.gate(session);
+        let key = session.conversation_key();
+        let caller = Caller {
+            gate: Some(&gate),
+            conversation_id: Some(&key),
+            principal: Some(&session.identity.principal),
+            groups: &session.identity.groups,
+        };
+        decide_call(caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
+    }
+
+    /// What the rules and sticky decisions say about a call of a tool the
+    /// gateway does not offer (Claude Code's own tools, for `approval_prompt`);
+    /// `None` when nothing speaks to it.
+    pub async fn decide_foreign(
+        &self,
+        session: &Session,
+        tool_name: &str,
+        input: &Value,
+        call_id: &str,
+    ) -> Option<Verdict> {
+        let gate = self.gate(session);
+        let key = session.conversation_key();
+        let call = GateCall {
+            tool_name,
+            input,
+            tool_call_id: call_id,
+            conversation_id: Some(&key),
+            principal: Some(&session.identity.principal),
+            groups: &session.identity.groups,
+        };
+        gate.decide(&call).await
+    }
+
+    /// Saves "always allow `tool_name` in this session" (the client's `approve_always`).
+    pub async fn allow_always(&self, session: &Session, tool_name: &str) -> Result<(), toolgate::ledger::StoreError> {
+        let scope = DecisionScope::Conversation { conversation_id: session.conversation_key() };
+        let id = format!("dec_{}", uuid::Uuid::now_v7().simple());
+        let decision = StickyDecision::new(id, StickyAction::Allow, tool_name, scope, self.ledger.clock.now())
+            .created_by(session.identity.principal.clone())
+            .note("approve_always, from the MCP client");
+        self.ledger.store.save_decision(&to_stored(&decision)).await
+    }
+}

@@ -1,0 +1,244 @@
+//! A call that needs a person: ask the client (elicitation), or hold it for
+//! an out-of-band decision, then tell the caller what to do with it.
+//!
+//! The approval is found or issued by what the call asks
+//! ([`toolgate::approval::lifecycle::held::attach`]), so a retry of a held call
+//! (after the pending result, a reconnect, or a gateway restart) attaches to
+//! its approval instead of asking again, and a call already run gets its
+//! stored outcome. [`settle`] then drives the record until this process may
+//! run the call ([`Settled::Run`], the claim is held), it is final, or the
+//! hold is over.
+
+use std::time::Duration;
+
+use rmcp::Peer;
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam, ProgressToken};
+use rmcp::service::{ElicitationMode, RoleServer};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use toolgate::approval::lifecycle::held::{self, Attached, HeldError, Started};
+use toolgate::approval::lifecycle::{Decision, waiting_for};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger, Millis};
+
+use crate::gateway::{Gateway, Session};
+
+/// Where a held call ended up.
+#[derive(Debug)]
+pub enum Settled {
+    /// Approved, and this process holds the claim: run it now
+    /// (the record's decision may carry an edited input), then finish it.
+    Run(ApprovalRecord),
+    /// Final: denied, withdrawn, expired, interrupted, or run (its outcome stored).
+    Final(ApprovalRecord),
+    /// Still pending (or running elsewhere) when the hold ended.
+    Waiting(ApprovalRecord),
+}
+
+/// The request the call came in: who to ask, where to report progress, and
+/// when the client gave up.
+pub struct Request<'a> {
+    /// The client.
+    pub peer: &'a Peer<RoleServer>,
+    /// The progress token the client gave, if any.
+    pub progress: Option<ProgressToken>,
+    /// Cancelled when the client cancels the request.
+    pub cancel: &'a CancellationToken,
+}
+
+/// What the client is asked, when it may be.
+pub struct Ask<'a> {
+    /// The tool's name as the client sees it.
+    pub tool_name: &'a str,
+    /// Why a person is asked.
+    pub reason: &'a str,
+}
+
+/// Drives an attached approval as far as it goes within the hold (see the module docs).
+pub async fn settle(
+    gateway: &Gateway,
+    session: &Session,
+    request: &Request<'_>,
+    attached: Attached,
+    ask: Option<Ask<'_>>,
+    idempotent: bool,
+) -> Result<Settled, HeldError> {
+    let ledger = gateway.ledger(session);
+    let mut record = attached.into_record();
+    if let Some(ask) = ask
+        && record.state == ApprovalState::Pending
+        && record.routing.is_none()
+        && may_elicit(request.peer)
+        && let Some((decision, always)) = elicit(request, &ask, &record).await
+    {
+        match held::decide(&ledger, &record, decision).await? {
+            toolgate::ledger::TransitionOutcome::Moved(moved) => {
+                if always && moved.state == ApprovalState::Executing {
+                    if let Err(error) = gateway.allow_always(session, ask.tool_name).await {
+                        tracing::warn!(%error, tool = ask.tool_name, "cannot save the sticky decision");
+                    }
+                }
+                return Ok(match moved.state {
+                    ApprovalState::Executing => Settled::Run(moved),
+                    _ => Settled::Final(moved),
+                });
+            }
+            toolgate::ledger::TransitionOutcome::Unmoved(current) => record = current,
+            toolgate::ledger::TransitionOutcome::Missing => return Err(HeldError::Missing(record.approval_id)),
+        }
+    }
+    let hold = gateway.options().hold;
+    let deadline = ledger.config.clock.now().saturating_add(millis(hold));
+    tokio::select! {
+        settled = drive(gateway, &ledger, request, record.clone(), deadline, idempotent) => settled,
+        () = request.cancel.cancelled() => Ok(Settled::Waiting(record)),
+    }
+}
+
+/// The out-of-band loop: wait while pending or running elsewhere, claim
+/// what is approved, settle what lapsed; report progress on the way.
+async fn drive(
+    gateway: &Gateway,
+    ledger: &Ledger,
+    request: &Request<'_>,
+    mut record: ApprovalRecord,
+    deadline: Millis,
+    idempotent: bool,
+) -> Result<Settled, HeldError> {
+    let started = ledger.config.clock.now();
+    let options = gateway.options();
+    let mut next_progress = started.saturating_add(millis(options.progress_every));
+    loop {
+        let now = ledger.config.clock.now();
+        let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
+        match record.state {
+            ApprovalState::Pending if record.expires_at <= now => record = held::expire(ledger, &record).await?,
+            ApprovalState::Approved => match held::start(ledger, &record, idempotent).await? {
+                Started::Run(claimed) => return Ok(Settled::Run(claimed)),
+                Started::Elsewhere(current) => record = current,
+            },
+            ApprovalState::Executing if lapsed => match held::start(ledger, &record, idempotent).await? {
+                Started::Run(claimed) => return Ok(Settled::Run(claimed)),
+                Started::Elsewhere(current) if current == record => return Ok(Settled::Waiting(current)),
+                Started::Elsewhere(current) => record = current,
+            },
+            ApprovalState::Pending | ApprovalState::Executing => {
+                if now >= deadline {
+                    return Ok(Settled::Waiting(record));
+                }
+                if now >= next_progress {
+                    report(request, &record, now - started, options.hold).await;
+                    next_progress = now.saturating_add(millis(options.progress_every));
+                }
+                let until = deadline.min(next_progress);
+                let state = record.state;
+                record = held::wait(ledger, &record.approval_id, &[state], until, options.poll, |_| {}).await?;
+            }
+            ApprovalState::Denied
+            | ApprovalState::Withdrawn
+            | ApprovalState::Expired
+            | ApprovalState::Executed
+            | ApprovalState::Failed
+            | ApprovalState::Interrupted => return Ok(Settled::Final(record)),
+        }
+    }
+}
+
+/// Sends `notifications/progress` for a held call, when the client asked for progress.
+async fn report(request: &Request<'_>, record: &ApprovalRecord, held_for: Millis, hold: Duration) {
+    let Some(token) = request.progress.clone() else { return };
+    let mut param = ProgressNotificationParam::new(token, held_for as f64 / 1000.0);
+    param.total = Some(hold.as_secs_f64());
+    param.message =
+        Some(format!("approval {} of `{}` waits for {}", record.approval_id, record.tool_name, waiting_for(record)));
+    if let Err(error) = request.peer.notify_progress(param).await {
+        tracing::debug!(%error, "cannot send progress for a held call");
+    }
+}
+
+/// True when the client may be asked in form mode now (it declared the
+/// capability, and its protocol still allows server-to-client requests).
+fn may_elicit(peer: &Peer<RoleServer>) -> bool {
+    let stateless = peer.peer_info().is_some_and(|info| !info.protocol_version.has_initialize());
+    !stateless && peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
+}
+
+/// The decisions the client's form offers.
+pub const DECISIONS: [&str; 3] = ["approve", "approve_always", "deny"];
+
+/// Asks the person in the client; `None` when the client could not ask
+/// (then the call is decided out of band). The second value is `approve_always`.
+async fn elicit(request: &Request<'_>, ask: &Ask<'_>, record: &ApprovalRecord) -> Option<(Decision, bool)> {
+    let params = form(ask, record)?;
+    let answer = tokio::select! {
+        answer = request.peer.create_elicitation(params) => answer,
+        () = request.cancel.cancelled() => return None,
+    };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::info!(%error, approval = %record.approval_id, "the client could not ask; deciding out of band");
+            return None;
+        }
+    };
+    Some(match answer.action {
+        ElicitationAction::Accept => read_answer(answer.content.as_ref()),
+        // Decline, cancel, and any action a later protocol adds: not an approval.
+        _ => (Decision::Deny { reason: None }, false),
+    })
+}
+
+/// The decision a form's content holds; anything but a valid approval denies (fail closed).
+pub fn read_answer(content: Option<&Value>) -> (Decision, bool) {
+    let decision = content.and_then(|content| content.get("decision")).and_then(Value::as_str);
+    let reason = content
+        .and_then(|content| content.get("reason"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|reason| !reason.is_empty())
+        .map(str::to_owned);
+    match decision {
+        Some("approve") => (Decision::Approve { edited_input: None }, false),
+        Some("approve_always") => (Decision::Approve { edited_input: None }, true),
+        _ => (Decision::Deny { reason }, false),
+    }
+}
+
+/// The form: which tool, with which input, why; a required `decision` and an optional `reason`.
+fn form(ask: &Ask<'_>, record: &ApprovalRecord) -> Option<ElicitRequestParams> {
+    let input = serde_json::to_string_pretty(&record.input).unwrap_or_else(|_| record.input.to_string());
+    let message =
+        format!("Allow `{}` to run with this input?\n\n{input}\n\nWhy you are asked: {}", ask.tool_name, ask.reason);
+    let params = json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "decision": {
+                    "type": "string",
+                    "title": "Decision",
+                    "description": "approve: run it once; approve_always: run it and stop asking for this tool in this session; deny: do not run it",
+                    "enum": DECISIONS,
+                },
+                "reason": {
+                    "type": "string",
+                    "title": "Reason",
+                    "description": "Why (optional; the model reads it with a denial)",
+                },
+            },
+            "required": ["decision"],
+        },
+    });
+    match serde_json::from_value(params) {
+        Ok(params) => Some(params),
+        Err(error) => {
+            tracing::error!(%error, "the approval form does not build");
+            None
+        }
+    }
+}
+
+/// Milliseconds of a duration (saturating).
+pub fn millis(duration: Duration) -> Millis {
+    Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
+}

@@ -1,0 +1,371 @@
+//! Calls held for approval outside a chat: the path of a gateway that sits
+//! in front of tools the engine does not run itself (`toolgate mcp-gateway`).
+//!
+//! A chat binds an approval to a tool call the model made in a stored
+//! conversation; a gateway sees only a stream of `tools/call` requests, each
+//! of which may be a retry of an earlier one (the client timed out, the
+//! gateway restarted). So a held call is identified by what it asks, not by
+//! a transport id: its conversation key (the gateway's
+//! `mcp:<principal>:<client>`), its tool and its canonical input. Its
+//! [`held_call_id`] is a digest of the three, and every approval issued for
+//! it carries that id as its tool call id.
+//!
+//! The contract, in the order a gateway uses it:
+//! 1. [`attach`] finds the newest approval of the same call: one still open
+//!    (`pending`, `approved`, `executing`) is attached to, and so is one that
+//!    reached a final state within the retry window (its stored outcome is
+//!    the answer). Otherwise it issues a new one, `pending`, with its
+//!    `issued` event. Two gateways attaching at once issue one approval: the
+//!    id of the next approval of a call is fixed (`<call id>_<n>`), so the
+//!    second insert fails and reads the first.
+//! 2. A person decides, either through the gateway's client
+//!    ([`decide`]: `pending → executing | denied` by the ledger's principal,
+//!    claiming the call at once, like an answer in a chat) or out of band
+//!    (votes through the inbox, the CLI, links: [`super::cast`]), which
+//!    leaves it `approved`. [`wait`] polls the store until it leaves a state.
+//! 3. [`start`] claims an `approved` call (`approved → executing`, under this
+//!    process's lease); only one claimant wins, so however many retries race,
+//!    the call runs once. A call found `executing` with its lease lapsed (the
+//!    gateway died while running it) resolves as `interrupted`, or is run
+//!    again when the tool is idempotent.
+//! 4. [`finish`] records the outcome (`executing → executed | failed`); a
+//!    retry within the window reads it from the record.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use toolgate_protocol::ToolResultOutput;
+
+use super::route::Route;
+use super::{ApprovalState, Decision, transition};
+use crate::approval::{CanonicalError, canonical_digest, canonical_json};
+use crate::ledger::{
+    ApprovalRecord, AuditEvent, AuditKind, Ledger, Millis, StoreError, Transition, TransitionOutcome, millis,
+};
+
+/// How many times [`attach`] reads again after losing an issue race.
+const MAX_ATTEMPTS: usize = 4;
+
+/// The prefix of a held call's id.
+pub const HELD_CALL_PREFIX: &str = "held_";
+
+/// One call a gateway holds: what it asks, and why a person must decide.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldCall<'a> {
+    /// The tool's name as the client sees it.
+    pub tool_name: &'a str,
+    /// The input the client sent.
+    pub input: &'a Value,
+    /// Why a person is asked (the rule or the tool's default).
+    pub reason: Option<&'a str>,
+    /// Who must decide, when a rule named approvers.
+    pub route: Option<&'a Route>,
+    /// How long the approval stays answerable (`None`: the ledger's TTL).
+    pub ttl: Option<Duration>,
+}
+
+/// Why a held call could not be recorded or moved.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeldError {
+    /// The input has no canonical form (a number JSON cannot carry exactly, …).
+    #[error("the input of `{tool_name}` cannot be recorded: {source}")]
+    Input {
+        /// The tool.
+        tool_name: String,
+        /// What is wrong.
+        source: CanonicalError,
+    },
+    /// The store failed; nothing was recorded.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The approval disappeared from the store (pruned, or never issued).
+    #[error("approval `{0}` is not in the store")]
+    Missing(String),
+}
+
+/// What [`attach`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attached {
+    /// No approval of this call was open or recent: this one was just issued (`pending`).
+    Issued(ApprovalRecord),
+    /// An approval of the same call, open or decided within the retry window.
+    Existing(ApprovalRecord),
+}
+
+impl Attached {
+    /// The record, however it was found.
+    pub fn record(&self) -> &ApprovalRecord {
+        match self {
+            Self::Issued(record) | Self::Existing(record) => record,
+        }
+    }
+
+    /// The record, however it was found.
+    pub fn into_record(self) -> ApprovalRecord {
+        match self {
+            Self::Issued(record) | Self::Existing(record) => record,
+        }
+    }
+}
+
+/// What [`start`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Started {
+    /// This process holds the call's claim: run it, then [`finish`].
+    Run(ApprovalRecord),
+    /// Someone else holds or held it: the record as it is (executing under
+    /// another lease, or already final, `interrupted` included).
+    Elsewhere(ApprovalRecord),
+}
+
+/// The id of a held call: `held_` and 32 hex digits of the SHA-256 of its
+/// conversation key, tool name and input digest (each length-prefixed, so
+/// no two triples collide by concatenation).
+pub fn held_call_id(conversation_key: &str, tool_name: &str, input_digest: &str) -> String {
+    let mut hasher = Sha256::new();
+    for part in [conversation_key, tool_name, input_digest] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut id = String::with_capacity(HELD_CALL_PREFIX.len() + 32);
+    id.push_str(HELD_CALL_PREFIX);
+    for byte in &digest[..16] {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+/// Finds the approval of this call in the ledger's conversation, or issues
+/// one (see the module docs). `retry_window` is how long after a final state
+/// an identical call still gets that outcome.
+pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration) -> Result<Attached, HeldError> {
+    let canonical = canonical_json(call.input)
+        .map_err(|source| HeldError::Input { tool_name: call.tool_name.to_owned(), source })?;
+    let digest = canonical_digest(&canonical);
+    let call_id = held_call_id(&ledger.conversation_id, call.tool_name, &digest);
+    let store = &ledger.config.store;
+    for _ in 0..MAX_ATTEMPTS {
+        let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+        let now = ledger.config.clock.now();
+        let newest = records.iter().max_by_key(|record| (record.issued_at, generation(&record.approval_id)));
+        if let Some(record) = newest
+            && (!record.state.is_final() || now.saturating_sub(record.updated_at) <= millis(retry_window))
+        {
+            return Ok(Attached::Existing(record.clone()));
+        }
+        let next = records.iter().map(|record| generation(&record.approval_id)).max().unwrap_or(0) + 1;
+        let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
+        let record = issued(ledger, call, &call_id, next, input, digest.clone(), now);
+        let event = issued_event(ledger, &record, now);
+        match store.issue(std::slice::from_ref(&record), std::slice::from_ref(&event)).await {
+            Ok(()) => return Ok(Attached::Issued(record)),
+            Err(StoreError::DuplicateApproval(_)) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
+}
+
+/// The generation of a held approval id (`<call id>_<n>`; 0 when it has none).
+fn generation(approval_id: &str) -> u64 {
+    approval_id.rsplit_once('_').and_then(|(_, n)| n.parse().ok()).unwrap_or(0)
+}
+
+/// A new pending record of a held call.
+fn issued(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    call_id: &str,
+    generation: u64,
+    input: Value,
+    input_digest: String,
+    now: Millis,
+) -> ApprovalRecord {
+    let ttl = call.ttl.unwrap_or(ledger.config.ttl);
+    ApprovalRecord {
+        approval_id: format!("{call_id}_{generation}"),
+        conversation_id: ledger.conversation_id.clone(),
+        tool_call_id: call_id.to_owned(),
+        tool_name: call.tool_name.to_owned(),
+        input,
+        input_digest,
+        issued_at: now,
+        expires_at: now.saturating_add(millis(ttl)),
+        state: ApprovalState::Pending,
+        decision: None,
+        output: None,
+        lease: None,
+        updated_at: now,
+        routing: call.route.map(|route| route.resolve(|group| ledger.config.group_members(group))),
+        votes: Vec::new(),
+        reason: call.reason.map(str::to_owned),
+    }
+}
+
+/// The `issued` event of a record, as the engine writes it for a chat's approvals.
+pub(crate) fn issued_event(ledger: &Ledger, record: &ApprovalRecord, now: Millis) -> AuditEvent {
+    let mut data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
+    if let Some(reason) = &record.reason {
+        data["reason"] = json!(reason);
+    }
+    if let Some(routing) = &record.routing {
+        data["approvers"] = json!(routing.approvers);
+        data["quorum"] = json!(routing.quorum);
+    }
+    ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data)
+}
+
+/// The events of a decision by the ledger's principal (`approved` and
+/// `edited`, or `denied`), as an answer in a chat writes them.
+pub(crate) fn decision_events(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    decision: &Decision,
+    unanswered: bool,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let event = |kind, data| ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data);
+    match decision {
+        Decision::Approve { edited_input } => {
+            let mut events = vec![event(AuditKind::Approved, json!({"input": record.input}))];
+            if let Some(edit) = edited_input {
+                events.push(event(AuditKind::Edited, json!({"originalInput": record.input, "editedInput": edit})));
+            }
+            events
+        }
+        Decision::Deny { reason } => {
+            vec![event(AuditKind::Denied, json!({"reason": reason, "unanswered": unanswered}))]
+        }
+    }
+}
+
+/// The ledger's principal decides a pending held call (the answer the
+/// gateway's client gave): an approval claims it at once (`executing`, under
+/// this process's lease), a denial ends it. Returns the record as it is
+/// after: when it did not move (decided meanwhile, or expired), as it is.
+pub async fn decide(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    decision: Decision,
+) -> Result<TransitionOutcome, HeldError> {
+    let now = ledger.config.clock.now();
+    let events = decision_events(ledger, record, &decision, false, now);
+    let moved = transition::decide(record, decision, ledger, now, events);
+    apply(ledger, moved).await
+}
+
+/// Claims an `approved` held call for this process (see the module docs),
+/// or settles one whose executor died. `idempotent`: a lapsed execution runs
+/// again instead of resolving as `interrupted`.
+pub async fn start(ledger: &Ledger, record: &ApprovalRecord, idempotent: bool) -> Result<Started, HeldError> {
+    let now = ledger.config.clock.now();
+    let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
+    let moved = match record.state {
+        ApprovalState::Approved => transition::start_execution(record, ledger, now, ApprovalState::Approved, vec![]),
+        ApprovalState::Executing if lapsed && idempotent => {
+            transition::start_execution(record, ledger, now, ApprovalState::Executing, vec![])
+        }
+        ApprovalState::Executing if lapsed => {
+            let data = json!({"lease": record.lease});
+            let events =
+                vec![ledger.event(AuditKind::Interrupted, &record.approval_id, &record.tool_call_id, now, data)];
+            let interrupted = transition::interrupt(record, now, events);
+            return Ok(match apply(ledger, interrupted).await? {
+                TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => Started::Elsewhere(record),
+                TransitionOutcome::Missing => return Err(HeldError::Missing(record.approval_id.clone())),
+            });
+        }
+        _ => return Ok(Started::Elsewhere(record.clone())),
+    };
+    match apply(ledger, moved).await? {
+        TransitionOutcome::Moved(record) => Ok(Started::Run(record)),
+        TransitionOutcome::Unmoved(record) => Ok(Started::Elsewhere(record)),
+        TransitionOutcome::Missing => Err(HeldError::Missing(record.approval_id.clone())),
+    }
+}
+
+/// Records the outcome of a held call this process ran:
+/// `executing → executed` (`failed` false) or `failed`, with an `executed`
+/// or `failed` event whose data holds the input and `detail` (the result, or
+/// the error).
+pub async fn finish(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    output: ToolResultOutput,
+    failed: bool,
+    detail: Value,
+) -> Result<TransitionOutcome, HeldError> {
+    let now = ledger.config.clock.now();
+    let (kind, key) = if failed { (AuditKind::Failed, "error") } else { (AuditKind::Executed, "result") };
+    let data = json!({"input": record.input, key: detail});
+    let events = vec![ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data)];
+    apply(ledger, transition::finish(&record.approval_id, output, failed, now, events)).await
+}
+
+/// Reads the approval every `poll` until it is in none of `leave` (or has
+/// expired while pending) or `deadline` (the ledger clock's time) passes;
+/// returns it as last read. `tick` runs after each read that found it
+/// unchanged (a gateway sends progress from it).
+pub async fn wait(
+    ledger: &Ledger,
+    approval_id: &str,
+    leave: &[ApprovalState],
+    deadline: Millis,
+    poll: Duration,
+    mut tick: impl FnMut(&ApprovalRecord),
+) -> Result<ApprovalRecord, HeldError> {
+    let ids = [approval_id.to_owned()];
+    loop {
+        let record = ledger.config.store.approvals(&ids).await?.pop();
+        let Some(record) = record else { return Err(HeldError::Missing(approval_id.to_owned())) };
+        let now = ledger.config.clock.now();
+        let expired = record.state == ApprovalState::Pending && record.expires_at <= now;
+        if !leave.contains(&record.state) || expired || now >= deadline {
+            return Ok(record);
+        }
+        tick(&record);
+        let left = Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(0));
+        tokio::time::sleep(poll.min(left).max(Duration::from_millis(1))).await;
+    }
+}
+
+/// Settles a pending held call whose time is up as `expired`; returns the
+/// record as it is after.
+pub async fn expire(ledger: &Ledger, record: &ApprovalRecord) -> Result<ApprovalRecord, HeldError> {
+    let now = ledger.config.clock.now();
+    let data = json!({"expiresAt": record.expires_at});
+    let events = vec![ledger.event(AuditKind::Expired, &record.approval_id, &record.tool_call_id, now, data)];
+    match apply(ledger, transition::expire(record, now, events)).await? {
+        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => Ok(record),
+        TransitionOutcome::Missing => Err(HeldError::Missing(record.approval_id.clone())),
+    }
+}
+
+/// Runs `work` while renewing this process's execution leases every third
+/// of a lease, so a long call is not taken for an orphan (the engine runs
+/// approved calls under it too).
+pub async fn with_renewed_leases<F: std::future::Future>(ledger: &Ledger, work: F) -> F::Output {
+    let config = &ledger.config;
+    let period = (config.lease / 3).max(Duration::from_millis(10));
+    let renew = async {
+        loop {
+            tokio::time::sleep(period).await;
+            let until = config.clock.now().saturating_add(millis(config.lease));
+            if let Err(error) = config.store.renew_leases(&config.executor, until).await {
+                tracing::warn!(%error, "cannot renew execution leases");
+            }
+        }
+    };
+    tokio::select! {
+        output = work => output,
+        () = renew => unreachable!("the renewal loop never ends"),
+    }
+}
+
+async fn apply(ledger: &Ledger, moved: Transition) -> Result<TransitionOutcome, HeldError> {
+    let outcome = ledger.config.store.apply(std::slice::from_ref(&moved), &[]).await?.pop();
+    Ok(outcome.unwrap_or(TransitionOutcome::Missing))
+}
