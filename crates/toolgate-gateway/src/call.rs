@@ -4,12 +4,12 @@
 //! ([`crate::hold`]); an approved call runs once, under the ledger's claim,
 //! and its outcome is recorded for retries.
 
-use rmcp::model::{CallToolResult, ProgressNotificationParam};
+use rmcp::model::{CallToolResponse, CallToolResult, ProgressNotificationParam};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, held_call_id};
 use toolgate::approval::{canonical_digest, canonical_json};
-use toolgate::ledger::{ApprovalRecord, Ledger};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger};
 use toolgate::tool::GateAction;
 use toolgate_mcp::RelayedTool;
 use toolgate_protocol::ToolResultOutput;
@@ -25,18 +25,18 @@ pub async fn call(
     request: &Request<'_>,
     tool: &RelayedTool,
     input: Value,
-) -> CallToolResult {
+) -> CallToolResponse {
     if let Err(detail) = tool.tool.validate_input(&input) {
-        return outcome::error_text(format!("invalid input for `{}`: {detail}", tool.info.name));
+        return outcome::error_text(format!("invalid input for `{}`: {detail}", tool.info.name)).into();
     }
     let call_id = match canonical_json(&input) {
         Ok(canonical) => held_call_id(&session.conversation_key(), &tool.info.name, &canonical_digest(&canonical)),
-        Err(error) => return outcome::error_text(format!("invalid input for `{}`: {error}", tool.info.name)),
+        Err(error) => return outcome::error_text(format!("invalid input for `{}`: {error}", tool.info.name)).into(),
     };
     let verdict = gateway.decide(session, tool, &input, &call_id).await;
     match verdict.action {
-        GateAction::Deny => outcome::denied_by_policy(verdict.reason.as_deref().unwrap_or("denied")),
-        GateAction::Allow => relay(gateway, request, tool, input).await,
+        GateAction::Deny => outcome::denied_by_policy(verdict.reason.as_deref().unwrap_or("denied")).into(),
+        GateAction::Allow => relay(gateway, request, tool, input).await.into(),
         GateAction::Ask => {
             let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
             let held_call = HeldCall {
@@ -54,6 +54,7 @@ pub async fn call(
                         "`{}` needs approval, but the approval could not be recorded, so it did not run: {error}",
                         tool.info.name
                     ))
+                    .into()
                 }
             }
         }
@@ -68,19 +69,58 @@ async fn hold(
     tool: &RelayedTool,
     held_call: HeldCall<'_>,
     reason: &str,
-) -> Result<CallToolResult, HeldError> {
+) -> Result<CallToolResponse, HeldError> {
     let ledger = gateway.ledger(session);
     let attached = held::attach(&ledger, held_call, gateway.options().retry_window).await?;
+    if let Some(response) = input_required(gateway, request, attached.record()) {
+        return Ok(response);
+    }
     let ask = Ask { tool_name: &tool.info.name, reason };
     let idempotent = tool.tool.is_idempotent();
     let public_url = gateway.options().public_url.as_deref();
-    Ok(match settle(gateway, session, request, attached, Some(ask), idempotent).await? {
+    let result = match settle(gateway, session, request, attached, Some(ask), idempotent).await? {
         Settled::Run(record) => run(gateway, &ledger, request, tool, &record).await,
         Settled::Final(record) => {
             outcome::from_record(&record).unwrap_or_else(|| outcome::pending(&record, public_url))
         }
         Settled::Waiting(record) => outcome::pending(&record, public_url),
-    })
+    };
+    Ok(result.into())
+}
+
+/// The stateless protocol's way to ask (2026-07-28): an `input_required`
+/// result whose URL elicitation opens the approval's page, for a pending
+/// approval the client's own user decides, when the gateway knows the page's
+/// public URL and the request is not already the retry that answers it
+/// (that one is held for the decision like any other).
+fn input_required(gateway: &Gateway, request: &Request<'_>, record: &ApprovalRecord) -> Option<CallToolResponse> {
+    let pending = record.state == ApprovalState::Pending && record.routing.is_none();
+    if !(request.url && !request.answered && pending) {
+        return None;
+    }
+    let url = outcome::approval_url(gateway.options().public_url.as_deref(), &record.approval_id)?;
+    let value = json!({
+        "resultType": "input_required",
+        "inputRequests": {
+            "approval": {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "url",
+                    "message": format!("Approve or deny `{}` on its approval page", record.tool_name),
+                    "url": url,
+                    "elicitationId": record.approval_id,
+                },
+            },
+        },
+        "requestState": record.approval_id,
+    });
+    match serde_json::from_value(value) {
+        Ok(result) => Some(CallToolResponse::InputRequired(result)),
+        Err(error) => {
+            tracing::error!(%error, "the input_required result does not build; holding the call instead");
+            None
+        }
+    }
 }
 
 /// Runs an approved call under this process's claim and records its outcome.

@@ -59,7 +59,7 @@ impl GatewayHandler {
             .options()
             .client_name
             .clone()
-            .or_else(|| context.peer.peer_info().map(|info| info.client_info.name.clone()))
+            .or_else(|| context.client_info().map(|info| info.name))
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| UNNAMED_CLIENT.to_owned());
         Session { identity: from_request.unwrap_or_else(|| self.identity.clone()), client }
@@ -122,7 +122,15 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let session = self.session(&context);
-        let held = Request { peer: &context.peer, progress: context.meta.get_progress_token(), cancel: &context.ct };
+        let (form, url) = elicitation(&context);
+        let held = Request {
+            peer: &context.peer,
+            progress: context.meta.get_progress_token(),
+            cancel: &context.ct,
+            form,
+            url,
+            answered: request.input_responses.is_some(),
+        };
         let arguments = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
         let options = self.gateway.options();
@@ -132,7 +140,7 @@ impl ServerHandler for GatewayHandler {
         let Some(tool) = self.gateway.tool(name) else {
             return Err(McpError::invalid_params(format!("unknown tool `{name}`"), None));
         };
-        Ok(call::call(&self.gateway, &session, &held, &tool, Value::Object(arguments)).await.into())
+        Ok(call::call(&self.gateway, &session, &held, &tool, Value::Object(arguments)).await)
     }
 
     async fn list_resources(
@@ -214,6 +222,20 @@ impl GatewayHandler {
             .filter(|peer| peer.peer_info().is_some_and(|info| offers(&info.capabilities)))
             .collect()
     }
+}
+
+/// How the client of this request may be asked: by a form now (it declared
+/// form elicitation, and its protocol lets a server send requests), and by
+/// an `input_required` URL elicitation (the stateless 2026-07-28 protocol,
+/// URL elicitation declared).
+fn elicitation(context: &RequestContext<RoleServer>) -> (bool, bool) {
+    let stateless = context.protocol_version().is_some_and(|version| !version.has_initialize());
+    let Some(declared) = context.client_capabilities().and_then(|capabilities| capabilities.elicitation) else {
+        return (false, false);
+    };
+    // A capability that names no mode means form (the first elicitation spec).
+    let form = declared.form.is_some() || declared.url.is_none();
+    (form && !stateless, stateless && declared.url.is_some())
 }
 
 /// An upstream failure as the client's error (the upstream's own JSON-RPC error when it sent one).

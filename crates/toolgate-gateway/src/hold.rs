@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rmcp::Peer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationParam, ProgressToken};
-use rmcp::service::{ElicitationMode, RoleServer};
+use rmcp::service::RoleServer;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate::approval::lifecycle::held::{self, Attached, HeldError, Started};
@@ -34,8 +34,8 @@ pub enum Settled {
     Waiting(ApprovalRecord),
 }
 
-/// The request the call came in: who to ask, where to report progress, and
-/// when the client gave up.
+/// The request the call came in: who to ask and how, where to report
+/// progress, and when the client gave up.
 pub struct Request<'a> {
     /// The client.
     pub peer: &'a Peer<RoleServer>,
@@ -43,6 +43,14 @@ pub struct Request<'a> {
     pub progress: Option<ProgressToken>,
     /// Cancelled when the client cancels the request.
     pub cancel: &'a CancellationToken,
+    /// The client may be asked by a form elicitation now: it declared the
+    /// capability and its protocol (before 2026-07-28) allows a server's requests.
+    pub form: bool,
+    /// The client is on the stateless protocol (2026-07-28) and declared URL
+    /// elicitation: it may be answered with `input_required` pointing at a page.
+    pub url: bool,
+    /// The request is a retry that carries the answers to an `input_required`.
+    pub answered: bool,
 }
 
 /// What the client is asked, when it may be.
@@ -67,15 +75,16 @@ pub async fn settle(
     if let Some(ask) = ask
         && record.state == ApprovalState::Pending
         && record.routing.is_none()
-        && may_elicit(request.peer)
+        && request.form
         && let Some((decision, always)) = elicit(request, &ask, &record).await
     {
         match held::decide(&ledger, &record, decision).await? {
             toolgate::ledger::TransitionOutcome::Moved(moved) => {
-                if always && moved.state == ApprovalState::Executing {
-                    if let Err(error) = gateway.allow_always(session, ask.tool_name).await {
-                        tracing::warn!(%error, tool = ask.tool_name, "cannot save the sticky decision");
-                    }
+                if always
+                    && moved.state == ApprovalState::Executing
+                    && let Err(error) = gateway.allow_always(session, ask.tool_name).await
+                {
+                    tracing::warn!(%error, tool = ask.tool_name, "cannot save the sticky decision");
                 }
                 return Ok(match moved.state {
                     ApprovalState::Executing => Settled::Run(moved),
@@ -153,13 +162,6 @@ async fn report(request: &Request<'_>, record: &ApprovalRecord, held_for: Millis
     if let Err(error) = request.peer.notify_progress(param).await {
         tracing::debug!(%error, "cannot send progress for a held call");
     }
-}
-
-/// True when the client may be asked in form mode now (it declared the
-/// capability, and its protocol still allows server-to-client requests).
-fn may_elicit(peer: &Peer<RoleServer>) -> bool {
-    let stateless = peer.peer_info().is_some_and(|info| !info.protocol_version.has_initialize());
-    !stateless && peer.supported_elicitation_modes().contains(&ElicitationMode::Form)
 }
 
 /// The decisions the client's form offers.

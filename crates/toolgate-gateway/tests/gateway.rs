@@ -245,3 +245,23 @@ async fn a_held_call_reports_progress_when_asked() {
     assert!(progress.len() >= 2, "progress every 200 ms over 700 ms: {progress:?}");
     assert!(progress[0].message.as_deref().unwrap_or_default().contains("waits for"));
 }
+
+#[tokio::test]
+async fn a_stateless_client_gets_input_required_with_the_approval_page() {
+    let setup = Setup::new(NO_RULES, |options| options.public_url = Some("https://tg.example".into())).await;
+    let client = Client { stateless: true, ..Client::default() };
+    let session = connect(&setup.gateway, client, "alice").await;
+    let params = rmcp::model::CallToolRequestParams::new("count__bump")
+        .with_arguments(serde_json::from_value(json!({"label": "s"})).unwrap());
+    let response = session.peer().call_tool_once(params).await.unwrap();
+    let rmcp::model::CallToolResponse::InputRequired(required) = response else {
+        panic!("expected input_required, got {response:?}");
+    };
+    let value = serde_json::to_value(&required).unwrap();
+    assert_eq!(value["resultType"], json!("input_required"), "{value}");
+    let ask = &value["inputRequests"]["approval"]["params"];
+    assert_eq!(ask["mode"], json!("url"));
+    let id = pending_ids(&setup).await.pop().unwrap();
+    assert_eq!(ask["url"], json!(format!("https://tg.example/approvals/{id}")));
+    assert_eq!(setup.counter.count(), 0);
+}

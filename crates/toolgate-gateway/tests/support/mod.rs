@@ -132,6 +132,8 @@ pub type Answer = Value;
 #[derive(Clone, Default)]
 pub struct Client {
     pub elicit: bool,
+    /// Speak the stateless protocol (2026-07-28) and declare URL elicitation.
+    pub stateless: bool,
     pub answers: Arc<Mutex<VecDeque<Answer>>>,
     pub asked: Arc<Mutex<Vec<Value>>>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
@@ -149,11 +151,16 @@ impl Client {
 
 impl ClientHandler for Client {
     fn get_info(&self) -> InitializeRequestParams {
-        let capabilities: ClientCapabilities = match self.elicit {
-            true => serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
-            false => ClientCapabilities::default(),
+        let capabilities: ClientCapabilities = match (self.elicit, self.stateless) {
+            (_, true) => serde_json::from_value(json!({"elicitation": {"url": {}}})).unwrap(),
+            (true, false) => serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
+            (false, false) => ClientCapabilities::default(),
         };
-        InitializeRequestParams::new(capabilities, Implementation::new("test-client", "1.0"))
+        let info = InitializeRequestParams::new(capabilities, Implementation::new("test-client", "1.0"));
+        match self.stateless {
+            true => info.with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28),
+            false => info,
+        }
     }
 
     async fn create_elicitation(
@@ -180,6 +187,12 @@ pub async fn connect(gateway: &Arc<Gateway>, client: Client, principal: &str) ->
             let _ = service.waiting().await;
         }
     });
+    if client.stateless {
+        let lifecycle = rmcp::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        };
+        return rmcp::ClientServiceExt::serve_with_lifecycle(client, client_io, lifecycle).await.unwrap();
+    }
     client.serve(client_io).await.unwrap()
 }
 
