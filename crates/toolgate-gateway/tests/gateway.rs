@@ -141,7 +141,7 @@ async fn out_of_band_pending_then_retry_gets_the_outcome_and_runs_once() {
     // A retry while pending attaches to the same approval.
     let again = call(&session, "count__bump", json!({"label": "x"})).await;
     assert_eq!(again["_meta"]["toolgate/approval"]["id"], json!(id));
-    assert_eq!(pending_ids(&setup).await, [id.clone()]);
+    assert_eq!(pending_ids(&setup).await, std::slice::from_ref(&id));
     vote(&setup, &id, "alice", APPROVE).await;
     // Ten concurrent retries: the upstream runs once, every retry gets its result.
     let retries = (0..10).map(|_| call(&session, "count__bump", json!({"label": "x"})));
@@ -264,4 +264,42 @@ async fn a_stateless_client_gets_input_required_with_the_approval_page() {
     let id = pending_ids(&setup).await.pop().unwrap();
     assert_eq!(ask["url"], json!(format!("https://tg.example/approvals/{id}")));
     assert_eq!(setup.counter.count(), 0);
+}
+
+#[tokio::test]
+async fn an_upstream_tool_list_change_reaches_the_client() {
+    let rules = r#"
+        [[rule]]
+        action = "allow"
+        tool = "count__bump"
+    "#;
+    let setup = Setup::new(rules, |_| {}).await;
+    let client = Client::default();
+    let session = connect(&setup.gateway, client.clone(), "alice").await;
+    assert_eq!(text(&call(&session, "count__bump", json!({"label": "grow"})).await), "bumped grow #1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.list_changes.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no notifications/tools/list_changed reached the client");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tools = session.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|tool| tool.name == "count__grow"), "{tools:?}");
+}
+
+#[tokio::test]
+async fn upstream_resources_and_prompts_pass_through_unchanged() {
+    let setup = Setup::new(NO_RULES, |_| {}).await;
+    let session = connect(&setup.gateway, Client::default(), "alice").await;
+    let peer = session.peer();
+    let resources = peer.list_all_resources().await.unwrap();
+    assert_eq!(resources.len(), 1);
+    assert_eq!(resources[0].uri, "count://total");
+    let read = peer.read_resource(rmcp::model::ReadResourceRequestParams::new("count://total")).await.unwrap();
+    assert_eq!(serde_json::to_value(&read.contents).unwrap()[0]["text"], json!("0"));
+    let missing = peer.read_resource(rmcp::model::ReadResourceRequestParams::new("count://nope")).await;
+    assert!(missing.is_err());
+    let prompts = peer.list_all_prompts().await.unwrap();
+    assert_eq!(prompts[0].name, "summarize");
+    let prompt = peer.get_prompt(rmcp::model::GetPromptRequestParams::new("summarize")).await.unwrap();
+    assert_eq!(serde_json::to_value(&prompt.messages).unwrap()[0]["content"]["text"], json!("Summarize as summarize"));
 }

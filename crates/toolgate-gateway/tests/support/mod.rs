@@ -28,6 +28,8 @@ use toolgate_policy::{Policy, PolicyHandle};
 #[derive(Clone, Default)]
 pub struct Counter {
     pub bumps: Arc<AtomicUsize>,
+    /// Set by a `bump` labelled `grow`: the server then lists a third tool and says so.
+    pub grown: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Counter {
@@ -42,7 +44,46 @@ fn schema(value: Value) -> Arc<JsonObject> {
 
 impl ServerHandler for Counter {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_resources().enable_prompts().build())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"resources": [{"uri": "count://total", "name": "total"}]})).unwrap())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        if request.uri != "count://total" {
+            return Err(ErrorData::resource_not_found(format!("no {}", request.uri), None));
+        }
+        let text = self.count().to_string();
+        let result = serde_json::from_value(json!({"contents": [{"uri": "count://total", "text": text}]})).unwrap();
+        Ok(rmcp::model::ReadResourceResponse::Complete(result))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"prompts": [{"name": "summarize", "description": "Sum it up"}]})).unwrap())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let text = format!("Summarize as {}", request.name);
+        let result = json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}]});
+        Ok(rmcp::model::GetPromptResponse::Complete(serde_json::from_value(result).unwrap()))
     }
 
     async fn list_tools(
@@ -55,14 +96,23 @@ impl ServerHandler for Counter {
         let bump = Tool::new("bump", "Counts a call", Arc::clone(&input));
         let mut peek = Tool::new("peek", "Reads the count", schema(json!({"type": "object"})));
         peek.annotations = Some(ToolAnnotations::new().read_only(true).destructive(false).open_world(false));
-        Ok(ListToolsResult::with_all_items(vec![bump, peek]))
+        let mut tools = vec![bump, peek];
+        if self.grown.load(Ordering::SeqCst) {
+            tools.push(Tool::new("grow", "Adds a tool", schema(json!({"type": "object"}))));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let label = request.arguments.as_ref().and_then(|a| a.get("label")).and_then(Value::as_str).unwrap_or("");
+        if label == "grow" {
+            self.grown.store(true, Ordering::SeqCst);
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         let label = request.arguments.as_ref().and_then(|a| a.get("label")).and_then(Value::as_str).unwrap_or("");
         let text = match request.name.as_ref() {
             "bump" => format!("bumped {label} #{}", self.bumps.fetch_add(1, Ordering::SeqCst) + 1),
@@ -137,6 +187,7 @@ pub struct Client {
     pub answers: Arc<Mutex<VecDeque<Answer>>>,
     pub asked: Arc<Mutex<Vec<Value>>>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub list_changes: Arc<AtomicUsize>,
 }
 
 impl Client {
@@ -171,6 +222,10 @@ impl ClientHandler for Client {
         self.asked.lock().unwrap().push(serde_json::to_value(&request).unwrap());
         let answer = self.answers.lock().unwrap().pop_front().unwrap_or(json!({"action": "cancel"}));
         Ok(serde_json::from_value(answer).unwrap())
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changes.fetch_add(1, Ordering::SeqCst);
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
