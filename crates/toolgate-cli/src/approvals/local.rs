@@ -7,6 +7,12 @@
 //! running server's worker polls the store and continues it); a withdrawal
 //! is [`lifecycle::withdraw`]. An approval the voter may not see is
 //! `unknown_approval`, so an outsider never learns it exists.
+//!
+//! "Always allow" (`watch --decide`'s `a`) saves a sticky decision in the
+//! store, scoped to the approval's conversation (its key, owner included)
+//! and made by its owner, as the server's `POST /api/decisions` keeps one
+//! its owner makes; only the owner (or anyone, in a conversation without
+//! owner) may.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,12 +25,13 @@ use toolgate::approval::lifecycle::{
     self, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, InboxChanges, StateFilter, SystemClock, conversation_key,
-    is_valid_conversation_id,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, Clock, DecisionScope, InboxChanges, StateFilter, SystemClock,
+    conversation_key, is_valid_conversation_id,
 };
+use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 use toolgate_server::approval_item;
 
-use super::{Ballot, Listing, Refusal};
+use super::{Ballot, Listing, Refusal, STICKY_NOTE};
 use crate::config::Config;
 use crate::store::StoreArgs;
 
@@ -38,7 +45,7 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
     let principal = match principal {
         Some(principal) if principal.is_empty() => bail!("--as needs a principal"),
         Some(principal) => principal,
-        None => os_user()?,
+        None => crate::store::os_user()?,
     };
     let mut own: Vec<String> = Vec::with_capacity(groups.len());
     for group in groups {
@@ -58,14 +65,6 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
     own.sort_unstable();
     own.dedup();
     Ok(Voter { principal: Some(principal), groups: own, admin, bearer_link: false })
-}
-
-/// The OS user name: `$USER`, else `$LOGNAME`, else `$USERNAME`.
-fn os_user() -> anyhow::Result<String> {
-    ["USER", "LOGNAME", "USERNAME"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|name| !name.is_empty()))
-        .context("cannot tell who you are ($USER is not set): pass --as PRINCIPAL")
 }
 
 /// The store, and who acts on it.
@@ -122,7 +121,7 @@ impl Local {
     /// Casts the voter's vote; the item as it is after.
     pub async fn vote(&self, id: &str, ballot: Ballot) -> anyhow::Result<Value> {
         let (decision, note) = match ballot.approve {
-            true => (Decision::APPROVE, ballot.reason),
+            true => (Decision::Approve { edited_input: ballot.edited_input }, ballot.reason),
             false => (Decision::Deny { reason: ballot.reason }, None),
         };
         let options = VoteOptions { continuation: true, note };
@@ -136,6 +135,33 @@ impl Local {
         let voter = self.acting_on(&self.visible(id).await?);
         let withdrawn = lifecycle::withdraw(self.store.as_ref(), &SystemClock, id, &voter).await;
         withdrawn.map(|record| approval_item(&record)).map_err(vote_error)
+    }
+
+    /// The voter's principal.
+    pub fn principal(&self) -> Option<String> {
+        self.voter.principal.clone()
+    }
+
+    /// Saves "always allow this approval's tool in its conversation" as a
+    /// sticky decision of the conversation's owner; returns its id. Anyone
+    /// but the owner is refused (`not_the_requester`).
+    pub async fn always_allow(&self, id: &str) -> anyhow::Result<String> {
+        let record = self.visible(id).await?;
+        let owner = requester(&record);
+        if owner.is_some() && self.acting_on(&record).principal.as_deref() != owner {
+            let message = format!("only the requester may always allow a tool in the conversation of approval `{id}`");
+            return Err(refusal("not_the_requester", &message));
+        }
+        let scope = DecisionScope::Conversation { conversation_id: record.conversation_id.clone() };
+        let decision_id = format!("dec_{}", uuid::Uuid::now_v7().simple());
+        let mut decision =
+            StickyDecision::new(decision_id, StickyAction::Allow, &record.tool_name, scope, SystemClock.now())
+                .note(STICKY_NOTE);
+        if let Some(owner) = owner {
+            decision = decision.created_by(owner);
+        }
+        self.store.save_decision(&to_stored(&decision)).await.context("cannot store the sticky decision")?;
+        Ok(decision.id)
     }
 
     /// Every [`POLL`], the pending approvals the voter may decide that are

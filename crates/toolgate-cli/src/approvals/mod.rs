@@ -16,12 +16,58 @@
 //! Both modes print the same items (`toolgate_server::approval_item`): as
 //! text (a table, or one item's fields) or as JSON lines ([`render`]).
 //!
+//! # `watch --decide`: a terminal approver
+//!
+//! Without `--decide`, `watch` prints the pending approvals one may decide,
+//! then each one that appears or changes, until Ctrl-C. With it ([`decide`]),
+//! each pending approval the acting principal may decide and has not voted
+//! on is asked about once, one at a time, in arrival order (those pending
+//! when the watch starts oldest first; arrivals queue while a prompt is
+//! open, and one that stops pending before its turn is dropped with a note):
+//! its card (tool, pretty-printed input, reason, conversation, requester,
+//! who decides, the votes so far), then the keys of `toolgate chat`:
+//!
+//! - `y`: approve once; `n`: deny, then a reason (an empty line: none);
+//! - `e`, offered where one approval decides (several approvers cannot
+//!   approve different inputs): edit the input (in `$VISUAL`/`$EDITOR` at a
+//!   terminal when set, else on one line pre-filled with it), then approve
+//!   it as edited; an edit that is not JSON or not an object is refused with
+//!   a note and the approval is asked again (as after an empty or unchanged
+//!   edit);
+//! - `a`, offered to the conversation's owner (or anyone where it has none):
+//!   approve, and keep "always allow this tool in this chat", a sticky
+//!   decision scoped to the approval's conversation, in the store or through
+//!   the server's `POST /api/decisions`; like chat's, it lifts the tool's own
+//!   approval, not a config rule that asks;
+//! - `s`, or an empty answer (Enter): skip, leaving it pending.
+//!
+//! Votes go the way of `approve`/`deny`. A refusal (already decided, not an
+//! approver, expired, ...) prints `error: CODE: MESSAGE` to stderr and the
+//! watch goes on with the next approval; so does the answer to an approval
+//! someone else decided while its prompt was open. A sticky decision that
+//! cannot be kept after its vote counted is reported the same way. Other
+//! failures (the store, the server) end the watch as any failure ends a
+//! subcommand.
+//!
+//! Answers: at a terminal one key press answers, and Ctrl-C, Ctrl-D or Esc
+//! at the prompt end the watch. Otherwise stdin gives one line an answer
+//! (`y`; `n`, then the reason on the next line; `e`, then the edited JSON on
+//! the next line), and its end ends the watch, at a prompt or as soon as no
+//! approval waits to be asked and no answer is left (answers left over wait
+//! for approvals to come). Either way the watch then exits with 0. Cards,
+//! prompts and their notes go to stdout; with `--output jsonl` to stderr,
+//! while stdout gets the JSON of each item asked about and of each item
+//! after a vote. On a server, `--decide` first asks `GET /api/me` who it
+//! takes the caller for.
+//!
 //! Exit status: 0 on success; 1 on a refusal (`not_an_approver`,
 //! `already_voted`, `unknown_approval`, ...), printed to stderr as
 //! `error: CODE: MESSAGE`; other failures (an unreachable server, a store
 //! that does not open) go through the CLI's usual error handling (exit 1
 //! with `toolgate: ...`), and bad flags through clap's (exit 2).
 
+mod answers;
+mod decide;
 mod local;
 mod remote;
 mod render;
@@ -49,7 +95,8 @@ pub enum ApprovalsCommand {
     Deny(VoteArgs),
     /// Withdraw your own pending request (it resolves like a denial).
     Withdraw(IdArgs),
-    /// Print the pending approvals you may decide, then each one that appears or changes, until Ctrl-C.
+    /// Print the pending approvals you may decide, then each one that appears or changes, until Ctrl-C;
+    /// with `--decide`, ask you to decide each one as it arrives.
     Watch(WatchArgs),
 }
 
@@ -151,6 +198,12 @@ pub struct VoteArgs {
 pub struct WatchArgs {
     #[command(flatten)]
     mode: ModeArgs,
+    /// Decide each pending approval as it arrives, one at a time: `y` approve once, `n` deny (then a reason),
+    /// `e` edit the input (as JSON) and approve it (where one approval decides), `a` approve and always allow
+    /// the tool in that chat (its owner only), `s` or Enter skip. At a terminal one key answers; otherwise stdin
+    /// gives one line per answer, and its end ends the watch.
+    #[arg(long)]
+    decide: bool,
 }
 
 /// What `list` asks for.
@@ -171,7 +224,12 @@ pub struct Ballot {
     pub approve: bool,
     /// Why, if said.
     pub reason: Option<String>,
+    /// With an approval, the input to run instead of the model's.
+    pub edited_input: Option<Value>,
 }
+
+/// The note of a sticky decision kept by `watch --decide`'s `a`.
+pub const STICKY_NOTE: &str = "always allow, from toolgate approvals watch";
 
 /// An inbox refusal: a stable code and its message (exit status 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,6 +299,22 @@ impl Inbox {
         }
     }
 
+    /// Who acts (on a server: who it takes the caller for).
+    async fn principal(&self) -> anyhow::Result<Option<String>> {
+        match self {
+            Self::Remote(remote) => remote.principal().await,
+            Self::Local(local) => Ok(local.principal()),
+        }
+    }
+
+    /// Keeps "always allow `item`'s tool in its conversation"; the sticky decision's id.
+    async fn always_allow(&self, item: &Value) -> anyhow::Result<String> {
+        match self {
+            Self::Remote(remote) => remote.always_allow(item).await,
+            Self::Local(local) => local.always_allow(item["id"].as_str().unwrap_or_default()).await,
+        }
+    }
+
     /// Calls `each` with every item as it arrives, until the source ends or fails.
     async fn watch(&self, each: &mut dyn FnMut(&Value) -> anyhow::Result<()>) -> anyhow::Result<()> {
         match self {
@@ -303,17 +377,24 @@ async fn execute(command: ApprovalsCommand) -> anyhow::Result<()> {
 /// `approve` or `deny`: the item as it is after the vote.
 async fn vote(args: VoteArgs, approve: bool) -> anyhow::Result<()> {
     let inbox = Inbox::open(&args.mode).await?;
-    let item = inbox.vote(&args.id, Ballot { approve, reason: args.reason }).await?;
+    let item = inbox.vote(&args.id, Ballot { approve, reason: args.reason, edited_input: None }).await?;
     Printer::new(args.mode.output).item(&item)
 }
 
-/// `watch`: one line per item as it arrives, until Ctrl-C.
+/// `watch`: one line per item as it arrives, or with `--decide` a prompt
+/// per approval ([`decide`]), until Ctrl-C.
 async fn watch(args: WatchArgs) -> anyhow::Result<()> {
     let inbox = Inbox::open(&args.mode).await?;
     let printer = Printer::new(args.mode.output);
     let mut each = |item: &Value| printer.line(item);
+    let watching = async {
+        match args.decide {
+            true => decide::watch(&inbox, args.mode.output).await,
+            false => inbox.watch(&mut each).await,
+        }
+    };
     tokio::select! {
-        watched = inbox.watch(&mut each) => watched,
+        watched = watching => watched,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

@@ -1,7 +1,11 @@
 //! Server mode: the inbox through a running server's `/api/approvals`
 //! (`GET` to list and show, `POST` to vote, `DELETE` to withdraw, and the
 //! server-sent events of `/api/approvals/stream` to watch), with
-//! `TOOLGATE_TOKEN` as the bearer token when set.
+//! `TOOLGATE_TOKEN` as the bearer token when set. `watch --decide` also
+//! asks `GET /api/me` who the server takes the caller for, and keeps "always
+//! allow" with `POST /api/decisions` (scope `conversation`: the server keys
+//! it by the caller's own conversation of that id, so only the requester's
+//! applies to their calls).
 //!
 //! An error answer carrying `{"error": {"code", "message"}}` is a
 //! [`Refusal`]; anything else that is not a success (or no answer at all)
@@ -13,7 +17,7 @@ use futures::StreamExt;
 use reqwest::{Method, RequestBuilder, Url};
 use serde_json::{Value, json};
 
-use super::{Ballot, Listing, Refusal};
+use super::{Ballot, Listing, Refusal, STICKY_NOTE};
 
 /// A server's inbox.
 pub struct Remote {
@@ -38,6 +42,15 @@ impl Remote {
         base.set_fragment(None);
         let token = std::env::var("TOOLGATE_TOKEN").ok().filter(|token| !token.is_empty());
         Ok(Self { base, token, client: reqwest::Client::new() })
+    }
+
+    /// `.../api/{name}`, beside `.../api/approvals`.
+    fn api(&self, name: &str) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop().push(name);
+        }
+        url
     }
 
     /// `.../api/approvals/{segment}`.
@@ -87,7 +100,28 @@ impl Remote {
         if let Some(reason) = &ballot.reason {
             body["reason"] = json!(reason);
         }
+        if let Some(input) = &ballot.edited_input {
+            body["editedInput"] = input.clone();
+        }
         send(self.request(Method::POST, self.url(id)).json(&body)).await
+    }
+
+    /// `GET /api/me`: the principal the server takes the caller for (`None` without principals).
+    pub async fn principal(&self) -> anyhow::Result<Option<String>> {
+        let me = send(self.request(Method::GET, self.api("me"))).await?;
+        Ok(me["principal"].as_str().map(str::to_owned))
+    }
+
+    /// `POST /api/decisions`: "always allow `item`'s tool in its conversation"; the decision's id.
+    pub async fn always_allow(&self, item: &Value) -> anyhow::Result<String> {
+        let url = self.api("decisions");
+        let body = json!({"action": "allow", "tool": item["tool"], "scope": "conversation",
+            "conversationId": item["conversationId"], "note": STICKY_NOTE});
+        let decision = send(self.request(Method::POST, url.clone()).json(&body)).await?;
+        match decision["id"].as_str() {
+            Some(id) => Ok(id.to_owned()),
+            None => bail!("{url} answered without the decision's id: {decision}"),
+        }
     }
 
     /// `DELETE /api/approvals/{id}`.
@@ -150,6 +184,7 @@ mod tests {
         assert_eq!(remote.url("apr 1").as_str(), "http://127.0.0.1:3000/api/approvals/apr%201");
         let prefixed = Remote::new("https://example.com/toolgate/").unwrap();
         assert_eq!(prefixed.base.as_str(), "https://example.com/toolgate/api/approvals");
+        assert_eq!(prefixed.api("decisions").as_str(), "https://example.com/toolgate/api/decisions");
         assert!(Remote::new("ftp://example.com").is_err());
     }
 }

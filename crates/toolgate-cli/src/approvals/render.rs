@@ -4,6 +4,10 @@
 //! - `text`: a listing is a table (id, state, tool, requester, approvers
 //!   with `k of quorum`, created, a short input); one item (`show`, a vote,
 //!   a withdrawal) is one field a line; `watch` prints a table row per item.
+//!
+//! `watch --decide` shows each approval it asks about as a [`card`] (its
+//! fields with the input pretty-printed, whatever `--output` says: the card
+//! is for the person) and the vote's result as an [`outcome`] line.
 
 use std::io::Write;
 
@@ -35,6 +39,11 @@ impl Printer {
     /// A printer of `output`.
     pub fn new(output: Output) -> Self {
         Self { output }
+    }
+
+    /// Whether it prints JSON lines.
+    pub fn is_jsonl(&self) -> bool {
+        self.output == Output::Jsonl
     }
 
     /// A listing.
@@ -106,11 +115,39 @@ fn row(item: &Value) -> [String; 7] {
 
 /// One field a line, for `show` and the answer to a vote.
 fn fields(item: &Value) -> String {
+    field_lines(item, item["input"].to_string())
+}
+
+/// An approval `watch --decide` asks about: `? approve TOOL` and its fields,
+/// indented, the input pretty-printed over as many lines as it takes.
+pub fn card(item: &Value) -> String {
+    let input = serde_json::to_string_pretty(&item["input"]).unwrap_or_else(|_| item["input"].to_string());
+    let fields = field_lines(item, input.replace('\n', &format!("\n{:13}", "")));
+    let mut text = format!("? approve {}\n", string(&item["tool"]));
+    for line in fields.lines() {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text
+}
+
+/// The result of `watch --decide`'s vote (`vote`: `approval`, `denial`...),
+/// on one line: `  your approval is recorded: apr_1 is approved`, or `...:
+/// apr_1 is pending, waiting for group:finance (1 of 2)`.
+pub fn outcome(vote: &str, item: &Value) -> String {
+    let mut text = format!("  your {vote} is recorded: {} is {}", string(&item["id"]), string(&item["state"]));
+    if item["state"] == "pending" {
+        text.push_str(&format!(", waiting for {}", approvers(item)));
+    }
+    text
+}
+
+/// The fields of `item` one a line, its input written as `input`.
+fn field_lines(item: &Value, input: String) -> String {
     let mut lines: Vec<(&str, String)> = vec![
         ("id", string(&item["id"])),
         ("state", string(&item["state"])),
         ("tool", string(&item["tool"])),
-        ("input", item["input"].to_string()),
+        ("input", input),
     ];
     if let Some(reason) = item["reason"].as_str() {
         lines.push(("reason", reason.to_owned()));
@@ -196,5 +233,21 @@ mod tests {
         assert!(text.contains("votes        bob approve 2025-01-01T00:00:01.000Z\n"), "{text}");
         assert!(text.contains("             carol deny 2025-01-01T00:00:02.000Z: no\n"), "{text}");
         assert!(!text.contains("reason"), "{text}");
+    }
+
+    #[test]
+    fn a_card_pretty_prints_the_input_under_its_field() {
+        let mut item = item();
+        item["conversationId"] = json!("mcp:alice:claude-desktop");
+        let text = card(&item);
+        assert!(text.starts_with("? approve pay\n  id           apr_1\n"), "{text}");
+        assert!(text.contains("  input        {\n                 \"amount\": 1200,\n"), "{text}");
+        assert!(text.contains("\n               }\n"), "{text}");
+        assert!(text.contains("  conversation mcp:alice:claude-desktop\n"), "{text}");
+        assert!(text.contains("  approvers    group:finance (1 of 2)\n"), "{text}");
+        assert_eq!(outcome("approval", &item), "  your approval is recorded: apr_1 is denied");
+        item["state"] = json!("pending");
+        let pending = outcome("denial", &item);
+        assert_eq!(pending, "  your denial is recorded: apr_1 is pending, waiting for group:finance (1 of 2)");
     }
 }

@@ -14,7 +14,7 @@
 mod decisions;
 mod render;
 mod sticky;
-mod terminal;
+pub(crate) mod terminal;
 
 use std::collections::BTreeSet;
 use std::future::Future;

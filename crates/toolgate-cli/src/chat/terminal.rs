@@ -119,7 +119,7 @@ impl Terminal {
                     break Key::Choice(c.to_ascii_lowercase());
                 }
                 RawKey::Cancel => break Key::Cancel,
-                RawKey::Char(_) | RawKey::Other => {
+                RawKey::Char(_) | RawKey::Enter | RawKey::Other => {
                     let shown = match key {
                         RawKey::Char(c) => format!("`{c}`"),
                         _ => "that key".to_owned(),
@@ -151,18 +151,24 @@ fn read(editor: &mut DefaultEditor, prompt: &str, initial: &str) -> io::Result<L
     }
 }
 
-enum RawKey {
+/// A key press at a key prompt.
+pub(crate) enum RawKey {
+    /// A character key.
     Char(char),
+    /// Enter.
+    Enter,
+    /// Ctrl-C, Ctrl-D or Esc.
     Cancel,
-    /// Another key (Enter, an arrow...).
+    /// Another key (an arrow...).
     Other,
 }
 
 /// Raw mode while alive: left when dropped, however the prompt ends.
-struct RawMode;
+pub(crate) struct RawMode;
 
 impl RawMode {
-    fn enable() -> io::Result<Self> {
+    /// Enters raw mode.
+    pub(crate) fn enable() -> io::Result<Self> {
         crossterm::terminal::enable_raw_mode()?;
         Ok(Self)
     }
@@ -175,7 +181,7 @@ impl Drop for RawMode {
 }
 
 /// One key press (the terminal is in raw mode: no echo, no Enter needed).
-fn read_key() -> io::Result<RawKey> {
+pub(crate) fn read_key() -> io::Result<RawKey> {
     loop {
         let Event::Key(KeyEvent { code, modifiers, kind, .. }) = event::read()? else { continue };
         if kind != KeyEventKind::Press {
@@ -185,6 +191,7 @@ fn read_key() -> io::Result<RawKey> {
         return Ok(match code {
             KeyCode::Char('c' | 'd') if control => RawKey::Cancel,
             KeyCode::Esc => RawKey::Cancel,
+            KeyCode::Enter => RawKey::Enter,
             KeyCode::Char(c) if !control => RawKey::Char(c),
             _ => RawKey::Other,
         });

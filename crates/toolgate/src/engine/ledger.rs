@@ -10,7 +10,7 @@ use super::ApprovalRequest;
 use super::execute::ToolOutcome;
 use crate::EngineError;
 use crate::approval::{canonical_digest, canonical_json, lifecycle};
-use crate::ledger::{ApprovalRecord, ApprovalState, AuditKind, Ledger, Transition, WARNING_NOT_RECORDED, millis};
+use crate::ledger::{AuditKind, Ledger, Transition, WARNING_NOT_RECORDED};
 use crate::tool::Toolkit;
 
 /// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
@@ -36,24 +36,15 @@ pub(crate) async fn record_issued(
             .and_then(|toolkit| toolkit.get(&call.tool_name))
             .and_then(|tool| tool.approval_ttl_override())
             .unwrap_or(ledger.config.ttl);
-        let record = ApprovalRecord {
-            approval_id: request.approval_id.clone(),
-            conversation_id: ledger.conversation_id.clone(),
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.tool_name.clone(),
-            input_digest: canonical_digest(&canonical),
-            input,
-            issued_at: now,
-            expires_at: now.saturating_add(millis(ttl)),
-            state: ApprovalState::Pending,
-            decision: None,
-            output: None,
-            lease: None,
-            updated_at: now,
-            routing: request.route.as_ref().map(|route| route.resolve(|group| ledger.config.group_members(group))),
-            votes: Vec::new(),
-            reason: request.reason.clone(),
+        let held = lifecycle::held::HeldCall {
+            tool_name: &call.tool_name,
+            input: &call.input,
+            reason: request.reason.as_deref(),
+            route: request.route.as_ref(),
+            ttl: Some(ttl),
         };
+        let ids = (request.approval_id.clone(), call.tool_call_id.clone());
+        let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);
         events.push(lifecycle::held::issued_event(ledger, &record, now));
         records.push(record);
         input_sizes.push(canonical.len());

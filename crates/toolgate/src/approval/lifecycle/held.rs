@@ -158,7 +158,8 @@ pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration)
         }
         let next = records.iter().map(|record| generation(&record.approval_id)).max().unwrap_or(0) + 1;
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
-        let record = issued(ledger, call, &call_id, next, input, digest.clone(), now);
+        let ids = (format!("{call_id}_{next}"), call_id.clone());
+        let record = pending_record(ledger, ids, call, (input, digest.clone()), now);
         let event = issued_event(ledger, &record, now);
         match store.issue(std::slice::from_ref(&record), std::slice::from_ref(&event)).await {
             Ok(()) => return Ok(Attached::Issued(record)),
@@ -174,21 +175,21 @@ fn generation(approval_id: &str) -> u64 {
     approval_id.rsplit_once('_').and_then(|(_, n)| n.parse().ok()).unwrap_or(0)
 }
 
-/// A new pending record of a held call.
-fn issued(
+/// A new pending record: `call` in the ledger's conversation, as approval
+/// `approval_id` of tool call `tool_call_id`, its input already canonical.
+/// The engine issues a chat's approvals with it too.
+pub(crate) fn pending_record(
     ledger: &Ledger,
+    (approval_id, tool_call_id): (String, String),
     call: HeldCall<'_>,
-    call_id: &str,
-    generation: u64,
-    input: Value,
-    input_digest: String,
+    (input, input_digest): (Value, String),
     now: Millis,
 ) -> ApprovalRecord {
     let ttl = call.ttl.unwrap_or(ledger.config.ttl);
     ApprovalRecord {
-        approval_id: format!("{call_id}_{generation}"),
+        approval_id,
         conversation_id: ledger.conversation_id.clone(),
-        tool_call_id: call_id.to_owned(),
+        tool_call_id,
         tool_name: call.tool_name.to_owned(),
         input,
         input_digest,
