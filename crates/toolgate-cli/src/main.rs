@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a request allocates many small
-/// values, and mimalloc serves them faster (see the README's benchmarks).
+/// values, and mimalloc serves them faster (see the book's Benchmarks chapter, docs/src/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,15 +1,12 @@
-//! The router, its shared state, and serving with graceful shutdown.
+//! The shared state, and serving with graceful shutdown (the router is [`crate::router`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use axum::serve::ListenerExt;
-use axum::{Router, middleware};
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
@@ -20,14 +17,14 @@ use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
-use tower_http::trace::TraceLayer;
 
+use crate::continuation;
 use crate::error::ApiError;
 use crate::principal::{Caller, PrincipalSource};
 use crate::resume::RunningResponses;
+use crate::routes::router;
 use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
-use crate::{agui, approvals, audit, chat, continuation, decisions, links, me, oidc, page, resume};
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -353,40 +350,6 @@ impl AppState {
         }
         request
     }
-}
-
-/// The HTTP routes.
-pub fn router(state: AppState) -> Router {
-    let limit = state.config().max_body_bytes;
-    let oidc = state.config().principals.oidc().is_some();
-    let mut pages = Router::new().route("/", get(page::index));
-    if oidc {
-        pages = pages.route_layer(middleware::from_fn_with_state(state.clone(), oidc::routes::require_session));
-    }
-    let mut routes = pages
-        .route("/app.js", get(page::script))
-        .route("/app.css", get(page::styles))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/api/chat", post(chat::chat))
-        .route("/api/chat/{id}/stream", get(resume::resume))
-        .route("/ag-ui", post(agui::run))
-        .route("/api/audit", get(audit::audit))
-        .route("/api/me", get(me::me))
-        .route("/api/decisions", get(decisions::list).post(decisions::add))
-        .route("/api/decisions/{id}", axum::routing::delete(decisions::revoke))
-        .route("/api/chats/{id}", get(chat::stored_messages))
-        .route("/api/approvals", get(approvals::list))
-        .route("/api/approvals/stream", get(approvals::stream))
-        .route("/api/approvals/{id}", get(approvals::show).post(approvals::decide).delete(approvals::withdraw))
-        .route("/approvals/{id}", get(links::view))
-        .route("/a/{token}", get(links::show).post(links::decide));
-    if oidc {
-        routes = routes
-            .route("/auth/callback", get(oidc::routes::callback))
-            .route("/auth/logout", get(oidc::routes::logout).post(oidc::routes::logout))
-            .layer(middleware::from_fn_with_state(state.clone(), oidc::routes::guard));
-    }
-    routes.layer(DefaultBodyLimit::max(limit)).layer(TraceLayer::new_for_http()).with_state(state)
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

@@ -17,22 +17,47 @@ use axum::response::Response;
 use toolgate::ledger::{AuditQuery, Millis};
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::principal::Caller;
 
 /// The most events one response holds.
 pub const MAX_AUDIT_EVENTS: usize = 10_000;
 
-/// Lists audit events as `application/x-ndjson`.
+/// The query parameters `GET /api/audit` takes (others are 400 `invalid_query`).
+pub(crate) const QUERY_PARAMS: [&str; 4] = ["conversation", "since", "after", "limit"];
+
+/// Lists audit events as `application/x-ndjson`, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/audit",
+    operation_id = "listAuditEvents",
+    tag = "audit",
+    params(
+        ("conversation" = Option<String>, Query, description = "Only this conversation's events."),
+        ("since" = Option<String>, Query,
+            description = "Events at or after this time: milliseconds since the epoch, or an RFC 3339 time."),
+        ("after" = Option<i64>, Query, description = "Events after this position (`seq`), for following the log."),
+        ("limit" = Option<usize>, Query, description = "At most this many (default and maximum 10,000)."),
+    ),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The events the requester may see, one JSON object per line.",
+            content_type = "application/x-ndjson", body = crate::openapi::schemas::AuditEventDoc),
+        (status = 400, description = "A bad query.", body = ErrorBody, extensions(("x-error-codes" = json!(["invalid_query"])))),
+        (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
+        (status = 500, description = "An event could not be encoded.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["encoding_failed"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn audit(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let ledger = state.ledger_config()?;
-    if let Some(unknown) =
-        params.keys().find(|key| !["conversation", "since", "after", "limit"].contains(&key.as_str()))
-    {
+    if let Some(unknown) = params.keys().find(|key| !QUERY_PARAMS.contains(&key.as_str())) {
         return Err(bad_query(format!("unknown parameter `{unknown}` (use conversation, since, after, limit)")));
     }
     let limit = match params.get("limit") {

@@ -8,12 +8,14 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
-use serde_json::json;
+use serde::Serialize;
+use serde_json::Value;
 use toolgate::ledger::Ledger;
 use toolgate::{TextStream, stream_text};
 use toolgate_ui::{
@@ -23,11 +25,53 @@ use toolgate_ui::{
 
 use crate::app::AppState;
 use crate::conversation::{self, Reconciled};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::principal::Caller;
+use utoipa::ToSchema;
 
-/// Answers one chat request with a UI message stream.
+/// Answers one chat request with a UI message stream (AI SDK v6).
+///
+/// Without a store the request's history is the conversation; with one it
+/// is reconciled with the stored conversation first, and the run goes on
+/// when the client goes away. The stream's `data-toolgate-*` parts are
+/// described by `ui-data-parts.schema.json` in the documentation.
+#[utoipa::path(
+    post,
+    path = "/api/chat",
+    operation_id = "chat",
+    tag = "chat",
+    request_body = crate::openapi::schemas::ChatRequestDoc,
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The UI message stream: `data: <chunk JSON>` frames, then `data: [DONE]`.",
+            content_type = "text/event-stream", body = String,
+            headers(("x-vercel-ai-ui-message-stream" = String, description = "`v1`"))),
+        (status = 400, description = "The request or its history is refused before anything runs.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_json", "invalid_body", "invalid_message", "invalid_chat_id",
+                "missing_conversation_id", "history_mismatch", "invalid_messages", "invalid_approval",
+                "toolkit_required", "tool_not_found", "unknown_approval", "approval_tool_call_not_found",
+                "conflicting_approval_responses", "unanswered_approvals", "invalid_tool_input", "edit_not_supported",
+                "invalid_approval_signature", "missing_tool_results", "duplicate_tool_call_id",
+                "duplicate_approval_id", "duplicate_approval_request", "edit_not_allowed", "edit_denied",
+                "approval_not_issued", "approval_mismatch", "forged_tool_result", "edit_needs_single_approver"])))),
+        (status = 403, description = "An answer in the chat that the approval's routing refuses.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden", "not_the_requester"])))),
+        (status = 404, description = "An answer to an approval the requester cannot see.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["unknown_approval"])))),
+        (status = 409, description = "The history conflicts with what the server recorded.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["approval_already_decided", "approval_in_progress",
+                "approvals_pending", "already_voted"])))),
+        (status = 410, description = "An answer to an approval that expired.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["approval_expired"])))),
+        (status = 500, description = "The stored conversation cannot be read.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["corrupt_conversation"])))),
+        (status = 502, description = "The model failed before the stream started.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["model_error"])))),
+        (status = 503, description = "The store failed; nothing ran.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn chat(
     State(state): State<AppState>,
     Caller { principal, groups }: Caller,
@@ -261,12 +305,40 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// `GET /api/chats/:id`: the stored UI messages of a chat.
+/// A stored chat (`GET /api/chats/{id}`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct StoredChat {
+    /// The chat id.
+    id: String,
+    /// Its UI messages, as the server keeps them.
+    #[schema(value_type = Vec<crate::openapi::schemas::UiMessageDoc>)]
+    messages: Value,
+    /// The stored version (bumped by every save).
+    version: i64,
+}
+
+/// The stored UI messages of one of the requester's chats.
+#[utoipa::path(
+    get,
+    path = "/api/chats/{id}",
+    operation_id = "getChat",
+    tag = "chat",
+    params(("id" = String, Path, description = "The chat id.")),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The chat.", body = StoredChat),
+        (status = 400, description = "A bad chat id.", body = ErrorBody, extensions(("x-error-codes" = json!(["invalid_chat_id"])))),
+        (status = 404, description = "No such chat of the requester's, or no store.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["chat_not_found", "no_store"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn stored_messages(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
     Path(chat_id): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<StoredChat>, ApiError> {
     check_chat_id(&chat_id)?;
     let key = state.conversation_key(principal.as_deref(), &chat_id)?;
     let store = &state.ledger_config()?.store;
@@ -275,10 +347,7 @@ pub(crate) async fn stored_messages(
         .conversation(&key)
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "chat_not_found", format!("no stored chat `{chat_id}`")))?;
-    let body = json!({"id": chat_id, "messages": stored.messages, "version": stored.version});
-    let mut response = Response::new(Body::from(body.to_string()));
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(response)
+    Ok(Json(StoredChat { id: chat_id, messages: stored.messages, version: stored.version }))
 }
 
 async fn start<'a>(

@@ -33,13 +33,14 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use toolgate::ledger::{DecisionQuery, DecisionScope, split_conversation_key};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
+use utoipa::ToSchema;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
 use crate::principal::Caller;
 
@@ -62,33 +63,75 @@ pub const MAX_DECISIONS_PER_SCOPE: usize = 100;
 /// ones, at most three times this.
 pub const MAX_DECISIONS_IN_SCOPE: usize = 4 * MAX_DECISIONS_PER_SCOPE;
 
+/// The query parameters `GET` and `DELETE` take (others are 400 `invalid_query`).
+pub(crate) const QUERY_PARAMS: [&str; 1] = ["conversation"];
+
 /// The scope a `POST` names.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum ScopeKind {
+    /// One conversation (`conversationId`), the author's calls only.
     Conversation,
+    /// Every conversation of the requester.
     Principal,
+    /// Everyone (refused on servers with principals).
     Global,
 }
 
 /// A `POST /api/decisions` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NewDecision {
+    /// Always allow, or never allow.
+    #[schema(schema_with = crate::openapi::schemas::sticky_action)]
     action: StickyAction,
+    /// The tool (one the server offers).
     tool: String,
+    /// Only exactly this input (at most 8 KiB of JSON; none: any input).
     #[serde(default)]
     input: Option<Value>,
+    /// Where it applies.
     scope: ScopeKind,
+    /// The chat id, for scope `conversation`.
     #[serde(default)]
     conversation_id: Option<String>,
+    /// How long it lasts, such as `30m` or `7d` (none: until revoked).
     #[serde(default)]
     ttl: Option<String>,
+    /// Free text (at most 1 KiB).
     #[serde(default)]
     note: Option<String>,
 }
 
+/// What `GET /api/decisions` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DecisionList {
+    /// The live decisions, oldest first.
+    #[schema(value_type = Vec<crate::openapi::schemas::StickyDecisionDoc>)]
+    decisions: Vec<StickyDecision>,
+}
+
 /// Records a sticky decision.
+#[utoipa::path(
+    post,
+    path = "/api/decisions",
+    operation_id = "addDecision",
+    tag = "decisions",
+    request_body = NewDecision,
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 201, description = "Recorded: the decision (a conversation scope names the chat id).",
+            body = crate::openapi::schemas::StickyDecisionDoc),
+        (status = 400, description = "The decision is refused.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_decision", "unknown_tool", "invalid_chat_id"])))),
+        (status = 403, description = "Global decisions are refused on servers with principals.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["global_decision_forbidden"])))),
+        (status = 409, description = "The scope holds too many decisions.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["too_many_decisions"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn add(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
@@ -144,17 +187,53 @@ fn shown(mut decision: StickyDecision) -> StickyDecision {
 }
 
 /// Lists the live sticky decisions that apply to a conversation and the requester.
+///
+/// Those are the conversation's (if given), the requester's principal's, and global ones.
+#[utoipa::path(
+    get,
+    path = "/api/decisions",
+    operation_id = "listDecisions",
+    tag = "decisions",
+    params(("conversation" = Option<String>, Query, description = "Also this chat's decisions.")),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The decisions, oldest first.", body = DecisionList),
+        (status = 400, description = "A bad query.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_query", "invalid_chat_id"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
     Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
-    let decisions: Vec<StickyDecision> =
-        visible(&state, &params, principal.as_deref()).await?.into_iter().map(shown).collect();
-    Ok(Json(json!({ "decisions": decisions })).into_response())
+) -> Result<Json<DecisionList>, ApiError> {
+    let decisions = visible(&state, &params, principal.as_deref()).await?.into_iter().map(shown).collect();
+    Ok(Json(DecisionList { decisions }))
 }
 
 /// Revokes one sticky decision the requester can see.
+#[utoipa::path(
+    delete,
+    path = "/api/decisions/{id}",
+    operation_id = "revokeDecision",
+    tag = "decisions",
+    params(
+        ("id" = String, Path, description = "The decision's id."),
+        ("conversation" = Option<String>, Query, description = "The chat of a conversation-scoped decision."),
+    ),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 204, description = "Revoked."),
+        (status = 400, description = "A bad query.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_query", "invalid_chat_id"])))),
+        (status = 404, description = "No such decision visible to the requester.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["unknown_decision"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn revoke(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,
@@ -180,7 +259,7 @@ async fn visible(
     params: &HashMap<String, String>,
     principal: Option<&str>,
 ) -> Result<Vec<StickyDecision>, ApiError> {
-    if let Some(unknown) = params.keys().find(|key| key.as_str() != "conversation") {
+    if let Some(unknown) = params.keys().find(|key| !QUERY_PARAMS.contains(&key.as_str())) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_query",

@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 use toolgate::EngineError;
 use toolgate::approval::lifecycle::{VoteError, VoteRefusal};
 use toolgate::ledger::StoreError;
@@ -42,9 +42,25 @@ impl ApiError {
     }
 }
 
+/// The body of every JSON error response (see the API reference, `GET /openapi.json`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The error of an [`ErrorBody`].
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// A stable machine-readable code (each endpoint's responses list the codes it returns).
+    pub code: &'static str,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let body = Json(ErrorBody { error: ErrorDetail { code: self.code, message: self.message } });
         let mut response = (self.status, body).into_response();
         if let Some(value) = self.challenge.and_then(|challenge| HeaderValue::from_str(&challenge).ok()) {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, value);

@@ -12,6 +12,8 @@
 //! - `GET|POST /a/{token}`: one-time approval links from notifications
 //!   ([`notify`]); `GET /approvals/{id}`: the page's inbox on one approval.
 //! - `GET /healthz`: liveness.
+//! - `GET /openapi.json`: the OpenAPI 3.1 document of every endpoint
+//!   ([`openapi`]); `GET /api-docs`: the API reference page on it.
 //! - `GET /auth/callback`, `GET|POST /auth/logout`: OpenID Connect sign-in
 //!   for the page, when configured ([`oidc`]).
 //!
@@ -39,17 +41,19 @@ mod links;
 mod me;
 pub mod notify;
 pub mod oidc;
+pub mod openapi;
 mod page;
 mod principal;
 mod replay;
 mod resume;
 pub mod retention;
 mod routed;
+mod routes;
 mod secret;
 pub mod timers;
 mod trace;
 
-pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, router, serve, serve_listener, shutdown_signal};
+pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, serve, serve_listener, shutdown_signal};
 pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT, approval_item};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
@@ -58,5 +62,6 @@ pub use jwt::{JwksSource, JwtConfig, JwtError, JwtVerifier};
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
 pub use principal::{Caller, PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
+pub use routes::{route_table, router};
 pub use secret::{ApprovalSecret, SecretError, SecretSource};
 pub use trace::{PromptTracer, TraceFile, trace_prompts};

@@ -9,18 +9,53 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::app::AppState;
 use crate::principal::{Caller, PrincipalSource};
 
+/// Who the server takes the requester for.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Me {
+    /// The requester's principal (`null` in single-user mode, or behind a proxy that named nobody).
+    principal: Option<String>,
+    /// Their groups (from a JWT and the server's `[groups]`).
+    groups: Vec<String>,
+    /// How a page signs in.
+    sign_in: SignIn,
+}
+
+/// How a page signs in.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SignIn {
+    /// Single-user mode: no sign-in.
+    None,
+    /// A proxy in front sets the principal header.
+    Header,
+    /// Requests need a bearer token (a tokens file, or JWTs).
+    Token,
+    /// People sign in on the page with OpenID Connect.
+    Oidc,
+}
+
 /// Describes the requester.
-pub(crate) async fn me(State(state): State<AppState>, Caller { principal, groups }: Caller) -> Json<Value> {
+#[utoipa::path(
+    get,
+    path = "/api/me",
+    operation_id = "getMe",
+    tag = "auth",
+    security(("bearer" = []), ("session" = []), ()),
+    responses((status = 200, description = "The requester.", body = Me))
+)]
+pub(crate) async fn me(State(state): State<AppState>, Caller { principal, groups }: Caller) -> Json<Me> {
     let sign_in = match &state.config().principals {
-        PrincipalSource::None => "none",
-        PrincipalSource::Header(..) => "header",
-        PrincipalSource::Tokens(_) | PrincipalSource::Jwt(_) => "token",
-        PrincipalSource::Oidc { .. } => "oidc",
+        PrincipalSource::None => SignIn::None,
+        PrincipalSource::Header(..) => SignIn::Header,
+        PrincipalSource::Tokens(_) | PrincipalSource::Jwt(_) => SignIn::Token,
+        PrincipalSource::Oidc { .. } => SignIn::Oidc,
     };
-    Json(json!({"principal": principal, "groups": groups, "signIn": sign_in}))
+    Json(Me { principal, groups, sign_in })
 }

@@ -20,7 +20,7 @@ use tokio::sync::Notify;
 use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
 use crate::principal::Caller;
 
@@ -90,8 +90,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// `GET /api/chat/{id}/stream`; another principal's response is answered
-/// like no response (204), so chat ids cannot be probed.
+/// Reattaches to a stored chat's running response (the AI SDK's resumable streams).
+///
+/// The response comes from its first frame, then onwards to its end. Another
+/// principal's response is answered like no response (204), so chat ids
+/// cannot be probed.
+#[utoipa::path(
+    get,
+    path = "/api/chat/{id}/stream",
+    operation_id = "resumeChatStream",
+    tag = "chat",
+    params(("id" = String, Path, description = "The chat id.")),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The running response's UI message stream, from its first frame.",
+            content_type = "text/event-stream", body = String),
+        (status = 204, description = "No response of this chat is running (or the server has no store)."),
+        (status = 400, description = "A bad chat id.", body = ErrorBody, extensions(("x-error-codes" = json!(["invalid_chat_id"])))),
+    )
+)]
 pub(crate) async fn resume(
     State(state): State<AppState>,
     Caller { principal, .. }: Caller,

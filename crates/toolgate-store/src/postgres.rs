@@ -177,7 +177,7 @@ impl Backend {
 /// The default pool: two connections per core of this machine, from 4 to 16.
 /// More backends than the database's cores only queue for them, at the cost
 /// of context switches: on two cores, 16 connections served 13% fewer round
-/// trips than 4, with a p99 a third higher (see the README's benchmarks).
+/// trips than 4, with a p99 a third higher (see docs/src/benchmarks.md).
 fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     u32::try_from(cores.saturating_mul(2)).unwrap_or(u32::MAX).clamp(4, 16)

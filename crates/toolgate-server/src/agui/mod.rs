@@ -40,7 +40,7 @@ use thread::{CatchUp, StoredThread};
 use toolgate::ledger::Ledger;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::principal::Caller;
 
@@ -51,7 +51,44 @@ pub(crate) const AGUI_PREFIX: &str = "ag-ui:";
 const AGUI_STREAM_HEADERS: &[(&str, &str)] =
     &[("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")];
 
-/// Runs the agent for one `RunAgentInput` and streams the events.
+/// Runs the agent for one `RunAgentInput` and streams the AG-UI events.
+///
+/// A body that is not a decodable `RunAgentInput` gets a 4xx JSON error;
+/// everything after that (resume problems, a refused history, forged
+/// approvals) is a `RUN_ERROR` event in the stream, with one of the codes in
+/// the 200 response's `x-run-error-codes`. The `CUSTOM` events the server
+/// sends are described by `agui-custom-events.schema.json` in the documentation.
+#[utoipa::path(
+    post,
+    path = "/ag-ui",
+    operation_id = "runAgUi",
+    tag = "ag-ui",
+    request_body = crate::openapi::schemas::RunAgentInputDoc,
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The run's AG-UI events as server-sent events (`data: <event JSON>`).",
+            content_type = "text/event-stream", body = String,
+            extensions(("x-run-error-codes" = json!(["history_mismatch", "invalid_state", "no_pending_interrupts",
+                "unknown_interrupt", "duplicate_resume_entry", "missing_resume_entry", "duplicate_pending_interrupt",
+                "interrupt_tool_call_not_found", "interrupt_tool_mismatch", "unknown_tool_call",
+                "invalid_tool_arguments", "unsupported_content", "model_error", "invalid_messages",
+                "invalid_approval", "toolkit_required", "tool_not_found", "unknown_approval",
+                "approval_tool_call_not_found", "conflicting_approval_responses", "unanswered_approvals",
+                "invalid_tool_input", "edit_not_supported", "invalid_approval_signature", "missing_tool_results",
+                "duplicate_tool_call_id", "duplicate_approval_id", "duplicate_approval_request", "edit_not_allowed",
+                "edit_denied", "approval_not_issued", "approval_mismatch", "approval_already_decided",
+                "approval_in_progress", "approvals_pending", "forged_tool_result", "not_an_approver",
+                "self_approval_forbidden", "already_voted", "approval_expired", "edit_needs_single_approver",
+                "not_the_requester", "store_unavailable"])))),
+        (status = 400, description = "The body is not a usable `RunAgentInput`.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_input", "invalid_message", "unknown_role",
+                "invalid_resume_entry", "invalid_chat_id", "missing_conversation_id"])))),
+        (status = 500, description = "The stored thread cannot be read.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["corrupt_conversation"])))),
+        (status = 503, description = "The store failed; nothing ran.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn run(
     State(state): State<AppState>,
     Caller { principal, groups }: Caller,

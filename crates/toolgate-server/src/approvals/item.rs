@@ -1,16 +1,116 @@
 //! An approval as the inbox shows it, and as the chat's
-//! `data-toolgate-approval` part reports it.
+//! `data-toolgate-approval` part reports it. The types here are what goes
+//! over the wire, and what the API reference (`GET /openapi.json`) describes.
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use toolgate::approval::lifecycle::{GROUP_PREFIX, requester};
-use toolgate::ledger::{ApprovalRecord, Millis, split_conversation_key};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, Millis, split_conversation_key};
+use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 /// RFC 3339, in UTC, to the millisecond.
 pub(crate) fn rfc3339(millis: Millis) -> Value {
-    match chrono::DateTime::from_timestamp_millis(millis) {
-        Some(time) => json!(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => Value::Null,
-    }
+    timestamp(millis).map_or(Value::Null, Value::String)
+}
+
+/// [`rfc3339`] as text (`None` out of the calendar's range).
+fn timestamp(millis: Millis) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// An approval in the inbox (`GET /api/approvals/{id}`), in the approvals
+/// stream, and in notifications.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApprovalItem {
+    /// The approval's id.
+    id: String,
+    /// The tool call it gates.
+    tool_call_id: String,
+    /// The tool's name.
+    tool: String,
+    /// The call's input (any JSON).
+    input: Value,
+    /// Why it asks (the rule's or the tool's reason).
+    reason: Option<String>,
+    /// The conversation (the chat id, or `ag-ui:` and the AG-UI thread id).
+    conversation_id: String,
+    /// Who asked (`null`: the one user of a server without principals).
+    requester: Option<String>,
+    /// Who decides: principals and `group:NAME`s (the requester alone when the rule names nobody).
+    approvers: Vec<String>,
+    /// How many approvals decide it.
+    quorum: u32,
+    /// The votes so far, oldest first.
+    votes: Vec<VoteItem>,
+    /// Where it stands.
+    #[schema(schema_with = approval_state_schema)]
+    state: &'static str,
+    /// When it was requested (RFC 3339).
+    #[schema(format = DateTime)]
+    created_at: Option<String>,
+    /// When it expires unless decided (RFC 3339).
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
+}
+
+/// One vote on an approval.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VoteItem {
+    /// Who voted (`null`: the one user of a server without principals).
+    principal: Option<String>,
+    /// What they chose.
+    decision: Choice,
+    /// When (RFC 3339).
+    #[schema(format = DateTime)]
+    at: Option<String>,
+    /// The reason they gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+/// A vote's choice.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Choice {
+    /// For the call.
+    Approve,
+    /// Against it.
+    Deny,
+}
+
+/// The `data` of a chat's `data-toolgate-approval` part.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApprovalPart {
+    /// The approval's id.
+    approval_id: String,
+    /// The tool call it gates.
+    tool_call_id: String,
+    /// Where it stands.
+    #[schema(schema_with = approval_state_schema)]
+    state: &'static str,
+    /// Who decides.
+    approvers: Vec<String>,
+    /// How many approvals decide it.
+    quorum: u32,
+    /// The votes so far.
+    votes: Vec<VoteItem>,
+    /// Who it waits for, in words (``group finance (1 of 2)``).
+    waiting_for: String,
+}
+
+/// The schema of an approval's state: one of [`ApprovalState::ALL`].
+pub(crate) fn approval_state_schema() -> RefOr<Schema> {
+    let states = ApprovalState::ALL.map(ApprovalState::as_str);
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(states))
+        .description(Some("Where the approval stands."))
+        .into()
 }
 
 /// Who decides, as configured: the rule's approvers, or the requester alone.
@@ -21,55 +121,61 @@ fn approvers(record: &ApprovalRecord) -> Vec<String> {
     }
 }
 
-/// The votes, each `{principal, decision, reason?, at}`.
-fn votes(record: &ApprovalRecord) -> Value {
-    record
-        .votes
-        .iter()
-        .map(|vote| {
-            let mut item = json!({
-                "principal": vote.principal,
-                "decision": if vote.decision.is_approve() { "approve" } else { "deny" },
-                "at": rfc3339(vote.at),
-            });
-            if let Some(reason) = &vote.reason {
-                item["reason"] = json!(reason);
-            }
-            item
-        })
-        .collect()
+fn quorum(record: &ApprovalRecord) -> u32 {
+    record.routing.as_ref().map_or(1, |routing| routing.quorum)
 }
 
-/// The inbox item (`GET /api/approvals/{id}`).
+/// The votes, each `{principal, decision, at, reason?}`.
+fn votes(record: &ApprovalRecord) -> Vec<VoteItem> {
+    let choice = |approve: bool| if approve { Choice::Approve } else { Choice::Deny };
+    let vote = |vote: &toolgate::approval::lifecycle::Vote| VoteItem {
+        principal: vote.principal.clone(),
+        decision: choice(vote.decision.is_approve()),
+        at: timestamp(vote.at),
+        reason: vote.reason.clone(),
+    };
+    record.votes.iter().map(vote).collect()
+}
+
+impl ApprovalItem {
+    /// The item of this record.
+    pub(crate) fn of(record: &ApprovalRecord) -> Self {
+        Self {
+            id: record.approval_id.clone(),
+            tool_call_id: record.tool_call_id.clone(),
+            tool: record.tool_name.clone(),
+            input: record.input.clone(),
+            reason: record.reason.clone(),
+            conversation_id: split_conversation_key(&record.conversation_id).1.to_owned(),
+            requester: requester(record).map(str::to_owned),
+            approvers: approvers(record),
+            quorum: quorum(record),
+            votes: votes(record),
+            state: record.state.as_str(),
+            created_at: timestamp(record.issued_at),
+            expires_at: timestamp(record.expires_at),
+        }
+    }
+}
+
+/// The inbox item (`GET /api/approvals/{id}`) as JSON.
 pub fn approval_item(record: &ApprovalRecord) -> Value {
-    json!({
-        "id": record.approval_id,
-        "toolCallId": record.tool_call_id,
-        "tool": record.tool_name,
-        "input": record.input,
-        "reason": record.reason,
-        "conversationId": split_conversation_key(&record.conversation_id).1,
-        "requester": requester(record),
-        "approvers": approvers(record),
-        "quorum": record.routing.as_ref().map_or(1, |routing| routing.quorum),
-        "votes": votes(record),
-        "state": record.state.as_str(),
-        "createdAt": rfc3339(record.issued_at),
-        "expiresAt": rfc3339(record.expires_at),
-    })
+    // An item is strings, numbers and JSON values: it always serializes.
+    serde_json::to_value(ApprovalItem::of(record)).unwrap_or_default()
 }
 
 /// The `data` of a chat's `data-toolgate-approval` part.
 pub(crate) fn approval_part(record: &ApprovalRecord) -> Value {
-    json!({
-        "approvalId": record.approval_id,
-        "toolCallId": record.tool_call_id,
-        "state": record.state.as_str(),
-        "approvers": approvers(record),
-        "quorum": record.routing.as_ref().map_or(1, |routing| routing.quorum),
-        "votes": votes(record),
-        "waitingFor": waiting_label(record),
-    })
+    let part = ApprovalPart {
+        approval_id: record.approval_id.clone(),
+        tool_call_id: record.tool_call_id.clone(),
+        state: record.state.as_str(),
+        approvers: approvers(record),
+        quorum: quorum(record),
+        votes: votes(record),
+        waiting_for: waiting_label(record),
+    };
+    serde_json::to_value(part).unwrap_or_default()
 }
 
 /// ``group finance (1 of 2)``, as a chat card shows who it waits for.
@@ -82,6 +188,5 @@ fn waiting_label(record: &ApprovalRecord) -> String {
         })
         .collect();
     let approved = record.votes.iter().filter(|vote| vote.decision.is_approve()).count();
-    let quorum = record.routing.as_ref().map_or(1, |routing| routing.quorum);
-    format!("{} ({approved} of {quorum})", names.join(", "))
+    format!("{} ({approved} of {})", names.join(", "), quorum(record))
 }

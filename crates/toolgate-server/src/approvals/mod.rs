@@ -28,19 +28,21 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see, requester};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, GateAction, SharedMessages, decide_call};
+use utoipa::ToSchema;
 
 pub use item::approval_item;
-pub(crate) use item::approval_part;
+pub(crate) use item::{ApprovalItem, approval_part};
+pub(crate) use stream::__path_stream;
 pub(crate) use stream::stream;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
 use crate::principal::Caller;
 
@@ -49,14 +51,48 @@ pub const DEFAULT_LIMIT: usize = 50;
 /// A listing holds at most this many approvals.
 pub const MAX_LIMIT: usize = 500;
 
-/// `GET /api/approvals`.
+/// The query parameters `GET /api/approvals` takes (others are 400 `invalid_query`).
+pub(crate) const LIST_PARAMS: [&str; 3] = ["state", "conversation", "limit"];
+
+/// What `GET /api/approvals` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ApprovalList {
+    /// The approvals the caller may see, newest first.
+    approvals: Vec<ApprovalItem>,
+}
+
+/// Lists the approvals the caller may see.
+///
+/// Those are the approvals they may decide and those of their own
+/// conversations (everything for admins and single-user servers).
+#[utoipa::path(
+    get,
+    path = "/api/approvals",
+    operation_id = "listApprovals",
+    tag = "approvals",
+    params(
+        ("state" = Option<String>, Query, description = "`pending` (the default), `decided` or `all`.",
+            pattern = "^(pending|decided|all)$"),
+        ("conversation" = Option<String>, Query, description = "Only this conversation's (a chat id)."),
+        ("limit" = Option<usize>, Query, description = "At most this many (1 to 500; default 50).", minimum = 1, maximum = 500),
+    ),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The approvals, newest first.", body = ApprovalList),
+        (status = 400, description = "A bad query.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_query", "invalid_chat_id"])))),
+        (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Query(params): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalList>, ApiError> {
     let ledger = state.ledger_config()?;
-    if let Some(unknown) = params.keys().find(|key| !["state", "conversation", "limit"].contains(&key.as_str())) {
+    if let Some(unknown) = params.keys().find(|key| !LIST_PARAMS.contains(&key.as_str())) {
         return Err(bad_query(format!("unknown parameter `{unknown}` (use state, conversation, limit)")));
     }
     let states = match params.get("state") {
@@ -78,39 +114,83 @@ pub(crate) async fn list(
     };
     let query = ApprovalQuery { viewer_keys: state.viewer_keys(&voter), states, conversation_id, limit };
     let records = ledger.store.list_approvals(&query).await?;
-    let items: Vec<Value> = records.iter().filter(|record| may_see(record, &voter)).map(approval_item).collect();
-    Ok(Json(json!({ "approvals": items })))
+    let approvals = records.iter().filter(|record| may_see(record, &voter)).map(ApprovalItem::of).collect();
+    Ok(Json(ApprovalList { approvals }))
 }
 
-/// `GET /api/approvals/{id}`.
+/// One approval the caller may see.
+#[utoipa::path(
+    get,
+    path = "/api/approvals/{id}",
+    operation_id = "getApproval",
+    tag = "approvals",
+    params(("id" = String, Path, description = "The approval's id.")),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The approval.", body = ApprovalItem),
+        (status = 404, description = "No such approval visible to the caller (an outsider never learns it exists), or no store.",
+            body = ErrorBody, extensions(("x-error-codes" = json!(["unknown_approval", "no_store"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn show(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalItem>, ApiError> {
     let ledger = state.ledger_config()?;
     let record = visible(ledger, &id, &state.voter(&caller)).await?;
-    Ok(Json(approval_item(&record)))
+    Ok(Json(ApprovalItem::of(&record)))
 }
 
-/// The body of `POST /api/approvals/{id}`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /api/approvals/{id}`: a vote.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct VoteBody {
+    /// `approve` or `deny`.
+    #[schema(pattern = "^(approve|deny)$")]
     decision: String,
+    /// A denial's reason (told to the model), or a note with an approval.
     #[serde(default)]
     reason: Option<String>,
+    /// An approval's edit of the call's input (the tool must allow edits; one approver only).
     #[serde(default)]
     edited_input: Option<Value>,
 }
 
-/// `POST /api/approvals/{id}`: a vote.
+/// Votes on an approval. A deciding vote makes the server continue the conversation.
+#[utoipa::path(
+    post,
+    path = "/api/approvals/{id}",
+    operation_id = "voteOnApproval",
+    tag = "approvals",
+    params(("id" = String, Path, description = "The approval's id.")),
+    request_body = VoteBody,
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The vote counts: the approval in its new state.", body = ApprovalItem),
+        (status = 400, description = "A malformed vote, or an edit the chat would refuse.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_body", "tool_not_found", "edit_not_allowed",
+                "invalid_tool_input", "edit_denied", "edit_needs_single_approver"])))),
+        (status = 403, description = "The caller may not vote on it.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden"])))),
+        (status = 404, description = "No such approval visible to the caller, or no store.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["unknown_approval", "no_store"])))),
+        (status = 409, description = "The vote is no longer possible.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["already_voted", "approval_already_decided"])))),
+        (status = 410, description = "The approval expired.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["approval_expired"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn decide(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalItem>, ApiError> {
     let ledger = state.ledger_config()?;
     let body: VoteBody = serde_json::from_slice(&body)
         .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", error.to_string()))?;
@@ -141,20 +221,40 @@ pub(crate) async fn decide(
     let options = VoteOptions { continuation: true, note };
     let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
     decided(&state, &record);
-    Ok(Json(approval_item(&record)))
+    Ok(Json(ApprovalItem::of(&record)))
 }
 
-/// `DELETE /api/approvals/{id}`: the requester withdraws their request.
+/// The requester withdraws their pending request; it resolves like a denial.
+#[utoipa::path(
+    delete,
+    path = "/api/approvals/{id}",
+    operation_id = "withdrawApproval",
+    tag = "approvals",
+    params(("id" = String, Path, description = "The approval's id.")),
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "Withdrawn: the approval in its new state.", body = ApprovalItem),
+        (status = 403, description = "Only the requester may withdraw it.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_the_requester"])))),
+        (status = 404, description = "No such approval visible to the caller, or no store.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["unknown_approval", "no_store"])))),
+        (status = 409, description = "It was already decided.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["approval_already_decided"])))),
+        (status = 410, description = "It expired.", body = ErrorBody, extensions(("x-error-codes" = json!(["approval_expired"])))),
+        (status = 503, description = "The store failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
+    )
+)]
 pub(crate) async fn withdraw(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ApprovalItem>, ApiError> {
     let ledger = state.ledger_config()?;
     let voter = state.voter(&caller);
     let record = lifecycle::withdraw(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter).await?;
     decided(&state, &record);
-    Ok(Json(approval_item(&record)))
+    Ok(Json(ApprovalItem::of(&record)))
 }
 
 /// After a vote or withdrawal here: inbox streams look again, and a

@@ -22,9 +22,9 @@ use axum::response::Response;
 use tokio::sync::broadcast;
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter};
 
-use super::{MAX_LIMIT, approval_item};
+use super::{ApprovalItem, MAX_LIMIT};
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
 use crate::principal::Caller;
 
@@ -35,7 +35,23 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const HEADERS: &[(&str, &str)] =
     &[("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")];
 
-/// `GET /api/approvals/stream`.
+/// Follows the approvals the caller may decide, as server-sent events.
+///
+/// Each `event: approval` has an `ApprovalItem` as its JSON data: first each
+/// pending approval, then each one that appears or changes; `: keep-alive`
+/// comments come every 15 seconds.
+#[utoipa::path(
+    get,
+    path = "/api/approvals/stream",
+    operation_id = "streamApprovals",
+    tag = "approvals",
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "The stream: `event: approval` frames, each `data` an `ApprovalItem` as JSON.",
+            content_type = "text/event-stream", body = String),
+        (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
+    )
+)]
 pub(crate) async fn stream(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     let store = std::sync::Arc::clone(&state.ledger_config()?.store);
     let voter = state.voter(&caller);
@@ -83,7 +99,7 @@ fn frame<'r>(records: impl Iterator<Item = &'r ApprovalRecord>) -> Bytes {
     let mut body = String::new();
     for record in records {
         body.push_str("event: approval\ndata: ");
-        body.push_str(&approval_item(record).to_string());
+        body.push_str(&serde_json::to_string(&ApprovalItem::of(record)).unwrap_or_default());
         body.push_str("\n\n");
     }
     if body.is_empty() {

@@ -44,23 +44,51 @@ use crate::principal::{Caller, PrincipalSource};
 use page::{Notice, confirmation, notice};
 
 /// The form a link's page posts.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 pub(crate) struct LinkForm {
     /// A denial's reason.
     #[serde(default)]
     reason: Option<String>,
-    /// A bearer token, for servers that take them.
+    /// A bearer token, for servers that take them (when the request carries no `Authorization`).
     #[serde(default)]
     token: Option<String>,
 }
 
-/// `GET /approvals/{id}`: the web page's inbox on one approval.
+/// The web page's inbox on one approval (the `view` link of notifications).
+///
+/// A redirect to the page, opened on the approval.
+#[utoipa::path(
+    get,
+    path = "/approvals/{id}",
+    operation_id = "viewApproval",
+    tag = "links",
+    params(("id" = String, Path, description = "The approval's id.")),
+    responses((status = 303, description = "To the web page, opened on the approval (`../?approval=ID`).",
+        headers(("location" = String, description = "The page."))))
+)]
 pub(crate) async fn view(Path(id): Path<String>) -> Redirect {
     let id: String = url::form_urlencoded::byte_serialize(id.as_bytes()).collect();
     Redirect::to(&format!("../?approval={id}"))
 }
 
-/// `GET /a/{token}`: the confirmation page.
+/// A one-time link's confirmation page.
+///
+/// It shows what the link would do, and the form that does it. Opening it
+/// decides nothing (mail scanners and chat previews fetch links).
+#[utoipa::path(
+    get,
+    path = "/a/{token}",
+    operation_id = "showLink",
+    tag = "links",
+    params(("token" = String, Path, description = "The signed link token.")),
+    responses(
+        (status = 200, description = "The confirmation page.", content_type = "text/html", body = String),
+        (status = 404, description = "A page: the server has no store.", content_type = "text/html", body = String),
+        (status = 410, description = "A page: the link was altered, expired, or its approval was decided or is gone.",
+            content_type = "text/html", body = String),
+        (status = 503, description = "A page: the store failed.", content_type = "text/html", body = String),
+    )
+)]
 pub(crate) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
     let (claims, record) = match open(&state, &token).await {
         Ok(opened) => opened,
@@ -69,7 +97,30 @@ pub(crate) async fn show(State(state): State<AppState>, Path(token): Path<String
     confirmation(&record, &claims, asks_for_token(&state.config().principals)).into_response()
 }
 
-/// `POST /a/{token}`: decides.
+/// Decides through a one-time link.
+///
+/// A vote, with the same checks as `POST /api/approvals/{id}`; the link is used once.
+#[utoipa::path(
+    post,
+    path = "/a/{token}",
+    operation_id = "decideByLink",
+    tag = "links",
+    params(("token" = String, Path, description = "The signed link token.")),
+    request_body(content = LinkForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "A page: the vote was recorded.", content_type = "text/html", body = String),
+        (status = 400, description = "A page: the form could not be read.", content_type = "text/html", body = String),
+        (status = 401, description = "A page: credentials are needed (sign in, or the access token).",
+            content_type = "text/html", body = String),
+        (status = 403, description = "A page: the vote is refused (not an approver, not the e-mail's recipient, ...).",
+            content_type = "text/html", body = String),
+        (status = 404, description = "A page: the server has no store.", content_type = "text/html", body = String),
+        (status = 409, description = "A page: the voter already voted.", content_type = "text/html", body = String),
+        (status = 410, description = "A page: the link was used, altered or expired, or its approval was decided.",
+            content_type = "text/html", body = String),
+        (status = 503, description = "A page: the store failed.", content_type = "text/html", body = String),
+    )
+)]
 pub(crate) async fn decide(State(state): State<AppState>, Path(token): Path<String>, request: Request) -> Response {
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
     let mut headers = request.headers().clone();

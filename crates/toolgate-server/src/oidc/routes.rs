@@ -9,14 +9,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::app::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 
 /// The header every 401 carries when the server signs people in with OIDC: the
 /// page reloads (and so signs in again) instead of asking for a token.
 pub const SIGN_IN_HEADER: HeaderName = HeaderName::from_static("x-toolgate-sign-in");
 
 /// The query of `GET /auth/callback`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct CallbackParams {
     /// The authorization code.
     pub code: Option<String>,
@@ -32,7 +33,30 @@ fn not_configured() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "this server does not sign people in with OpenID Connect")
 }
 
-/// `GET /auth/callback?code&state`: finishes a sign-in (see the module docs).
+/// Finishes an OpenID Connect sign-in.
+///
+/// The provider sends the browser here (only on servers that sign people in with OIDC).
+#[utoipa::path(
+    get,
+    path = "/auth/callback",
+    operation_id = "signInCallback",
+    tag = "auth",
+    params(CallbackParams),
+    responses(
+        (status = 303, description = "Signed in: the session cookie, and back to the page first asked for.",
+            headers(("location" = String), ("set-cookie" = String))),
+        (status = 400, description = "The callback does not complete a sign-in this browser started.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_state", "missing_code", "session_too_large"])))),
+        (status = 401, description = "The provider refused, or its ID token does not verify.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["sign_in_refused", "invalid_id_token"])))),
+        (status = 404, description = "The server does not sign people in with OIDC.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_found"])))),
+        (status = 500, description = "The sign-in could not be completed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["sign_in_failed"])))),
+        (status = 502, description = "The provider failed.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["provider_error"])))),
+    )
+)]
 pub(crate) async fn callback(
     State(state): State<AppState>,
     Query(params): Query<CallbackParams>,
@@ -45,7 +69,21 @@ pub(crate) async fn callback(
     })
 }
 
-/// `GET` or `POST /auth/logout`: clears the session cookie, then 303 to the page.
+/// Signs out: clears the session cookie, then back to the page.
+///
+/// `GET` or `POST`; only on servers that sign people in with OIDC.
+#[utoipa::path(
+    method(get, post),
+    path = "/auth/logout",
+    operation_id = "signOut",
+    tag = "auth",
+    responses(
+        (status = 303, description = "Signed out: the cleared cookie, and to the page.",
+            headers(("location" = String), ("set-cookie" = String))),
+        (status = 404, description = "The server does not sign people in with OIDC.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_found"])))),
+    )
+)]
 pub(crate) async fn logout(State(state): State<AppState>) -> Result<Response, ApiError> {
     Ok(state.config().principals.oidc().ok_or_else(not_configured)?.logout())
 }

@@ -22,7 +22,8 @@
 //! when every request of the message carries a signature covering exactly
 //! those calls; without one, only when this request holds batches too
 //! (`hold_batch_for_approval`; unsigned histories are trusted, see the
-//! README). Otherwise they are not acted on and the prompt check reports
+//! book's threat model, `docs/src/threat-model.md`). Otherwise they are
+//! not acted on and the prompt check reports
 //! them as [`EngineError::MissingToolResults`]. A held call that now needs
 //! approval itself, or that its policy denies, is denied.
 //!
