@@ -9,44 +9,17 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::{Served, examples};
-use toolgate::approval::input_digest;
-use toolgate::approval::lifecycle::Routing;
-use toolgate::ledger::{ApprovalRecord, ApprovalState, conversation_key};
+use toolgate::ledger::ApprovalRecord;
 use toolgate_store::{StoreSpec, open_store};
 
 /// An approval of alice's `chat-1` for finance, pending for an hour.
 fn routed(id: &str) -> ApprovalRecord {
-    let input = json!({"invoice": id, "amount": 1200});
-    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
-    ApprovalRecord {
-        approval_id: id.to_owned(),
-        conversation_id: conversation_key(Some("alice"), "chat-1"),
-        tool_call_id: format!("call-{id}"),
-        tool_name: "pay_invoice".to_owned(),
-        input_digest: input_digest(&input).unwrap(),
-        input,
-        issued_at: now,
-        expires_at: now + 3_600_000,
-        state: ApprovalState::Pending,
-        decision: None,
-        output: None,
-        lease: None,
-        updated_at: now,
-        routing: Some(Routing {
-            approvers: vec!["group:finance".to_owned()],
-            members: vec!["bob".to_owned(), "carol".to_owned(), "erin".to_owned()],
-            quorum: 2,
-            self_approval: false,
-            ..Routing::default()
-        }),
-        votes: Vec::new(),
-        reason: Some("payments over 1000 need finance".to_owned()),
-    }
+    support::approval(id, "alice", "chat-1", "pay_invoice", json!({"invoice": id, "amount": 1200}), true)
 }
 
 /// Issues approvals with these ids into the default SQLite store of `data_dir`.

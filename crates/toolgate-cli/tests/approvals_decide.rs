@@ -10,13 +10,12 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{Served, examples};
-use toolgate::approval::input_digest;
-use toolgate::approval::lifecycle::{self, Decision, Routing, VoteOptions, Voter};
+use support::{Served, approval, examples, now};
+use toolgate::approval::lifecycle::{self, Decision, VoteOptions, Voter};
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, DecisionQuery, DecisionScope, SystemClock, conversation_key,
 };
@@ -26,40 +25,6 @@ use toolgate_store::{StoreSpec, open_store};
 
 /// How long a watch may take to do what it is asked.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn now() -> i64 {
-    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
-
-/// A pending approval of `tool` in `owner`'s conversation `chat`, issued now:
-/// routed to finance when `routed`, else decided by `owner`.
-fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, routed: bool) -> ApprovalRecord {
-    let now = now();
-    ApprovalRecord {
-        approval_id: id.to_owned(),
-        conversation_id: conversation_key(Some(owner), chat),
-        tool_call_id: format!("call-{id}"),
-        tool_name: tool.to_owned(),
-        input_digest: input_digest(&input).unwrap(),
-        input,
-        issued_at: now,
-        expires_at: now + 3_600_000,
-        state: ApprovalState::Pending,
-        decision: None,
-        output: None,
-        lease: None,
-        updated_at: now,
-        routing: routed.then(|| Routing {
-            approvers: vec!["group:finance".to_owned()],
-            members: vec!["bob".to_owned(), "carol".to_owned(), "erin".to_owned()],
-            quorum: 2,
-            self_approval: false,
-            ..Routing::default()
-        }),
-        votes: Vec::new(),
-        reason: Some("transfers over 1000 need approval".to_owned()),
-    }
-}
 
 /// alice's own transfer in `chat-1`.
 fn transfer(id: &str) -> ApprovalRecord {

@@ -1,6 +1,6 @@
 //! The gateway as an MCP server ([`GatewayHandler`], rmcp's `ServerHandler`):
 //! tools of the upstream servers under their toolgate names, every call
-//! through the gate ([`crate::call`]), `approval_prompt` when configured
+//! through the gate (the crate's `call` module), `approval_prompt` when configured
 //! ([`crate::prompt_tool`]), resources and prompts of the upstream servers
 //! passed through unchanged, and `notifications/tools/list_changed` when
 //! the upstream tools change.

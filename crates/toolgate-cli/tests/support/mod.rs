@@ -4,6 +4,12 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use toolgate::approval::input_digest;
+use toolgate::approval::lifecycle::Routing;
+use toolgate::ledger::{ApprovalRecord, ApprovalState, conversation_key};
 
 /// The repository's `examples/` folder.
 pub fn examples() -> PathBuf {
@@ -63,5 +69,40 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// A pending approval of `tool` in `owner`'s conversation `chat`, issued now:
+/// routed to finance when `routed`, else decided by `owner`.
+pub fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, routed: bool) -> ApprovalRecord {
+    let now = now();
+    ApprovalRecord {
+        approval_id: id.to_owned(),
+        conversation_id: conversation_key(Some(owner), chat),
+        tool_call_id: format!("call-{id}"),
+        tool_name: tool.to_owned(),
+        input_digest: input_digest(&input).unwrap(),
+        input,
+        issued_at: now,
+        expires_at: now + 3_600_000,
+        state: ApprovalState::Pending,
+        decision: None,
+        output: None,
+        lease: None,
+        updated_at: now,
+        routing: routed.then(|| Routing {
+            approvers: vec!["group:finance".to_owned()],
+            members: vec!["bob".to_owned(), "carol".to_owned(), "erin".to_owned()],
+            quorum: 2,
+            self_approval: false,
+            ..Routing::default()
+        }),
+        votes: Vec::new(),
+        reason: Some("transfers over 1000 need approval".to_owned()),
     }
 }
