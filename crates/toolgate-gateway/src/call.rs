@@ -7,8 +7,7 @@
 use rmcp::model::{CallToolResponse, CallToolResult, ProgressNotificationParam};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, held_call_id};
-use toolgate::approval::{canonical_digest, canonical_json};
+use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger};
 use toolgate::tool::GateAction;
 use toolgate_mcp::RelayedTool;
@@ -29,9 +28,9 @@ pub async fn call(
     if let Err(detail) = tool.tool.validate_input(&input) {
         return outcome::error_text(format!("invalid input for `{}`: {detail}", tool.info.name)).into();
     }
-    let call_id = match canonical_json(&input) {
-        Ok(canonical) => held_call_id(&session.conversation_key(), &tool.info.name, &canonical_digest(&canonical)),
-        Err(error) => return outcome::error_text(format!("invalid input for `{}`: {error}", tool.info.name)).into(),
+    let call_id = match held::call_id_of(&session.conversation_key(), &tool.info.name, &input) {
+        Ok(call_id) => call_id,
+        Err(error) => return outcome::error_text(error.to_string()).into(),
     };
     let verdict = gateway.decide(session, tool, &input, &call_id).await;
     match verdict.action {

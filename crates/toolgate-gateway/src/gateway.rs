@@ -85,7 +85,7 @@ impl Gateway {
 
     /// The tool offered under `name`, if any.
     pub fn tool(&self, name: &str) -> Option<RelayedTool> {
-        self.mcp.relayed_tools().into_iter().find(|relayed| relayed.info.name == name)
+        self.mcp.relayed_tool(name)
     }
 
     /// The rules and the session's sticky decisions, as of now.

@@ -140,7 +140,7 @@ async fn drive(
                 }
                 let until = deadline.min(next_progress);
                 let state = record.state;
-                record = held::wait(ledger, &record.approval_id, &[state], until, options.poll, |_| {}).await?;
+                record = held::wait(ledger, &record.approval_id, &[state], until, options.poll).await?;
             }
             ApprovalState::Denied
             | ApprovalState::Withdrawn

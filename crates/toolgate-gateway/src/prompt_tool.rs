@@ -18,8 +18,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
-use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, held_call_id};
-use toolgate::approval::{canonical_digest, canonical_json};
+use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError};
 use toolgate::ledger::{ApprovalRecord, ApprovalState};
 use toolgate::tool::GateAction;
 use toolgate_protocol::ToolResultOutput;
@@ -81,9 +80,9 @@ pub async fn call(
         return outcome::error_text("approval_prompt needs `tool_name`, a non-empty string");
     };
     let input = arguments.get("input").cloned().unwrap_or_else(|| json!({}));
-    let call_id = match canonical_json(&input) {
-        Ok(canonical) => held_call_id(&session.conversation_key(), tool_name, &canonical_digest(&canonical)),
-        Err(error) => return answer(&deny(format!("the input cannot be recorded: {error}"))),
+    let call_id = match held::call_id_of(&session.conversation_key(), tool_name, &input) {
+        Ok(call_id) => call_id,
+        Err(error) => return answer(&deny(error.to_string())),
     };
     let verdict = gateway.decide_foreign(session, tool_name, &input, &call_id).await;
     let (action, reason, route) = match verdict {

@@ -31,17 +31,24 @@ impl McpTools {
     /// The current tools, as [`McpTools::tools`] orders them, each with the
     /// listing its server sent (renamed to `<server>__<tool>`).
     pub fn relayed_tools(&self) -> Vec<RelayedTool> {
-        let current = self.registry().current();
         let listings = self.registry().listings();
-        current
+        self.registry()
+            .current()
             .iter()
-            .filter_map(|(tool, info)| {
-                let index = self.registry().servers.iter().position(|server| server.name() == info.server)?;
-                let mut listed = listings.get(index)?.iter().find(|mcp| mcp.name == info.mcp_name)?.clone();
-                listed.name = info.name.clone().into();
-                Some(RelayedTool { listed, info: info.clone(), tool: tool.clone() })
-            })
+            .filter_map(|(tool, info)| relayed(tool, info, listings.get(self.server_index(&info.server)?)?))
             .collect()
+    }
+
+    /// The current tool named `name` (its toolgate name), as
+    /// [`McpTools::relayed_tools`] gives it; reads only its server's listing.
+    pub fn relayed_tool(&self, name: &str) -> Option<RelayedTool> {
+        let current = self.registry().current();
+        let (tool, info) = current.iter().find(|(_, info)| info.name == name)?;
+        relayed(tool, info, &self.registry().listing(self.server_index(&info.server)?)?)
+    }
+
+    fn server_index(&self, server: &str) -> Option<usize> {
+        self.registry().servers.iter().position(|candidate| candidate.name() == server)
     }
 
     /// Calls the tool named `name` (its toolgate name) with `input` and
@@ -84,4 +91,11 @@ impl McpTools {
             None => Err(CallError::ServerStopped { server: server.to_owned() }),
         }
     }
+}
+
+/// `info`'s tool as its server's `listing` has it, renamed to its toolgate name.
+fn relayed(tool: &toolgate::Tool, info: &McpToolInfo, listing: &[rmcp::model::Tool]) -> Option<RelayedTool> {
+    let mut listed = listing.iter().find(|mcp| mcp.name == info.mcp_name)?.clone();
+    listed.name = info.name.clone().into();
+    Some(RelayedTool { listed, info: info.clone(), tool: tool.clone() })
 }

@@ -52,6 +52,11 @@ impl Registry {
         self.listings.lock().map(|listings| listings.clone()).unwrap_or_default()
     }
 
+    /// One server's last listing.
+    pub(crate) fn listing(&self, index: usize) -> Option<Vec<rmcp::model::Tool>> {
+        self.listings.lock().ok().and_then(|listings| listings.get(index).cloned())
+    }
+
     pub(crate) fn current(&self) -> Arc<[(Tool, McpToolInfo)]> {
         self.current.read().map(|current| Arc::clone(&current)).unwrap_or_else(|_| Arc::from(Vec::new()))
     }

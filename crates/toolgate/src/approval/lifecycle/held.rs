@@ -138,6 +138,14 @@ pub fn held_call_id(conversation_key: &str, tool_name: &str, input_digest: &str)
     id
 }
 
+/// The held call id of `tool_name` called with `input` in the conversation
+/// `conversation_key` ([`held_call_id`] of the input's canonical digest).
+pub fn call_id_of(conversation_key: &str, tool_name: &str, input: &Value) -> Result<String, HeldError> {
+    let canonical =
+        canonical_json(input).map_err(|source| HeldError::Input { tool_name: tool_name.to_owned(), source })?;
+    Ok(held_call_id(conversation_key, tool_name, &canonical_digest(&canonical)))
+}
+
 /// Finds the approval of this call in the ledger's conversation, or issues
 /// one (see the module docs). `retry_window` is how long after a final state
 /// an identical call still gets that outcome.
@@ -308,15 +316,13 @@ pub async fn finish(
 
 /// Reads the approval every `poll` until it is in none of `leave` (or has
 /// expired while pending) or `deadline` (the ledger clock's time) passes;
-/// returns it as last read. `tick` runs after each read that found it
-/// unchanged (a gateway sends progress from it).
+/// returns it as last read.
 pub async fn wait(
     ledger: &Ledger,
     approval_id: &str,
     leave: &[ApprovalState],
     deadline: Millis,
     poll: Duration,
-    mut tick: impl FnMut(&ApprovalRecord),
 ) -> Result<ApprovalRecord, HeldError> {
     let ids = [approval_id.to_owned()];
     loop {
@@ -327,7 +333,6 @@ pub async fn wait(
         if !leave.contains(&record.state) || expired || now >= deadline {
             return Ok(record);
         }
-        tick(&record);
         let left = Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(0));
         tokio::time::sleep(poll.min(left).max(Duration::from_millis(1))).await;
     }
