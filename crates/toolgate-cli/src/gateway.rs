@@ -123,6 +123,18 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
     served.map(|()| std::process::ExitCode::SUCCESS)
 }
 
+/// Without a principal source every HTTP request acts for the default
+/// principal, and its approvals land in that person's inbox as their own: so
+/// only a loopback address may be served that way.
+fn anonymous_listen_refused(addr: SocketAddr, identified: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        identified || addr.ip().is_loopback(),
+        "--listen {addr} is not a loopback address: pass --tokens-file or --jwt-jwks so every request names its \
+         principal (without them anyone who reaches it would call as --principal)"
+    );
+    Ok(())
+}
+
 /// Serves streamable HTTP on `addr` until Ctrl-C.
 async fn serve_http(
     args: &GatewayArgs,
@@ -131,6 +143,7 @@ async fn serve_http(
     identity: Identity,
     addr: SocketAddr,
 ) -> anyhow::Result<()> {
+    anonymous_listen_refused(addr, args.tokens_file.is_some() || args.jwt_jwks.is_some())?;
     let source = match (&args.tokens_file, &args.jwt_jwks) {
         (Some(path), _) => PrincipalSource::tokens_file(path)?,
         (None, Some(jwks)) => {
@@ -163,4 +176,20 @@ async fn serve_http(
         })
         .await
         .context("the HTTP server failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_served_without_a_principal_source() {
+        let loopback: SocketAddr = "127.0.0.1:3100".parse().unwrap();
+        let open: SocketAddr = "0.0.0.0:3100".parse().unwrap();
+        assert!(anonymous_listen_refused(loopback, false).is_ok());
+        assert!(anonymous_listen_refused("[::1]:3100".parse().unwrap(), false).is_ok());
+        let refused = anonymous_listen_refused(open, false).unwrap_err().to_string();
+        assert!(refused.contains("--tokens-file or --jwt-jwks"), "{refused}");
+        assert!(anonymous_listen_refused(open, true).is_ok());
+    }
 }
