@@ -1,10 +1,11 @@
-//! Group commit on SQLite: one task owns the writing connection and runs,
+//! Group commit on SQLite: one thread owns the writing connection and runs,
 //! in one transaction, every write operation queued while the previous
 //! transaction ran.
 //!
-//! Every statement is a round trip to the connection's worker thread, and
-//! `BEGIN` and `COMMIT` are two of them; under concurrent load, operations
-//! share them instead of queueing for a connection each.
+//! Handing an operation to the writer thread and its result back costs more
+//! than most of the statements it runs, and every commit writes the log;
+//! under concurrent load, operations share both instead of queueing for a
+//! connection each.
 //!
 //! The contract:
 //! - operations run one at a time in the order they were queued, each seeing
@@ -30,6 +31,14 @@
 //!   data and the database, so running one again is running it once);
 //! - an operation runs once queued, whether or not its caller still waits
 //!   (a ledger write a request started is not cut in half);
+//! - when nothing is queued and the writer is idle, an operation runs at
+//!   once on its caller's thread instead, alone, as above (two thread
+//!   hand-offs fewer at low load); only where commits do not wait for the
+//!   disk (`synchronous = NORMAL`) and the log is under its hard limit. It
+//!   runs to its end in one poll (nothing on the writer's connection
+//!   yields), so a caller that stops waiting cannot cut it in half; while
+//!   another process holds the write lock it waits for it on that thread,
+//!   as the writer thread would (up to the busy timeout);
 //! - an operation that panics fails as [`StoreError::Unavailable`] like any
 //!   failed operation (its batch rolls back and the others run again without
 //!   it); the writer goes on.
@@ -38,14 +47,14 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::FutureExt;
-use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate::ledger::StoreError;
 
 use crate::checkpoint::LogGuard;
-use crate::sql::db_error;
+use crate::lite::{self, Conn, db_error};
 
 /// A write operation's future, borrowing its connection and data.
 pub(crate) type WriteFuture<'c, R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send + 'c>>;
@@ -59,10 +68,31 @@ const MAX_BATCH: usize = 64;
 /// Queued operations before callers wait to queue.
 const QUEUE: usize = 1024;
 
-/// The handle to the writer task.
+/// The handle to the writer thread.
 #[derive(Debug)]
 pub(crate) struct BatchWriter {
     queue: mpsc::Sender<Message>,
+    shared: Arc<Shared>,
+}
+
+/// What the writer thread and the callers that write on their own thread share.
+#[derive(Debug)]
+struct Shared {
+    /// The writing connection; `None` once closed.
+    connection: tokio::sync::Mutex<Option<Conn>>,
+    /// Operations queued that the writer thread has not taken yet.
+    queued: AtomicUsize,
+    /// Whether an operation may run on its caller's thread (see the module docs).
+    inline: bool,
+    commits: Arc<Notify>,
+    guard: LogGuard,
+}
+
+impl Shared {
+    /// After a commit: tells the checkpointer.
+    fn committed(&self) {
+        self.commits.notify_one();
+    }
 }
 
 enum Message {
@@ -71,17 +101,37 @@ enum Message {
 }
 
 impl BatchWriter {
-    /// Starts the writer task on `connection` (on the current tokio
-    /// runtime); it notifies `commits` after each commit and lets `guard`
-    /// hold the log's size before the next one.
-    pub(crate) fn start(connection: SqliteConnection, commits: Arc<Notify>, guard: LogGuard) -> Self {
+    /// Starts the writer thread on `connection`; it notifies `commits`
+    /// after each commit and lets `guard` hold the log's size before the
+    /// next one. With `inline`, an operation may run on its caller's thread
+    /// (see the module docs). The thread ends once every handle is dropped
+    /// or closed.
+    pub(crate) fn start(
+        connection: Conn,
+        commits: Arc<Notify>,
+        guard: LogGuard,
+        inline: bool,
+    ) -> std::io::Result<Self> {
         let (queue, messages) = mpsc::channel(QUEUE);
-        tokio::spawn(write_loop(connection, messages, commits, guard));
-        Self { queue }
+        let shared = Arc::new(Shared {
+            connection: tokio::sync::Mutex::new(Some(connection)),
+            queued: AtomicUsize::new(0),
+            inline,
+            commits,
+            guard,
+        });
+        // The operations' futures are ready when polled (lite.rs): a
+        // one-thread runtime only waits for the queue and the connection.
+        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+        let writer = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name(WRITER_THREAD.into())
+            .spawn(move || runtime.block_on(write_loop(writer, messages)))?;
+        Ok(Self { queue, shared })
     }
 
     /// Queues `run` over `data` and waits for its committed result.
-    pub(crate) async fn write<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    pub(crate) async fn write<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
@@ -91,11 +141,7 @@ impl BatchWriter {
 
     /// As [`Self::write`], for an operation that runs one statement: alone
     /// in its batch, it runs without a transaction of its own.
-    pub(crate) async fn write_statement<D, R>(
-        &self,
-        data: D,
-        run: WriteFn<SqliteConnection, D, R>,
-    ) -> Result<R, StoreError>
+    pub(crate) async fn write_statement<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
@@ -110,7 +156,7 @@ impl BatchWriter {
     pub(crate) async fn write_self_contained<D, R>(
         &self,
         data: D,
-        run: WriteFn<SqliteConnection, D, R>,
+        run: WriteFn<Conn, D, R>,
         own_transaction: fn(&mut D),
     ) -> Result<R, StoreError>
     where
@@ -120,20 +166,41 @@ impl BatchWriter {
         self.queue_write(data, run, Alone::OwnTransaction(own_transaction)).await
     }
 
-    async fn queue_write<D, R>(
-        &self,
-        data: D,
-        run: WriteFn<SqliteConnection, D, R>,
-        alone: Alone<D>,
-    ) -> Result<R, StoreError>
+    async fn queue_write<D, R>(&self, data: D, run: WriteFn<Conn, D, R>, alone: Alone<D>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let job = Box::new(Operation { data, run, alone, result: None, reply: Some(reply) });
-        self.queue.send(Message::Write(job)).await.map_err(|_| closed())?;
+        let job: Box<dyn Job> = Box::new(Operation { data, run, alone, result: None, reply: Some(reply) });
+        match self.idle_connection() {
+            Some(mut connection) => {
+                let Some(connection) = connection.as_mut() else { return Err(closed()) };
+                let mut batch = vec![job];
+                run_batch(connection, &mut batch).await;
+                self.shared.committed();
+            }
+            None => {
+                self.shared.queued.fetch_add(1, Ordering::AcqRel);
+                if self.queue.send(Message::Write(job)).await.is_err() {
+                    self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                    return Err(closed());
+                }
+            }
+        }
         answer.await.map_err(|_| closed())?
+    }
+
+    /// The writing connection, when an operation may run on its caller's
+    /// thread now: allowed, nothing queued, the writer idle and the log
+    /// under its hard limit.
+    fn idle_connection(&self) -> Option<tokio::sync::MutexGuard<'_, Option<Conn>>> {
+        let shared = &self.shared;
+        if !shared.inline || shared.queued.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let connection = shared.connection.try_lock().ok()?;
+        (!shared.guard.over_limit()).then_some(connection)
     }
 
     /// Runs what is queued before this call, then closes the connection;
@@ -153,7 +220,7 @@ fn closed() -> StoreError {
 /// One queued operation with its data, result and caller.
 trait Job: Send {
     /// Runs the operation, keeping its result.
-    fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()>;
+    fn run<'c>(&'c mut self, connection: &'c mut Conn) -> WriteFuture<'c, ()>;
     /// Delivers the kept result, or `failure`.
     fn finish(&mut self, failure: Option<StoreError>);
     /// Readies the operation to run alone in its batch, and says how it runs then.
@@ -180,14 +247,14 @@ enum AloneRun {
 
 struct Operation<D, R> {
     data: D,
-    run: WriteFn<SqliteConnection, D, R>,
+    run: WriteFn<Conn, D, R>,
     alone: Alone<D>,
     result: Option<R>,
     reply: Option<oneshot::Sender<Result<R, StoreError>>>,
 }
 
 impl<D: Send + Sync, R: Send> Job for Operation<D, R> {
-    fn run<'c>(&'c mut self, connection: &'c mut SqliteConnection) -> WriteFuture<'c, ()> {
+    fn run<'c>(&'c mut self, connection: &'c mut Conn) -> WriteFuture<'c, ()> {
         Box::pin(async move {
             // A panic is a failure: the batch's transaction rolls back (a lone
             // statement is atomic on its own, applied whole or not at all).
@@ -242,14 +309,15 @@ enum Failure {
     Operation(StoreError),
 }
 
-async fn write_loop(
-    mut connection: SqliteConnection,
-    mut messages: mpsc::Receiver<Message>,
-    commits: Arc<Notify>,
-    guard: LogGuard,
-) {
+/// The writer thread's name.
+const WRITER_THREAD: &str = "toolgate-sqlite-writer";
+
+async fn write_loop(shared: Arc<Shared>, mut messages: mpsc::Receiver<Message>) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = messages.recv().await {
+        // The connection first: what is queued while a caller writes on its
+        // own thread joins this batch.
+        let mut connection = shared.connection.lock().await;
         let mut close = None;
         match first {
             Message::Write(job) => batch.push(job),
@@ -262,13 +330,18 @@ async fn write_loop(
                 Err(_) => break,
             }
         }
-        if !batch.is_empty() {
-            run_batch(&mut connection, &mut batch).await;
-            commits.notify_one();
-            guard.hold(&mut connection).await;
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        if let Some(open) = connection.as_mut()
+            && !batch.is_empty()
+        {
+            run_batch(open, &mut batch).await;
+            shared.committed();
+            shared.guard.hold(open).await;
         }
+        // Jobs left (the connection closed) are dropped unanswered, which reads as closed.
+        batch.clear();
         if let Some(done) = close {
-            let _ = connection.close().await;
+            drop(connection.take());
             let _ = done.send(());
             return;
         }
@@ -278,7 +351,7 @@ async fn write_loop(
 /// Runs the batch in one transaction, or each operation alone after one
 /// failed; a lone operation that needs no transaction from the writer runs
 /// as it is, or in the transaction it opens itself.
-async fn run_batch(connection: &mut SqliteConnection, batch: &mut Vec<Box<dyn Job>>) {
+async fn run_batch(connection: &mut Conn, batch: &mut Vec<Box<dyn Job>>) {
     if let [job] = batch.as_mut_slice() {
         let how = job.run_alone();
         if how != AloneRun::InTransaction {
@@ -308,23 +381,29 @@ async fn run_batch(connection: &mut SqliteConnection, batch: &mut Vec<Box<dyn Jo
     }
 }
 
-async fn together(connection: &mut SqliteConnection, jobs: &mut [Box<dyn Job>]) -> Result<(), Failure> {
-    let mut transaction =
-        connection.begin_with("BEGIN IMMEDIATE").await.map_err(|error| Failure::Transaction(db_error(error)))?;
+async fn together(connection: &mut Conn, jobs: &mut [Box<dyn Job>]) -> Result<(), Failure> {
+    lite::query("BEGIN IMMEDIATE")
+        .execute(&mut *connection)
+        .await
+        .map_err(|error| Failure::Transaction(db_error(error)))?;
     for job in jobs.iter_mut() {
-        if let Err(error) = job.run(&mut transaction).await {
-            // Dropping the transaction would roll back too; this waits for it.
-            let _ = transaction.rollback().await;
+        if let Err(error) = job.run(connection).await {
+            roll_back_what_is_open(connection).await;
             return Err(Failure::Operation(error));
         }
     }
-    transaction.commit().await.map_err(|error| Failure::Transaction(db_error(error)))
+    if let Err(error) = lite::query("COMMIT").execute(&mut *connection).await {
+        // A commit that failed may leave the transaction open (SQLITE_BUSY).
+        roll_back_what_is_open(connection).await;
+        return Err(Failure::Transaction(db_error(error)));
+    }
+    Ok(())
 }
 
 /// Rolls back a transaction an operation opened and did not end; with none
 /// open, SQLite refuses the `ROLLBACK`, which is what should happen.
-async fn roll_back_what_is_open(connection: &mut SqliteConnection) {
-    if let Err(error) = sqlx::query("ROLLBACK").execute(&mut *connection).await {
+async fn roll_back_what_is_open(connection: &mut Conn) {
+    if let Err(error) = lite::query("ROLLBACK").execute(&mut *connection).await {
         tracing::debug!(%error, "nothing to roll back after a failed write");
     }
 }
@@ -341,36 +420,80 @@ impl Failure {
 mod tests {
     use super::*;
 
-    fn insert<'c>(connection: &'c mut SqliteConnection, value: &'c i64) -> WriteFuture<'c, ()> {
+    /// A writer over a private database holding the table `t (v INTEGER)`,
+    /// every write on its thread (`inline` false) or lone ones on the caller's.
+    async fn writer_over_a_table_with(inline: bool) -> BatchWriter {
+        let mut connection = Conn::memory().unwrap();
+        lite::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
+        let guard = LogGuard::new(std::path::Path::new(":memory:"));
+        BatchWriter::start(connection, Arc::default(), guard, inline).unwrap()
+    }
+
+    async fn writer_over_a_table() -> BatchWriter {
+        writer_over_a_table_with(false).await
+    }
+
+    /// Whether the operation runs on the writer thread.
+    fn on_the_writer_thread<'c>(_: &'c mut Conn, _: &'c ()) -> WriteFuture<'c, bool> {
+        Box::pin(async move { Ok(std::thread::current().name() == Some(WRITER_THREAD)) })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_writer_lets_a_lone_write_run_on_its_callers_thread_and_queues_the_rest() {
+        let writer = writer_over_a_table_with(true).await;
+        assert_eq!(writer.write((), on_the_writer_thread).await, Ok(false), "idle: on the caller's thread");
+        assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "a lone statement as it is");
+        assert!(!writer.write((), outside_a_transaction).await.unwrap(), "other writes in a transaction");
+        writer.write_self_contained((1, false, false), insert_self_contained, own).await.unwrap();
+        assert!(writer.write_self_contained((2, true, false), insert_self_contained, own).await.is_err());
+        assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "the failed one rolled back");
+        // While a caller holds the connection, writes queue for the writer thread, which runs them after it.
+        let held = writer.shared.connection.lock().await;
+        let queued = {
+            let writer = &writer;
+            async move { tokio::join!(writer.write((), on_the_writer_thread), writer.write(3, insert)) }
+        };
+        let (queued, ()) = tokio::join!(queued, async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            drop(held);
+        });
+        assert_eq!(queued, (Ok(true), Ok(())), "queued behind the busy connection: on the writer thread");
+        assert_eq!(writer.write((), values).await.unwrap(), vec![1, 3]);
+        writer.close().await;
+        let refused = writer.write(4, insert).await;
+        assert!(matches!(&refused, Err(StoreError::Unavailable(why)) if why.contains("closed")), "{refused:?}");
+    }
+
+    fn insert<'c>(connection: &'c mut Conn, value: &'c i64) -> WriteFuture<'c, ()> {
         Box::pin(async move {
-            sqlx::query("INSERT INTO t (v) VALUES ($1)").bind(value).execute(connection).await.map_err(db_error)?;
+            lite::query("INSERT INTO t (v) VALUES ($1)").bind(value).execute(connection).await.map_err(db_error)?;
             Ok(())
         })
     }
 
-    fn insert_then_panic<'c>(connection: &'c mut SqliteConnection, value: &'c i64) -> WriteFuture<'c, ()> {
+    fn insert_then_panic<'c>(connection: &'c mut Conn, value: &'c i64) -> WriteFuture<'c, ()> {
         Box::pin(async move {
             insert(connection, value).await?;
             panic!("boom {value}");
         })
     }
 
-    fn values<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, Vec<i64>> {
+    fn values<'c>(connection: &'c mut Conn, _: &'c ()) -> WriteFuture<'c, Vec<i64>> {
         Box::pin(async move {
-            sqlx::query_scalar("SELECT v FROM t ORDER BY v").fetch_all(connection).await.map_err(db_error)
+            lite::query_scalar("SELECT v FROM t ORDER BY v").fetch_all(connection).await.map_err(db_error)
         })
     }
 
-    fn clear<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, ()> {
+    fn clear<'c>(connection: &'c mut Conn, _: &'c ()) -> WriteFuture<'c, ()> {
         Box::pin(async move {
-            sqlx::query("DELETE FROM t").execute(connection).await.map_err(db_error)?;
+            lite::query("DELETE FROM t").execute(connection).await.map_err(db_error)?;
             Ok(())
         })
     }
 
-    fn insert_elsewhere<'c>(connection: &'c mut SqliteConnection, value: &'c i64) -> WriteFuture<'c, ()> {
+    fn insert_elsewhere<'c>(connection: &'c mut Conn, value: &'c i64) -> WriteFuture<'c, ()> {
         Box::pin(async move {
-            sqlx::query("INSERT INTO missing (v) VALUES ($1)")
+            lite::query("INSERT INTO missing (v) VALUES ($1)")
                 .bind(value)
                 .execute(connection)
                 .await
@@ -381,21 +504,19 @@ mod tests {
 
     /// True when the operation runs outside a transaction (a `BEGIN` of its own
     /// succeeds only then; it is rolled back at once).
-    fn outside_a_transaction<'c>(connection: &'c mut SqliteConnection, _: &'c ()) -> WriteFuture<'c, bool> {
+    fn outside_a_transaction<'c>(connection: &'c mut Conn, _: &'c ()) -> WriteFuture<'c, bool> {
         Box::pin(async move {
-            if sqlx::query("BEGIN").execute(&mut *connection).await.is_err() {
+            if lite::query("BEGIN").execute(&mut *connection).await.is_err() {
                 return Ok(false);
             }
-            sqlx::query("ROLLBACK").execute(connection).await.map_err(db_error)?;
+            lite::query("ROLLBACK").execute(connection).await.map_err(db_error)?;
             Ok(true)
         })
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lone_statement_runs_as_its_own_transaction() {
-        let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
-        sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
+        let writer = writer_over_a_table().await;
         assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "no BEGIN around a lone statement");
         assert!(!writer.write((), outside_a_transaction).await.unwrap(), "every other write runs in a transaction");
         writer.write_statement(1, insert).await.unwrap();
@@ -416,7 +537,7 @@ mod tests {
     /// Inserts `value` in a transaction of its own making when told to (then
     /// failing after the insert if `fail`), else in the writer's; says which.
     fn insert_self_contained<'c>(
-        connection: &'c mut SqliteConnection,
+        connection: &'c mut Conn,
         (value, fail, own): &'c (i64, bool, bool),
     ) -> WriteFuture<'c, bool> {
         Box::pin(async move {
@@ -426,7 +547,7 @@ mod tests {
             }
             let then = if *fail { "INSERT INTO missing (v) VALUES ($1)" } else { "SELECT $1" };
             let text = format!("BEGIN IMMEDIATE; INSERT INTO t (v) VALUES ($1); {then}; COMMIT");
-            sqlx::query(sqlx::AssertSqlSafe(text)).bind(value).execute(connection).await.map_err(db_error)?;
+            lite::query(lite::AssertSqlSafe(text)).bind(value).execute(connection).await.map_err(db_error)?;
             Ok(true)
         })
     }
@@ -437,19 +558,26 @@ mod tests {
 
     #[tokio::test]
     async fn a_lone_self_contained_write_brings_its_own_transaction_and_a_failed_one_is_rolled_back() {
-        let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
-        sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
+        let writer = writer_over_a_table().await;
         assert_eq!(writer.write_self_contained((1, false, false), insert_self_contained, own).await, Ok(true));
         // The failed one stopped inside its transaction, after its insert: the writer rolls it back.
         assert!(writer.write_self_contained((2, true, false), insert_self_contained, own).await.is_err());
         assert!(writer.write_statement((), outside_a_transaction).await.unwrap(), "no transaction left open");
         assert_eq!(writer.write_self_contained((3, false, false), insert_self_contained, own).await, Ok(true));
-        // Queued together (both are queued before the writer task runs on this
-        // one-thread runtime), they share the writer's transaction and are not told otherwise.
-        let (a, b) = tokio::join!(
-            writer.write_self_contained((4, false, false), insert_self_contained, own),
-            writer.write_self_contained((5, false, false), insert_self_contained, own),
+        // Queued together (both while the connection is held), they share the writer's transaction and are not
+        // told otherwise.
+        let held = writer.shared.connection.lock().await;
+        let ((a, b), ()) = tokio::join!(
+            async {
+                tokio::join!(
+                    writer.write_self_contained((4, false, false), insert_self_contained, own),
+                    writer.write_self_contained((5, false, false), insert_self_contained, own),
+                )
+            },
+            async move {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                drop(held);
+            }
         );
         assert_eq!((a, b), (Ok(false), Ok(false)), "in the writer's transaction");
         assert_eq!(writer.write((), values).await.unwrap(), vec![1, 3, 4, 5], "nothing of the failed write stayed");
@@ -458,9 +586,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panicking_write_fails_alone_and_the_writer_goes_on() {
-        let mut connection = SqliteConnection::connect("sqlite::memory:").await.unwrap();
-        sqlx::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
-        let writer = BatchWriter::start(connection, Arc::default(), LogGuard::new(std::path::Path::new(":memory:")));
+        let writer = writer_over_a_table().await;
         for _ in 0..3 {
             let (before, panicked, after) =
                 tokio::join!(writer.write(1, insert), writer.write(2, insert_then_panic), writer.write(3, insert));

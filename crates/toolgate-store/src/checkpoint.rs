@@ -4,7 +4,7 @@
 //! on the commit that fills it past 1000 pages, with an `fsync`, holding up
 //! that commit and every write queued behind it. The store turns that off
 //! (`wal_autocheckpoint = 0`) and checkpoints here instead, on a connection
-//! of its own.
+//! and a thread of its own.
 //!
 //! The contract: the `-wal` file stays under about [`LIMIT_FRAMES`] pages
 //! plus what one [`INTERVAL`] of writes adds, under any load, and shrinks to
@@ -34,8 +34,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Notify, oneshot};
+
+use crate::lite::{self, Conn};
 
 /// The least time between two checkpoints.
 const INTERVAL: Duration = Duration::from_millis(200);
@@ -54,12 +55,18 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts checkpointing over `connection` (on the current tokio runtime).
-    pub(crate) fn start(connection: SqliteConnection) -> Self {
+    /// Starts checkpointing over `connection`, on a thread of its own (a
+    /// checkpoint blocks while it copies and syncs); the thread ends when the
+    /// handle is closed or dropped.
+    pub(crate) fn start(connection: Conn) -> std::io::Result<Self> {
         let commits = Arc::new(Notify::new());
         let (stop, stopped) = oneshot::channel();
-        tokio::spawn(checkpoint_loop(connection, Arc::clone(&commits), stopped));
-        Self { commits, stop: std::sync::Mutex::new(Some(stop)) }
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+        let notified = Arc::clone(&commits);
+        std::thread::Builder::new()
+            .name("toolgate-sqlite-checkpoint".into())
+            .spawn(move || runtime.block_on(checkpoint_loop(connection, notified, stopped)))?;
+        Ok(Self { commits, stop: std::sync::Mutex::new(Some(stop)) })
     }
 
     /// What the writer notifies after each commit.
@@ -94,13 +101,17 @@ impl LogGuard {
     }
 
     /// Truncates the log over the writer's `connection` when it has grown past [`HARD_LIMIT_BYTES`].
-    pub(crate) async fn hold(&self, connection: &mut SqliteConnection) {
-        // A plain stat: microseconds, cheaper than handing it to the blocking pool on every batch.
-        let size = std::fs::metadata(&self.wal).map(|metadata| metadata.len()).unwrap_or(0);
-        if size > HARD_LIMIT_BYTES {
-            tracing::debug!(size, "the SQLite log passed its hard limit; the writer truncates it before writing on");
+    pub(crate) async fn hold(&self, connection: &mut Conn) {
+        if self.over_limit() {
+            tracing::debug!("the SQLite log passed its hard limit; the writer truncates it before writing on");
             truncate(connection).await;
         }
+    }
+
+    /// Whether the log has grown past [`HARD_LIMIT_BYTES`].
+    pub(crate) fn over_limit(&self) -> bool {
+        // A plain stat: microseconds, cheaper than handing it to the blocking pool.
+        std::fs::metadata(&self.wal).is_ok_and(|metadata| metadata.len() > HARD_LIMIT_BYTES)
     }
 }
 
@@ -111,11 +122,7 @@ enum Wake {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-async fn checkpoint_loop(
-    mut connection: SqliteConnection,
-    commits: Arc<Notify>,
-    mut stop: oneshot::Receiver<oneshot::Sender<()>>,
-) {
+async fn checkpoint_loop(mut connection: Conn, commits: Arc<Notify>, mut stop: oneshot::Receiver<oneshot::Sender<()>>) {
     // Whether the log may hold frames that an idle truncation should remove.
     let mut dirty = false;
     loop {
@@ -139,17 +146,17 @@ async fn checkpoint_loop(
     }
 }
 
-async fn finish(connection: SqliteConnection, done: Option<oneshot::Sender<()>>) {
-    let _ = connection.close().await;
+async fn finish(connection: Conn, done: Option<oneshot::Sender<()>>) {
+    drop(connection);
     if let Some(done) = done {
         let _ = done.send(());
     }
 }
 
 /// One passive checkpoint, and a truncating one when the log has grown past [`LIMIT_FRAMES`].
-async fn checkpoint(connection: &mut SqliteConnection) {
+async fn checkpoint(connection: &mut Conn) {
     // Rows: (busy, frames in the log, frames checkpointed).
-    match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *connection).await {
+    match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *connection).await {
         Ok((_, log, _)) if log > LIMIT_FRAMES => {
             truncate(connection).await;
         }
@@ -160,8 +167,8 @@ async fn checkpoint(connection: &mut SqliteConnection) {
 }
 
 /// A `TRUNCATE` checkpoint: true when it copied the whole log and emptied the file.
-async fn truncate(connection: &mut SqliteConnection) -> bool {
-    match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *connection).await {
+async fn truncate(connection: &mut Conn) -> bool {
+    match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *connection).await {
         Ok((busy, _, _)) => {
             if busy != 0 {
                 tracing::debug!("SQLite truncating checkpoint waited out its busy timeout; the next one tries again");

@@ -27,10 +27,13 @@
 //!   (`UPDATE … RETURNING`, `DELETE … RETURNING`, an upsert), never a read
 //!   followed by a write.
 //!
-//! On SQLite every write transaction takes the write lock up front
-//! (`BEGIN IMMEDIATE`) through a single writer connection, whose task
-//! commits the writes queued together in one transaction (each still atomic,
-//! and answered only once committed); on Postgres write
+//! On SQLite (rusqlite; sqlx runs the migrations) every write transaction
+//! takes the write lock up front (`BEGIN IMMEDIATE`) through a single writer
+//! connection: a write runs at once on its caller's thread when the writer
+//! is idle, and otherwise the writer thread commits the writes queued
+//! together in one transaction (each still atomic, and answered only once
+//! committed); reads run on the caller's thread over read connections of
+//! their own. On Postgres (sqlx) write
 //! transactions run at READ COMMITTED, where a conditional update that waited
 //! for a row lock re-checks its condition on the committed row.
 //!
@@ -42,6 +45,7 @@
 mod batch;
 mod chain;
 mod checkpoint;
+mod lite;
 mod outbox_sql;
 mod postgres;
 mod private;

@@ -1,8 +1,10 @@
 //! The store operations, written once and compiled once per backend.
 //!
 //! `sqlite.rs` and `postgres.rs` each include this file as their `ops`
-//! module (`#[path = "ops.rs"]`), after defining `Db` (the sqlx database),
-//! `Backend` with `write` (runs an operation in a transaction that holds the
+//! module (`#[path = "ops.rs"]`), after defining `db` (the query API:
+//! `query`, `query_as`, `query_scalar`, `AssertSqlSafe`, `QueryAs`, the
+//! connection type `Conn` and `db_error`, as sqlx has them; on SQLite from
+//! `lite.rs`, which runs them on rusqlite), `Backend` with `write` (runs an operation in a transaction that holds the
 //! write lock it needs), `write_statement` (runs a one-statement operation,
 //! atomic on its own), `write_fused` (runs the text of `fused_issue_sql` or
 //! `fused_transition_sql`: one statement on Postgres, several in a
@@ -20,28 +22,26 @@
 //! written after the update moved, before commit. Every other transition,
 //! with or without votes, takes the fused paths.
 //!
-//! Generic sqlx code over `Database` needs long higher-ranked bounds; a
-//! concrete `Db` per copy keeps every query plain.
+//! Generic code over both drivers would need long higher-ranked bounds; a
+//! concrete `db` per copy keeps every query plain.
 
 use std::collections::HashMap;
 
-use sqlx::Database;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, AuditEvent, AuditQuery, AuditView, ContinuationClaim, ConversationRead,
     DecisionQuery, Millis, Pruned, StoreError, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
+use super::db::{self, Conn, db_error};
 use super::{
-    Backend, Db, GENERATION_NEEDS_TRANSACTION, MARK_AND_CLAIM, MARK_DUE, fused_issue_sql, fused_transition_sql,
+    Backend, GENERATION_NEEDS_TRANSACTION, MARK_AND_CLAIM, MARK_DUE, fused_issue_sql, fused_transition_sql,
     insert_events_sql,
 };
 use crate::batch::WriteFuture;
 use crate::chain::{Chain, Split};
 use crate::sql::{
-    self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, VotesWrite, db_error,
+    self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, VotesWrite,
 };
-
-type Conn = <Db as Database>::Connection;
 
 /// Binds an approval's [`sql::RECORD_PARAMS`] parameters, in [`sql::INSERT_RECORD`]
 /// order, to a query or typed query.
@@ -189,7 +189,7 @@ impl Backend {
             return Ok(Vec::new());
         }
         let text = sql::audit_sql(query);
-        let mut select = sqlx::query_as::<_, EventRow>(sqlx::AssertSqlSafe(text));
+        let mut select = db::query_as::<EventRow>(db::AssertSqlSafe(text));
         if let Some(conversation_id) = &query.conversation_id {
             select = select.bind(conversation_id);
         }
@@ -210,7 +210,7 @@ impl Backend {
     }
 
     pub(crate) async fn conversation(&self, conversation_id: &str) -> Result<Option<StoredConversation>, StoreError> {
-        let row = sqlx::query_as::<_, ConversationRow>(sql::SELECT_CONVERSATION)
+        let row = db::query_as::<ConversationRow>(sql::SELECT_CONVERSATION)
             .bind(conversation_id)
             .fetch_optional(self.reader())
             .await
@@ -242,7 +242,7 @@ impl Backend {
 
     pub(crate) async fn decisions(&self, query: &DecisionQuery) -> Result<Vec<StoredDecision>, StoreError> {
         // One statement reads one snapshot: no transaction round trips.
-        let rows = sqlx::query_as::<_, DecisionRow>(sql::SELECT_DECISIONS)
+        let rows = db::query_as::<DecisionRow>(sql::SELECT_DECISIONS)
             .bind(query.now)
             .bind(&query.conversation_id)
             .bind(&query.principal)
@@ -258,7 +258,7 @@ impl Backend {
         query: &DecisionQuery,
     ) -> Result<ConversationRead, StoreError> {
         // One statement: one round trip, one snapshot.
-        let rows = sqlx::query_as::<_, ReadRow>(sql::SELECT_CONVERSATION_WITH_DECISIONS)
+        let rows = db::query_as::<ReadRow>(sql::SELECT_CONVERSATION_WITH_DECISIONS)
             .bind(query.now)
             .bind(&query.conversation_id)
             .bind(&query.principal)
@@ -286,7 +286,7 @@ impl Backend {
             return Ok(Vec::new());
         }
         let text = sql::list_sql(query, keys.as_ref().map(Vec::len));
-        let mut select = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text));
+        let mut select = db::query_as::<RecordRow>(db::AssertSqlSafe(text));
         for key in keys.into_iter().flatten() {
             select = select.bind(key);
         }
@@ -331,7 +331,7 @@ impl Backend {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        sqlx::query_scalar::<_, String>(sql::DUE_CONTINUATIONS)
+        db::query_scalar::<String>(sql::DUE_CONTINUATIONS)
             .bind(now)
             .bind(sql::limit_param(limit))
             .fetch_all(self.reader())
@@ -350,7 +350,7 @@ struct ClaimAsk {
 
 fn claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
-        sqlx::query_scalar::<_, i64>(sql::CLAIM_CONTINUATION)
+        db::query_scalar::<i64>(sql::CLAIM_CONTINUATION)
             .bind(&ask.conversation_id)
             .bind(&ask.executor)
             .bind(ask.until)
@@ -364,7 +364,7 @@ fn claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option
 fn mark_and_claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         // On SQLite the text draws the generation first (a statement without rows).
-        let rows = sqlx::query_as::<_, (i64, bool)>(MARK_AND_CLAIM)
+        let rows = db::query_as::<(i64, bool)>(MARK_AND_CLAIM)
             .bind(&ask.conversation_id)
             .bind(&ask.executor)
             .bind(ask.until)
@@ -384,7 +384,7 @@ fn finish_continuation_in<'c>(
     (claim, executor): &'c (ContinuationClaim, String),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
-        let cleared = sqlx::query_scalar::<_, i64>(sql::FINISH_CONTINUATION)
+        let cleared = db::query_scalar::<i64>(sql::FINISH_CONTINUATION)
             .bind(&claim.conversation_id)
             .bind(claim.generation)
             .bind(executor)
@@ -394,7 +394,7 @@ fn finish_continuation_in<'c>(
         if cleared.is_some() {
             return Ok(true);
         }
-        let released = sqlx::query_scalar::<_, i64>(sql::RELEASE_CONTINUATION)
+        let released = db::query_scalar::<i64>(sql::RELEASE_CONTINUATION)
             .bind(&claim.conversation_id)
             .bind(executor)
             .fetch_optional(&mut *conn)
@@ -403,7 +403,7 @@ fn finish_continuation_in<'c>(
         if released.is_some() {
             return Ok(false);
         }
-        let marked = sqlx::query_scalar::<_, i64>(sql::CONTINUATION_GENERATION)
+        let marked = db::query_scalar::<i64>(sql::CONTINUATION_GENERATION)
             .bind(&claim.conversation_id)
             .fetch_optional(conn)
             .await
@@ -414,7 +414,7 @@ fn finish_continuation_in<'c>(
 
 /// Marks a conversation due to continue with a new generation, keeping its holder.
 async fn mark_due_in(conn: &mut Conn, conversation_id: &str) -> Result<(), StoreError> {
-    sqlx::query(MARK_DUE).bind(conversation_id).execute(conn).await.map_err(db_error)?;
+    db::query(MARK_DUE).bind(conversation_id).execute(conn).await.map_err(db_error)?;
     Ok(())
 }
 
@@ -434,7 +434,7 @@ fn issue_in<'c>(
         let mut viewers: Vec<(String, Millis, &str)> = Vec::with_capacity(records.len());
         for record in records {
             let params = RecordParams::new(record)?;
-            let done = bind_record!(sqlx::query(sql::INSERT_RECORD), record, &params)
+            let done = bind_record!(db::query(sql::INSERT_RECORD), record, &params)
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;
@@ -450,7 +450,7 @@ fn issue_in<'c>(
                 sql::VIEWER_INSERT_COLUMNS,
                 sql::viewer_rows(chunk.len(), 1)
             );
-            let mut insert = sqlx::query(sqlx::AssertSqlSafe(text));
+            let mut insert = db::query(db::AssertSqlSafe(text));
             for (viewer, issued_at, approval_id) in chunk {
                 insert = insert.bind(viewer).bind(*issued_at).bind(*approval_id);
             }
@@ -508,7 +508,7 @@ fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<FusedIssue>) -> Write
         let FusedIssue { record, params, events } = &fused.item;
         // Its rows add up to how many approvals it inserted (0 or 1); all of
         // them are fetched, so a text of several statements runs to its end.
-        let mut insert = bind_record!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(fused.sql())), record, params);
+        let mut insert = bind_record!(db::query_scalar::<i64>(db::AssertSqlSafe(fused.sql())), record, params);
         for viewer in &params.viewers {
             insert = insert.bind(viewer);
         }
@@ -563,7 +563,7 @@ fn apply_in<'c>(
 
 fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Millis)) -> WriteFuture<'c, u64> {
     Box::pin(async move {
-        let done = sqlx::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
+        let done = db::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
         Ok(done.rows_affected())
     })
 }
@@ -572,7 +572,7 @@ fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Milli
 fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture<'c, u64> {
     Box::pin(async move {
         let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let removed: Vec<String> = sqlx::query_scalar(sql::PRUNE_APPROVALS)
+        let removed: Vec<String> = db::query_scalar(sql::PRUNE_APPROVALS)
             .bind(*before)
             .bind(chunk)
             .fetch_all(&mut *conn)
@@ -581,7 +581,7 @@ fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture
         for ids in removed.chunks(sql::VIEWERS_PER_INSERT) {
             let params: Vec<String> = (1..=ids.len()).map(|n| format!("${n}")).collect();
             let text = format!("DELETE FROM approval_viewers WHERE approval_id IN ({})", params.join(", "));
-            let mut delete = sqlx::query(sqlx::AssertSqlSafe(text));
+            let mut delete = db::query(db::AssertSqlSafe(text));
             for id in ids {
                 delete = delete.bind(id);
             }
@@ -595,7 +595,7 @@ fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture
 fn prune_chunk_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Millis)) -> WriteFuture<'c, u64> {
     Box::pin(async move {
         let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let done = sqlx::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
+        let done = db::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
         Ok(done.rows_affected())
     })
 }
@@ -603,10 +603,8 @@ fn prune_chunk_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Mil
 fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         let query = match save.expected_version {
-            None => {
-                sqlx::query(sql::CREATE_CONVERSATION).bind(&save.conversation_id).bind(&save.messages).bind(save.at)
-            }
-            Some(version) => sqlx::query(sql::UPDATE_CONVERSATION)
+            None => db::query(sql::CREATE_CONVERSATION).bind(&save.conversation_id).bind(&save.messages).bind(save.at),
+            Some(version) => db::query(sql::UPDATE_CONVERSATION)
                 .bind(&save.conversation_id)
                 .bind(&save.messages)
                 .bind(save.at)
@@ -619,7 +617,7 @@ fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> W
 
 fn save_decision_in<'c>(conn: &'c mut Conn, (decision, body): &'c (StoredDecision, String)) -> WriteFuture<'c, ()> {
     Box::pin(async move {
-        let done = sqlx::query(sql::INSERT_DECISION)
+        let done = db::query(sql::INSERT_DECISION)
             .bind(&decision.id)
             .bind(decision.scope.kind())
             .bind(decision.scope.key())
@@ -639,11 +637,8 @@ fn save_decision_in<'c>(conn: &'c mut Conn, (decision, body): &'c (StoredDecisio
 
 fn revoke_decision_in<'c>(conn: &'c mut Conn, id: &'c String) -> WriteFuture<'c, Option<StoredDecision>> {
     Box::pin(async move {
-        let row = sqlx::query_as::<_, DecisionRow>(sql::DELETE_DECISION)
-            .bind(id)
-            .fetch_optional(conn)
-            .await
-            .map_err(db_error)?;
+        let row =
+            db::query_as::<DecisionRow>(sql::DELETE_DECISION).bind(id).fetch_optional(conn).await.map_err(db_error)?;
         row.map(DecisionRow::into_decision).transpose()
     })
 }
@@ -669,7 +664,7 @@ impl TransitionColumns {
     }
 }
 
-type RecordQuery<'q> = sqlx::query::QueryAs<'q, Db, RecordRow, <Db as Database>::Arguments>;
+type RecordQuery<'q> = db::QueryAs<'q, RecordRow>;
 
 /// Binds a transition's parameters in [`sql::transition_sql`] order.
 fn bind_transition<'q>(
@@ -700,7 +695,7 @@ fn bind_transition<'q>(
 async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
     let columns = TransitionColumns::new(transition)?;
     let text = sql::transition_sql(transition.guard, LeaseWrite::of(transition), VotesWrite::of(transition));
-    let update = bind_transition(sqlx::query_as::<_, RecordRow>(text), transition, &columns);
+    let update = bind_transition(db::query_as::<RecordRow>(text), transition, &columns);
     let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
     outcome(conn, transition, moved).await
 }
@@ -734,7 +729,7 @@ async fn fused_transition(
     text: String,
 ) -> Result<TransitionOutcome, StoreError> {
     let columns = TransitionColumns::new(transition)?;
-    let mut update = bind_transition(sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text)), transition, &columns);
+    let mut update = bind_transition(db::query_as::<RecordRow>(db::AssertSqlSafe(text)), transition, &columns);
     for event in &transition.events {
         update = bind_event!(update, event);
     }
@@ -754,7 +749,7 @@ async fn outcome(
     if let Some(row) = moved {
         return Ok(TransitionOutcome::Moved(row.into_record()?));
     }
-    let row = sqlx::query_as::<_, RecordRow>(sql::SELECT_RECORD)
+    let row = db::query_as::<RecordRow>(sql::SELECT_RECORD)
         .bind(&transition.approval_id)
         .fetch_optional(&mut *conn)
         .await
@@ -772,7 +767,7 @@ pub(super) async fn append_in(conn: &mut Conn, events: &[AuditEvent]) -> Result<
         return Ok(());
     }
     for chunk in events.chunks(sql::EVENTS_PER_INSERT) {
-        let mut insert = sqlx::query(sqlx::AssertSqlSafe(insert_events_sql(chunk.len())));
+        let mut insert = db::query(db::AssertSqlSafe(insert_events_sql(chunk.len())));
         for event in chunk {
             insert = bind_event!(insert, event);
         }

@@ -1,18 +1,15 @@
 //! Timers, the notification outbox and one-time links, written once and
 //! compiled once per backend (included like `ops.rs`, see there).
 
-use sqlx::Database;
 use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{ApprovalRecord, AttemptEnd, Delivery, Millis, Outbound, OutboxQuery, StoreError};
 
 use super::Backend;
-use super::Db;
+use super::db::{self, Conn, db_error};
 use super::ops::append_in;
 use crate::batch::WriteFuture;
 use crate::outbox_sql::{self, DeliveryRow};
-use crate::sql::{self, RecordRow, db_error, json_opt};
-
-type Conn = <Db as Database>::Connection;
+use crate::sql::{self, RecordRow, json_opt};
 
 impl Backend {
     /// See `ApprovalStore::due_timers`.
@@ -20,7 +17,7 @@ impl Backend {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query_as::<_, RecordRow>(outbox_sql::DUE_TIMERS)
+        let rows = db::query_as::<RecordRow>(outbox_sql::DUE_TIMERS)
             .bind(now)
             .bind(sql::limit_param(limit))
             .fetch_all(self.reader())
@@ -39,7 +36,7 @@ impl Backend {
 
     /// See `ApprovalStore::notify_cursor`.
     pub(crate) async fn notify_cursor(&self) -> Result<i64, StoreError> {
-        sqlx::query_scalar::<_, i64>(outbox_sql::NOTIFY_CURSOR)
+        db::query_scalar::<i64>(outbox_sql::NOTIFY_CURSOR)
             .fetch_optional(self.reader())
             .await
             .map_err(db_error)
@@ -85,7 +82,7 @@ impl Backend {
             return Ok(Vec::new());
         }
         let text = outbox_sql::deliveries_sql(query);
-        let mut select = sqlx::query_as::<_, DeliveryRow>(sqlx::AssertSqlSafe(text));
+        let mut select = db::query_as::<DeliveryRow>(db::AssertSqlSafe(text));
         if let Some(approval_id) = &query.approval_id {
             select = select.bind(approval_id);
         }
@@ -127,7 +124,7 @@ fn advance_timer_in<'c>(
     (advance, routing, read): &'c (TimerAdvance, Option<String>, Option<String>),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
-        let issued_at = sqlx::query_scalar::<_, i64>(outbox_sql::ADVANCE_TIMER)
+        let issued_at = db::query_scalar::<i64>(outbox_sql::ADVANCE_TIMER)
             .bind(&advance.approval_id)
             .bind(advance.expected)
             .bind(advance.next)
@@ -146,7 +143,7 @@ fn advance_timer_in<'c>(
                 sql::VIEWER_INSERT_COLUMNS,
                 sql::viewer_rows(viewers.len(), 1)
             );
-            let mut insert = sqlx::query(sqlx::AssertSqlSafe(text));
+            let mut insert = db::query(db::AssertSqlSafe(text));
             for viewer in viewers {
                 insert = insert.bind(viewer).bind(issued_at).bind(&advance.approval_id);
             }
@@ -161,7 +158,7 @@ type Enqueue = (Vec<Outbound>, Vec<String>, i64, i64);
 
 fn enqueue_in<'c>(conn: &'c mut Conn, (deliveries, bodies, from, to): &'c Enqueue) -> WriteFuture<'c, bool> {
     Box::pin(async move {
-        let moved = sqlx::query_scalar::<_, i64>(outbox_sql::MOVE_CURSOR)
+        let moved = db::query_scalar::<i64>(outbox_sql::MOVE_CURSOR)
             .bind(*from)
             .bind(*to)
             .fetch_optional(&mut *conn)
@@ -171,7 +168,7 @@ fn enqueue_in<'c>(conn: &'c mut Conn, (deliveries, bodies, from, to): &'c Enqueu
             return Ok(false);
         }
         for (outbound, body) in deliveries.iter().zip(bodies) {
-            sqlx::query(outbox_sql::ENQUEUE)
+            db::query(outbox_sql::ENQUEUE)
                 .bind(&outbound.delivery_id)
                 .bind(&outbound.event_id)
                 .bind(&outbound.kind)
@@ -195,7 +192,7 @@ fn claim_deliveries_in<'c>(
     (executor, until, now, limit): &'c (String, Millis, Millis, i64),
 ) -> WriteFuture<'c, Vec<DeliveryRow>> {
     Box::pin(async move {
-        sqlx::query_as::<_, DeliveryRow>(outbox_sql::CLAIM_DELIVERIES)
+        db::query_as::<DeliveryRow>(outbox_sql::CLAIM_DELIVERIES)
             .bind(executor)
             .bind(*until)
             .bind(*now)
@@ -209,7 +206,7 @@ fn claim_deliveries_in<'c>(
 fn finish_attempt_in<'c>(conn: &'c mut Conn, end: &'c AttemptEnd) -> WriteFuture<'c, bool> {
     Box::pin(async move {
         let (state, next_at, error) = outbox_sql::attempt_columns(&end.result, end.at);
-        let finished = sqlx::query_scalar::<_, i32>(outbox_sql::FINISH_ATTEMPT)
+        let finished = db::query_scalar::<i32>(outbox_sql::FINISH_ATTEMPT)
             .bind(&end.delivery_id)
             .bind(&end.executor)
             .bind(end.at)
@@ -232,7 +229,7 @@ fn consume_link_in<'c>(
     (link_id, at, expires_at): &'c (String, Millis, Millis),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
-        let used = sqlx::query_scalar::<_, i64>(outbox_sql::CONSUME_LINK)
+        let used = db::query_scalar::<i64>(outbox_sql::CONSUME_LINK)
             .bind(link_id)
             .bind(*at)
             .bind(*expires_at)
@@ -245,7 +242,7 @@ fn consume_link_in<'c>(
 
 fn release_link_in<'c>(conn: &'c mut Conn, link_id: &'c String) -> WriteFuture<'c, ()> {
     Box::pin(async move {
-        sqlx::query(outbox_sql::RELEASE_LINK).bind(link_id).execute(conn).await.map_err(db_error)?;
+        db::query(outbox_sql::RELEASE_LINK).bind(link_id).execute(conn).await.map_err(db_error)?;
         Ok(())
     })
 }
@@ -253,7 +250,7 @@ fn release_link_in<'c>(conn: &'c mut Conn, link_id: &'c String) -> WriteFuture<'
 fn prune_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Millis)) -> WriteFuture<'c, u64> {
     Box::pin(async move {
         let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let done = sqlx::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
+        let done = db::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
         Ok(done.rows_affected())
     })
 }

@@ -129,6 +129,24 @@ pub(crate) struct DeliveryRow {
     last_error: Option<String>,
 }
 
+crate::lite::from_lite_row!(DeliveryRow {
+    delivery_id,
+    event_id,
+    kind,
+    channel,
+    recipient,
+    approval_id,
+    conversation_id,
+    tool_call_id,
+    body,
+    created_at,
+    state,
+    attempts,
+    next_at,
+    first_attempt_at,
+    last_error
+});
+
 impl DeliveryRow {
     /// When it is next due.
     pub(crate) fn next_at(&self) -> i64 {

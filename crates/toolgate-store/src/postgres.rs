@@ -11,7 +11,7 @@
 //! visible in order, so a reader following the log with `after_seq` never
 //! skips an event committed late.
 
-// The shared operations, compiled here with `Db` = this backend (see ops.rs).
+// The shared operations, compiled here with `db` = this backend's query API (see ops.rs).
 #[allow(clippy::duplicate_mod)]
 #[path = "ops.rs"]
 mod ops;
@@ -19,18 +19,48 @@ mod ops;
 #[path = "outbox_ops.rs"]
 mod outbox_ops;
 
+/// The query API of the shared operations (see ops.rs): sqlx's, on Postgres.
+mod db {
+    use sqlx::postgres::{PgArguments, PgRow};
+    use sqlx::{FromRow, Postgres, SqlSafeStr};
+
+    pub(crate) use crate::sql::db_error;
+    pub(crate) use sqlx::AssertSqlSafe;
+
+    /// A connection.
+    pub(crate) type Conn = sqlx::PgConnection;
+    /// A query whose rows decode as `O`.
+    pub(crate) type QueryAs<'q, O> = sqlx::query::QueryAs<'q, Postgres, O, PgArguments>;
+
+    /// A query without rows to decode.
+    pub(crate) fn query<'q>(text: impl SqlSafeStr) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+        sqlx::query(text)
+    }
+
+    /// A query whose rows decode as `O`.
+    pub(crate) fn query_as<'q, O: for<'r> FromRow<'r, PgRow>>(text: impl SqlSafeStr) -> QueryAs<'q, O> {
+        sqlx::query_as(text)
+    }
+
+    /// A query whose rows are one `O` each.
+    pub(crate) fn query_scalar<'q, O>(text: impl SqlSafeStr) -> sqlx::query::QueryScalar<'q, Postgres, O, PgArguments>
+    where
+        (O,): for<'r> FromRow<'r, PgRow>,
+    {
+        sqlx::query_scalar(text)
+    }
+}
+
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, PgPool};
 use toolgate::ledger::{StoreError, Transition};
 
 use crate::batch::WriteFn;
 use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite, db_error};
 use crate::{OpenError, StoreSync};
-
-type Db = Postgres;
 
 /// The query parameter of the store URL that sets how many connections a
 /// store keeps (the name pgx's pools use); toolgate removes it before the

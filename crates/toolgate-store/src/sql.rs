@@ -594,6 +594,26 @@ pub(crate) struct RecordRow {
     reason: Option<String>,
 }
 
+crate::lite::from_lite_row!(RecordRow {
+    approval_id,
+    conversation_id,
+    tool_call_id,
+    tool_name,
+    input,
+    input_digest,
+    issued_at,
+    expires_at,
+    state,
+    decision,
+    output,
+    lease_executor,
+    lease_until,
+    updated_at,
+    routing,
+    votes,
+    reason
+});
+
 impl RecordRow {
     /// The record this row stores.
     pub(crate) fn into_record(self) -> Result<ApprovalRecord, StoreError> {
@@ -648,6 +668,18 @@ pub(crate) struct EventRow {
     data: String,
 }
 
+crate::lite::from_lite_row!(EventRow {
+    seq,
+    at,
+    kind,
+    approval_id,
+    tool_call_id,
+    conversation_id,
+    owner,
+    principal,
+    data
+});
+
 impl EventRow {
     /// The event this row stores.
     pub(crate) fn into_event(self) -> Result<AuditEvent, StoreError> {
@@ -678,6 +710,8 @@ pub(crate) struct ConversationRow {
     updated_at: i64,
 }
 
+crate::lite::from_lite_row!(ConversationRow { conversation_id, messages, version, updated_at });
+
 impl ConversationRow {
     /// The conversation this row stores.
     pub(crate) fn into_conversation(self) -> Result<StoredConversation, StoreError> {
@@ -704,6 +738,8 @@ pub(crate) struct ReadRow {
     expires_at: Option<i64>,
     body: String,
 }
+
+crate::lite::from_lite_row!(ReadRow { part, id, scope_kind, scope_key, tool_name, created_at, expires_at, body });
 
 /// The conversation and decisions of [`SELECT_CONVERSATION_WITH_DECISIONS`]'s
 /// rows. A conversation that does not decode fails the read; a decision that
@@ -757,6 +793,8 @@ pub(crate) struct DecisionRow {
     expires_at: Option<i64>,
     body: String,
 }
+
+crate::lite::from_lite_row!(DecisionRow { id, scope_kind, scope_key, tool_name, created_at, expires_at, body });
 
 impl DecisionRow {
     /// The sticky decision this row stores.

@@ -1,21 +1,18 @@
-//! The SQLite backend: one file in WAL mode.
+//! The SQLite backend: one file in WAL mode, on rusqlite (`lite.rs`).
 //!
-//! Writes go through one connection owned by a writer task that commits the
-//! operations queued together in one transaction (group commit, see
-//! `batch.rs`). Every write transaction starts with `BEGIN IMMEDIATE`: in
-//! this process writers queue on the task (in order, without busy retries);
+//! Writes go through one connection: on the caller's thread when it is
+//! idle, else through a writer thread that commits the operations queued
+//! together in one transaction (group commit, see `batch.rs`). Every write
+//! transaction starts with `BEGIN IMMEDIATE`: in this process writers take
+//! the connection in turn (without busy retries);
 //! against other processes the write lock is taken before anything is read,
 //! so a transaction never fails upgrading a read lock (`SQLITE_BUSY`) half
-//! way. Reads use their own small pool and see the last committed state (WAL
-//! readers do not block the writer).
-//!
-//! Every statement is a round trip to the connection's worker thread, which
-//! costs more than the statements themselves: read connections are not
-//! pinged when taken from the pool (a file opened in this process cannot hang
-//! up the way a socket can), and each operation runs as few statements as it
-//! can.
+//! way. Reads run on the calling thread over a few read connections of their
+//! own and see the last committed state (WAL readers do not block the
+//! writer). The migrations are sqlx's, run once at open over a connection
+//! that is then closed.
 
-// The shared operations, compiled here with `Db` = this backend (see ops.rs).
+// The shared operations, compiled here with `db` = this backend's query API (see ops.rs).
 #[allow(clippy::duplicate_mod)]
 #[path = "ops.rs"]
 mod ops;
@@ -23,26 +20,33 @@ mod ops;
 #[path = "outbox_ops.rs"]
 mod outbox_ops;
 
+/// The query API of the shared operations (see ops.rs): lite.rs's, on rusqlite.
+mod db {
+    pub(crate) use crate::lite::{AssertSqlSafe, Conn, QueryAs, db_error, query, query_as, query_scalar};
+}
+
 use std::path::Path;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use toolgate::ledger::{StoreError, Transition};
 
 use crate::batch::{BatchWriter, WriteFn};
 use crate::checkpoint::{Checkpointer, LogGuard};
-use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite, db_error};
-use crate::{OpenError, StoreSync};
-
-type Db = Sqlite;
+use crate::lite::{self, Conn, Readers, db_error};
+use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite};
+use crate::{DriverError, OpenError, StoreSync};
 
 /// How many ids one `IN (…)` list holds.
 const IDS_PER_QUERY: usize = 500;
 /// How long a writer waits for another process's write lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// Read connections.
-const READERS: u32 = 4;
+/// The fewest read connections (reads run on the calling thread: one per
+/// core lets every runtime thread read at once, within these bounds).
+const MIN_READERS: usize = 4;
+/// The most read connections (each keeps a page cache of its own).
+const MAX_READERS: usize = 16;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -71,7 +75,7 @@ const MARK_AND_CLAIM: &str = concat!(next_generation!(), sql::mark_and_claim_sql
 /// Drawing a generation and using it are two statements: they need a transaction.
 const GENERATION_NEEDS_TRANSACTION: bool = true;
 
-/// How every connection to the file is set up.
+/// How the migrating connection (sqlx's) is set up.
 fn connect_options(path: &Path, sync: StoreSync) -> SqliteConnectOptions {
     let synchronous = match sync {
         StoreSync::Normal => SqliteSynchronous::Normal,
@@ -88,12 +92,12 @@ fn connect_options(path: &Path, sync: StoreSync) -> SqliteConnectOptions {
         .pragma("wal_autocheckpoint", "0")
 }
 
-/// The writer and checkpoint tasks and the read pool of one SQLite file.
+/// The writer and checkpoint threads and the read connections of one SQLite file.
 #[derive(Debug)]
 pub(crate) struct Backend {
     writer: BatchWriter,
     checkpointer: Checkpointer,
-    reader: SqlitePool,
+    reader: Readers,
 }
 
 impl Backend {
@@ -103,31 +107,29 @@ impl Backend {
         tokio::task::spawn_blocking(move || crate::private::prepare(&private)).await.map_err(|error| {
             OpenError::CreateFile { path: path.to_path_buf(), source: std::io::Error::other(error) }
         })??;
-        let connect_error = |source: sqlx::Error| OpenError::Connect {
-            backend: "sqlite",
-            target: path.display().to_string(),
-            source: Box::new(source),
-        };
-        let options = connect_options(path, sync);
-        let mut writer = options.connect().await.map_err(connect_error)?;
+        let connect_error =
+            |source: DriverError| OpenError::Connect { backend: "sqlite", target: path.display().to_string(), source };
+        let mut migrating =
+            connect_options(path, sync).connect().await.map_err(|error| connect_error(Box::new(error)))?;
         MIGRATOR
-            .run(&mut writer)
+            .run(&mut migrating)
             .await
             .map_err(|source| OpenError::Migrate { backend: "sqlite", source: Box::new(source) })?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(READERS)
-            .test_before_acquire(false)
-            .connect_with(options.clone())
-            .await
-            .map_err(connect_error)?;
-        let checkpointer = Checkpointer::start(options.connect().await.map_err(connect_error)?);
-        let writer = BatchWriter::start(writer, checkpointer.commits(), LogGuard::new(path));
+        drop(migrating);
+        let open = |_| Conn::open(path, sync, BUSY_TIMEOUT).map_err(|error| connect_error(Box::new(error)));
+        let readers = std::thread::available_parallelism().map_or(MIN_READERS, usize::from);
+        let reader = Readers::new((0..readers.clamp(MIN_READERS, MAX_READERS)).map(open).collect::<Result<_, _>>()?);
+        let checkpointer = Checkpointer::start(open(0)?).map_err(|error| connect_error(Box::new(error)))?;
+        // Writes may run on their callers' threads only when a commit does not wait for the disk.
+        let inline = sync == StoreSync::Normal;
+        let writer = BatchWriter::start(open(0)?, checkpointer.commits(), LogGuard::new(path), inline)
+            .map_err(|error| connect_error(Box::new(error)))?;
         Ok(Self { writer, checkpointer, reader })
     }
 
     /// Runs `run` over `data` in a transaction holding the write lock
     /// (shared with the operations queued with it).
-    async fn write<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    async fn write<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
@@ -138,7 +140,7 @@ impl Backend {
     /// Runs one statement's `run`, queued like every write: alone in its
     /// batch it runs without `BEGIN` and `COMMIT` (one statement is atomic on
     /// its own, and takes the write lock before it reads).
-    async fn write_statement<D, R>(&self, data: D, run: WriteFn<SqliteConnection, D, R>) -> Result<R, StoreError>
+    async fn write_statement<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
     where
         D: Send + Sync + 'static,
         R: Send + 'static,
@@ -152,7 +154,7 @@ impl Backend {
     async fn write_fused<T, R>(
         &self,
         data: ops::Fused<T>,
-        run: WriteFn<SqliteConnection, ops::Fused<T>, R>,
+        run: WriteFn<Conn, ops::Fused<T>, R>,
     ) -> Result<R, StoreError>
     where
         T: Send + Sync + 'static,
@@ -161,7 +163,7 @@ impl Backend {
         self.writer.write_self_contained(data, run, ops::Fused::bring_own_transaction).await
     }
 
-    fn reader(&self) -> &SqlitePool {
+    fn reader(&self) -> &Readers {
         &self.reader
     }
 
@@ -175,7 +177,7 @@ impl Backend {
                 sql::record_columns!(),
                 params.join(", ")
             );
-            let mut select = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text));
+            let mut select = lite::query_as::<RecordRow>(lite::AssertSqlSafe(text));
             for id in chunk {
                 select = select.bind(id);
             }
@@ -198,7 +200,7 @@ impl Backend {
                 sql::record_columns!(),
                 params.join(", ")
             );
-            let mut select = sqlx::query_as::<_, RecordRow>(sqlx::AssertSqlSafe(text)).bind(conversation_id);
+            let mut select = lite::query_as::<RecordRow>(lite::AssertSqlSafe(text)).bind(conversation_id);
             for call in chunk {
                 select = select.bind(call);
             }
@@ -207,11 +209,11 @@ impl Backend {
         Ok(rows)
     }
 
-    /// Closes the read pool, the checkpoint task and, after the writes
-    /// already queued, the writer (the last connection to close checkpoints
-    /// the whole log).
+    /// Closes the read connections, the checkpoint thread and, after the
+    /// writes already queued, the writer (the last connection to close
+    /// checkpoints the whole log).
     pub(crate) async fn close(&self) {
-        self.reader.close().await;
+        self.reader.close();
         self.checkpointer.close().await;
         self.writer.close().await;
     }
@@ -278,14 +280,12 @@ fn events_if_changed_sql(count: usize, first: usize, changed: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sqlx::{ConnectOptions, SqliteConnection};
-
     use super::*;
 
     async fn synchronous(sync: StoreSync) -> i64 {
         let dir = tempfile::tempdir().unwrap();
-        let mut connection: SqliteConnection = connect_options(&dir.path().join("s.db"), sync).connect().await.unwrap();
-        sqlx::query_scalar("PRAGMA synchronous").fetch_one(&mut connection).await.unwrap()
+        let mut connection = Conn::open(&dir.path().join("s.db"), sync, BUSY_TIMEOUT).unwrap();
+        lite::query_scalar("PRAGMA synchronous").fetch_one(&mut connection).await.unwrap()
     }
 
     #[tokio::test]

@@ -91,9 +91,11 @@ async fn the_log_stays_bounded_under_sustained_load_and_shrinks_when_idle() {
         .map(|_| {
             let (store, next) = (Arc::clone(&store), Arc::clone(&next));
             tokio::spawn(async move {
-                loop {
+                // Every number drawn is written (the time is checked before a number is drawn), so
+                // `next`, capped at ROUND_TRIPS, counts the round trips written.
+                while started.elapsed() <= MAX_LOAD {
                     let n = next.fetch_add(1, Ordering::Relaxed);
-                    if n >= ROUND_TRIPS || started.elapsed() > MAX_LOAD {
+                    if n >= ROUND_TRIPS {
                         return;
                     }
                     round_trip(&store, n).await;
