@@ -53,7 +53,7 @@ use futures::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate::ledger::StoreError;
 
-use crate::checkpoint::LogGuard;
+use crate::checkpoint::{LogGuard, WriteLock};
 use crate::lite::{self, Conn, db_error};
 
 /// A write operation's future, borrowing its connection and data.
@@ -79,7 +79,7 @@ pub(crate) struct BatchWriter {
 #[derive(Debug)]
 struct Shared {
     /// The writing connection; `None` once closed.
-    connection: tokio::sync::Mutex<Option<Conn>>,
+    connection: WriteLock,
     /// Operations queued that the writer thread has not taken yet.
     queued: AtomicUsize,
     /// Whether an operation may run on its caller's thread (see the module docs).
@@ -107,19 +107,13 @@ impl BatchWriter {
     /// (see the module docs). The thread ends once every handle is dropped
     /// or closed.
     pub(crate) fn start(
-        connection: Conn,
+        connection: WriteLock,
         commits: Arc<Notify>,
         guard: LogGuard,
         inline: bool,
     ) -> std::io::Result<Self> {
         let (queue, messages) = mpsc::channel(QUEUE);
-        let shared = Arc::new(Shared {
-            connection: tokio::sync::Mutex::new(Some(connection)),
-            queued: AtomicUsize::new(0),
-            inline,
-            commits,
-            guard,
-        });
+        let shared = Arc::new(Shared { connection, queued: AtomicUsize::new(0), inline, commits, guard });
         // The operations' futures are ready when polled (lite.rs): a
         // one-thread runtime only waits for the queue and the connection.
         let runtime = tokio::runtime::Builder::new_current_thread().build()?;
@@ -426,6 +420,7 @@ mod tests {
         let mut connection = Conn::memory().unwrap();
         lite::query("CREATE TABLE t (v INTEGER)").execute(&mut connection).await.unwrap();
         let guard = LogGuard::new(std::path::Path::new(":memory:"));
+        let connection = Arc::new(tokio::sync::Mutex::new(Some(connection)));
         BatchWriter::start(connection, Arc::default(), guard, inline).unwrap()
     }
 

@@ -21,7 +21,11 @@
 //!   holds more than [`LIMIT_FRAMES`] frames, copied or not, a `TRUNCATE`
 //!   checkpoint follows: it takes the write lock, waits (the busy timeout)
 //!   for the readers of older snapshots to finish, which takes as long as
-//!   one short read, copies the rest and cuts the file to zero bytes.
+//!   one short read, copies the rest and cuts the file to zero bytes. It
+//!   holds this process's writing connection ([`WriteLock`]) meanwhile, so
+//!   the store's own writers wait for it on that lock and go on the moment
+//!   it ends, instead of meeting `SQLITE_BUSY` and sleeping in SQLite's busy
+//!   handler (whose steps of up to 100 ms once set the p99 latency).
 //! - When no write has committed for [`IDLE`], the log is truncated the same
 //!   way, so an idle server gives the disk back.
 //! - Backpressure, for a machine too busy to run the checkpoint task in time:
@@ -37,6 +41,11 @@ use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
 
 use crate::lite::{self, Conn};
+
+/// The store's one writing connection (`None` once closed), shared by the
+/// writer and the callers that write on their own thread (see `batch.rs`);
+/// held by a truncating checkpoint.
+pub(crate) type WriteLock = Arc<tokio::sync::Mutex<Option<Conn>>>;
 
 /// The least time between two checkpoints.
 const INTERVAL: Duration = Duration::from_millis(200);
@@ -58,14 +67,15 @@ impl Checkpointer {
     /// Starts checkpointing over `connection`, on a thread of its own (a
     /// checkpoint blocks while it copies and syncs); the thread ends when the
     /// handle is closed or dropped.
-    pub(crate) fn start(connection: Conn) -> std::io::Result<Self> {
+    pub(crate) fn start(connection: Conn, writing: WriteLock) -> std::io::Result<Self> {
         let commits = Arc::new(Notify::new());
         let (stop, stopped) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
         let notified = Arc::clone(&commits);
+        let checkpoints = Checkpoints { connection, writing };
         std::thread::Builder::new()
             .name("toolgate-sqlite-checkpoint".into())
-            .spawn(move || runtime.block_on(checkpoint_loop(connection, notified, stopped)))?;
+            .spawn(move || runtime.block_on(checkpoint_loop(checkpoints, notified, stopped)))?;
         Ok(Self { commits, stop: std::sync::Mutex::new(Some(stop)) })
     }
 
@@ -122,7 +132,39 @@ enum Wake {
     Stop(Option<oneshot::Sender<()>>),
 }
 
-async fn checkpoint_loop(mut connection: Conn, commits: Arc<Notify>, mut stop: oneshot::Receiver<oneshot::Sender<()>>) {
+/// The checkpoint thread's connection, and the writing connection's lock.
+struct Checkpoints {
+    connection: Conn,
+    writing: WriteLock,
+}
+
+impl Checkpoints {
+    /// One passive checkpoint, and a truncating one when the log has grown past [`LIMIT_FRAMES`].
+    async fn checkpoint(&mut self) {
+        // Rows: (busy, frames in the log, frames checkpointed).
+        match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut self.connection).await
+        {
+            Ok((_, log, _)) if log > LIMIT_FRAMES => {
+                self.truncate().await;
+            }
+            Ok(_) => {}
+            // The next commit tries again; the log only grows meanwhile.
+            Err(error) => tracing::warn!(%error, "SQLite checkpoint failed"),
+        }
+    }
+
+    /// A `TRUNCATE` checkpoint with this process's writers held back (see the module docs).
+    async fn truncate(&mut self) -> bool {
+        let _writing = self.writing.lock().await;
+        truncate(&mut self.connection).await
+    }
+}
+
+async fn checkpoint_loop(
+    mut checkpoints: Checkpoints,
+    commits: Arc<Notify>,
+    mut stop: oneshot::Receiver<oneshot::Sender<()>>,
+) {
     // Whether the log may hold frames that an idle truncation should remove.
     let mut dirty = false;
     loop {
@@ -132,16 +174,16 @@ async fn checkpoint_loop(mut connection: Conn, commits: Arc<Notify>, mut stop: o
             () = tokio::time::sleep(IDLE), if dirty => Wake::Idle,
         };
         match wake {
-            Wake::Stop(done) => return finish(connection, done).await,
+            Wake::Stop(done) => return finish(checkpoints.connection, done).await,
             Wake::Commit => {
                 dirty = true;
-                checkpoint(&mut connection).await;
+                checkpoints.checkpoint().await;
                 tokio::select! {
-                    done = &mut stop => return finish(connection, done.ok()).await,
+                    done = &mut stop => return finish(checkpoints.connection, done.ok()).await,
                     () = tokio::time::sleep(INTERVAL) => {}
                 }
             }
-            Wake::Idle => dirty = !truncate(&mut connection).await,
+            Wake::Idle => dirty = !checkpoints.truncate().await,
         }
     }
 }
@@ -150,19 +192,6 @@ async fn finish(connection: Conn, done: Option<oneshot::Sender<()>>) {
     drop(connection);
     if let Some(done) = done {
         let _ = done.send(());
-    }
-}
-
-/// One passive checkpoint, and a truncating one when the log has grown past [`LIMIT_FRAMES`].
-async fn checkpoint(connection: &mut Conn) {
-    // Rows: (busy, frames in the log, frames checkpointed).
-    match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *connection).await {
-        Ok((_, log, _)) if log > LIMIT_FRAMES => {
-            truncate(connection).await;
-        }
-        Ok(_) => {}
-        // The next commit tries again; the log only grows meanwhile.
-        Err(error) => tracing::warn!(%error, "SQLite checkpoint failed"),
     }
 }
 

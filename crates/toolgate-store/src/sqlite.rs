@@ -26,6 +26,7 @@ mod db {
 }
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::ConnectOptions;
@@ -33,7 +34,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use toolgate::ledger::{StoreError, Transition};
 
 use crate::batch::{BatchWriter, WriteFn};
-use crate::checkpoint::{Checkpointer, LogGuard};
+use crate::checkpoint::{Checkpointer, LogGuard, WriteLock};
 use crate::lite::{self, Conn, Readers, db_error};
 use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite};
 use crate::{DriverError, OpenError, StoreSync};
@@ -119,10 +120,12 @@ impl Backend {
         let open = |_| Conn::open(path, sync, BUSY_TIMEOUT).map_err(|error| connect_error(Box::new(error)));
         let readers = std::thread::available_parallelism().map_or(MIN_READERS, usize::from);
         let reader = Readers::new((0..readers.clamp(MIN_READERS, MAX_READERS)).map(open).collect::<Result<_, _>>()?);
-        let checkpointer = Checkpointer::start(open(0)?).map_err(|error| connect_error(Box::new(error)))?;
+        let writing: WriteLock = Arc::new(tokio::sync::Mutex::new(Some(open(0)?)));
+        let checkpointer =
+            Checkpointer::start(open(0)?, Arc::clone(&writing)).map_err(|error| connect_error(Box::new(error)))?;
         // Writes may run on their callers' threads only when a commit does not wait for the disk.
         let inline = sync == StoreSync::Normal;
-        let writer = BatchWriter::start(open(0)?, checkpointer.commits(), LogGuard::new(path), inline)
+        let writer = BatchWriter::start(writing, checkpointer.commits(), LogGuard::new(path), inline)
             .map_err(|error| connect_error(Box::new(error)))?;
         Ok(Self { writer, checkpointer, reader })
     }
