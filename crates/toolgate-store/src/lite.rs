@@ -124,8 +124,10 @@ impl Readers {
     }
 }
 
+/// A read after [`Readers::close`]: SQLite's own answer to a closed connection, with what happened.
 fn closed() -> rusqlite::Error {
-    rusqlite::Error::InvalidPath("the approval store is closed".into())
+    let misuse = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE);
+    rusqlite::Error::SqliteFailure(misuse, Some("the approval store is closed".into()))
 }
 
 /// Where a query runs: the writer's connection, or the read connections.
@@ -448,9 +450,6 @@ pub(crate) fn db_error(error: rusqlite::Error) -> StoreError {
         | rusqlite::Error::IntegralValueOutOfRange(..)
         | rusqlite::Error::InvalidColumnType(..)
         | rusqlite::Error::Utf8Error(..) => StoreError::Corrupt(error.to_string()),
-        rusqlite::Error::InvalidPath(ref why) if why.as_os_str() == "the approval store is closed" => {
-            StoreError::Unavailable("the approval store is closed".into())
-        }
         error => StoreError::Unavailable(error.to_string()),
     }
 }
