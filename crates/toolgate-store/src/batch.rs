@@ -47,7 +47,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -80,8 +79,6 @@ pub(crate) struct BatchWriter {
 struct Shared {
     /// The writing connection; `None` once closed.
     connection: WriteLock,
-    /// Operations queued that the writer thread has not taken yet.
-    queued: AtomicUsize,
     /// Whether an operation may run on its caller's thread (see the module docs).
     inline: bool,
     commits: Arc<Notify>,
@@ -113,14 +110,10 @@ impl BatchWriter {
         inline: bool,
     ) -> std::io::Result<Self> {
         let (queue, messages) = mpsc::channel(QUEUE);
-        let shared = Arc::new(Shared { connection, queued: AtomicUsize::new(0), inline, commits, guard });
-        // The operations' futures are ready when polled (lite.rs): a
-        // one-thread runtime only waits for the queue and the connection.
-        let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-        let writer = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name(WRITER_THREAD.into())
-            .spawn(move || runtime.block_on(write_loop(writer, messages)))?;
+        let shared = Arc::new(Shared { connection, inline, commits, guard });
+        // The operations' futures are ready when polled (lite.rs): the
+        // thread's runtime only waits for the queue and the connection.
+        lite::spawn_thread(WRITER_THREAD, write_loop(Arc::clone(&shared), messages))?;
         Ok(Self { queue, shared })
     }
 
@@ -174,13 +167,7 @@ impl BatchWriter {
                 run_batch(connection, &mut batch).await;
                 self.shared.committed();
             }
-            None => {
-                self.shared.queued.fetch_add(1, Ordering::AcqRel);
-                if self.queue.send(Message::Write(job)).await.is_err() {
-                    self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-                    return Err(closed());
-                }
-            }
+            None => self.queue.send(Message::Write(job)).await.map_err(|_| closed())?,
         }
         answer.await.map_err(|_| closed())?
     }
@@ -190,7 +177,9 @@ impl BatchWriter {
     /// under its hard limit.
     fn idle_connection(&self) -> Option<tokio::sync::MutexGuard<'_, Option<Conn>>> {
         let shared = &self.shared;
-        if !shared.inline || shared.queued.load(Ordering::Acquire) != 0 {
+        // A message in the queue is an operation the writer has not taken (a
+        // taken one holds its place on the lock: `try_lock` fails while it waits).
+        if !shared.inline || self.queue.capacity() < self.queue.max_capacity() {
             return None;
         }
         let connection = shared.connection.try_lock().ok()?;
@@ -324,7 +313,6 @@ async fn write_loop(shared: Arc<Shared>, mut messages: mpsc::Receiver<Message>) 
                 Err(_) => break,
             }
         }
-        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
         if let Some(open) = connection.as_mut()
             && !batch.is_empty()
         {

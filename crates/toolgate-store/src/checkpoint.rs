@@ -70,12 +70,9 @@ impl Checkpointer {
     pub(crate) fn start(connection: Conn, writing: WriteLock) -> std::io::Result<Self> {
         let commits = Arc::new(Notify::new());
         let (stop, stopped) = oneshot::channel();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
-        let notified = Arc::clone(&commits);
         let checkpoints = Checkpoints { connection, writing };
-        std::thread::Builder::new()
-            .name("toolgate-sqlite-checkpoint".into())
-            .spawn(move || runtime.block_on(checkpoint_loop(checkpoints, notified, stopped)))?;
+        let body = checkpoint_loop(checkpoints, Arc::clone(&commits), stopped);
+        lite::spawn_thread("toolgate-sqlite-checkpoint", body)?;
         Ok(Self { commits, stop: std::sync::Mutex::new(Some(stop)) })
     }
 

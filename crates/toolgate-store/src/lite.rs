@@ -312,25 +312,38 @@ fn bind_all(statement: &mut rusqlite::Statement<'_>, values: &[ToSqlOutput<'_>])
     Ok(())
 }
 
-/// The statements of a text: split at each `;` outside quotes, blank ones left out.
+/// The statements of a text: split at each `;` outside quotes, blank ones
+/// left out (walked as the query runs, nothing allocated).
 fn statements(text: &str) -> impl Iterator<Item = &str> {
-    let mut quote: Option<char> = None;
-    let mut start = 0;
-    let mut pieces = Vec::new();
-    for (at, char) in text.char_indices() {
-        match (quote, char) {
-            (Some(open), _) if char == open => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"' | '`') => quote = Some(char),
-            (None, ';') => {
-                pieces.push(&text[start..at]);
-                start = at + 1;
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut quote: Option<char> = None;
+        let end = text.char_indices().find_map(|(at, char)| {
+            match (quote, char) {
+                (Some(open), _) if char == open => quote = None,
+                (Some(_), _) => {}
+                (None, '\'' | '"' | '`') => quote = Some(char),
+                (None, ';') => return Some(at),
+                (None, _) => {}
             }
-            (None, _) => {}
-        }
-    }
-    pieces.push(&text[start..]);
-    pieces.into_iter().map(str::trim).filter(|piece| !piece.is_empty())
+            None
+        });
+        rest = end.map(|at| &text[at + 1..]);
+        Some(text[..end.unwrap_or(text.len())].trim())
+    })
+    .filter(|piece| !piece.is_empty())
+}
+
+/// Runs `body` on a thread of its own named `name`, over a one-thread tokio
+/// runtime (with timers): the store's writer and checkpointer.
+pub(crate) fn spawn_thread<F>(name: &str, body: F) -> std::io::Result<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    std::thread::Builder::new().name(name.into()).spawn(move || runtime.block_on(body))?;
+    Ok(())
 }
 
 /// A row type decoded from a SQLite row by column names (sqlx's `FromRow`).
@@ -462,6 +475,9 @@ mod tests {
     fn statements_split_outside_quotes() {
         let pieces: Vec<&str> = statements("BEGIN; SELECT ';' AS \"a;b\"; ; COMMIT").collect();
         assert_eq!(pieces, ["BEGIN", "SELECT ';' AS \"a;b\"", "COMMIT"]);
+        assert_eq!(statements(" SELECT 1 ").collect::<Vec<_>>(), ["SELECT 1"]);
+        assert_eq!(statements("SELECT 1;").collect::<Vec<_>>(), ["SELECT 1"]);
+        assert_eq!(statements(" ; ").count(), 0);
     }
 
     #[tokio::test]
