@@ -12,22 +12,27 @@
 //!
 //! - After writes commit, at most once per [`INTERVAL`], a `PASSIVE`
 //!   checkpoint copies what it can without blocking anyone.
-//! - A passive checkpoint never makes the file smaller. SQLite only writes
+//! - A passive checkpoint never lets the log start over. SQLite only writes
 //!   the log from its start again when a writer finds it fully copied *and*
 //!   no reader holding a snapshot in it; under steady traffic some reader
 //!   always is, so the log is appended to forever (the defect this module
-//!   once had: it truncated only when frames were left uncopied, which a
-//!   passive checkpoint under load almost never leaves). So whenever the log
-//!   holds more than [`LIMIT_FRAMES`] frames, copied or not, a `TRUNCATE`
+//!   once had: it acted only when frames were left uncopied, which a passive
+//!   checkpoint under load almost never leaves). So whenever the log holds
+//!   more than [`LIMIT_FRAMES`] frames, copied or not, a `RESTART`
 //!   checkpoint follows: it takes the write lock, waits (the busy timeout)
 //!   for the readers of older snapshots to finish, which takes as long as
-//!   one short read, copies the rest and cuts the file to zero bytes. It
+//!   one short read, and copies the rest; the next commit then writes the
+//!   log from its first frame again, over the pages already in the file. It
 //!   holds this process's writing connection ([`WriteLock`]) meanwhile, so
 //!   the store's own writers wait for it on that lock and go on the moment
 //!   it ends, instead of meeting `SQLITE_BUSY` and sleeping in SQLite's busy
-//!   handler (whose steps of up to 100 ms once set the p99 latency).
-//! - When no write has committed for [`IDLE`], the log is truncated the same
-//!   way, so an idle server gives the disk back.
+//!   handler (whose steps of up to 100 ms once set the p99 latency). Under
+//!   load the file keeps its size rather than being cut to zero and grown
+//!   again: cutting it (`ftruncate`, milliseconds on a busy disk) and
+//!   allocating its blocks again held every writer for longer.
+//! - When no write has committed for [`IDLE`], a `TRUNCATE` checkpoint does
+//!   the same and cuts the file to zero bytes, so an idle server gives the
+//!   disk back.
 //! - Backpressure, for a machine too busy to run the checkpoint task in time:
 //!   after each batch the writer looks at the file's size ([`LogGuard`]), and
 //!   past [`HARD_LIMIT_BYTES`] it truncates the log itself before it takes the
@@ -44,12 +49,12 @@ use crate::lite::{self, Conn};
 
 /// The store's one writing connection (`None` once closed), shared by the
 /// writer and the callers that write on their own thread (see `batch.rs`);
-/// held by a truncating checkpoint.
+/// held by a restarting or truncating checkpoint.
 pub(crate) type WriteLock = Arc<tokio::sync::Mutex<Option<Conn>>>;
 
 /// The least time between two checkpoints.
 const INTERVAL: Duration = Duration::from_millis(200);
-/// The frames (pages) of log past which a checkpoint truncates the file (16 MiB of 4 KiB pages).
+/// The frames (pages) of log past which a checkpoint restarts it (16 MiB of 4 KiB pages).
 pub(crate) const LIMIT_FRAMES: i64 = 4_096;
 /// The log size past which the writer truncates the log itself before writing on (32 MiB).
 pub(crate) const HARD_LIMIT_BYTES: u64 = 2 * LIMIT_FRAMES as u64 * 4096;
@@ -111,7 +116,7 @@ impl LogGuard {
     pub(crate) async fn hold(&self, connection: &mut Conn) {
         if self.over_limit() {
             tracing::debug!("the SQLite log passed its hard limit; the writer truncates it before writing on");
-            truncate(connection).await;
+            complete(connection, Mode::Truncate).await;
         }
     }
 
@@ -136,13 +141,13 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    /// One passive checkpoint, and a truncating one when the log has grown past [`LIMIT_FRAMES`].
+    /// One passive checkpoint, and a restarting one when the log has grown past [`LIMIT_FRAMES`].
     async fn checkpoint(&mut self) {
         // Rows: (busy, frames in the log, frames checkpointed).
         match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut self.connection).await
         {
             Ok((_, log, _)) if log > LIMIT_FRAMES => {
-                self.truncate().await;
+                self.held(Mode::Restart).await;
             }
             Ok(_) => {}
             // The next commit tries again; the log only grows meanwhile.
@@ -150,10 +155,10 @@ impl Checkpoints {
         }
     }
 
-    /// A `TRUNCATE` checkpoint with this process's writers held back (see the module docs).
-    async fn truncate(&mut self) -> bool {
+    /// A checkpoint with this process's writers held back (see the module docs).
+    async fn held(&mut self, mode: Mode) -> bool {
         let _writing = self.writing.lock().await;
-        truncate(&mut self.connection).await
+        complete(&mut self.connection, mode).await
     }
 }
 
@@ -180,7 +185,7 @@ async fn checkpoint_loop(
                     () = tokio::time::sleep(INTERVAL) => {}
                 }
             }
-            Wake::Idle => dirty = !checkpoints.truncate().await,
+            Wake::Idle => dirty = !checkpoints.held(Mode::Truncate).await,
         }
     }
 }
@@ -192,17 +197,30 @@ async fn finish(connection: Conn, done: Option<oneshot::Sender<()>>) {
     }
 }
 
-/// A `TRUNCATE` checkpoint: true when it copied the whole log and emptied the file.
-async fn truncate(connection: &mut Conn) -> bool {
-    match lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *connection).await {
+/// A checkpoint that must copy the whole log (the modes past `PASSIVE`).
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// The next commit writes the log from its start, over the file as it is.
+    Restart,
+    /// As [`Mode::Restart`], and the file is cut to zero bytes.
+    Truncate,
+}
+
+/// A checkpoint in `mode`: true when it copied the whole log (and, for [`Mode::Truncate`], emptied the file).
+async fn complete(connection: &mut Conn, mode: Mode) -> bool {
+    let text = match mode {
+        Mode::Restart => "PRAGMA wal_checkpoint(RESTART)",
+        Mode::Truncate => "PRAGMA wal_checkpoint(TRUNCATE)",
+    };
+    match lite::query_as::<(i64, i64, i64)>(text).fetch_one(&mut *connection).await {
         Ok((busy, _, _)) => {
             if busy != 0 {
-                tracing::debug!("SQLite truncating checkpoint waited out its busy timeout; the next one tries again");
+                tracing::debug!(?mode, "SQLite checkpoint waited out its busy timeout; the next one tries again");
             }
             busy == 0
         }
         Err(error) => {
-            tracing::warn!(%error, "SQLite checkpoint (truncate) failed");
+            tracing::warn!(%error, ?mode, "SQLite checkpoint failed");
             false
         }
     }
