@@ -6,6 +6,7 @@
 #
 #   --quick   a smoke run: N = 10 and 100, 2 s per cell (under a minute; the full run takes a few minutes)
 #   -- --soak 10m --sizes 1000 --connections 16   sustained load on toolgate alone, its RSS sampled every 20 s
+#   -- --soak 10m --soak-stored --connections 16   the same with the stored round trip (toolgate --store sqlite)
 #   after --   passed to toolgate-bench (see `toolgate-bench --help`), e.g. `-- --sizes 1000 --connections 16`
 #
 # What it does (loopback only, every run bounded in time and request count):
@@ -23,7 +24,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '5,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 QUICK=0
 BENCH_ARGS=()

@@ -89,6 +89,10 @@ struct Args {
     /// sampling its RSS every --soak-slice, and print how the RSS moved after the first minute.
     #[arg(long, value_parser = humantime::parse_duration)]
     soak: Option<Duration>,
+    /// With --soak: load the stored round trip of --toolgate-stored (fresh conversations, first turn and approved
+    /// continuation) instead of --toolgate's continuation body.
+    #[arg(long, requires = "soak")]
+    soak_stored: bool,
     /// The time between two RSS samples of --soak.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
     soak_slice: Duration,
@@ -203,37 +207,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         bail!("nothing to measure: give --toolgate, --ai-sdk and/or --toolgate-stored");
     }
     if let Some(total) = args.soak {
-        let Some(server) = &toolgate else { bail!("--soak needs --toolgate") };
-        let Some(process) = server.process else { bail!("--soak needs --toolgate-pid") };
-        let n = args.sizes[0];
-        let connections = args.connections.iter().copied().max().unwrap_or(1);
-        let body = continuation_body(n, &format!("bench-{n}"), &signer)?;
-        server.check_continuation(&body, args.timeout).await?;
-        eprintln!(
-            "soak: N = {n}, c = {connections}, {} in slices of {}",
-            humantime::format_duration(total),
-            humantime::format_duration(args.soak_slice)
-        );
-        let workload = Workload::Post { path: CHAT_PATH.into(), body: body.json.clone() };
-        let plan = toolgate_bench::soak::Plan {
-            total,
-            slice: args.soak_slice,
-            warmup: Duration::from_secs(60).min(total / 2),
-            connections,
-            timeout: args.timeout,
-        };
-        let soak = toolgate_bench::soak::run(server.target, process, workload, plan).await?;
-        if let Some(path) = &args.json {
-            std::fs::write(path, serde_json::to_vec_pretty(&soak)?).with_context(|| format!("{}", path.display()))?;
-        }
-        println!(
-            "Sustained load: N = {n} ({}), c = {connections}, {}; {}\n",
-            report::size(body.json.len()),
-            humantime::format_duration(total),
-            machine_summary()
-        );
-        println!("{}", soak.markdown());
-        return Ok(());
+        return soak(&args, total, toolgate.as_ref(), stored.as_ref(), &signer).await;
     }
 
     let machine = machine_summary();
@@ -317,5 +291,54 @@ async fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("{}", path.display()))?;
     }
     println!("{}", report.markdown());
+    Ok(())
+}
+
+/// `--soak`: one workload for `total`, the server's RSS sampled between slices; prints the samples and the verdict.
+async fn soak(
+    args: &Args,
+    total: Duration,
+    toolgate: Option<&Server>,
+    stored: Option<&Server>,
+    signer: &ApprovalSigner,
+) -> anyhow::Result<()> {
+    let connections = args.connections.iter().copied().max().unwrap_or(1);
+    let (server, workload, what) = if args.soak_stored {
+        let Some(server) = stored else { bail!("--soak-stored needs --toolgate-stored") };
+        let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let chat_prefix = format!("soak-{}-{run}", std::process::id());
+        let workload = Workload::RoundTrip { path: CHAT_PATH.into(), chat_prefix };
+        (server, workload, format!("the round trip with --store {}", args.stored_label))
+    } else {
+        let Some(server) = toolgate else { bail!("--soak needs --toolgate (or --soak-stored)") };
+        let n = args.sizes[0];
+        let body = continuation_body(n, &format!("bench-{n}"), signer)?;
+        server.check_continuation(&body, args.timeout).await?;
+        let what = format!("N = {n} ({})", report::size(body.json.len()));
+        (server, Workload::Post { path: CHAT_PATH.into(), body: body.json }, what)
+    };
+    let Some(process) = server.process else { bail!("--soak needs the pid of the server it loads") };
+    eprintln!(
+        "soak: {what}, c = {connections}, {} in slices of {}",
+        humantime::format_duration(total),
+        humantime::format_duration(args.soak_slice)
+    );
+    let plan = toolgate_bench::soak::Plan {
+        total,
+        slice: args.soak_slice,
+        warmup: Duration::from_secs(60).min(total / 2),
+        connections,
+        timeout: args.timeout,
+    };
+    let soak = toolgate_bench::soak::run(server.target, process, workload, plan).await?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&soak)?).with_context(|| format!("{}", path.display()))?;
+    }
+    println!(
+        "Sustained load: {what}, c = {connections}, {}; {}\n",
+        humantime::format_duration(total),
+        machine_summary()
+    );
+    println!("{}", soak.markdown());
     Ok(())
 }

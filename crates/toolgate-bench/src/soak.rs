@@ -1,6 +1,9 @@
 //! The sustained-load memory check: one body at one concurrency for a long
 //! time, the server's resident set sampled between slices of the load.
 //!
+//! A round-trip workload starts fresh conversations in every slice (a stored
+//! server's memory under a growing store).
+//!
 //! The verdict compares the RSS at the end of the warm-up with the RSS at the
 //! end and with the highest sample after the warm-up: a server that keeps no
 //! state per request stays flat once its allocator has warmed up.
@@ -97,7 +100,7 @@ pub async fn run(target: Target, process: Process, workload: Workload, plan: Pla
     let mut warmup_samples = 0;
     while started.elapsed() < total {
         let limits = Limits { connections, duration: slice, max_requests: usize::MAX, timeout };
-        let outcome = load::run(target, workload.clone(), limits).await?;
+        let outcome = load::run(target, slice_of(&workload, samples.len()), limits).await?;
         let sample = Sample {
             at_secs: started.elapsed().as_secs_f64(),
             requests: outcome.requests,
@@ -117,4 +120,33 @@ pub async fn run(target: Target, process: Process, workload: Workload, plan: Pla
         samples.push(sample);
     }
     Ok(Soak { samples, warmup_samples: warmup_samples.max(1) })
+}
+
+/// The workload of slice `index`: round trips start conversations no earlier slice used.
+fn slice_of(workload: &Workload, index: usize) -> Workload {
+    match workload {
+        Workload::RoundTrip { path, chat_prefix } => {
+            Workload::RoundTrip { path: path.clone(), chat_prefix: format!("{chat_prefix}-s{index}") }
+        }
+        Workload::Post { .. } | Workload::Get { .. } => workload.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_slice_of_round_trips_starts_conversations_of_its_own() {
+        let workload = Workload::RoundTrip { path: "/api/chat".into(), chat_prefix: "soak".into() };
+        let prefixes: Vec<String> = (0..3)
+            .map(|index| match slice_of(&workload, index) {
+                Workload::RoundTrip { chat_prefix, .. } => chat_prefix,
+                other => panic!("a round trip stays one: {other:?}"),
+            })
+            .collect();
+        assert_eq!(prefixes, ["soak-s0", "soak-s1", "soak-s2"]);
+        let post = Workload::Post { path: "/api/chat".into(), body: bytes::Bytes::from_static(b"{}") };
+        assert!(matches!(slice_of(&post, 7), Workload::Post { body, .. } if body.as_ref() == b"{}"));
+    }
 }
