@@ -225,3 +225,61 @@ async fn complete(connection: &mut Conn, mode: Mode) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StoreSync;
+
+    /// The `-wal` file's size, and the frames its log holds now (a passive checkpoint's count).
+    async fn log(path: &std::path::Path, connection: &mut Conn) -> (u64, i64) {
+        let (_, frames, _) = lite::query_as::<(i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut *connection)
+            .await
+            .unwrap();
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        (std::fs::metadata(wal).map_or(0, |meta| meta.len()), frames)
+    }
+
+    /// Commits `rows` rows of a kilobyte each, one transaction.
+    async fn write(connection: &mut Conn, rows: usize) {
+        let text = format!(
+            "BEGIN; INSERT INTO t (v) SELECT randomblob(1024) FROM (WITH RECURSIVE n(i) AS \
+             (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) SELECT i FROM n); COMMIT;"
+        );
+        lite::query(lite::AssertSqlSafe(text)).execute(&mut *connection).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_restart_waits_for_older_readers_then_the_log_is_written_over_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let open = || Conn::open(&path, StoreSync::Normal, Duration::from_secs(5)).unwrap();
+        let (mut writer, mut checkpoints, mut reader) = (open(), open(), open());
+        lite::query("CREATE TABLE t (v BLOB)").execute(&mut writer).await.unwrap();
+        write(&mut writer, 500).await;
+        // A reader holds a snapshot in the log while more is written, as a
+        // busy server's readers always do: a passive checkpoint cannot copy
+        // past it, so the log would not start over.
+        let rows: i64 = lite::query_scalar("BEGIN; SELECT count(*) FROM t").fetch_one(&mut reader).await.unwrap();
+        assert_eq!(rows, 500);
+        write(&mut writer, 500).await;
+        let (grown, frames) = log(&path, &mut checkpoints).await;
+        assert!(frames > 200, "the writes are in the log: {frames} frames");
+        let ends = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            futures::executor::block_on(lite::query("COMMIT").execute(&mut reader)).unwrap();
+        });
+
+        assert!(complete(&mut checkpoints, Mode::Restart).await, "it waited for the reader and copied the log");
+        ends.join().unwrap();
+        write(&mut writer, 5).await;
+        let (size, frames) = log(&path, &mut checkpoints).await;
+        assert_eq!(size, grown, "the file keeps its size and is written over");
+        assert!(frames < 20, "the next commit wrote the log from its start: {frames} frames");
+
+        assert!(complete(&mut checkpoints, Mode::Truncate).await);
+        assert_eq!(log(&path, &mut checkpoints).await, (0, 0), "a truncation empties the file");
+    }
+}
