@@ -258,8 +258,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut round_trips = Vec::new();
     if let Some(server) = &stored {
-        let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let prefix = |what: &str| format!("bench-{}-{run}-{what}", std::process::id());
+        let prefix = |what: &str| chat_prefix(&format!("bench-{what}"));
         eprintln!("round trip with --store {}", args.stored_label);
         let check = Limits { connections: 1, duration: args.timeout, max_requests: 2, timeout: args.timeout };
         let workload = Workload::RoundTrip { path: CHAT_PATH.into(), chat_prefix: prefix("check") };
@@ -305,9 +304,7 @@ async fn soak(
     let connections = args.connections.iter().copied().max().unwrap_or(1);
     let (server, workload, what) = if args.soak_stored {
         let Some(server) = stored else { bail!("--soak-stored needs --toolgate-stored") };
-        let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let chat_prefix = format!("soak-{}-{run}", std::process::id());
-        let workload = Workload::RoundTrip { path: CHAT_PATH.into(), chat_prefix };
+        let workload = Workload::RoundTrip { path: CHAT_PATH.into(), chat_prefix: chat_prefix("soak") };
         (server, workload, format!("the round trip with --store {}", args.stored_label))
     } else {
         let Some(server) = toolgate else { bail!("--soak needs --toolgate (or --soak-stored)") };
@@ -341,4 +338,10 @@ async fn soak(
     );
     println!("{}", soak.markdown());
     Ok(())
+}
+
+/// Chat ids no other run against the same store uses: `what`, this process and the time.
+fn chat_prefix(what: &str) -> String {
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("{what}-{}-{run}", std::process::id())
 }
