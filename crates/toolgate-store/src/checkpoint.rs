@@ -256,9 +256,7 @@ mod tests {
             .fetch_one(&mut *connection)
             .await
             .unwrap();
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        (std::fs::metadata(wal).map_or(0, |meta| meta.len()), frames)
+        (std::fs::metadata(LogGuard::new(path).wal).map_or(0, |meta| meta.len()), frames)
     }
 
     /// Commits `rows` rows of a kilobyte each, one transaction.
