@@ -21,6 +21,7 @@ use toolgate_gateway::{Gateway, GatewayOptions, Identity, serve_stdio};
 use toolgate_mcp::McpTools;
 use toolgate_policy::PolicyHandle;
 use toolgate_server::PrincipalSource;
+use toolgate_server::host::HostGuard;
 
 use crate::config::{Config, parse_policy};
 use crate::store::{LedgerArgs, StoreArgs, os_user};
@@ -50,6 +51,10 @@ pub struct GatewayArgs {
     /// How long a call waits for an out-of-band decision before it returns the pending result.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "50s")]
     hold: Duration,
+    /// How many calls one principal may have waiting for approval through the gateway at once; a
+    /// call that would hold one more is refused with an error result.
+    #[arg(long, value_name = "N", default_value_t = toolgate_gateway::DEFAULT_MAX_HELD_CALLS)]
+    max_held_calls: usize,
     /// How long after its decision an identical call still gets the stored outcome.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
     retry_window: Duration,
@@ -57,6 +62,10 @@ pub struct GatewayArgs {
     /// PUBLIC_URL/approvals/ID.
     #[arg(long, value_name = "URL", value_parser = crate::serve::parse_public_url)]
     public_url: Option<String>,
+    /// With --listen: also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback
+    /// names and the --public-url's host are always answered; any other `Host` gets 421.
+    #[arg(long = "allowed-host", value_name = "NAME", requires = "listen")]
+    allowed_hosts: Vec<String>,
     /// With --listen: a JSON object mapping bearer tokens (or `sha256:HEX`) to principals; requests
     /// without a known token get 401.
     #[arg(long, requires = "listen")]
@@ -100,10 +109,15 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
         Some(principal) => principal.clone(),
         None => os_user()?,
     };
+    toolgate::ledger::check_principal(&principal).context("--principal (or the OS user name) cannot name a caller")?;
+    if let Some(name) = &args.client_name {
+        toolgate::ledger::check_client_name(name).context("--client-name cannot be filed under")?;
+    }
     let mut options = GatewayOptions::new(principal.clone());
     options.client_name = args.client_name.clone();
     options.hold = args.hold;
     options.retry_window = args.retry_window;
+    options.max_held_calls = args.max_held_calls;
     options.public_url = args.public_url.clone();
     options.permission_prompt_tool = config.gateway.permission_prompt_tool;
     let mcp = Arc::new(mcp);
@@ -155,19 +169,17 @@ async fn serve_http(
         (None, None) => PrincipalSource::None,
     };
     let principals = Principals { source: Arc::new(source), groups: Arc::new(config.groups.clone()) };
-    let mut hosts = vec![addr.ip().to_string(), addr.to_string()];
-    if let Some(host) = args.public_url.as_deref().and_then(|url| url::Url::parse(url).ok()).and_then(|url| {
-        url.host_str().map(|host| match url.port() {
-            Some(port) => vec![host.to_owned(), format!("{host}:{port}")],
-            None => vec![host.to_owned()],
-        })
-    }) {
-        hosts.extend(host);
+    let mut hosts = crate::serve::allowed_hosts(&args.allowed_hosts, args.public_url.as_deref());
+    if !addr.ip().is_unspecified() {
+        hosts.extend([addr.ip().to_string(), addr.to_string()]);
     }
     let shutdown = CancellationToken::new();
-    let app = router(gateway, identity, principals, hosts, shutdown.clone());
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-    eprintln!("toolgate: MCP gateway at http://{}/mcp", listener.local_addr()?);
+    let bound = listener.local_addr()?;
+    let guard = HostGuard::new(bound, &hosts).map_err(|detail| anyhow::anyhow!("--allowed-host: {detail}"))?;
+    eprintln!("toolgate: MCP gateway at http://{bound}/mcp, answering Host {}", guard.describe());
+    let app = router(gateway, identity, principals, hosts, shutdown.clone())
+        .layer(axum::middleware::from_fn_with_state(Arc::new(guard), toolgate_server::host::guard));
     let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

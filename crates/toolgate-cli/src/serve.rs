@@ -96,6 +96,14 @@ pub struct ServeArgs {
     /// PUBLIC_URL/auth/callback (the session cookie is `Secure` when it is https).
     #[arg(long, value_name = "URL", value_parser = parse_public_url)]
     public_url: Option<String>,
+    /// Also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback names and the
+    /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// Serve a non-loopback --addr without sign-in: only on a network nobody else reaches (anyone who
+    /// reaches it could read every conversation and approve any call).
+    #[arg(long)]
+    insecure_anonymous: bool,
     /// A JSON object mapping bearer tokens (or `sha256:HEX`, a token's digest) to principals;
     /// requests without a known token get 401.
     #[arg(long)]
@@ -159,6 +167,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(sessions) => PrincipalSource::Oidc { sessions, bearer: Box::new(principals) },
         None => principals,
     };
+    anonymous_addr_refused(args.addr, config.principals.is_configured(), args.insecure_anonymous)?;
+    config.allowed_hosts = allowed_hosts(&args.allowed_hosts, args.public_url.as_deref());
+    toolgate_server::host::HostGuard::new(args.addr, &config.allowed_hosts)
+        .map_err(|detail| anyhow::anyhow!("--allowed-host: {detail}"))?;
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;
     let refresher =
         setup.changes().map(|changes| tokio::spawn(offer_new_tools(changes, Arc::clone(&setup), state.clone())));
@@ -200,6 +212,33 @@ pub(crate) fn parse_public_url(text: &str) -> Result<String, String> {
     Ok(text.trim_end_matches('/').to_owned())
 }
 
+/// The `Host` names a server answers besides loopback: `--allowed-host`
+/// values, and the host of `--public-url` (with its port, when it names one).
+pub(crate) fn allowed_hosts(allowed: &[String], public_url: Option<&str>) -> Vec<String> {
+    let mut hosts = allowed.to_vec();
+    if let Some(url) = public_url.and_then(|url| url::Url::parse(url).ok())
+        && let Some(host) = url.host_str()
+    {
+        hosts.push(match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        });
+    }
+    hosts
+}
+
+/// Without sign-in, anyone who reaches the server reads every conversation
+/// and approves any call: a non-loopback `--addr` needs a principal source,
+/// or `--insecure-anonymous` to say the network is closed.
+fn anonymous_addr_refused(addr: SocketAddr, identified: bool, insecure: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        identified || insecure || addr.ip().is_loopback(),
+        "--addr {addr} is not a loopback address and nobody signs in: pass --tokens-file, --jwt-jwks, \
+         --principal-header or --oidc-issuer, or --insecure-anonymous if no one else can reach that network"
+    );
+    Ok(())
+}
+
 /// Offers the MCP servers' new tool lists from the next request on.
 async fn offer_new_tools(mut changes: tokio::sync::watch::Receiver<u64>, setup: Arc<ToolSetup>, state: AppState) {
     while changes.changed().await.is_ok() {
@@ -231,9 +270,13 @@ pub async fn verifier(
     audience: Option<String>,
     (principal_claim, groups_claim): (String, String),
 ) -> anyhow::Result<Arc<JwtVerifier>> {
-    let mut config = JwtConfig::new(JwksSource::parse(jwks).context("--jwt-jwks")?);
-    config.issuer = issuer;
-    config.audience = audience;
+    let (Some(issuer), Some(audience)) = (issuer, audience) else {
+        anyhow::bail!(
+            "--jwt-jwks needs --jwt-issuer and --jwt-audience: without them any token the JWKS signed, for any \
+             application of that identity provider, would be accepted (access tokens carry both, RFC 9068)"
+        );
+    };
+    let mut config = JwtConfig::new(JwksSource::parse(jwks).context("--jwt-jwks")?, issuer, audience);
     config.principal_claim = principal_claim;
     config.groups_claim = groups_claim;
     JwtVerifier::new(config).await.with_context(|| format!("--jwt-jwks {jwks}"))
@@ -290,6 +333,36 @@ mod tests {
 
     fn parse(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
         Serve::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).map(|serve| serve.args)
+    }
+
+    #[test]
+    fn a_non_loopback_addr_needs_sign_in_or_insecure_anonymous() {
+        let open: SocketAddr = "0.0.0.0:3913".parse().unwrap();
+        let refused = anonymous_addr_refused(open, false, false).unwrap_err().to_string();
+        assert!(refused.contains("--tokens-file") && refused.contains("--insecure-anonymous"), "{refused}");
+        assert!(anonymous_addr_refused(open, true, false).is_ok());
+        assert!(anonymous_addr_refused(open, false, true).is_ok());
+        assert!(anonymous_addr_refused("127.0.0.1:3913".parse().unwrap(), false, false).is_ok());
+        assert!(parse(&["--addr", "0.0.0.0:3913", "--insecure-anonymous"]).unwrap().insecure_anonymous);
+    }
+
+    #[test]
+    fn the_public_urls_host_is_answered() {
+        let hosts = allowed_hosts(&["lan.example".to_owned()], Some("https://toolgate.example.com:8443/base"));
+        assert_eq!(hosts, ["lan.example", "toolgate.example.com:8443"]);
+        assert_eq!(allowed_hosts(&[], Some("https://toolgate.example.com")), ["toolgate.example.com"]);
+    }
+
+    #[tokio::test]
+    async fn a_jwks_without_issuer_and_audience_is_refused_at_start() {
+        let claims = || ("sub".to_owned(), "groups".to_owned());
+        for (issuer, audience) in [(None, None), (Some("https://idp"), None), (None, Some("toolgate"))] {
+            let refused = verifier("jwks.json", issuer.map(str::to_owned), audience.map(str::to_owned), claims())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains("--jwt-issuer and --jwt-audience"), "{refused}");
+        }
     }
 
     #[test]

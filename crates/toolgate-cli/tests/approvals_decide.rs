@@ -372,7 +372,13 @@ fn an_approval_decided_by_someone_else_while_asked_is_refused_and_the_watch_goes
     stdout.until("  expires");
     let carol_denies = |id: &'static str| {
         on_store(dir.path(), async |store| {
-            let carol = Voter { principal: Some("carol".into()), groups: Vec::new(), admin: false, bearer_link: false };
+            let carol = Voter {
+                principal: Some("carol".into()),
+                groups: Vec::new(),
+                admin: false,
+                bearer_link: false,
+                anonymous: false,
+            };
             let deny = Decision::Deny { reason: Some("duplicate".into()) };
             let options = VoteOptions { continuation: true, note: None };
             lifecycle::cast(store.as_ref(), &SystemClock, id, &carol, deny, options).await.unwrap();

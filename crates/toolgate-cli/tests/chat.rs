@@ -154,7 +154,8 @@ fn an_edit_must_pass_the_config_rules_as_the_engine_would_judge_it() {
     let output = scratch.chat(&["--config", &config, "--decisions", &decisions, "-m", "delete notes.txt"]);
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let error = stderr(&output);
-    for needle in ["line 1", "delete_file", "call-1", "policy denies it", "keep-secrets", "secrets stay"] {
+    for needle in ["line 1", "delete_file", "call-1", "policy denies the edited input", "keep-secrets", "secrets stay"]
+    {
         assert!(error.contains(needle), "missing {needle:?} in {error}");
     }
     assert!(!stdout(&output).contains("\"deleted\""), "nothing ran");
@@ -173,7 +174,7 @@ fn bad_decisions_are_errors_that_say_what_is_wrong() {
         ("{\"decision\":\"edit\",\"input\":{\"path\":5}}", vec!["line 1", "delete_file", "call-1", "\"string\""]),
         (
             "{\"decision\":\"edit\",\"input\":{\"path\":\"/etc/passwd\"}}",
-            vec!["line 1", "policy denies it", "/etc/passwd"],
+            vec!["line 1", "policy denies the edited input", "/etc/passwd"],
         ),
         ("{\"decision\":\"approve\",\"tool\":\"transfer_money\"}", vec!["`transfer_money`", "`delete_file`", "call-1"]),
         ("", vec!["no decision left", "delete_file", "call-1", "notes.txt"]),

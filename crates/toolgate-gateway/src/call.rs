@@ -37,6 +37,9 @@ pub async fn call(
         GateAction::Deny => outcome::denied_by_policy(verdict.reason.as_deref().unwrap_or("denied")).into(),
         GateAction::Allow => relay(gateway, request, tool, input).await.into(),
         GateAction::Ask => {
+            if let Err(refusal) = gateway.check_held_capacity(session, &call_id).await {
+                return outcome::error_text(refusal).into();
+            }
             let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
             let held_call = HeldCall {
                 tool_name: &tool.info.name,
@@ -44,6 +47,7 @@ pub async fn call(
                 reason: Some(&reason),
                 route: verdict.route.as_ref(),
                 ttl: tool.tool.approval_ttl_override(),
+                single_use: false,
             };
             match hold(gateway, session, request, tool, held_call, &reason).await {
                 Ok(result) => result,
@@ -78,7 +82,7 @@ async fn hold(
     let idempotent = tool.tool.is_idempotent();
     let public_url = gateway.options().public_url.as_deref();
     let result = match settle(gateway, session, request, attached, Some(ask), idempotent).await? {
-        Settled::Run(record) => run(gateway, &ledger, request, tool, &record).await,
+        Settled::Run(record) => run(gateway, session, &ledger, request, tool, &record).await,
         Settled::Final(record) => {
             outcome::from_record(&record).unwrap_or_else(|| outcome::pending(&record, public_url))
         }
@@ -125,18 +129,24 @@ fn input_required(gateway: &Gateway, request: &Request<'_>, record: &ApprovalRec
 /// Runs an approved call under this process's claim and records its outcome.
 async fn run(
     gateway: &Gateway,
+    session: &Session,
     ledger: &Ledger,
     request: &Request<'_>,
     tool: &RelayedTool,
     record: &ApprovalRecord,
 ) -> CallToolResult {
     let edited = record.decision.as_ref().and_then(|decision| decision.edited_input.clone());
+    let checked = match &edited {
+        Some(edit) => gateway.check_edit(session, &tool.tool, record, edit).await,
+        None => Ok(()),
+    };
     let input = edited.unwrap_or_else(|| record.input.clone());
-    let result = match tool.tool.validate_input(&input) {
-        Err(detail) => Err(format!("the approved input of `{}` is invalid: {detail}", tool.info.name)),
+    let result = match (checked, tool.tool.validate_input(&input)) {
+        (Err(refusal), _) => Err(format!("the approved edit of `{}` does not run: {refusal}", tool.info.name)),
+        (Ok(()), Err(detail)) => Err(format!("the approved input of `{}` is invalid: {detail}", tool.info.name)),
         // The claim is ours: the call runs to its end even if the client goes
         // away, so its outcome is recorded for the retry.
-        Ok(()) => {
+        (Ok(()), Ok(())) => {
             let never = CancellationToken::new();
             held::with_renewed_leases(ledger, relay_raw(gateway, request, tool, input, &never)).await
         }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate::ApprovalContext;
-use toolgate::ledger::{Ledger, LedgerConfig, conversation_key};
+use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit};
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, StateFilter, conversation_key};
 use toolgate::tool::{Caller, GateCall, Verdict, decide_call};
 use toolgate_mcp::{McpTools, RelayedTool};
 use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
@@ -114,6 +115,37 @@ impl Gateway {
         decide_call(caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
     }
 
+    /// Whether a decided edit of `record` may run: the lifecycle's one edit
+    /// check ([`check_edit`]), the edited input judged as the session's own
+    /// call of `tool` (an upstream tool, or a stand-in without a policy for
+    /// a tool the gateway does not offer), approved by whoever decided the
+    /// record (their groups from the config's `[groups]`).
+    pub async fn check_edit(
+        &self,
+        session: &Session,
+        tool: &toolgate::Tool,
+        record: &ApprovalRecord,
+        edit: &Value,
+    ) -> Result<(), EditRefusal> {
+        let gate = self.gate(session);
+        let key = session.conversation_key();
+        let requester = Caller {
+            gate: Some(&gate),
+            conversation_id: Some(&key),
+            principal: Some(&session.identity.principal),
+            groups: &session.identity.groups,
+        };
+        let decider = record.decision.as_ref().and_then(|decision| decision.principal.clone());
+        let groups = match &decider {
+            Some(principal) => self.ledger.member_groups(principal),
+            None => Vec::new(),
+        };
+        let voter = Voter { principal: decider, groups, ..Voter::default() };
+        let context = ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
+        let routed = record.routing.is_some();
+        check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter) }).await
+    }
+
     /// What the rules and sticky decisions say about a call of a tool the
     /// gateway does not offer (Claude Code's own tools, for `approval_prompt`);
     /// `None` when nothing speaks to it.
@@ -135,6 +167,30 @@ impl Gateway {
             groups: &session.identity.groups,
         };
         gate.decide(&call).await
+    }
+
+    /// Refuses a call that would hold one more approval than the principal
+    /// may have pending through the gateway ([`GatewayOptions::max_held_calls`]);
+    /// a call whose approval is already pending (a retry) attaches to it.
+    pub async fn check_held_capacity(&self, session: &Session, call_id: &str) -> Result<(), String> {
+        let principal = &session.identity.principal;
+        let max = self.options.max_held_calls;
+        let query = ApprovalQuery {
+            viewer_keys: Some(vec![principal.clone()]),
+            states: StateFilter::Pending,
+            limit: max.saturating_add(1),
+            ..ApprovalQuery::default()
+        };
+        let pending = self.ledger.store.list_approvals(&query).await.map_err(|error| error.to_string())?;
+        let prefix = conversation_key(Some(principal), CONVERSATION_PREFIX);
+        let held: Vec<_> = pending.iter().filter(|record| record.conversation_id.starts_with(&prefix)).collect();
+        if held.len() < max || held.iter().any(|record| record.tool_call_id == call_id) {
+            return Ok(());
+        }
+        Err(format!(
+            "`{principal}` already has {max} calls waiting for approval through this gateway (--max-held-calls); \
+             decide or withdraw some, then call again"
+        ))
     }
 
     /// Saves "always allow `tool_name` in this session" (the client's `approve_always`).

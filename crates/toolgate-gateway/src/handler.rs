@@ -17,6 +17,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
+use toolgate::ledger::{NameError, check_client_name};
 
 use crate::gateway::{Gateway, Identity, Session};
 use crate::hold::Request;
@@ -47,8 +48,9 @@ impl GatewayHandler {
     }
 
     /// The session of one request: its identity (the HTTP request's verified
-    /// principal, else the connection's) and the client's name.
-    fn session(&self, context: &RequestContext<RoleServer>) -> Session {
+    /// principal, else the connection's) and the client's name, which must be
+    /// a valid name ([`check_client_name`]): approvals are filed under it.
+    fn session(&self, context: &RequestContext<RoleServer>) -> Result<Session, McpError> {
         let from_request = context
             .extensions
             .get::<http::request::Parts>()
@@ -62,7 +64,8 @@ impl GatewayHandler {
             .or_else(|| context.client_info().map(|info| info.name))
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| UNNAMED_CLIENT.to_owned());
-        Session { identity: from_request.unwrap_or_else(|| self.identity.clone()), client }
+        check_client_name(&client).map_err(refused_name)?;
+        Ok(Session { identity: from_request.unwrap_or_else(|| self.identity.clone()), client })
     }
 
     /// Sends `notifications/tools/list_changed` to this client whenever the upstream tools change.
@@ -98,6 +101,9 @@ impl ServerHandler for GatewayHandler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        if self.gateway.options().client_name.is_none() && !request.client_info.name.is_empty() {
+            check_client_name(&request.client_info.name).map_err(refused_name)?;
+        }
         context.peer.set_peer_info(request.clone());
         self.follow_tool_changes(context.peer.clone());
         self.negotiate_initialize(&request)
@@ -121,7 +127,7 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session(&context);
+        let session = self.session(&context)?;
         let (form, url) = elicitation(&context);
         let held = Request {
             peer: &context.peer,
@@ -236,6 +242,11 @@ fn elicitation(context: &RequestContext<RoleServer>) -> (bool, bool) {
     // A capability that names no mode means form (the first elicitation spec).
     let form = declared.form.is_some() || declared.url.is_none();
     (form && !stateless, stateless && declared.url.is_some())
+}
+
+/// A client name that cannot be filed under, as the client's error.
+fn refused_name(error: NameError) -> McpError {
+    McpError::invalid_params(format!("the client's name is refused: {error}"), None)
 }
 
 /// An upstream failure as the client's error (the upstream's own JSON-RPC error when it sent one).

@@ -51,7 +51,7 @@ pub mod prompt_tool;
 
 pub use gateway::{CONVERSATION_PREFIX, Gateway, Identity, Session};
 pub use handler::GatewayHandler;
-pub use options::{DEFAULT_HOLD, DEFAULT_RETRY_WINDOW, GatewayOptions, GatewaySection};
+pub use options::{DEFAULT_HOLD, DEFAULT_MAX_HELD_CALLS, DEFAULT_RETRY_WINDOW, GatewayOptions, GatewaySection};
 
 use std::sync::Arc;
 

@@ -14,6 +14,8 @@ pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How often a held call reads its approval.
 pub const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How many pending approvals one principal's gateway calls may hold at once.
+pub const DEFAULT_MAX_HELD_CALLS: usize = 100;
 
 /// The gateway's settings.
 #[derive(Debug, Clone)]
@@ -36,6 +38,9 @@ pub struct GatewayOptions {
     pub progress_every: Duration,
     /// How often a held call reads its approval.
     pub poll: Duration,
+    /// How many pending approvals one principal's calls through the gateway
+    /// may hold at once; a call that would issue one more is refused.
+    pub max_held_calls: usize,
 }
 
 impl GatewayOptions {
@@ -50,6 +55,7 @@ impl GatewayOptions {
             permission_prompt_tool: false,
             progress_every: PROGRESS_EVERY,
             poll: POLL_EVERY,
+            max_held_calls: DEFAULT_MAX_HELD_CALLS,
         }
     }
 }

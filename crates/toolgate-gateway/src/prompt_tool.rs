@@ -10,11 +10,14 @@
 //! answers deny, an allow answers allow with the input unchanged, and
 //! everything else (an `ask` rule, or no rule at all) goes to a person out
 //! of band, held like any gateway call; an approval with an edit answers
-//! with the edited input. The answer is recorded as the approval's outcome,
-//! so asking again with the same input within the retry window gets the
-//! same answer, and a prompt still pending when the hold ends is denied for
-//! now with a message saying that asking again attaches to it. The tool
-//! itself is never gated.
+//! with the edited input, once it passes the lifecycle's edit check. The
+//! answer is recorded as the approval's outcome. Claude Code runs the tool
+//! use itself on every `allow`, so an approval answers `allow` once only
+//! ([`HeldCall::single_use`]): a later prompt, even with the same input, is a
+//! new approval unless a rule or a standing decision allows it. A denial
+//! stands: asking again within the retry window gets it again. A prompt
+//! still pending when the hold ends is denied for now with a message saying
+//! that asking again attaches to it. The tool itself is never gated.
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -93,9 +96,18 @@ pub async fn call(
         GateAction::Deny => answer(&deny(format!("{}: {}", outcome::DENIED_BY_POLICY, reason.unwrap_or_default()))),
         GateAction::Allow => answer(&allow(&input)),
         GateAction::Ask => {
+            if let Err(refusal) = gateway.check_held_capacity(session, &call_id).await {
+                return answer(&deny(refusal));
+            }
             let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
-            let held_call =
-                HeldCall { tool_name, input: &input, reason: Some(&reason), route: route.as_ref(), ttl: None };
+            let held_call = HeldCall {
+                tool_name,
+                input: &input,
+                reason: Some(&reason),
+                route: route.as_ref(),
+                ttl: None,
+                single_use: true,
+            };
             match hold(gateway, session, request, held_call).await {
                 Ok(value) => answer(&value),
                 Err(error) => answer(&deny(format!("the approval could not be recorded: {error}"))),
@@ -116,9 +128,20 @@ async fn hold(
     Ok(match settle(gateway, session, request, attached, None, true).await? {
         Settled::Run(record) => {
             let edited = record.decision.as_ref().and_then(|decision| decision.edited_input.clone());
-            let value = allow(edited.as_ref().unwrap_or(&record.input));
+            let checked = match &edited {
+                // Claude Code's own tools have no policy here: the rules judge the edit.
+                Some(edit) => {
+                    let stand_in = toolgate::Tool::dynamic(record.tool_name.clone(), json!({}));
+                    gateway.check_edit(session, &stand_in, &record, edit).await
+                }
+                None => Ok(()),
+            };
+            let (value, failed) = match checked {
+                Ok(()) => (allow(edited.as_ref().unwrap_or(&record.input)), false),
+                Err(refusal) => (deny(format!("the approved edit does not run: {refusal}")), true),
+            };
             let output = ToolResultOutput::Json { value: value.clone(), provider_options: None };
-            if let Err(error) = held::finish(&ledger, &record, output, false, value.clone()).await {
+            if let Err(error) = held::finish(&ledger, &record, output, failed, value.clone()).await {
                 tracing::error!(%error, approval = %record.approval_id, "cannot record a permission answer");
             }
             value
@@ -128,10 +151,14 @@ async fn hold(
     })
 }
 
-/// The answer a final record gives.
+/// The answer a final record gives. An `allow` already given is never
+/// given again (a prompt that raced the one that took it is denied for now).
 fn final_answer(record: &ApprovalRecord) -> Value {
-    match (&record.state, &record.output) {
-        (ApprovalState::Executed, Some(ToolResultOutput::Json { value, .. })) => value.clone(),
+    match &record.state {
+        ApprovalState::Executed => deny(format!(
+            "approval {} already allowed one use of `{}`; ask again for another",
+            record.approval_id, record.tool_name
+        )),
         _ => {
             let text = outcome::from_record(record)
                 .and_then(|result| {

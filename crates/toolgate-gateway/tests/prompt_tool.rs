@@ -99,9 +99,12 @@ async fn a_person_out_of_band_decides_and_an_edit_becomes_updated_input() {
     cast(&*setup.store, &SystemClock, &id, &voter, decision, VoteOptions::default()).await.unwrap();
     let allowed = answer(&call(&session, "approval_prompt", prompt("Bash", input.clone())).await);
     assert_eq!(allowed, json!({"behavior": "allow", "updatedInput": edited}));
-    // Asked again within the window: the same recorded answer.
+    // Claude Code runs the command on every `allow`: asked again, even within the retry window,
+    // it is a new approval, not the same allow (attack 4 of the threat model).
     let again = answer(&call(&session, "approval_prompt", prompt("Bash", input)).await);
-    assert_eq!(again, allowed);
+    assert_eq!(again["behavior"], json!("deny"), "{again}");
+    let message = again["message"].as_str().unwrap();
+    assert!(message.contains("Approval pending") && !message.contains(&id), "a new approval: {message}");
 }
 
 #[tokio::test]

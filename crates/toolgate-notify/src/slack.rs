@@ -87,12 +87,28 @@ fn decision_text(summary: &Summary, event: &Event) -> String {
     lines.join("\n")
 }
 
+/// The input with a zero-width space before every backtick that follows
+/// another: no run of backticks, however long, is left to end the code
+/// block early (a run of three would, and a five-run split into three and
+/// two would still leave one).
+fn break_backtick_runs(input: &str) -> String {
+    let mut broken = String::with_capacity(input.len());
+    let mut previous = None;
+    for c in input.chars() {
+        if c == '`' && previous == Some('`') {
+            broken.push('\u{200B}');
+        }
+        broken.push(c);
+        previous = Some(c);
+    }
+    broken
+}
+
 /// The input as a code block that fits one section, with a note when cut.
 fn input_text(input: &str) -> String {
     const HEAD: &str = "*Input:*\n```\n";
     const TAIL: &str = "\n```";
-    // A run of three backticks would end the code block early.
-    let input = input.replace("```", "`\u{200B}`\u{200B}`");
+    let input = break_backtick_runs(input);
     let total = input.chars().count();
     let full = escape(&input);
     if HEAD.len() + full.chars().count() + TAIL.len() <= SLACK_TEXT_LIMIT {
@@ -222,5 +238,18 @@ mod tests {
     fn backtick_runs_cannot_close_the_code_block() {
         let text = input_text("\"a```b\"");
         assert_eq!(text.matches("```").count(), 2, "{text}");
+        // Five backticks used to leave a run of three after the replacement.
+        let text = input_text("\"`````<https://evil.example|click>\"");
+        assert_eq!(text.matches("```").count(), 2, "{text}");
+    }
+
+    proptest::proptest! {
+        /// Any input, cut or not, leaves exactly the block's own two fences.
+        #[test]
+        fn no_input_closes_the_code_block(input in "[`a<>&\n]{0,64}", repeat in 1usize..200) {
+            let text = input_text(&input.repeat(repeat));
+            proptest::prop_assert_eq!(text.matches("``").count(), 2, "{}", text);
+            proptest::prop_assert!(text.starts_with("*Input:*\n```\n"));
+        }
     }
 }

@@ -10,8 +10,8 @@ use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
-    ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, conversation_key,
-    is_valid_conversation_id,
+    ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, check_conversation_id,
+    conversation_key,
 };
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
@@ -66,6 +66,9 @@ pub struct ServerConfig {
     pub continuation_lease: std::time::Duration,
     /// The notification channels (`[[notify]]` in the config file; see [`crate::notify`]).
     pub notifications: Option<Arc<crate::notify::Notifications>>,
+    /// `Host` names answered besides loopback (`--allowed-host`, and the
+    /// `--public-url`'s host): `NAME` or `NAME:PORT` (see [`crate::host`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServerConfig {
@@ -88,6 +91,7 @@ impl ServerConfig {
             retain: None,
             continuation_lease: crate::continuation::LEASE,
             notifications: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -190,7 +194,14 @@ impl AppState {
     pub fn voter(&self, caller: &Caller) -> Voter {
         let admin =
             caller.principal.as_ref().is_some_and(|principal| self.config().admins.iter().any(|a| a == principal));
-        Voter { principal: caller.principal.clone(), groups: caller.groups.clone(), admin, bearer_link: false }
+        let anonymous = caller.principal.is_none() && self.config().principals.is_configured();
+        Voter {
+            principal: caller.principal.clone(),
+            groups: caller.groups.clone(),
+            admin,
+            bearer_link: false,
+            anonymous,
+        }
     }
 
     /// The keys an inbox listing of this voter selects by (`None`: every
@@ -260,12 +271,8 @@ impl AppState {
         if id.is_empty() {
             return Ok(String::new());
         }
-        if !is_valid_conversation_id(id) {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_chat_id",
-                "chat and thread ids may not contain control characters",
-            ));
+        if let Err(error) = check_conversation_id(id) {
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_chat_id", error.to_string()));
         }
         Ok(conversation_key(principal, id))
     }
@@ -395,7 +402,10 @@ pub async fn serve_listener(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let addr = listener.local_addr()?;
+    let hosts = crate::host::HostGuard::new(addr, &state.config().allowed_hosts)
+        .map_err(|detail| std::io::Error::new(std::io::ErrorKind::InvalidInput, detail))?;
     tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
+    tracing::info!(names = %hosts.describe(), "answering requests for these Host names only");
     // SSE frames are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
     // client's delayed ACK (tens of milliseconds per response).
     let listener = listener.tap_io(|tcp| {
@@ -404,7 +414,9 @@ pub async fn serve_listener(
         }
     });
     // The peer's address decides whether a principal header is believed (see `Caller`).
-    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = router(state.clone())
+        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
+        .into_make_service_with_connect_info::<SocketAddr>();
     let pruning = match (&state.config().ledger, state.config().retain) {
         (Some(ledger), Some(retain)) => {
             let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));

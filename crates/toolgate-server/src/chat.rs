@@ -150,8 +150,8 @@ async fn stored_chat(
     let voter = toolgate::approval::lifecycle::Voter {
         principal: principal.clone(),
         groups: groups.clone(),
-        admin: false,
-        bearer_link: false,
+        anonymous: principal.is_none() && state.config().principals.is_configured(),
+        ..Default::default()
     };
     let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };

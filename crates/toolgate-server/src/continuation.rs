@@ -127,6 +127,13 @@ async fn continue_conversation(
         return Ok(());
     };
     let records = store.approvals(&ids).await?;
+    if records.len() != ids.len() {
+        // Pruned, or never issued here: nothing can be continued; say so instead of guessing.
+        let events = missing(key, &messages[index], &ids, &records, ledger.clock.now());
+        tracing::warn!(conversation = %key, missing = events.len(), "a due step's approvals are gone; not continued");
+        store.append(&events).await?;
+        return Ok(());
+    }
     if records.iter().any(|record| record.state == toolgate::ledger::ApprovalState::Pending) {
         return Ok(());
     }
@@ -152,6 +159,39 @@ async fn continue_conversation(
     let frames = run_stored(state, run).await?;
     frames.for_each(|_| async {}).await;
     Ok(())
+}
+
+/// `interrupted` events for the step's approvals that the store no longer has.
+fn missing(
+    key: &str,
+    step: &toolgate_ui::UiMessage,
+    ids: &[String],
+    records: &[toolgate::ledger::ApprovalRecord],
+    at: Millis,
+) -> Vec<AuditEvent> {
+    let (owner, conversation_id) = split_conversation_key(key);
+    let call_of = |id: &str| {
+        step.parts.iter().find_map(|part| match part {
+            toolgate_ui::UiPart::Tool(tool) if tool.approval.as_ref().is_some_and(|approval| approval.id == id) => {
+                Some(tool.tool_call_id.clone())
+            }
+            _ => None,
+        })
+    };
+    ids.iter()
+        .filter(|id| !records.iter().any(|record| &record.approval_id == *id))
+        .map(|id| AuditEvent {
+            seq: 0,
+            at,
+            kind: AuditKind::Interrupted,
+            approval_id: id.clone(),
+            tool_call_id: call_of(id).unwrap_or_default(),
+            conversation_id: conversation_id.to_owned(),
+            owner: owner.map(str::to_owned),
+            principal: None,
+            data: json!({"reason": "the step's approval is gone from the store, so the step was not continued"}),
+        })
+        .collect()
 }
 
 /// The `continued` event of a continuation, on the step's first approval.

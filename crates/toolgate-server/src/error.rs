@@ -93,6 +93,7 @@ impl From<EngineError> for ApiError {
             EngineError::ApprovalAlreadyDecided { .. }
             | EngineError::ApprovalInProgress { .. }
             | EngineError::ApprovalsPending { .. } => StatusCode::CONFLICT,
+            EngineError::EditNeedsApprovers { .. } => StatusCode::FORBIDDEN,
             EngineError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::Model { .. } => StatusCode::BAD_GATEWAY,
             EngineError::Incomplete { .. } => StatusCode::INTERNAL_SERVER_ERROR,

@@ -9,7 +9,10 @@
 //!   signatures (`use`, when given) and for that algorithm (`alg`, when given);
 //! - its signature verifies with that key (`jsonwebtoken` does the verification);
 //! - `exp` is present and not past, `nbf` (when present) not in the future,
-//!   both with 60 s of leeway, and `iss` and `aud` match when configured;
+//!   both with 60 s of leeway, and `iss` and `aud` are present and match the
+//!   configured ones (both are required: without them any token the JWKS
+//!   signed, for any application of that identity provider, would pass;
+//!   RFC 9068 access tokens carry both);
 //! - the principal claim (`sub` by default) is a non-empty string and the groups
 //!   claim (`groups` by default), when present, an array of strings.
 //!
@@ -60,19 +63,23 @@ impl JwksSource {
     /// A URL when `text` starts with `https://` or `http://`, else a file path.
     /// A plain-HTTP URL whose host is not loopback is refused.
     pub fn parse(text: &str) -> Result<Self, JwtError> {
-        if let Some(rest) = text.strip_prefix("http://") {
-            let host = rest.split(['/', '?']).next().unwrap_or("");
-            let host = host.rsplit_once(':').map_or(host, |(host, _)| host).trim_matches(['[', ']']);
-            let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-            if !loopback {
-                return Err(JwtError::Jwks(format!("the JWKS URL `{text}` must use https (http only on loopback)")));
-            }
-            return Ok(Self::Url(text.to_owned()));
+        if !(text.starts_with("http://") || text.starts_with("https://")) {
+            return Ok(Self::File(PathBuf::from(text)));
         }
-        if text.starts_with("https://") {
-            return Ok(Self::Url(text.to_owned()));
+        let url = url::Url::parse(text).map_err(|error| JwtError::Jwks(format!("`{text}` is not a URL: {error}")))?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(JwtError::Jwks(format!("the JWKS URL `{text}` may not carry credentials")));
         }
-        Ok(Self::File(PathBuf::from(text)))
+        let loopback = match url.host() {
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        if url.scheme() == "http" && !loopback {
+            return Err(JwtError::Jwks(format!("the JWKS URL `{text}` must use https (http only on loopback)")));
+        }
+        Ok(Self::Url(url.into()))
     }
 }
 
@@ -81,10 +88,10 @@ impl JwksSource {
 pub struct JwtConfig {
     /// Where the keys come from.
     pub jwks: JwksSource,
-    /// The required `iss`, when set.
-    pub issuer: Option<String>,
-    /// The required `aud` (one of the token's), when set.
-    pub audience: Option<String>,
+    /// The required `iss`.
+    pub issuer: String,
+    /// The required `aud` (one of the token's).
+    pub audience: String,
     /// The claim naming the principal.
     pub principal_claim: String,
     /// The claim listing the principal's groups.
@@ -92,12 +99,12 @@ pub struct JwtConfig {
 }
 
 impl JwtConfig {
-    /// Tokens checked against `jwks`, with the default claims and no issuer or audience.
-    pub fn new(jwks: JwksSource) -> Self {
+    /// Tokens checked against `jwks` that must name `issuer` and `audience`, with the default claims.
+    pub fn new(jwks: JwksSource, issuer: impl Into<String>, audience: impl Into<String>) -> Self {
         Self {
             jwks,
-            issuer: None,
-            audience: None,
+            issuer: issuer.into(),
+            audience: audience.into(),
             principal_claim: "sub".to_owned(),
             groups_claim: "groups".to_owned(),
         }
@@ -175,8 +182,11 @@ struct Keys {
 impl JwtVerifier {
     /// Reads the JWKS once (so a wrong path or URL fails at start) and keeps it.
     pub async fn new(config: JwtConfig) -> Result<Arc<Self>, JwtError> {
+        // No redirects: the configured URL is the one trusted for keys, and a
+        // redirect could lead the fetch anywhere (even to plain HTTP).
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|error| JwtError::Jwks(error.to_string()))?;
         let (set, max_age) = read_jwks(&config.jwks, &client).await?;
@@ -224,17 +234,10 @@ impl JwtVerifier {
         let mut validation = Validation::new(algorithm);
         validation.leeway = LEEWAY_SECONDS;
         validation.validate_nbf = true;
-        match &self.config.audience {
-            Some(audience) => {
-                validation.set_audience(&[audience]);
-                validation.required_spec_claims.insert("aud".to_owned());
-            }
-            None => validation.validate_aud = false,
-        }
-        if let Some(issuer) = &self.config.issuer {
-            validation.set_issuer(&[issuer]);
-            validation.required_spec_claims.insert("iss".to_owned());
-        }
+        validation.set_audience(&[&self.config.audience]);
+        validation.required_spec_claims.insert("aud".to_owned());
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.required_spec_claims.insert("iss".to_owned());
         validation
     }
 
@@ -371,8 +374,19 @@ async fn fetch(url: &str, client: &reqwest::Client) -> Result<(Vec<u8>, Duration
         .and_then(max_age)
         .unwrap_or(DEFAULT_MAX_AGE)
         .min(LONGEST_MAX_AGE);
-    let bytes = response.bytes().await.map_err(unusable)?;
-    Ok((bytes.to_vec(), max_age))
+    if response.status().is_redirection() {
+        return Err(JwtError::Jwks(format!("{url} answered with a redirect, which is not followed")));
+    }
+    // Read as it streams, stopping past the cap: a huge answer is never held whole.
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        body.extend_from_slice(&chunk.map_err(unusable)?);
+        if body.len() > MAX_JWKS_BYTES {
+            return Err(JwtError::Jwks(format!("the JWKS at {url} is larger than {MAX_JWKS_BYTES} bytes")));
+        }
+    }
+    Ok((body, max_age))
 }
 
 /// The `max-age` of a `Cache-Control` value (`no-store` and `no-cache`: none).
@@ -409,6 +423,10 @@ mod tests {
         assert!(matches!(JwksSource::parse("http://[::1]:8080/jwks"), Ok(JwksSource::Url(_))));
         assert!(matches!(JwksSource::parse("http://localhost/jwks"), Ok(JwksSource::Url(_))));
         assert!(JwksSource::parse("http://idp.example.com/jwks").is_err());
+        // A userinfo that looks like a loopback host does not make the host loopback.
+        assert!(JwksSource::parse("http://127.0.0.1:1@evil.example/jwks").is_err());
+        assert!(JwksSource::parse("http://localhost.evil.example/jwks").is_err());
+        assert!(JwksSource::parse("https://user:pw@idp.example.com/jwks").is_err());
         assert_eq!(JwksSource::parse("keys/jwks.json").unwrap(), JwksSource::File("keys/jwks.json".into()));
     }
 }

@@ -35,6 +35,7 @@ pub mod continuation;
 mod conversation;
 mod decisions;
 mod error;
+pub mod host;
 mod http;
 pub mod jwt;
 mod links;

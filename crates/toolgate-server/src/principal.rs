@@ -34,7 +34,7 @@ use axum::http::{HeaderMap, StatusCode};
 use ipnet::IpNet;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use toolgate::ledger::{Clock, Millis, SystemClock};
+use toolgate::ledger::{Clock, Millis, SystemClock, check_group, check_principal};
 
 use crate::error::ApiError;
 use crate::jwt::{JwtError, JwtVerifier};
@@ -87,6 +87,7 @@ impl TokenTable {
             if key.is_empty() || principal.is_empty() {
                 return Err(format!("empty token or principal (principal `{principal}`)"));
             }
+            check_principal(&principal).map_err(|error| error.to_string())?;
             let digest = match key.strip_prefix(SHA256_PREFIX) {
                 Some(hex_digest) => {
                     let mut digest = [0u8; 32];
@@ -184,8 +185,36 @@ impl PrincipalSource {
         self.identify_at(headers, peer, SystemClock.now()).await
     }
 
-    /// [`Self::identify`] at `now` (milliseconds since the Unix epoch; the server's clock).
+    /// [`Self::identify`] at `now` (milliseconds since the Unix epoch; the
+    /// server's clock). A principal or group that is not a valid name
+    /// ([`check_principal`], [`check_group`]) is refused: 400
+    /// `invalid_principal` from a header, 401 from a credential.
     pub async fn identify_at(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+        now: Millis,
+    ) -> Result<(Option<String>, Vec<String>), ApiError> {
+        let (principal, groups) = self.credential(headers, peer, now).await?;
+        let checked = principal
+            .as_deref()
+            .map_or(Ok(()), check_principal)
+            .and_then(|()| groups.iter().try_for_each(|group| check_group(group)));
+        match checked {
+            Ok(()) => Ok((principal, groups)),
+            Err(error) if matches!(self, Self::Header(..)) => {
+                Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_principal", error.to_string()))
+            }
+            Err(error) => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                format!("the credential names an unusable identity: {error}"),
+            )),
+        }
+    }
+
+    /// What the request's credential names, unchecked.
+    async fn credential(
         &self,
         headers: &HeaderMap,
         peer: Option<IpAddr>,
@@ -201,7 +230,7 @@ impl PrincipalSource {
                             "this server takes no bearer tokens: sign in on its page",
                         ));
                     }
-                    return Box::pin(bearer.identify_at(headers, peer, now)).await;
+                    return Box::pin(bearer.credential(headers, peer, now)).await;
                 }
                 let session = sessions
                     .session(headers, now)
@@ -220,7 +249,7 @@ impl PrincipalSource {
                         ),
                     ));
                 }
-                Ok((header_principal(headers, name), Vec::new()))
+                Ok((header_principal(headers, name)?, Vec::new()))
             }
             Self::Jwt(verifier) => {
                 let token = bearer(headers).ok_or_else(|| ApiError::invalid_token(JwtError::Missing))?;
@@ -249,14 +278,28 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|token| !token.is_empty())
 }
 
-/// The trimmed, non-empty value of the principal header.
-fn header_principal(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned)
+/// The trimmed, non-empty value of the principal header. A header sent
+/// twice is refused (400 `invalid_principal`): a proxy that adds its header
+/// after the client's would otherwise be read by whichever comes first.
+fn header_principal(headers: &HeaderMap, name: &HeaderName) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_principal",
+            format!("the principal header `{name}` appears more than once"),
+        ));
+    }
+    let Some(value) = first else { return Ok(None) };
+    let value = value.to_str().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_principal",
+            format!("the principal header `{name}` is not text"),
+        )
+    })?;
+    Ok(Some(value.trim()).filter(|value| !value.is_empty()).map(str::to_owned))
 }
 
 /// True when `peer` may set the principal header: a loopback address (an
@@ -354,6 +397,29 @@ mod tests {
         assert!(source.principal(&headers, None).await.is_err(), "an unknown peer is not trusted");
         let without = source.principal(&HeaderMap::new(), Some("127.0.0.1".parse().unwrap())).await;
         assert_eq!(without.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_repeated_or_reserved_principal_header_is_refused() {
+        let source = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
+        let loopback = Some("127.0.0.1".parse().unwrap());
+        let mut twice = HeaderMap::new();
+        twice.append("x-user", "mallory".parse().unwrap());
+        twice.append("x-user", "alice".parse().unwrap());
+        let error = source.principal(&twice, loopback).await.unwrap_err();
+        assert_eq!((error.status, error.code), (StatusCode::BAD_REQUEST, "invalid_principal"));
+        for bad in ["group:finance", "link:email", "ali\tce"] {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-user", bad.parse().unwrap());
+            let error = source.principal(&headers, loopback).await.unwrap_err();
+            assert_eq!((error.status, error.code), (StatusCode::BAD_REQUEST, "invalid_principal"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_tokens_file_naming_a_group_or_link_principal_is_refused() {
+        assert!(table(&[("t", "group:finance")]).unwrap_err().contains("a group"));
+        assert!(table(&[("t", "link:email")]).unwrap_err().contains("link"));
     }
 
     #[test]

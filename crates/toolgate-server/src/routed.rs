@@ -163,7 +163,7 @@ async fn vote_answers(
         let Some(decision) = answers.remove(&record.approval_id) else { continue };
         if let Decision::Approve { edited_input: Some(edit) } = &decision {
             lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
-            crate::approvals::check_edit(state, record, edit).await?;
+            crate::approvals::check_edit(state, record, voter, edit).await?;
         }
         let options = VoteOptions { continuation: false, note: None };
         lifecycle::cast(config.store.as_ref(), config.clock.as_ref(), &record.approval_id, voter, decision, options)

@@ -55,7 +55,11 @@ async fn a_group_rule_applies_to_the_config_groups_members() {
     .await;
     assert_eq!(outcome(&server, ("x-user", "bob")).await, "denied");
     assert_eq!(outcome(&server, ("x-user", "alice")).await, "asked");
-    assert_eq!(outcome(&server, ("x-user", "group:finance")).await, "asked", "a name is not a membership");
+    // A principal named like the group is no principal at all: refused where it enters.
+    let headers = [("content-type", "application/json"), ("x-user", "group:finance")];
+    let reply = send(&server, "POST", "/api/chat", &headers, first_turn().as_bytes()).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(reply.body.contains("invalid_principal") && reply.body.contains("a group"), "{}", reply.body);
 }
 
 #[tokio::test]
@@ -64,9 +68,7 @@ async fn a_group_rule_applies_to_the_groups_a_token_names() {
     let key = generate(dir.path(), "idp-1", Algorithm::ES256);
     let jwks = dir.path().join("jwks.json");
     write_jwks(&jwks, &[&key]);
-    let mut jwt = JwtConfig::new(JwksSource::File(jwks));
-    jwt.issuer = Some(ISSUER.to_owned());
-    jwt.audience = Some(AUDIENCE.to_owned());
+    let jwt = JwtConfig::new(JwksSource::File(jwks), ISSUER, AUDIENCE);
     let verifier = JwtVerifier::new(jwt).await.unwrap();
     let server = start_configured(default_script(), move |config| {
         with_rules(config);

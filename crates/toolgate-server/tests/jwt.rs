@@ -34,9 +34,7 @@ async fn start_jwt() -> Setup {
     ];
     let jwks = dir.path().join("jwks.json");
     write_jwks(&jwks, &keys.iter().collect::<Vec<_>>());
-    let mut config = JwtConfig::new(JwksSource::File(jwks.clone()));
-    config.issuer = Some(ISSUER.to_owned());
-    config.audience = Some(AUDIENCE.to_owned());
+    let config = JwtConfig::new(JwksSource::File(jwks.clone()), ISSUER, AUDIENCE);
     let verifier = JwtVerifier::new(config).await.unwrap();
     let ledger = LedgerConfig::new(Arc::new(MemoryStore::new()));
     let server = start_configured(default_script(), move |config| {
@@ -169,7 +167,28 @@ async fn a_jwks_url_is_fetched() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jwks", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let verifier = JwtVerifier::new(JwtConfig::new(JwksSource::parse(&url).unwrap())).await.unwrap();
+    let verifier = JwtVerifier::new(JwtConfig::new(JwksSource::parse(&url).unwrap(), ISSUER, AUDIENCE)).await.unwrap();
     let verified = verifier.verify(&sign(&key, &claims(|_| {}))).await.unwrap();
     assert_eq!((verified.principal.as_str(), verified.groups), ("alice", vec!["finance".to_owned()]));
+}
+
+/// Item 9 of the threat model: the JWKS fetch follows no redirect and stops
+/// reading past its cap (the body is streamed, never held whole).
+#[tokio::test]
+async fn a_jwks_redirect_or_an_oversized_jwks_is_refused() {
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let app = axum::Router::new()
+        .route(
+            "/moved",
+            axum::routing::get(|| async { (axum::http::StatusCode::FOUND, [("location", "/elsewhere")], "") }),
+        )
+        .route("/huge", axum::routing::get(move || std::future::ready(huge.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    for (path, said) in [("/moved", "redirect"), ("/huge", "larger than")] {
+        let source = JwksSource::parse(&format!("{base}{path}")).unwrap();
+        let error = JwtVerifier::new(JwtConfig::new(source, ISSUER, AUDIENCE)).await.unwrap_err().to_string();
+        assert!(error.contains(said), "{path}: {error}");
+    }
 }

@@ -48,9 +48,7 @@ async fn principals(source: Source, dir: &std::path::Path) -> (PrincipalSource, 
             let key = generate(dir, "idp-1", Algorithm::EdDSA);
             let jwks = dir.join("jwks.json");
             write_jwks(&jwks, &[&key]);
-            let mut config = JwtConfig::new(JwksSource::File(jwks));
-            config.issuer = Some(ISSUER.to_owned());
-            config.audience = Some(AUDIENCE.to_owned());
+            let config = JwtConfig::new(JwksSource::File(jwks), ISSUER, AUDIENCE);
             (PrincipalSource::Jwt(JwtVerifier::new(config).await.unwrap()), Some(key))
         }
     }

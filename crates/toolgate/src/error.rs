@@ -122,6 +122,17 @@ pub enum EngineError {
         /// The policy's reason.
         reason: String,
     },
+    /// An approval's edit needs approvers that the approval does not have:
+    /// the rules route the edited input to others (see [`crate::approval::lifecycle::check_edit`]).
+    #[error("approval `{approval_id}`: the edited input of tool `{tool_name}` is not allowed: {refusal}")]
+    EditNeedsApprovers {
+        /// The approval id.
+        approval_id: String,
+        /// The tool.
+        tool_name: String,
+        /// What the edited input needs (names the rule).
+        refusal: crate::approval::lifecycle::EditRefusal,
+    },
     /// An approval for a provider-executed call carries an edited input, which the provider cannot take.
     #[error("approval `{approval_id}` edits the input of a provider-executed call, which is not supported")]
     EditNotSupported {
@@ -239,7 +250,7 @@ impl EngineError {
             Self::DuplicateToolCallId { .. } => "duplicate_tool_call_id",
             Self::DuplicateApprovalId { .. } => "duplicate_approval_id",
             Self::DuplicateApprovalRequest { .. } => "duplicate_approval_request",
-            Self::EditNotAllowed { .. } => "edit_not_allowed",
+            Self::EditNotAllowed { .. } | Self::EditNeedsApprovers { .. } => "edit_not_allowed",
             Self::EditDenied { .. } => "edit_denied",
             Self::ApprovalNotIssued { .. } => "approval_not_issued",
             Self::ApprovalMismatch { .. } => "approval_mismatch",

@@ -145,8 +145,13 @@ async fn votes_count_once_per_approver_and_the_quorum_decides_then_the_step_runs
     assert_eq!(fixture.cast(&id, &voter("bob"), Decision::APPROVE).await.unwrap(), ApprovalState::Pending);
     assert_eq!(refusal(fixture.cast(&id, &voter("bob"), Decision::APPROVE).await), "already_voted");
     // A group a sign-in names (not the config's) counts too.
-    let signed_in =
-        Voter { principal: Some("frank".into()), groups: vec!["finance".into()], admin: false, bearer_link: false };
+    let signed_in = Voter {
+        principal: Some("frank".into()),
+        groups: vec!["finance".into()],
+        admin: false,
+        bearer_link: false,
+        anonymous: false,
+    };
     assert_eq!(fixture.cast(&id, &signed_in, Decision::APPROVE).await.unwrap(), ApprovalState::Approved);
     assert_eq!(refusal(fixture.cast(&id, &voter("dave"), Decision::APPROVE).await), "approval_already_decided");
 
@@ -239,8 +244,13 @@ async fn the_inbox_lists_what_a_viewer_may_see_newest_first() {
     assert_eq!(list(Some(voter("bob").keys()), StateFilter::Pending).await, [second.clone(), first.clone()]);
     assert_eq!(list(Some(voter("alice").keys()), StateFilter::All).await.len(), 2, "the requester sees hers");
     assert!(list(Some(voter("mallory").keys()), StateFilter::All).await.is_empty());
-    let member =
-        Voter { principal: Some("zed".into()), groups: vec!["finance".into()], admin: false, bearer_link: false };
+    let member = Voter {
+        principal: Some("zed".into()),
+        groups: vec!["finance".into()],
+        admin: false,
+        bearer_link: false,
+        anonymous: false,
+    };
     assert_eq!(list(Some(member.keys()), StateFilter::Pending).await.len(), 2, "found by its group");
     fixture.cast(&first, &voter("bob"), Decision::Deny { reason: None }).await.unwrap();
     assert_eq!(list(None, StateFilter::Decided).await, [first]);

@@ -64,7 +64,7 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
     }
     own.sort_unstable();
     own.dedup();
-    Ok(Voter { principal: Some(principal), groups: own, admin, bearer_link: false })
+    Ok(Voter { principal: Some(principal), groups: own, admin, ..Voter::default() })
 }
 
 /// The store, and who acts on it.
@@ -125,7 +125,17 @@ impl Local {
             false => (Decision::Deny { reason: ballot.reason }, None),
         };
         let options = VoteOptions { continuation: true, note };
-        let voter = self.acting_on(&self.visible(id).await?);
+        let record = self.visible(id).await?;
+        if record.routing.is_some() && matches!(decision, Decision::Approve { edited_input: Some(_) }) {
+            // The edited input must be judged by the rules and the tool's own policy
+            // (`lifecycle::check_edit`), which only the server that offers the tool has.
+            return Err(refusal(
+                "edit_not_allowed",
+                "an edit of an approval routed to approvers is checked against the server's tools and rules: \
+                 vote through the server (--server URL), or approve without the edit",
+            ));
+        }
+        let voter = self.acting_on(&record);
         let voted = lifecycle::cast(self.store.as_ref(), &SystemClock, id, &voter, decision, options).await;
         voted.map(|record| approval_item(&record)).map_err(vote_error)
     }

@@ -29,9 +29,10 @@ use clap::{Args, ValueEnum};
 use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
+use toolgate::approval::lifecycle::{self, EditCheck};
 use toolgate::ledger::{ApprovalStore, Clock, MemoryStore, SystemClock};
-use toolgate::tool::{Caller, decide_call};
-use toolgate::{ApprovalContext, GateAction, TextRequest, Tool, Toolkit};
+use toolgate::tool::{CallGate, Caller};
+use toolgate::{ApprovalContext, TextRequest, Tool, Toolkit};
 use toolgate_client::{
     Chat, ChatEvent, ClientError, Decision, HttpTransport, InProcessTransport, ToolOutput, ToolState,
 };
@@ -542,34 +543,29 @@ impl Session {
         Ok(Some((decision, Answerer::DecisionsFile, note)))
     }
 
-    /// Whether `input` may replace the model's input: the tool takes edits,
-    /// the input passes its schema, and neither its policy nor (in this
-    /// process) the config's rules and the chat's sticky decisions deny it,
-    /// as the engine would decide the call. Unknown tools take any JSON.
+    /// Whether `input` may replace the model's input, judged by the
+    /// lifecycle's one edit check ([`lifecycle::check_edit`]): the tool takes
+    /// edits, the input passes its schema, and neither its policy nor (in
+    /// this process) the config's rules and the chat's sticky decisions deny
+    /// it or route it to approvers other than the person at the terminal.
+    /// Unknown tools take any JSON.
     async fn check_edit(&self, request: &Pending, input: &Value) -> Result<(), String> {
         let Some(tool) = self.tool(&request.tool_name) else { return Ok(()) };
-        if !tool.is_editable() {
-            return Err(format!("{} does not accept edited input", request.tool_name));
-        }
-        tool.validate_input(input)?;
         let history = toolgate_ui::convert_to_model_messages(&self.chat.messages()).unwrap_or_default();
         let context = ApprovalContext::new(request.tool_call_id.clone(), history);
-        let verdict = match &self.edit_rules {
-            Some(rules) => {
-                let chat_id = self.chat.id();
-                let decisions = Arc::clone(&rules.decisions);
-                let now = SystemClock.now();
-                let gate = StoredGate::new(rules.policy.current(), decisions, Some(chat_id.clone()), None, now);
-                let caller =
-                    Caller { gate: Some(&gate), conversation_id: Some(&chat_id), principal: None, groups: &[] };
-                decide_call(caller, tool, input, context).await
-            }
-            None => tool.decide(input, context).await,
+        let chat_id = self.chat.id();
+        let gate = self.edit_rules.as_ref().map(|rules| {
+            let decisions = Arc::clone(&rules.decisions);
+            StoredGate::new(rules.policy.current(), decisions, Some(chat_id.clone()), None, SystemClock.now())
+        });
+        let requester = Caller {
+            gate: gate.as_ref().map(|gate| gate as &dyn CallGate),
+            conversation_id: Some(&chat_id),
+            principal: None,
+            groups: &[],
         };
-        match verdict.action {
-            GateAction::Deny => Err(format!("the policy denies it: {}", verdict.reason.unwrap_or_default())),
-            GateAction::Allow | GateAction::Ask => Ok(()),
-        }
+        let check = EditCheck { tool, edit: input, requester, context, routed: false, voter: None };
+        lifecycle::check_edit(check).await.map_err(|refusal| refusal.to_string())
     }
 
     /// Asks the person: y approve once, n deny (with an optional reason),

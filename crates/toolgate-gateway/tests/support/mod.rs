@@ -188,6 +188,8 @@ pub struct Client {
     pub asked: Arc<Mutex<Vec<Value>>>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     pub list_changes: Arc<AtomicUsize>,
+    /// The `clientInfo.name` sent (`test-client` when unset).
+    pub name: Option<String>,
 }
 
 impl Client {
@@ -207,7 +209,8 @@ impl ClientHandler for Client {
             (true, false) => serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap(),
             (false, false) => ClientCapabilities::default(),
         };
-        let info = InitializeRequestParams::new(capabilities, Implementation::new("test-client", "1.0"));
+        let name = self.name.clone().unwrap_or_else(|| "test-client".to_owned());
+        let info = InitializeRequestParams::new(capabilities, Implementation::new(name, "1.0"));
         match self.stateless {
             true => info.with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28),
             false => info,
@@ -235,6 +238,15 @@ impl ClientHandler for Client {
 
 /// Connects a client to the gateway as `principal` over an in-memory pipe.
 pub async fn connect(gateway: &Arc<Gateway>, client: Client, principal: &str) -> RunningService<RoleClient, Client> {
+    try_connect(gateway, client, principal).await.unwrap()
+}
+
+/// [`connect`], or why the client could not (a refused `initialize`).
+pub async fn try_connect(
+    gateway: &Arc<Gateway>,
+    client: Client,
+    principal: &str,
+) -> Result<RunningService<RoleClient, Client>, rmcp::service::ClientInitializeError> {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let handler = GatewayHandler::new(Arc::clone(gateway), Identity { principal: principal.into(), groups: vec![] });
     tokio::spawn(async move {
@@ -246,9 +258,9 @@ pub async fn connect(gateway: &Arc<Gateway>, client: Client, principal: &str) ->
         let lifecycle = rmcp::ClientLifecycleMode::Discover {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
         };
-        return rmcp::ClientServiceExt::serve_with_lifecycle(client, client_io, lifecycle).await.unwrap();
+        return rmcp::ClientServiceExt::serve_with_lifecycle(client, client_io, lifecycle).await;
     }
-    client.serve(client_io).await.unwrap()
+    client.serve(client_io).await
 }
 
 /// Calls a tool; its result as JSON.

@@ -31,9 +31,11 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate::Decision;
-use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see, requester};
+use toolgate::approval::lifecycle::{
+    self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
+};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
-use toolgate::tool::{ApprovalContext, Caller as GateCaller, GateAction, SharedMessages, decide_call};
+use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 use utoipa::ToSchema;
 
 pub use item::approval_item;
@@ -173,8 +175,9 @@ struct VoteBody {
         (status = 400, description = "A malformed vote, or an edit the chat would refuse.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["invalid_body", "tool_not_found", "edit_not_allowed",
                 "invalid_tool_input", "edit_denied", "edit_needs_single_approver"])))),
-        (status = 403, description = "The caller may not vote on it.", body = ErrorBody,
-            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden"])))),
+        (status = 403, description = "The caller may not vote on it, or the edited input needs other approvers.",
+            body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden", "edit_not_allowed"])))),
         (status = 404, description = "No such approval visible to the caller, or no store.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["unknown_approval", "no_store"])))),
         (status = 409, description = "The vote is no longer possible.", body = ErrorBody,
@@ -216,7 +219,7 @@ pub(crate) async fn decide(
     if let Decision::Approve { edited_input: Some(edit) } = &decision {
         let record = visible(ledger, &id, &voter).await?;
         lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
-        check_edit(&state, &record, edit).await?;
+        check_edit(&state, &record, &voter, edit).await?;
     }
     let options = VoteOptions { continuation: true, note };
     let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
@@ -275,38 +278,47 @@ async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<Appro
     }
 }
 
-/// An edit must be one the chat would accept: the tool allows edits, the
-/// input passes its schema, and the policy (the requester's rules and the
-/// tool's own) does not deny it.
-pub(crate) async fn check_edit(state: &AppState, record: &ApprovalRecord, edit: &Value) -> Result<(), ApiError> {
-    let refuse = |code: &'static str, message: String| ApiError::new(StatusCode::BAD_REQUEST, code, message);
+/// An edit must be one the chat would accept, judged by the lifecycle's one
+/// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
+/// passes its schema, the policy (the requester's rules and the tool's own)
+/// does not deny it, and does not route it to approvers `voter` is not.
+pub(crate) async fn check_edit(
+    state: &AppState,
+    record: &ApprovalRecord,
+    voter: &Voter,
+    edit: &Value,
+) -> Result<(), ApiError> {
     let toolkit = state.toolkit();
-    let tool = toolkit
-        .get(&record.tool_name)
-        .ok_or_else(|| refuse("tool_not_found", format!("tool `{}` is not offered any more", record.tool_name)))?;
-    if !tool.is_editable() {
-        return Err(refuse("edit_not_allowed", format!("tool `{}` does not allow edited inputs", record.tool_name)));
-    }
-    tool.validate_input(edit)
-        .map_err(|detail| refuse("invalid_tool_input", format!("the edited input is invalid: {detail}")))?;
+    let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "tool_not_found",
+            format!("tool `{}` is not offered any more", record.tool_name),
+        )
+    })?;
     let owner = requester(record);
     let gate = state.gate(&record.conversation_id, owner);
     let groups = state.configured_groups(owner);
-    let caller = GateCaller {
-        gate: Some(&gate),
-        conversation_id: Some(&record.conversation_id),
-        principal: owner,
-        groups: &groups,
+    let check = EditCheck {
+        tool,
+        edit,
+        requester: GateCaller {
+            gate: Some(&gate),
+            conversation_id: Some(&record.conversation_id),
+            principal: owner,
+            groups: &groups,
+        },
+        context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
+        routed: record.routing.is_some(),
+        voter: Some(voter),
     };
-    let context = ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new())));
-    let verdict = decide_call(caller, tool, edit, context).await;
-    match verdict.action {
-        GateAction::Deny => {
-            let reason = verdict.reason.unwrap_or_default();
-            Err(refuse("edit_denied", format!("the policy denies the edited input: {reason}")))
-        }
-        GateAction::Allow | GateAction::Ask => Ok(()),
-    }
+    lifecycle::check_edit(check).await.map_err(|refusal| {
+        let status = match refusal {
+            EditRefusal::NeedsApprovers { .. } => StatusCode::FORBIDDEN,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, refusal.code(), refusal.to_string())
+    })
 }
 
 fn bad_query(message: String) -> ApiError {

@@ -144,10 +144,13 @@ fn html(status: StatusCode, title: &str, body: &str) -> Response {
         [
             (CONTENT_TYPE, "text/html; charset=utf-8"),
             (CACHE_CONTROL, "no-store"),
-            (REFERRER_POLICY, "no-referrer"),
+            // `same-origin`, not `no-referrer`: a browser then posts the page's form with its
+            // origin (under `no-referrer` it sends `Origin: null`, which the sign-in cookie's
+            // origin check refuses), and still sends no referrer to any other site.
+            (REFERRER_POLICY, "same-origin"),
             (
                 axum::http::header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
             ),
         ],
         page,

@@ -14,8 +14,11 @@
 //!    the call itself, so an approved call runs unless its policy now denies
 //!    it. Without one, the policy is the only guard: an approval for a call
 //!    that needs none becomes a denial (a forged approval cannot run a tool
-//!    that was never gated). An edit is a new input: a policy that denies it
-//!    fails the request with [`EngineError::EditDenied`].
+//!    that was never gated). An edit is a new input, judged by
+//!    [`check_edit`] as the requester's own call: a policy that denies it
+//!    fails the request with [`EngineError::EditDenied`], one that routes it
+//!    to approvers the answer does not satisfy with
+//!    [`EngineError::EditNeedsApprovers`].
 //!
 //! **Held calls.** Calls with neither a request nor a result next to a
 //! request being resolved run only if the engine held them: with a signer,
@@ -34,6 +37,7 @@ use std::collections::HashMap;
 use toolgate_protocol::{ToolApprovalRequestPart, ToolApprovalResponsePart, ToolCallPart};
 
 use super::collect::{CallRef, Collected, DecisionRef, HeldCandidates};
+use super::lifecycle::{EditCheck, EditRefusal, check_edit};
 use super::signing::{HeldCalls, SignatureError, SignedCall};
 use super::{ApprovalOutcome, ApprovalSigner, NO_ANSWER_REASON, ResolvedApproval};
 use crate::EngineError;
@@ -87,6 +91,8 @@ pub(crate) struct ResolveOptions<'a> {
     pub hold_batch: bool,
     /// The request's gate and identity.
     pub caller: Caller<'a>,
+    /// Whether the request has a ledger (approvals may then be decided out of band).
+    pub ledger: bool,
 }
 
 /// An approved call that passed the cheap checks and waits for its policy.
@@ -206,15 +212,16 @@ impl PlanBuilder {
         }
         let mut run = call.clone();
         if let Some(edited) = edited_input {
-            let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
-            let verdict = decide_call(options.caller, tool, edited, context).await;
-            if verdict.action == GateAction::Deny {
-                return Err(EngineError::EditDenied {
-                    approval_id: request.approval_id.clone(),
-                    tool_name: call.tool_name.clone(),
-                    reason: verdict.reason.unwrap_or_default(),
-                });
-            }
+            let check = EditCheck {
+                tool,
+                edit: edited,
+                requester: options.caller,
+                context: ApprovalContext::new(call.tool_call_id.clone(), messages.clone()),
+                // With a ledger a routed approval is decided by votes, each checked when cast.
+                routed: options.ledger && verdict.route.is_some(),
+                voter: None,
+            };
+            check_edit(check).await.map_err(|refusal| edit_refused(request, call, refusal))?;
             run.input = edited.clone();
         }
         let outcome = ApprovalOutcome::Approved { edited_input: edited_input.cloned() };
@@ -402,4 +409,18 @@ fn check_input(tool: &Tool, call: &ToolCallPart, input: &serde_json::Value, what
         tool_call_id: call.tool_call_id.clone(),
         detail: format!("{what}{detail}"),
     })
+}
+
+/// An edit refused by [`check_edit`], as the engine's error.
+fn edit_refused(request: &ToolApprovalRequestPart, call: &ToolCallPart, refusal: EditRefusal) -> EngineError {
+    let approval_id = request.approval_id.clone();
+    let tool_name = call.tool_name.clone();
+    match refusal {
+        EditRefusal::Denied(reason) => EngineError::EditDenied { approval_id, tool_name, reason },
+        EditRefusal::NotEditable(_) => EngineError::EditNotAllowed { approval_id, tool_name },
+        EditRefusal::InvalidInput(detail) => {
+            EngineError::InvalidToolInput { tool_name, tool_call_id: call.tool_call_id.clone(), detail }
+        }
+        refusal => EngineError::EditNeedsApprovers { approval_id, tool_name, refusal },
+    }
 }

@@ -42,6 +42,7 @@ pub(crate) async fn record_issued(
             reason: request.reason.as_deref(),
             route: request.route.as_ref(),
             ttl: Some(ttl),
+            single_use: false,
         };
         let ids = (request.approval_id.clone(), call.tool_call_id.clone());
         let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);

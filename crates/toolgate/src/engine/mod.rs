@@ -83,6 +83,7 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
             signer: request.signer.as_ref(),
             hold_batch: request.hold_batch_for_approval,
             caller: request.caller(),
+            ledger: request.ledger.is_some(),
         };
         resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
     };

@@ -30,6 +30,7 @@
 
 mod clock;
 mod decision;
+mod identity;
 mod inbox;
 mod issued;
 mod memory;
@@ -42,6 +43,10 @@ pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
+pub use identity::{
+    LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
+    check_client_name, check_conversation_id, check_group, check_principal,
+};
 pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
@@ -126,6 +131,12 @@ impl LedgerConfig {
     /// The members of a configured group (`None`: not configured).
     pub fn group_members(&self, group: &str) -> Option<Vec<String>> {
         self.groups.get(group).cloned()
+    }
+
+    /// The configured groups that list `principal`.
+    pub fn member_groups(&self, principal: &str) -> Vec<String> {
+        let listed = self.groups.iter().filter(|(_, members)| members.iter().any(|member| member == principal));
+        listed.map(|(group, _)| group.clone()).collect()
     }
 
     /// Replaces the clock.

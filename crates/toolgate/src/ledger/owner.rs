@@ -21,9 +21,10 @@
 /// What separates the owner from the id in a conversation key (ASCII unit separator).
 pub const OWNER_SEPARATOR: char = '\u{1f}';
 
-/// True when `id` may name a conversation: not empty and free of control characters.
+/// True when `id` may name a conversation: not empty, free of control
+/// characters, not too long ([`super::check_conversation_id`] says why not).
 pub fn is_valid_conversation_id(id: &str) -> bool {
-    !id.is_empty() && !id.chars().any(char::is_control)
+    super::check_conversation_id(id).is_ok()
 }
 
 /// The key of `owner`'s conversation `id` (see the module docs).

@@ -15,7 +15,8 @@
 //!    (`pending`, `approved`, `executing`) is attached to, and so is one that
 //!    reached a final state within the retry window (its stored outcome is
 //!    the answer). Otherwise it issues a new one, `pending`, with its
-//!    `issued` event. Two gateways attaching at once issue one approval: the
+//!    `issued` event ([`HeldCall::single_use`]: never to one that executed).
+//!    Two gateways attaching at once issue one approval: the
 //!    id of the next approval of a call is fixed (`<call id>_<n>`), so the
 //!    second insert fails and reads the first.
 //! 2. A person decides, either through the gateway's client
@@ -63,6 +64,11 @@ pub struct HeldCall<'a> {
     pub route: Option<&'a Route>,
     /// How long the approval stays answerable (`None`: the ledger's TTL).
     pub ttl: Option<Duration>,
+    /// Each approval lets the call through once: [`attach`] never attaches to
+    /// one that already `executed`, so a later identical call is a new
+    /// approval (a permission prompt, whose "allow" lets the client run the
+    /// call itself each time it is given).
+    pub single_use: bool,
 }
 
 /// Why a held call could not be recorded or moved.
@@ -159,8 +165,10 @@ pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration)
         let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
         let now = ledger.config.clock.now();
         let newest = records.iter().max_by_key(|record| (record.issued_at, generation(&record.approval_id)));
+        let used = |record: &ApprovalRecord| call.single_use && record.state == ApprovalState::Executed;
         if let Some(record) = newest
             && (!record.state.is_final() || now.saturating_sub(record.updated_at) <= millis(retry_window))
+            && !used(record)
         {
             return Ok(Attached::Existing(record.clone()));
         }

@@ -60,6 +60,7 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+mod edit;
 pub mod held;
 pub mod route;
 mod state;
@@ -68,9 +69,10 @@ mod transition;
 pub(crate) mod verify;
 mod vote;
 
+pub use edit::{EditCheck, EditRefusal, check_edit};
 pub use route::{
-    GROUP_PREFIX, Route, Routing, Tally, Vote, VoteRefusal, Voter, check_vote, is_approver, may_see, requester, tally,
-    viewers, waiting_for,
+    GROUP_PREFIX, MAX_REASON_BYTES, Route, Routing, Tally, Vote, VoteRefusal, Voter, check_vote, is_approver, may_see,
+    requester, tally, viewers, waiting_for,
 };
 pub use state::{ApprovalState, Decision};
 pub use timer::{Escalation, Fired, Schedule, TIMER_PRINCIPAL, TimerAdvance, fire, next_due};

@@ -123,12 +123,16 @@ pub struct Voter {
     /// the one approval they act on: they see it and count as one of its
     /// approvers, under their principal `link:<channel>`.
     pub bearer_link: bool,
+    /// True for a request without a principal on a server that has
+    /// principals (a `--principal-header` request without the header): it is
+    /// nobody, so it approves, denies and withdraws nothing out of band.
+    pub anonymous: bool,
 }
 
 impl Voter {
     /// A voter without groups.
     pub fn new(principal: Option<String>) -> Self {
-        Self { principal, groups: Vec::new(), admin: false, bearer_link: false }
+        Self { principal, groups: Vec::new(), admin: false, bearer_link: false, anonymous: false }
     }
 
     /// The keys this voter is found under in an approval's viewers
@@ -178,7 +182,19 @@ pub enum VoteRefusal {
     /// A withdrawal by someone other than the requester.
     #[error("only the requester may withdraw approval `{0}`")]
     NotTheRequester(String),
+    /// A reason or note longer than [`MAX_REASON_BYTES`]: it would go to the
+    /// model, the audit log and every notification.
+    #[error("the vote's reason is {len} bytes long; at most {max} are allowed")]
+    ReasonTooLong {
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
 }
+
+/// The longest reason (or note) a vote may carry, in bytes.
+pub const MAX_REASON_BYTES: usize = 4096;
 
 impl VoteRefusal {
     /// The stable code (`not_an_approver`, `already_voted`, ...).
@@ -192,6 +208,7 @@ impl VoteRefusal {
             Self::Expired(_) => "approval_expired",
             Self::EditNeedsSingleApprover(_) => "edit_needs_single_approver",
             Self::NotTheRequester(_) => "not_the_requester",
+            Self::ReasonTooLong { .. } => "invalid_body",
         }
     }
 }
@@ -284,7 +301,7 @@ pub fn check_vote(record: &ApprovalRecord, voter: &Voter, decision: &Decision, n
         ApprovalState::Expired => return Err(VoteRefusal::Expired(id())),
         state => return Err(VoteRefusal::AlreadyDecided { approval_id: id(), state }),
     }
-    if !is_approver(record, voter) {
+    if voter.anonymous || !is_approver(record, voter) {
         return Err(VoteRefusal::NotAnApprover { approval_id: id(), waiting_for: waiting_for(record) });
     }
     let routing = record.routing.as_ref();

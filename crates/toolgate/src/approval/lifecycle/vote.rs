@@ -13,7 +13,7 @@
 
 use serde_json::{Value, json};
 
-use super::route::{Tally, Vote, VoteRefusal, Voter, check_vote, may_see, requester, tally};
+use super::route::{MAX_REASON_BYTES, Tally, Vote, VoteRefusal, Voter, check_vote, may_see, requester, tally};
 use super::{ApprovalState, Decision};
 use crate::ledger::{
     ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, Clock, Guard, Millis, RecordedDecision, StoreError,
@@ -56,6 +56,13 @@ pub async fn cast(
     decision: Decision,
     options: VoteOptions,
 ) -> Result<ApprovalRecord, VoteError> {
+    let reason = match &decision {
+        Decision::Deny { reason } => reason.as_deref(),
+        Decision::Approve { .. } => options.note.as_deref(),
+    };
+    if let Some(len) = reason.map(str::len).filter(|len| *len > MAX_REASON_BYTES) {
+        return Err(VoteRefusal::ReasonTooLong { len, max: MAX_REASON_BYTES }.into());
+    }
     for _ in 0..MAX_ATTEMPTS {
         let record = read(store, approval_id, voter).await?;
         let now = clock.now();
@@ -81,7 +88,7 @@ pub async fn withdraw(
     let record = read(store, approval_id, voter).await?;
     let now = clock.now();
     let owner = requester(&record);
-    if owner.is_some() && voter.principal.as_deref() != owner {
+    if voter.anonymous || (owner.is_some() && voter.principal.as_deref() != owner) {
         return Err(VoteRefusal::NotTheRequester(approval_id.to_owned()).into());
     }
     match record.state {

@@ -1,0 +1,263 @@
+//! The attacker's suite: each test writes the whole request as an attacker
+//! would (another user's edit, a crafted name, a hostile `Host`, a huge
+//! reason) and asserts that the gate holds. Each failed on the main branch
+//! before the fix it names; the threat model chapter
+//! (`docs/src/threat-model.md`) lists them.
+//!
+//! The setting is the one the attacks were first run against: principals
+//! from `x-user`, `[groups] finance = ["bob"]`, and a rule routing transfers
+//! above 10,000 to the finance group; the demo toolkit's `transfer_money`
+//! asks its owner above 1,000.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::http::HeaderName;
+use common::*;
+use serde_json::{Value, json};
+use toolgate::ledger::{AuditKind, AuditQuery, LedgerConfig, MemoryStore};
+use toolgate_policy::{Policy, PolicyHandle};
+use toolgate_server::{PrincipalSource, ServerConfig};
+
+const RULES: &str = "[[rule]]\nname = \"big-transfers\"\naction = \"ask\"\ntool = \"transfer_money\"\n\
+                     approvers = [\"group:finance\"]\n[rule.input]\n\"/amount\" = { gt = 10000 }\n";
+
+/// The model sends 2,000 to `x`, then says it is done.
+fn transfer_script() -> Value {
+    json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "transfer_money", "input": {"amount": 2000, "to": "x"}}],
+        [{"type": "text", "text": "Done."}]
+    ]})
+}
+
+async fn server() -> Server {
+    start_configured(transfer_script(), |config: &mut ServerConfig| {
+        config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
+        config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
+        config.groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned()])]);
+        config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+    })
+    .await
+}
+
+async fn call(server: &Server, method: &str, path: &str, user: &str, body: &Value) -> Reply {
+    let body = if body.is_null() { String::new() } else { body.to_string() };
+    let headers = [("content-type", "application/json"), ("x-user", user)];
+    send(server, method, path, &headers, body.as_bytes()).await
+}
+
+fn first_turn() -> Value {
+    json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "pay x 2000"}]}]})
+}
+
+/// Alice's first turn: the approval id of her 2,000 transfer.
+async fn ask(server: &Server) -> String {
+    asked(server).await.0
+}
+
+/// Alice's first turn: the approval id and the assistant message's id.
+async fn asked(server: &Server) -> (String, String) {
+    let reply = call(server, "POST", "/api/chat", "alice", &first_turn()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").expect("an approval request");
+    let start = chunks.iter().find(|c| c["type"] == "start").expect("a start chunk");
+    (request["approvalId"].as_str().unwrap().to_owned(), start["messageId"].as_str().unwrap().to_owned())
+}
+
+fn code(reply: &Reply) -> String {
+    reply.json()["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn audit_kinds(server: &Server) -> Vec<AuditKind> {
+    let store = &server.state.config().ledger.as_ref().unwrap().store;
+    store.audit(&AuditQuery::default()).await.unwrap().into_iter().map(|event| event.kind).collect()
+}
+
+/// Attack 1 (inbox): the requester approves her own 2,000 transfer with an
+/// edit to 5,000,000 to mallory, which the rules route to finance.
+#[tokio::test]
+async fn an_edit_past_a_routed_rule_is_refused_in_the_inbox() {
+    let server = server().await;
+    let id = ask(&server).await;
+    let edit = json!({"decision": "approve", "editedInput": {"amount": 5_000_000, "to": "mallory"}});
+    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &edit).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (403, "edit_not_allowed"), "{}", reply.body);
+    let message = reply.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("big-transfers") && message.contains("group `finance`"), "{message}");
+    let kinds = audit_kinds(&server).await;
+    assert!(!kinds.contains(&AuditKind::Approved) && !kinds.contains(&AuditKind::Executed), "{kinds:?}");
+    // Within what she may approve herself, her edit stands.
+    let within = json!({"decision": "approve", "editedInput": {"amount": 3000, "to": "x"}});
+    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &within).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+/// Attack 1 (chat): the same edit as the chat's `tool-approval-response`.
+#[tokio::test]
+async fn an_edit_past_a_routed_rule_is_refused_in_the_chat() {
+    let server = server().await;
+    let (id, message_id) = asked(&server).await;
+    let answered = |input: Value| {
+        json!({"id": "chat-1", "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "pay x 2000"}]},
+            {"id": message_id, "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "tool-transfer_money", "toolCallId": "call-1", "state": "approval-responded",
+                 "input": {"amount": 2000, "to": "x"},
+                 "approval": {"id": id, "approved": true, "editedInput": input}}
+            ]}
+        ]})
+    };
+    let reply =
+        call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 5_000_000, "to": "mallory"}))).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (403, "edit_not_allowed"), "{}", reply.body);
+    assert!(reply.body.contains("big-transfers"), "{}", reply.body);
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Executed));
+    let reply = call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 3000, "to": "x"}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("\"transferred\":3000"), "{}", reply.body);
+}
+
+/// Attack 7: a principal literally named `group:finance` is no principal.
+#[tokio::test]
+async fn a_principal_named_like_a_group_reads_nothing() {
+    let server = server().await;
+    ask(&server).await;
+    for name in ["group:finance", "link:email"] {
+        let reply = call(&server, "GET", "/api/approvals", name, &Value::Null).await;
+        assert_eq!((reply.status, code(&reply).as_str()), (400, "invalid_principal"), "{name}: {}", reply.body);
+    }
+}
+
+/// Item 9: a principal header sent twice is refused, not read by its first value.
+#[tokio::test]
+async fn a_repeated_principal_header_is_refused() {
+    let server = server().await;
+    let headers = [("x-user", "alice"), ("x-user", "bob")];
+    let reply = send(&server, "GET", "/api/approvals", &headers, b"").await;
+    assert_eq!((reply.status, code(&reply).as_str()), (400, "invalid_principal"), "{}", reply.body);
+}
+
+/// Item 9: a 200 KB denial reason would reach the model, the audit log and every notification.
+#[tokio::test]
+async fn a_huge_vote_reason_is_refused() {
+    let server = server().await;
+    let id = ask(&server).await;
+    let huge = json!({"decision": "deny", "reason": "x".repeat(200 * 1024)});
+    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &huge).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (400, "invalid_body"), "{}", reply.body);
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Denied));
+    let fine = json!({"decision": "deny", "reason": "not today"});
+    assert_eq!(call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &fine).await.status, 200);
+}
+
+/// A request with exactly this `Host` header (or none).
+async fn with_host(server: &Server, method: &str, path: &str, host: Option<&str>, extra: &str) -> Reply {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let host = host.map(|host| format!("host: {host}\r\n")).unwrap_or_default();
+    let head = format!("{method} {path} HTTP/1.1\r\n{host}{extra}content-length: 0\r\nconnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.ok();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Reply { status, headers, body: body.to_owned() }
+}
+
+/// Attack 3: a page rebinding its DNS name to 127.0.0.1 reaches the server
+/// under its own name; the server answers only its own.
+#[tokio::test]
+async fn a_rebound_host_is_misdirected() {
+    let server = start_configured(transfer_script(), |_| {}).await;
+    let port = server.addr.port();
+    let rebound = format!("rebind.attacker.example:{port}");
+    for (method, path) in [("GET", "/api/approvals"), ("POST", "/api/chat"), ("GET", "/")] {
+        let reply =
+            with_host(&server, method, path, Some(&rebound), "origin: http://rebind.attacker.example\r\n").await;
+        assert_eq!(reply.status, 421, "{method} {path}: {}", reply.body);
+        let error = &reply.json()["error"];
+        assert_eq!(error["code"], "host_not_allowed");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(&rebound) && message.contains("--allowed-host"), "{message}");
+    }
+    assert_eq!(with_host(&server, "GET", "/healthz", None, "").await.status, 421, "no Host at all");
+    for host in ["localhost".to_owned(), format!("127.0.0.1:{port}"), format!("[::1]:{port}")] {
+        assert_eq!(with_host(&server, "GET", "/healthz", Some(&host), "").await.status, 200, "{host}");
+    }
+}
+
+/// Attack 3: a name given with `allowed_hosts` is answered; the pages cannot be framed.
+#[tokio::test]
+async fn allowed_hosts_are_answered_and_pages_are_never_framed() {
+    let server = start_configured(transfer_script(), |config| {
+        config.allowed_hosts = vec!["toolgate.example.com".to_owned()];
+    })
+    .await;
+    let reply = with_host(&server, "GET", "/", Some("toolgate.example.com"), "").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-frame-options"), Some("DENY"));
+    assert!(reply.header("content-security-policy").is_some_and(|csp| csp.contains("frame-ancestors 'none'")));
+    let link = with_host(&server, "GET", "/a/not-a-token", Some("toolgate.example.com"), "").await;
+    assert_eq!(link.header("x-frame-options"), Some("DENY"), "the link page too");
+}
+
+/// Attack 5: with `--principal-header`, a request without the header is
+/// nobody: it decides and withdraws nothing out of band, its own included.
+#[tokio::test]
+async fn an_anonymous_request_decides_nothing() {
+    let server = server().await;
+    let json = [("content-type", "application/json")];
+    let reply = send(&server, "POST", "/api/chat", &json, first_turn().to_string().as_bytes()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").expect("an approval request");
+    let id = request["approvalId"].as_str().unwrap();
+    let path = format!("/api/approvals/{id}");
+    for body in [json!({"decision": "approve"}), json!({"decision": "deny"})] {
+        let reply = send(&server, "POST", &path, &json, body.to_string().as_bytes()).await;
+        assert_eq!((reply.status, code(&reply).as_str()), (403, "not_an_approver"), "{}", reply.body);
+    }
+    let reply = send(&server, "DELETE", &path, &json, b"").await;
+    assert_eq!((reply.status, code(&reply).as_str()), (403, "not_the_requester"), "{}", reply.body);
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Voted));
+}
+
+/// Item 9: a due step whose approvals are gone from the store (pruned) used
+/// to panic the continuation on `records[0]`; it is audited as `interrupted`.
+#[tokio::test]
+async fn a_due_step_without_its_approvals_is_audited_as_interrupted() {
+    let server = server().await;
+    let ledger = server.state.config().ledger.clone().unwrap();
+    let key = toolgate::ledger::conversation_key(Some("alice"), "chat-9");
+    let messages = json!([
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "pay"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-transfer_money", "toolCallId": "call-9", "state": "approval-requested",
+             "input": {"amount": 50_000, "to": "x"}, "approval": {"id": "apr_gone"}}
+        ]}
+    ]);
+    ledger.store.save_conversation(&key, &messages, None, 1).await.unwrap();
+    // Marked due under a claim that lapsed long ago: the worker takes it over.
+    ledger.store.claim_continuation(&key, "dead-replica", 1, 0, true).await.unwrap().unwrap();
+    for _ in 0..100 {
+        let events = ledger.store.audit(&AuditQuery::default()).await.unwrap();
+        if let Some(event) = events.iter().find(|event| event.kind == AuditKind::Interrupted) {
+            assert_eq!((event.approval_id.as_str(), event.tool_call_id.as_str()), ("apr_gone", "call-9"));
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no `interrupted` event within 5 s");
+}
