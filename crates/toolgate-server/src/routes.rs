@@ -75,7 +75,6 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api-docs/swagger-ui-bundle.js", openapi::page::bundle, Open),
     route!(GET "/api-docs/swagger-ui.css", openapi::page::styles, Open),
     route!(GET "/auth/callback", oidc::routes::callback, SignIn),
-    route!(GET "/auth/logout", oidc::routes::logout, SignIn),
     route!(POST "/auth/logout", oidc::routes::logout, SignIn),
 ];
 

@@ -540,3 +540,31 @@ async fn with_bearer_tokens_the_link_page_asks_for_the_approvers_token() {
     assert_eq!(voted.status, 200, "{}", voted.body);
     assert_eq!(item(&server, &id, "bob").await.json()["votes"][0]["principal"], "bob");
 }
+
+/// Item 9 of the threat model: the link form has a cross-site check in every
+/// sign-in mode (here `--principal-header`, where a proxy signs the browser
+/// in): posted from another page it changes nothing; the page's own form
+/// (`Referrer-Policy: same-origin`, so its Origin is sent) is taken.
+#[tokio::test]
+async fn a_link_form_posted_from_another_page_changes_nothing() {
+    let sink = SmtpSink::start();
+    let setup = Setup::new(&mail_channel(&sink));
+    let server = setup.start().await;
+    let id = ask(&server).await;
+    let mails = sink.wait_for(3, Duration::from_secs(15)).await;
+    let bob = mails.iter().find(|mail| mail.to == ["bob@example.com"]).unwrap();
+    let link = mail_link(bob, "approve");
+    let page = send(&server, "GET", &link, &[], b"").await;
+    assert_eq!(page.header("referrer-policy"), Some("same-origin"));
+    let form = [("content-type", "application/x-www-form-urlencoded"), ("x-user", "bob")];
+    for (name, value) in [("origin", "http://evil.example"), ("origin", "null"), ("sec-fetch-site", "cross-site")] {
+        let headers = [form[0], form[1], (name, value)];
+        let refused = send(&server, "POST", &link, &headers, b"").await;
+        assert_eq!(refused.status, 403, "{name}: {value}: {}", refused.body);
+        assert!(refused.body.contains("Not from this page"), "{}", refused.body);
+    }
+    assert_eq!(item(&server, &id, "bob").await.json()["votes"], json!([]));
+    let own = [form[0], form[1], ("origin", "http://localhost"), ("sec-fetch-site", "same-origin")];
+    let taken = send(&server, "POST", &link, &own, b"").await;
+    assert_eq!(taken.status, 200, "{}", taken.body);
+}

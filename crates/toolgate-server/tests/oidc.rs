@@ -573,20 +573,21 @@ async fn a_rotated_provider_key_is_picked_up_without_a_restart() {
 async fn signing_out_clears_the_cookie() {
     let setup = start().await;
     let cookie = sign_in(&setup).await;
-    let out = get_with_cookie(&setup, "/auth/logout", &cookie).await;
-    assert_eq!(out.status(), StatusCode::SEE_OTHER);
-    assert_eq!(location(&out), "/");
-    let cleared = set_cookie(&out, SESSION_COOKIE).unwrap();
-    assert!(cleared.starts_with(&format!("{SESSION_COOKIE}=;")) && cleared.contains("Max-Age=0"), "{cleared}");
-    assert!(cleared.contains("Path=/") && cleared.contains("HttpOnly"), "{cleared}");
-    // POST works too (same origin); from another origin it is refused.
+    // Never a GET (a link or an image on another site could sign anyone out).
+    let get = get_with_cookie(&setup, "/auth/logout", &cookie).await;
+    assert_eq!(get.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(set_cookie(&get, SESSION_COOKIE).is_none());
+    // A POST from the server's own origin; from another origin it is refused.
     let post = |origin: &str| {
         setup.http.post(format!("{}/auth/logout", setup.url)).header("cookie", &cookie).header("origin", origin)
     };
     assert_eq!(post("http://evil.example").send().await.unwrap().status(), StatusCode::FORBIDDEN);
     let out = post(&setup.url).send().await.unwrap();
     assert_eq!(out.status(), StatusCode::SEE_OTHER);
-    assert!(set_cookie(&out, SESSION_COOKIE).unwrap().contains("Max-Age=0"));
+    assert_eq!(location(&out), "/");
+    let cleared = set_cookie(&out, SESSION_COOKIE).unwrap();
+    assert!(cleared.starts_with(&format!("{SESSION_COOKIE}=;")) && cleared.contains("Max-Age=0"), "{cleared}");
+    assert!(cleared.contains("Path=/") && cleared.contains("HttpOnly"), "{cleared}");
     // The browser, without the cookie, is sent to sign in again.
     assert_eq!(setup.http.get(format!("{}/", setup.url)).send().await.unwrap().status(), StatusCode::FOUND);
 }

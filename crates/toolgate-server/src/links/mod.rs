@@ -122,6 +122,10 @@ pub(crate) async fn show(State(state): State<AppState>, Path(token): Path<String
     )
 )]
 pub(crate) async fn decide(State(state): State<AppState>, Path(token): Path<String>, request: Request) -> Response {
+    if let Err(origin) = same_origin(request.headers(), &state.config().allowed_hosts) {
+        tracing::warn!(%origin, "a link's form was posted from another origin");
+        return notice(StatusCode::FORBIDDEN, Notice::CrossOrigin(origin));
+    }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
     let mut headers = request.headers().clone();
     let form = match Form::<LinkForm>::from_request(request, &()).await {
@@ -148,6 +152,38 @@ pub(crate) async fn decide(State(state): State<AppState>, Path(token): Path<Stri
         LinkChoice::Deny => Decision::Deny { reason: form.reason.filter(|reason| !reason.trim().is_empty()) },
     };
     vote(&state, ledger, &claims, &record, &voter, decision).await
+}
+
+/// A browser posts the link page's form with the page's own origin (the
+/// page sends `Referrer-Policy: same-origin`): a form posted from any other
+/// page (`Sec-Fetch-Site: cross-site` or `same-site`, an `Origin` that names
+/// another host, or `null`) is refused whatever signs the request in. The
+/// origin must name the request's `Host` or one of the server's own names
+/// (`allowed`: `--public-url`'s host and `--allowed-host`, for a proxy that
+/// rewrites `Host`). A client that names no origin at all (not a browser) is
+/// let through: the link itself and the voter's credentials still decide.
+fn same_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    if let Some(site) = text("sec-fetch-site").filter(|site| !matches!(*site, "same-origin" | "none")) {
+        return Err(format!("Sec-Fetch-Site: {site}"));
+    }
+    let Some(origin) = text("origin") else { return Ok(()) };
+    let host = text("host").unwrap_or_default();
+    let named = url::Url::parse(origin).ok().and_then(|url| {
+        let host = url.host_str()?.to_owned();
+        Some(match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        })
+    });
+    match named {
+        Some(named)
+            if named.eq_ignore_ascii_case(host) || allowed.iter().any(|name| named.eq_ignore_ascii_case(name)) =>
+        {
+            Ok(())
+        }
+        _ => Err(origin.chars().take(200).collect()),
+    }
 }
 
 /// The checks, the link's single use, and the vote, on the record [`open`]

@@ -39,6 +39,8 @@ pub(crate) enum Notice {
     SignIn(String),
     /// The form could not be read.
     BadForm(String),
+    /// The form was posted from another origin (the one named).
+    CrossOrigin(String),
     /// The server has no store.
     NoStore,
     /// The store failed.
@@ -69,6 +71,10 @@ pub(crate) fn notice(status: StatusCode, notice: Notice) -> Response {
             format!("{}<p><a href=\"../\">Open toolgate to sign in</a>, then open the link again.</p>", p(&why)),
         ),
         Notice::BadForm(why) => ("Bad request".into(), p(&why)),
+        Notice::CrossOrigin(origin) => (
+            "Not from this page".into(),
+            p(&format!("This form was sent from {origin}, not from this server's own page. Nothing changed.")),
+        ),
         Notice::NoStore => ("No store".into(), p("This server keeps no approvals (--store none).")),
         Notice::Store(why) => ("Try again".into(), p(&format!("The store is unavailable ({why}). Nothing changed."))),
     };

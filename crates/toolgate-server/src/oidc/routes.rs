@@ -71,9 +71,11 @@ pub(crate) async fn callback(
 
 /// Signs out: clears the session cookie, then back to the page.
 ///
-/// `GET` or `POST`; only on servers that sign people in with OIDC.
+/// `POST` only, so that no link or image on another site can sign anyone
+/// out; with the session cookie it must come from the server's own origin
+/// (the cookie guard's check). Only on servers that sign people in with OIDC.
 #[utoipa::path(
-    method(get, post),
+    post,
     path = "/auth/logout",
     operation_id = "signOut",
     tag = "auth",

@@ -23,13 +23,24 @@ pub const CODES: &[(&str, &str)] = &[
         "cross_origin_request",
         "A request signed in with the session cookie that changes something came from another origin.",
     ),
+    (
+        "invalid_principal",
+        "The principal header is sent twice, or names no usable principal (control characters, too long, or `group:`/`link:`).",
+    ),
+    (
+        "host_not_allowed",
+        "421: the request's `Host` is not one of the server's names (loopback, `--public-url`, `--allowed-host`).",
+    ),
     ("unsupported_media_type", "The body is not declared as `application/json`."),
     ("body_too_large", "The body is larger than the server accepts."),
     ("unreadable_body", "The body could not be read (cut off)."),
     ("invalid_json", "The body is not valid JSON."),
     ("invalid_body", "The body is JSON but not what the endpoint takes."),
     ("invalid_query", "An unknown or malformed query parameter."),
-    ("invalid_chat_id", "The chat or thread id has control characters, or a chat id starts with `ag-ui:`."),
+    (
+        "invalid_chat_id",
+        "The chat or thread id has control characters or is longer than 1024 bytes, or a chat id starts with `ag-ui:`.",
+    ),
     (
         "missing_conversation_id",
         "With a store every request needs a conversation id (the chat `id`, the AG-UI `threadId`).",
