@@ -325,13 +325,18 @@ pub struct Caller {
     pub groups: Vec<String>,
 }
 
-impl FromRequestParts<crate::AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
+impl Caller {
+    /// Who a request with these headers from `peer` is, now: its credential
+    /// checked by the server's source, its groups those the credential names
+    /// and the config's `[groups]` that list it. Long-lived responses (the
+    /// inbox stream) call it again to re-check a caller.
+    pub async fn identify(
+        state: &crate::AppState,
+        headers: &HeaderMap,
+        peer: Option<IpAddr>,
+    ) -> Result<Self, ApiError> {
         let config = state.config();
-        let (principal, mut groups) = config.principals.identify_at(&parts.headers, peer, state.now()).await?;
+        let (principal, mut groups) = config.principals.identify_at(headers, peer, state.now()).await?;
         if let Some(principal) = &principal {
             let listed = config.groups.iter().filter(|(_, members)| members.contains(principal));
             groups.extend(listed.map(|(group, _)| group.clone()));
@@ -339,6 +344,19 @@ impl FromRequestParts<crate::AppState> for Caller {
         groups.sort_unstable();
         groups.dedup();
         Ok(Caller { principal, groups })
+    }
+}
+
+/// The peer address of a request, when the server provides it.
+pub(crate) fn peer_of(parts: &Parts) -> Option<IpAddr> {
+    parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip())
+}
+
+impl FromRequestParts<crate::AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        Caller::identify(state, &parts.headers, peer_of(parts)).await
     }
 }
 

@@ -192,3 +192,31 @@ async fn a_jwks_redirect_or_an_oversized_jwks_is_refused() {
         assert!(error.contains(said), "{path}: {error}");
     }
 }
+
+/// Item 9 of the threat model: an open inbox stream kept the permissions it
+/// began with. Now it checks its credential again at every keep-alive and,
+/// once the token expired, ends with an `ended` event saying why.
+#[tokio::test]
+async fn an_inbox_stream_ends_when_its_token_expires() {
+    let setup = start_jwt().await;
+    // Valid now only thanks to the 60 s leeway, and not for long.
+    let token = sign(&setup.keys[0], &claims(|claims| claims["exp"] = json!(now() - 58)));
+    let url = format!("http://{}/api/approvals/stream", setup.server.addr);
+    let response = reqwest::Client::new().get(url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let read = async {
+        while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if seen.contains("event: ended") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), read).await.expect("the stream ended within 30 s");
+    let data = seen.split("event: ended\ndata: ").nth(1).unwrap().lines().next().unwrap();
+    let ended: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(ended["code"], "unauthorized", "{ended}");
+    assert!(ended["message"].as_str().unwrap().contains("expired"), "{ended}");
+}

@@ -12,21 +12,30 @@
 //! ids and versions it has sent, at most [`toolgate::ledger::MAX_GIVEN`] of
 //! the newest, so a thousand open inboxes cost a thousand small maps and no
 //! queries of their own, however many approvals wait.
+//!
+//! A stream keeps no permission it no longer has: at every keep-alive (so
+//! within [`KEEP_ALIVE`]) it checks the caller's credential again, as a new
+//! request would. A credential that expired, was withdrawn or now names
+//! someone else ends the stream with `event: ended` and a JSON `data` of
+//! `code` and `message` saying why; changed groups (the config's `[groups]`,
+//! a JWT's claim) change what it shows from then on.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::request::Parts;
 use axum::response::Response;
 use tokio::sync::broadcast;
+use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter};
 
 use super::{ApprovalItem, MAX_LIMIT};
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
-use crate::principal::Caller;
+use crate::principal::{Caller, peer_of};
 
 /// How long a quiet stream waits before a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -52,21 +61,40 @@ const HEADERS: &[(&str, &str)] =
         (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
     )
 )]
-pub(crate) async fn stream(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
+    let (headers, peer) = (parts.headers.clone(), peer_of(&parts));
+    let caller = Caller::identify(&state, &headers, peer).await?;
     let store = std::sync::Arc::clone(&state.ledger_config()?.store);
-    let voter = state.voter(&caller);
-    let query = ApprovalQuery {
-        viewer_keys: state.viewer_keys(&voter),
-        states: StateFilter::Pending,
-        conversation_id: None,
-        limit: MAX_LIMIT,
-    };
+    let mut voter = state.voter(&caller);
+    let mut query = inbox_query(&state, &voter);
     // Subscribed before the first read, so nothing between the two is missed.
     let mut changes = state.inbox_hub().subscribe(&state, state.ledger_config()?);
     let frames = async_stream::stream! {
         let mut heard = InboxChanges::default();
         let mut refresh = true;
+        let mut checked = tokio::time::Instant::now();
         loop {
+            if checked.elapsed() >= KEEP_ALIVE {
+                checked = tokio::time::Instant::now();
+                match Caller::identify(&state, &headers, peer).await {
+                    Ok(now) if now.principal != caller.principal => {
+                        yield Ok(ended("principal_changed", "the credential now names another principal"));
+                        break;
+                    }
+                    Ok(now) => {
+                        let again = state.voter(&now);
+                        if again != voter {
+                            query = inbox_query(&state, &again);
+                            voter = again;
+                            refresh = true;
+                        }
+                    }
+                    Err(refusal) => {
+                        yield Ok(ended(refusal.code, &refusal.message));
+                        break;
+                    }
+                }
+            }
             if refresh {
                 refresh = false;
                 yield Ok::<_, Infallible>(match heard.next(store.as_ref(), &query, &voter).await {
@@ -77,7 +105,8 @@ pub(crate) async fn stream(State(state): State<AppState>, caller: Caller) -> Res
                     }
                 });
             }
-            match tokio::time::timeout(KEEP_ALIVE, changes.recv()).await {
+            let wait = KEEP_ALIVE.saturating_sub(checked.elapsed());
+            match tokio::time::timeout(wait, changes.recv()).await {
                 Ok(Ok(records)) => {
                     let offered = heard.offer(&records, &voter);
                     if !offered.is_empty() {
@@ -92,6 +121,22 @@ pub(crate) async fn stream(State(state): State<AppState>, caller: Caller) -> Res
         }
     };
     Ok(sse_response(frames, HEADERS))
+}
+
+/// The pending approvals `voter` may decide, as the stream reads them.
+fn inbox_query(state: &AppState, voter: &Voter) -> ApprovalQuery {
+    ApprovalQuery {
+        viewer_keys: state.viewer_keys(voter),
+        states: StateFilter::Pending,
+        conversation_id: None,
+        limit: MAX_LIMIT,
+    }
+}
+
+/// The `ended` event: why the stream stops.
+fn ended(code: &str, message: &str) -> Bytes {
+    let data = serde_json::json!({"code": code, "message": message});
+    Bytes::from(format!("event: ended\ndata: {data}\n\n"))
 }
 
 /// The `approval` events of these records.
