@@ -8,7 +8,8 @@
 # is served with `--config NAME.toml`, its approval policy, one with a sibling NAME.tokens with
 # `--tokens-file NAME.tokens`, and one with a sibling NAME.oidc signs people in with OpenID Connect at a
 # mock provider (e2e/browser/oidc-provider.mjs, oauth2-mock-server) this script starts on loopback
-# first), plus one with the local default model when
+# first; a NAME.toml naming `@SMTP_PORT@` mails an SMTP sink this script starts, see below), plus one
+# with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
 # an error, as in CI), runs the tests with `node --test`, and always stops the servers.
 # Screenshots go to ci-artifacts/screenshots/.
@@ -89,8 +90,27 @@ free_ports() {
 }
 
 fixtures=("$E2E"/fixtures/*.json)
-read -r -a ports <<<"$(free_ports "$(( ${#fixtures[@]} + 2 ))")"
+read -r -a ports <<<"$(free_ports "$(( ${#fixtures[@]} + 3 ))")"
 entries=()
+
+# An SMTP sink (crates/toolgate-testkit/smtp_sink.py, aiosmtpd), when a fixture's config mails people
+# (its NAME.toml names `@SMTP_PORT@`): each message lands in $TOOLGATE_E2E_MAIL_DIR as NNNNNN.json with its
+# decoded text. It exits when this script's end closes its standard input (a FIFO held open on fd 9).
+SMTP_PORT="${ports[$(( ${#fixtures[@]} + 2 ))]}"
+export TOOLGATE_E2E_MAIL_DIR="$WORK/mail"
+if grep -qs '@SMTP_PORT@' "$E2E"/fixtures/*.toml; then
+  mkdir -p "$TOOLGATE_E2E_MAIL_DIR"
+  mkfifo "$WORK/smtp.stdin"
+  python3 "$ROOT/crates/toolgate-testkit/smtp_sink.py" "$TOOLGATE_E2E_MAIL_DIR" --port "$SMTP_PORT" \
+    <"$WORK/smtp.stdin" >"$WORK/smtp.log" 2>&1 &
+  PIDS+=("$!")
+  exec 9>"$WORK/smtp.stdin"
+  for _ in $(seq 1 100); do
+    grep -qx "$SMTP_PORT" "$WORK/smtp.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -qx "$SMTP_PORT" "$WORK/smtp.log" || { log "the SMTP sink did not start"; cat "$WORK/smtp.log" >&2; exit 1; }
+fi
 
 # The mock OpenID Connect provider, when a fixture signs in with it (NAME.oidc: its client and principal).
 oidc_fixtures=()
@@ -123,6 +143,10 @@ for i in "${!fixtures[@]}"; do
   port="${ports[$i]}"
   config=()
   policy="${fixture%.json}.toml"
+  if [ -f "$policy" ] && grep -q '@SMTP_PORT@' "$policy"; then
+    sed "s/@SMTP_PORT@/$SMTP_PORT/g" "$policy" >"$WORK/$name.toml"
+    policy="$WORK/$name.toml"
+  fi
   [ -f "$policy" ] && config=(--config "$policy")
   # A sibling NAME.tokens (a tokens file) makes that server ask for a bearer token.
   tokens="${fixture%.json}.tokens"

@@ -273,20 +273,15 @@ async fn link_voter(
         let principal = if record.routing.is_some() { claims.principal.clone() } else { None };
         return Ok(Voter::new(principal));
     }
-    let (principal, mut groups) = config
-        .principals
-        .identify_at(headers, peer, state.now())
+    let caller = Caller::identify(state, headers, peer)
         .await
         .map_err(|error| notice(StatusCode::UNAUTHORIZED, Notice::SignIn(error.message.clone())))?;
     if let Some(sent_to) = &claims.principal
-        && principal.as_deref() != Some(sent_to.as_str())
+        && caller.principal.as_deref() != Some(sent_to.as_str())
     {
         return Err(notice(StatusCode::FORBIDDEN, Notice::NotTheRecipient(sent_to.clone())));
     }
-    groups.extend(state.configured_groups(principal.as_deref()));
-    groups.sort_unstable();
-    groups.dedup();
-    Ok(state.voter(&Caller { principal, groups }))
+    Ok(state.voter(&caller))
 }
 
 /// The page of a refused vote.
