@@ -271,10 +271,7 @@ impl AppState {
         if id.is_empty() {
             return Ok(String::new());
         }
-        if let Err(error) = check_conversation_id(id) {
-            return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_chat_id", error.to_string()));
-        }
-        Ok(conversation_key(principal, id))
+        Ok(conversation_key(principal, checked_conversation_id(id)?))
     }
 
     /// Which audit events a request's principal may see: all of them without
@@ -386,6 +383,14 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutting down");
+}
+
+/// A chat or thread id a client sent, if it is a valid one: else 400
+/// `invalid_chat_id` saying why ([`check_conversation_id`]).
+pub(crate) fn checked_conversation_id(id: &str) -> Result<&str, ApiError> {
+    check_conversation_id(id)
+        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_chat_id", error.to_string()))?;
+    Ok(id)
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight

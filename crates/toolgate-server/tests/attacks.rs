@@ -26,14 +26,23 @@ const RULES: &str = "[[rule]]\nname = \"big-transfers\"\naction = \"ask\"\ntool 
 
 /// The model sends 2,000 to `x`, then says it is done.
 fn transfer_script() -> Value {
+    transfer_of(2000)
+}
+
+/// The model sends `amount` to `x`, then says it is done.
+fn transfer_of(amount: u64) -> Value {
     json!({"turns": [
-        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "transfer_money", "input": {"amount": 2000, "to": "x"}}],
+        [{"type": "tool-call", "toolCallId": "call-1", "toolName": "transfer_money", "input": {"amount": amount, "to": "x"}}],
         [{"type": "text", "text": "Done."}]
     ]})
 }
 
 async fn server() -> Server {
-    start_configured(transfer_script(), |config: &mut ServerConfig| {
+    server_playing(transfer_script()).await
+}
+
+async fn server_playing(script: Value) -> Server {
+    start_configured(script, |config: &mut ServerConfig| {
         config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
         config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
         config.groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned()])]);
@@ -260,4 +269,25 @@ async fn a_due_step_without_its_approvals_is_audited_as_interrupted() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("no `interrupted` event within 5 s");
+}
+
+/// Item 9: an approver filtering the inbox by the requester's conversation
+/// id got `[]` (the id was looked up as the approver's own conversation).
+#[tokio::test]
+async fn an_approver_filters_the_inbox_by_the_requesters_conversation() {
+    let server = server_playing(transfer_of(50_000)).await;
+    let id = ask(&server).await;
+    let listed = |user: &'static str, query: &'static str| {
+        let server = &server;
+        async move {
+            let reply = call(server, "GET", &format!("/api/approvals?{query}"), user, &Value::Null).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            let approvals = reply.json()["approvals"].as_array().cloned().unwrap_or_default();
+            approvals.iter().map(|item| item["id"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed("bob", "conversation=chat-1").await, [id.clone()], "the routed approval, filtered");
+    assert_eq!(listed("alice", "conversation=chat-1").await, [id.clone()], "the requester's own");
+    assert!(listed("bob", "conversation=chat-2").await.is_empty());
+    assert!(listed("mallory", "conversation=chat-1").await.is_empty(), "nothing mallory may not see");
 }

@@ -57,6 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         viewer_keys: keys,
         states: StateFilter::Pending,
         conversation_id,
+        conversation_name: None,
         limit: PAGE,
     };
     let one_approver = time(store.as_ref(), |n| pending(Some(approver(n)), None)).await?;

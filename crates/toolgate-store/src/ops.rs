@@ -293,6 +293,9 @@ impl Backend {
         if let Some(conversation_id) = &query.conversation_id {
             select = select.bind(conversation_id);
         }
+        if let Some(name) = &query.conversation_name {
+            select = select.bind(name).bind(format!("{}{name}", toolgate::ledger::OWNER_SEPARATOR));
+        }
         let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.reader()).await.map_err(db_error)?;
         rows.into_iter().map(RecordRow::into_record).collect()
     }

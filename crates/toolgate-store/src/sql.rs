@@ -212,7 +212,8 @@ const MAX_KEY_WALKS: usize = 64;
 
 /// An inbox listing ([`ApprovalQuery`]) for `keys` distinct viewer keys (all
 /// approvals when `None`). Parameters: the keys, then the conversation when
-/// the query names one, then the limit.
+/// the query names one, then a conversation name (twice: the name, and the
+/// owner's separator before it), then the limit.
 ///
 /// - Without keys, the approvals of the states asked (of the conversation, on
 ///   its index), newest first.
@@ -229,12 +230,24 @@ pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
     let columns = record_columns!();
     let key_count = keys.unwrap_or(0);
     let conversation = query.conversation_id.as_ref().map(|_| format!("${}", key_count + 1));
-    let limit = format!("${}", key_count + 1 + usize::from(conversation.is_some()));
+    let mut next = key_count + 1 + usize::from(conversation.is_some());
+    // A conversation name binds the name, then the owner's separator and the name (`names_conversation`).
+    let named = query.conversation_name.as_ref().map(|_| {
+        next += 2;
+        (format!("${}", next - 2), format!("${}", next - 1))
+    });
+    let limit = format!("${next}");
     let mut filters: Vec<String> = state_condition(query.states, "state").into_iter().collect();
     if let Some(conversation) = &conversation {
         filters.push(format!("conversation_id = {conversation}"));
     }
-    let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none();
+    if let Some((name, owned)) = &named {
+        filters.push(format!(
+            "(conversation_id = {name} OR (length(conversation_id) > length({owned}) AND \
+             substr(conversation_id, length(conversation_id) - length({owned}) + 1) = {owned}))"
+        ));
+    }
+    let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none() && named.is_none();
     if !walk {
         if keys.is_some() {
             let params: Vec<String> = (1..=key_count).map(|n| format!("${n}")).collect();

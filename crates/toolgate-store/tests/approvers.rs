@@ -61,7 +61,13 @@ fn vote(principal: &str, approve: bool, at: i64) -> Vote {
 
 /// An inbox listing.
 fn inbox(keys: Option<&[&str]>, states: StateFilter, conversation: Option<&str>, limit: usize) -> ApprovalQuery {
-    ApprovalQuery { viewer_keys: keys.map(strings), states, conversation_id: conversation.map(str::to_owned), limit }
+    ApprovalQuery {
+        viewer_keys: keys.map(strings),
+        states,
+        conversation_id: conversation.map(str::to_owned),
+        conversation_name: None,
+        limit,
+    }
 }
 
 /// The ids a listing shows, in its order (checking each record reads back whole).
@@ -336,6 +342,28 @@ async fn the_inbox_lists_what_each_viewer_may_see_newest_first(stores: &Stores) 
     assert_eq!(ids(inbox(Some(&["carol"]), StateFilter::Decided, None, 50)).await, ["a3"]);
 }
 
+/// The inbox's conversation filter names a conversation as its approvals do
+/// (the id the requester chose), whoever owns it: an approver filtering by
+/// Alice's `c1` finds her routed approvals; an id that merely ends like it
+/// does not match.
+async fn the_inbox_filters_by_the_conversation_as_its_approvals_name_it(stores: &Stores) {
+    issue_inbox(&*stores.a).await;
+    let extra = [plain("x1", &owned("alice", "xc1"), 70), plain("x2", "c1", 80), plain("x3", "xc1", 90)];
+    stores.a.issue(&extra, &[]).await.unwrap();
+    let store = &*stores.b;
+    let named = |keys: Option<&[&str]>, name: &str| ApprovalQuery {
+        conversation_name: Some(name.to_owned()),
+        ..inbox(keys, StateFilter::All, None, 50)
+    };
+    assert_eq!(listed(store, &named(Some(&["carol"]), "c1")).await, ["a3", "a2"], "an approver of Alice's");
+    assert_eq!(listed(store, &named(Some(&["alice"]), "c1")).await, ["a4", "a3", "a2", "a1"]);
+    assert_eq!(listed(store, &named(Some(&[""]), "c1")).await, ["x2"], "the conversation without owner");
+    assert_eq!(listed(store, &named(None, "c1")).await, ["x2", "a4", "a3", "a2", "a1"]);
+    assert_eq!(listed(store, &named(None, "xc1")).await, ["x3", "x1"]);
+    assert_eq!(listed(store, &named(Some(&["bob"]), "c1")).await, ["a2"], "a member sees only what names them");
+    assert_eq!(listed(store, &named(Some(&["carol"]), "1")).await, Vec::<String>::new(), "no suffix match");
+}
+
 /// A small deterministic generator (no dependency).
 struct Lcg(u64);
 
@@ -542,6 +570,7 @@ suite!(
     continuation_marks_a_conversation_due_only_when_it_moves,
     the_inbox_lists_what_each_viewer_may_see_newest_first,
     the_inbox_lists_as_the_reference_store_does,
+    the_inbox_filters_by_the_conversation_as_its_approvals_name_it,
     continuations_are_claimed_finished_and_listed,
     due_continuations_come_oldest_mark_first,
     claims_race_and_one_wins,

@@ -134,6 +134,7 @@ async fn listed(store: &SqlStore, keys: Option<&[&str]>) -> Vec<String> {
         viewer_keys: keys.map(|keys| keys.iter().map(|key| (*key).to_owned()).collect()),
         states: StateFilter::All,
         conversation_id: None,
+        conversation_name: None,
         limit: 100,
     };
     store.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect()

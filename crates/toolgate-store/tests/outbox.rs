@@ -98,6 +98,7 @@ async fn visible(store: &dyn ApprovalStore, keys: &[&str]) -> Vec<String> {
         viewer_keys: Some(strings(keys)),
         states: StateFilter::Pending,
         conversation_id: None,
+        conversation_name: None,
         limit: 50,
     };
     store.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect()

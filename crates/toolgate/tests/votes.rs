@@ -237,7 +237,8 @@ async fn the_inbox_lists_what_a_viewer_may_see_newest_first() {
     let list = |keys: Option<Vec<String>>, states: StateFilter| {
         let store = fixture.store.clone();
         async move {
-            let query = ApprovalQuery { viewer_keys: keys, states, conversation_id: None, limit: 10 };
+            let query =
+                ApprovalQuery { viewer_keys: keys, states, conversation_id: None, conversation_name: None, limit: 10 };
             store.list_approvals(&query).await.unwrap().into_iter().map(|r| r.approval_id).collect::<Vec<_>>()
         }
     };

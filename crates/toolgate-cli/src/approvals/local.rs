@@ -26,7 +26,7 @@ use toolgate::approval::lifecycle::{
 };
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, Clock, DecisionScope, InboxChanges, StateFilter, SystemClock,
-    conversation_key, is_valid_conversation_id,
+    check_conversation_id,
 };
 use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 use toolgate_server::approval_item;
@@ -95,17 +95,14 @@ impl Local {
 
     /// The approvals the voter may see, newest first.
     pub async fn list(&self, listing: &Listing) -> anyhow::Result<Vec<Value>> {
-        let conversation_id = match &listing.conversation {
-            Some(id) if !is_valid_conversation_id(id) => {
-                return Err(refusal("invalid_chat_id", "chat and thread ids may not contain control characters"));
-            }
-            Some(id) => Some(conversation_key(self.voter.principal.as_deref(), id)),
-            None => None,
-        };
+        if let Some(Err(error)) = listing.conversation.as_deref().map(check_conversation_id) {
+            return Err(refusal("invalid_chat_id", &error.to_string()));
+        }
         let query = ApprovalQuery {
             viewer_keys: self.viewer_keys(),
             states: listing.state.filter(),
-            conversation_id,
+            conversation_id: None,
+            conversation_name: listing.conversation.clone(),
             limit: listing.limit,
         };
         let records = self.store.list_approvals(&query).await.context("cannot list the approvals")?;
@@ -182,6 +179,7 @@ impl Local {
             viewer_keys: self.viewer_keys(),
             states: StateFilter::Pending,
             conversation_id: None,
+            conversation_name: None,
             limit: toolgate_server::MAX_APPROVALS_LIMIT,
         };
         let mut changes = InboxChanges::default();

@@ -75,7 +75,8 @@ pub(crate) struct ApprovalList {
     params(
         ("state" = Option<String>, Query, description = "`pending` (the default), `decided` or `all`.",
             pattern = "^(pending|decided|all)$"),
-        ("conversation" = Option<String>, Query, description = "Only this conversation's (a chat id)."),
+        ("conversation" = Option<String>, Query,
+            description = "Only this conversation's (a chat or thread id, as its approvals name it: the requester's id, whoever the requester is)."),
         ("limit" = Option<usize>, Query, description = "At most this many (1 to 500; default 50).", minimum = 1, maximum = 500),
     ),
     security(("bearer" = []), ("session" = []), ()),
@@ -110,11 +111,13 @@ pub(crate) async fn list(
         },
     };
     let voter = state.voter(&caller);
-    let conversation_id = match params.get("conversation") {
-        Some(id) => Some(state.conversation_key(caller.principal.as_deref(), id)?),
+    // The conversation as its approvals name it, whoever asked: among what the caller may see.
+    let conversation_name = match params.get("conversation") {
+        Some(id) => Some(crate::app::checked_conversation_id(id)?.to_owned()),
         None => None,
     };
-    let query = ApprovalQuery { viewer_keys: state.viewer_keys(&voter), states, conversation_id, limit };
+    let viewer_keys = state.viewer_keys(&voter);
+    let query = ApprovalQuery { viewer_keys, states, conversation_id: None, conversation_name, limit };
     let records = ledger.store.list_approvals(&query).await?;
     let approvals = records.iter().filter(|record| may_see(record, &voter)).map(ApprovalItem::of).collect();
     Ok(Json(ApprovalList { approvals }))

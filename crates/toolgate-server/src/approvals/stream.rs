@@ -129,6 +129,7 @@ fn inbox_query(state: &AppState, voter: &Voter) -> ApprovalQuery {
         viewer_keys: state.viewer_keys(voter),
         states: StateFilter::Pending,
         conversation_id: None,
+        conversation_name: None,
         limit: MAX_LIMIT,
     }
 }

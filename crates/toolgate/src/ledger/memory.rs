@@ -268,6 +268,10 @@ impl ApprovalStore for MemoryStore {
                 .filter(|record| {
                     query.states.admits(record.state)
                         && query.conversation_id.as_ref().is_none_or(|id| &record.conversation_id == id)
+                        && query
+                            .conversation_name
+                            .as_ref()
+                            .is_none_or(|name| super::names_conversation(&record.conversation_id, name))
                         && query.viewer_keys.as_ref().is_none_or(|keys| {
                             crate::approval::lifecycle::viewers(record).iter().any(|viewer| keys.contains(viewer))
                         })

@@ -47,7 +47,7 @@ pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
     check_client_name, check_conversation_id, check_group, check_principal,
 };
-pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter};
+pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter, names_conversation};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, Outbound, OutboxQuery};
