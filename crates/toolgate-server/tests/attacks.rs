@@ -286,8 +286,8 @@ async fn an_approver_filters_the_inbox_by_the_requesters_conversation() {
             approvals.iter().map(|item| item["id"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>()
         }
     };
-    assert_eq!(listed("bob", "conversation=chat-1").await, [id.clone()], "the routed approval, filtered");
-    assert_eq!(listed("alice", "conversation=chat-1").await, [id.clone()], "the requester's own");
+    assert_eq!(listed("bob", "conversation=chat-1").await, vec![id.clone()], "the routed approval, filtered");
+    assert_eq!(listed("alice", "conversation=chat-1").await, vec![id.clone()], "the requester's own");
     assert!(listed("bob", "conversation=chat-2").await.is_empty());
     assert!(listed("mallory", "conversation=chat-1").await.is_empty(), "nothing mallory may not see");
 }
