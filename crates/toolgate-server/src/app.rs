@@ -127,6 +127,10 @@ impl AppState {
     pub fn new(mut config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
         // Approvals routed to a configured group record its members when issued.
         config.ledger = config.ledger.take().map(|ledger| ledger.groups(config.groups.clone()));
+        // Signed-out sessions are recorded where every replica on the store reads them.
+        if let (Some(oidc), Some(ledger)) = (config.principals.oidc(), &config.ledger) {
+            oidc.keep_revocations_in(Arc::clone(&ledger.store));
+        }
         let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
         let model: SharedModel = match &trace {
             Some(trace) => Arc::new(ObservedModel::with_observer(model, trace.clone())),

@@ -234,6 +234,7 @@ impl PrincipalSource {
                 }
                 let session = sessions
                     .session(headers, now)
+                    .await
                     .map_err(|refusal| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", refusal.to_string()))?;
                 Ok((Some(session.principal), session.groups))
             }

@@ -588,6 +588,10 @@ async fn signing_out_clears_the_cookie() {
     let cleared = set_cookie(&out, SESSION_COOKIE).unwrap();
     assert!(cleared.starts_with(&format!("{SESSION_COOKIE}=;")) && cleared.contains("Max-Age=0"), "{cleared}");
     assert!(cleared.contains("Path=/") && cleared.contains("HttpOnly"), "{cleared}");
+    // A copy of the signed-out cookie (another tab's, a stolen one) no longer works.
+    let copy = get_with_cookie(&setup, "/api/me", &cookie).await;
+    assert_eq!(copy.status(), StatusCode::UNAUTHORIZED);
+    assert!(copy.text().await.unwrap().contains("signed out"));
     // The browser, without the cookie, is sent to sign in again.
     assert_eq!(setup.http.get(format!("{}/", setup.url)).send().await.unwrap().status(), StatusCode::FOUND);
 }

@@ -103,6 +103,9 @@ impl ApprovalStore for SlowSaves {
     fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
         self.0.release_link(link_id)
     }
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
+        self.0.link_used(link_id)
+    }
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)
     }

@@ -325,6 +325,10 @@ impl ApprovalStore for SqlStore {
     fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(async move { on_backend!(self, backend => backend.release_link(link_id)) })
     }
+
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.link_used(link_id)) })
+    }
 }
 
 /// Opens the store a spec names: `None` for [`StoreSpec::None`], a

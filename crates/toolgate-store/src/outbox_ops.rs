@@ -103,6 +103,16 @@ impl Backend {
         self.write_statement(link_id.to_owned(), release_link_in).await
     }
 
+    /// See `ApprovalStore::link_used`.
+    pub(crate) async fn link_used(&self, link_id: &str) -> Result<bool, StoreError> {
+        let used = db::query_scalar::<i64>(outbox_sql::LINK_USED)
+            .bind(link_id)
+            .fetch_optional(self.reader())
+            .await
+            .map_err(db_error)?;
+        Ok(used.is_some())
+    }
+
     /// Prunes ended deliveries and expired link uses, a chunk per write; the rows removed.
     pub(crate) async fn prune_outbox(&self, before: Millis) -> Result<u64, StoreError> {
         let mut removed = 0;

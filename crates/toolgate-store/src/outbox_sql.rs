@@ -63,6 +63,9 @@ pub(crate) const CONSUME_LINK: &str = "INSERT INTO link_uses (link_id, used_at, 
 /// Forgets a link's use.
 pub(crate) const RELEASE_LINK: &str = "DELETE FROM link_uses WHERE link_id = $1";
 
+/// A link's use, when on record.
+pub(crate) const LINK_USED: &str = "SELECT used_at FROM link_uses WHERE link_id = $1";
+
 /// Prunes up to `$2` deliveries that ended before `$1`.
 pub(crate) const PRUNE_DELIVERIES: &str = "DELETE FROM notifications WHERE delivery_id IN (SELECT delivery_id \
      FROM notifications WHERE state <> 'pending' AND next_at < $1 LIMIT $2)";

@@ -429,11 +429,14 @@ async fn prune_removes_ended_deliveries_and_expired_link_uses(stores: &Stores) {
 }
 
 async fn a_link_is_used_once_until_released(stores: &Stores) {
+    assert!(!stores.b.link_used("link-1").await.unwrap(), "not used yet");
     assert!(stores.a.consume_link("link-1", 100, 1000).await.unwrap());
+    assert!(stores.b.link_used("link-1").await.unwrap(), "its use is read back, by another connection too");
     assert!(!stores.b.consume_link("link-1", 110, 1000).await.unwrap(), "used");
     assert!(stores.b.consume_link("link-2", 110, 1000).await.unwrap(), "another link");
     stores.b.release_link("link-1").await.unwrap();
     stores.b.release_link("never-used").await.unwrap();
+    assert!(!stores.a.link_used("link-1").await.unwrap(), "released");
     assert!(stores.a.consume_link("link-1", 120, 1000).await.unwrap(), "released: usable again");
     assert!(!stores.a.consume_link("link-1", 130, 1000).await.unwrap());
     assert!(!stores.a.consume_link("link-2", 130, 1000).await.unwrap(), "the other one stays used");

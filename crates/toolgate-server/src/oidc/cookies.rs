@@ -82,6 +82,10 @@ pub(crate) struct Session {
     /// When the session ends (milliseconds since the Unix epoch).
     #[serde(rename = "exp")]
     pub expires: Millis,
+    /// The session's random id, which signing out revokes (a cookie without
+    /// one is refused: it could not be revoked).
+    #[serde(rename = "sid", default)]
+    pub id: String,
 }
 
 /// A sign-in under way: its `state`, the path to return to, and when it expires.
@@ -110,6 +114,9 @@ pub(crate) enum SessionRefusal {
     /// A session cookie that was tampered with or signed with another secret.
     #[error("the session cookie is not valid (changed, or signed by another server): sign in again on the page")]
     Invalid,
+    /// A session that was signed out (see `super::revoked`).
+    #[error("the session was signed out: sign in again on the page")]
+    Revoked,
 }
 
 /// The values of the cookies named `name`, in every `Cookie` header of the request.
@@ -127,7 +134,8 @@ pub(super) fn session(key: &CookieKey, headers: &HeaderMap, now: Millis) -> Resu
     let mut refusal = SessionRefusal::Missing;
     for value in values(headers, SESSION_COOKIE) {
         match key.open::<Session>(value) {
-            Some(session) if now < session.expires => return Ok(session),
+            Some(session) if now < session.expires && !session.id.is_empty() => return Ok(session),
+            Some(session) if session.id.is_empty() => refusal = SessionRefusal::Invalid,
             Some(_) => refusal = SessionRefusal::Expired,
             None if refusal == SessionRefusal::Missing => refusal = SessionRefusal::Invalid,
             None => {}
@@ -170,7 +178,7 @@ mod tests {
     }
 
     fn alice(expires: Millis) -> Session {
-        Session { principal: "alice".into(), groups: vec!["finance".into()], expires }
+        Session { principal: "alice".into(), groups: vec!["finance".into()], expires, id: "sid-1".into() }
     }
 
     #[test]
@@ -181,6 +189,10 @@ mod tests {
         assert_eq!(session(&key, &headers, 1_999), Ok(alice(2_000)));
         assert_eq!(session(&key, &headers, 2_000), Err(SessionRefusal::Expired));
         assert_eq!(session(&key, &HeaderMap::new(), 0), Err(SessionRefusal::Missing));
+        // A session without an id (from before ids) could not be revoked: refused.
+        let unrevocable = key.seal(&Session { id: String::new(), ..alice(2_000) });
+        let headers = with_cookies(&[&format!("{SESSION_COOKIE}={unrevocable}")]);
+        assert_eq!(session(&key, &headers, 0), Err(SessionRefusal::Invalid));
     }
 
     #[test]

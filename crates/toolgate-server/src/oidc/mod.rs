@@ -49,6 +49,7 @@
 
 mod cookies;
 mod provider;
+mod revoked;
 pub(crate) mod routes;
 
 use std::sync::Arc;
@@ -285,6 +286,8 @@ pub struct OidcSignIn {
     sessions: CookieKey,
     /// Signs the pending sign-ins and derives their PKCE verifiers and nonces.
     logins: CookieKey,
+    /// Sessions signed out before they expire.
+    revoked: revoked::Revocations,
 }
 
 impl std::fmt::Debug for OidcSignIn {
@@ -312,6 +315,7 @@ impl OidcSignIn {
             groups_claim: config.groups_claim,
             sessions: CookieKey::new(secret.derive_key("toolgate session v1")),
             logins: CookieKey::new(secret.derive_key("toolgate login v1")),
+            revoked: revoked::Revocations::default(),
         }))
     }
 
@@ -325,9 +329,19 @@ impl OidcSignIn {
         &self.public.callback
     }
 
-    /// The valid session the request's cookie holds at `now`.
-    pub(crate) fn session(&self, headers: &HeaderMap, now: Millis) -> Result<Session, SessionRefusal> {
-        cookies::session(&self.sessions, headers, now)
+    /// The valid session the request's cookie holds at `now`, unless it was signed out.
+    pub(crate) async fn session(&self, headers: &HeaderMap, now: Millis) -> Result<Session, SessionRefusal> {
+        let session = cookies::session(&self.sessions, headers, now)?;
+        if self.revoked.is_revoked(&session.id).await {
+            return Err(SessionRefusal::Revoked);
+        }
+        Ok(session)
+    }
+
+    /// Records signed-out sessions in `store` (so every replica on it refuses
+    /// them), instead of this process's memory. The server calls it when it has a store.
+    pub fn keep_revocations_in(&self, store: Arc<dyn toolgate::ledger::ApprovalStore>) {
+        self.revoked.keep_in(store);
     }
 
     /// True when the request carries a session cookie, valid or not.
@@ -377,8 +391,14 @@ impl OidcSignIn {
         let signed_in = self.provider.sign_in(code, self.derived("pkce", &state), nonce, now).await?;
         let verified = crate::jwt::identity(&signed_in.claims, &self.principal_claim, &self.groups_claim)?;
         let longest = now.saturating_add(millis(MAX_SESSION));
-        let session =
-            Session { principal: verified.principal, groups: verified.groups, expires: signed_in.expires.min(longest) };
+        let mut id = [0u8; 16];
+        getrandom::fill(&mut id).map_err(|error| OidcError::Random(error.to_string()))?;
+        let session = Session {
+            principal: verified.principal,
+            groups: verified.groups,
+            expires: signed_in.expires.min(longest),
+            id: URL_SAFE_NO_PAD.encode(id),
+        };
         let session_cookie = self.session_cookie(&session, now)?;
         tracing::info!(principal = %session.principal, "signed in with OpenID Connect");
         let mut response = StatusCode::SEE_OTHER.into_response();
@@ -390,7 +410,18 @@ impl OidcSignIn {
     }
 
     /// Clears the session cookie and sends the browser to the page.
-    pub(crate) fn logout(&self) -> Response {
+    pub(crate) async fn logout(&self, headers: &HeaderMap, now: Millis) -> Response {
+        if let Ok(session) = self.session(headers, now).await
+            && let Err(error) = self.revoked.revoke(&session.id, session.expires, now).await
+        {
+            tracing::error!(%error, "cannot record a signed-out session");
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                format!("the sign-out could not be recorded, so the session still works: {error}"),
+            )
+            .into_response();
+        }
         let mut response = StatusCode::SEE_OTHER.into_response();
         let headers = response.headers_mut();
         if let Ok(location) = HeaderValue::from_str(&self.public.base_path) {

@@ -73,7 +73,9 @@ pub(crate) async fn callback(
 ///
 /// `POST` only, so that no link or image on another site can sign anyone
 /// out; with the session cookie it must come from the server's own origin
-/// (the cookie guard's check). Only on servers that sign people in with OIDC.
+/// (the cookie guard's check). The session is revoked on the server too (a
+/// copy of the cookie no longer works, on any replica sharing the store).
+/// Only on servers that sign people in with OIDC.
 #[utoipa::path(
     post,
     path = "/auth/logout",
@@ -84,10 +86,15 @@ pub(crate) async fn callback(
             headers(("location" = String), ("set-cookie" = String))),
         (status = 404, description = "The server does not sign people in with OIDC.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["not_found"])))),
+        (status = 503, description = "The sign-out could not be recorded.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["store_unavailable"])))),
     )
 )]
-pub(crate) async fn logout(State(state): State<AppState>) -> Result<Response, ApiError> {
-    Ok(state.config().principals.oidc().ok_or_else(not_configured)?.logout())
+pub(crate) async fn logout(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    Ok(state.config().principals.oidc().ok_or_else(not_configured)?.logout(&headers, state.now()).await)
 }
 
 /// Around the pages (`GET /`): without a valid session, 302 to the provider
@@ -95,7 +102,7 @@ pub(crate) async fn logout(State(state): State<AppState>) -> Result<Response, Ap
 pub(crate) async fn require_session(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(oidc) = state.config().principals.oidc() else { return next.run(request).await };
     let now = state.now();
-    if oidc.session(request.headers(), now).is_ok() {
+    if oidc.session(request.headers(), now).await.is_ok() {
         return next.run(request).await;
     }
     let asked = request.uri().path_and_query().map_or("/", |path| path.as_str());

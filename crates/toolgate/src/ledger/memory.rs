@@ -524,4 +524,8 @@ impl ApprovalStore for MemoryStore {
             Ok(())
         })
     }
+
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { Ok(self.lock().links.contains_key(link_id)) })
+    }
 }

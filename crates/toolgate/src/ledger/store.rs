@@ -177,6 +177,11 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Forgets the use of a link whose decision was then refused (it may be used again).
     fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()>;
 
+    /// Whether a link's use is on record ([`Self::consume_link`]), until it is pruned.
+    /// A sign-in session revoked at logout is recorded the same way, so every
+    /// replica refuses it.
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool>;
+
     /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
     /// final state (denied, expired, executed, failed, interrupted, withdrawn) last
