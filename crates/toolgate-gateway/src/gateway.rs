@@ -49,6 +49,16 @@ impl Session {
     }
 }
 
+/// The session's principal asking, under `gate`, in the conversation `key`.
+fn requester<'a>(session: &'a Session, gate: &'a StoredGate, key: &'a str) -> Caller<'a> {
+    Caller {
+        gate: Some(gate),
+        conversation_id: Some(key),
+        principal: Some(&session.identity.principal),
+        groups: &session.identity.groups,
+    }
+}
+
 /// The gateway: upstream servers, rules and sticky decisions, the ledger.
 pub struct Gateway {
     mcp: Arc<McpTools>,
@@ -104,14 +114,8 @@ impl Gateway {
     /// the rules and sticky decisions first (deny > ask > allow), then the
     /// tool's own default from its trusted annotations. Fails closed.
     pub async fn decide(&self, session: &Session, tool: &RelayedTool, input: &Value, call_id: &str) -> Verdict {
-        let gate = self.gate(session);
-        let key = session.conversation_key();
-        let caller = Caller {
-            gate: Some(&gate),
-            conversation_id: Some(&key),
-            principal: Some(&session.identity.principal),
-            groups: &session.identity.groups,
-        };
+        let (gate, key) = (self.gate(session), session.conversation_key());
+        let caller = requester(session, &gate, &key);
         decide_call(caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
     }
 
@@ -127,14 +131,8 @@ impl Gateway {
         record: &ApprovalRecord,
         edit: &Value,
     ) -> Result<(), EditRefusal> {
-        let gate = self.gate(session);
-        let key = session.conversation_key();
-        let requester = Caller {
-            gate: Some(&gate),
-            conversation_id: Some(&key),
-            principal: Some(&session.identity.principal),
-            groups: &session.identity.groups,
-        };
+        let (gate, key) = (self.gate(session), session.conversation_key());
+        let requester = requester(session, &gate, &key);
         let decider = record.decision.as_ref().and_then(|decision| decision.principal.clone());
         let groups = match &decider {
             Some(principal) => self.ledger.member_groups(principal),

@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use super::route::{GROUP_PREFIX, Route, Voter};
+use super::route::{GROUP_PREFIX, Route, Voter, approvers_in_words};
 use crate::tool::{ApprovalContext, Caller, GateAction, Tool, decide_call};
 
 /// Everything [`check_edit`] judges an edit by.
@@ -135,16 +135,8 @@ fn satisfies(route: &Route, voter: &Voter, requester: Option<&str>) -> bool {
 
 /// ``group `finance` (1 approval)`` for a route.
 fn route_in_words(route: &Route) -> String {
-    let named: Vec<String> = route
-        .approvers
-        .iter()
-        .map(|approver| match approver.strip_prefix(GROUP_PREFIX) {
-            Some(group) => format!("group `{group}`"),
-            None => format!("`{approver}`"),
-        })
-        .collect();
     let quorum = route.quorum.max(1);
-    format!("{} ({quorum} approval{})", named.join(", "), if quorum == 1 { "" } else { "s" })
+    format!("{} ({quorum} approval{})", approvers_in_words(&route.approvers), if quorum == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

@@ -319,6 +319,18 @@ pub fn check_vote(record: &ApprovalRecord, voter: &Voter, decision: &Decision, n
     Ok(())
 }
 
+/// Approvers as configured, in words: ``group `finance`, `dave` ``.
+pub(crate) fn approvers_in_words(approvers: &[String]) -> String {
+    let named: Vec<String> = approvers
+        .iter()
+        .map(|approver| match approver.strip_prefix(GROUP_PREFIX) {
+            Some(group) => format!("group `{group}`"),
+            None => format!("`{approver}`"),
+        })
+        .collect();
+    named.join(", ")
+}
+
 /// Who an approval waits for, in words: ``group `finance` (1 of 2)``.
 pub fn waiting_for(record: &ApprovalRecord) -> String {
     match &record.routing {
@@ -327,16 +339,8 @@ pub fn waiting_for(record: &ApprovalRecord) -> String {
             None => "its requester".to_owned(),
         },
         Some(routing) => {
-            let named: Vec<String> = routing
-                .approvers
-                .iter()
-                .map(|approver| match approver.strip_prefix(GROUP_PREFIX) {
-                    Some(group) => format!("group `{group}`"),
-                    None => format!("`{approver}`"),
-                })
-                .collect();
             let approvals = record.votes.iter().filter(|vote| vote.decision.is_approve()).count();
-            format!("{} ({approvals} of {})", named.join(", "), routing.quorum)
+            format!("{} ({approvals} of {})", approvers_in_words(&routing.approvers), routing.quorum)
         }
     }
 }
