@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
+use toolgate::ledger::{check_group, check_principal};
 use toolgate_gateway::GatewaySection;
 use toolgate_mcp::McpServerConfig;
 use toolgate_notify::{Channels, NotifyConfig};
@@ -102,10 +103,16 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
         server.validate().with_context(|| format!("[[mcp]] `{}`", server.name))?;
         anyhow::ensure!(names.insert(server.name.as_str()), "two [[mcp]] servers are named `{}`", server.name);
     }
-    anyhow::ensure!(!file.admins.iter().any(String::is_empty), "`admins` holds an empty principal");
+    for admin in &file.admins {
+        check_principal(admin).with_context(|| "`admins` holds a name that cannot be a principal")?;
+    }
     for (group, members) in &file.groups {
         anyhow::ensure!(!group.is_empty() && !group.contains(':'), "[groups]: `{group}` is not a group name");
-        anyhow::ensure!(!members.iter().any(String::is_empty), "[groups] `{group}` holds an empty principal");
+        check_group(group).with_context(|| "[groups]: a group name")?;
+        for member in members {
+            check_principal(member)
+                .with_context(|| format!("[groups] `{group}` holds a name that cannot be a principal"))?;
+        }
     }
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
@@ -197,7 +204,11 @@ mod tests {
         let short = format!("{:#}", parse(&routed("\"bob\"", 2)).unwrap_err());
         assert!(short.contains("rule `big`") && short.contains("quorum of 2"), "{short}");
         assert!(format!("{:#}", parse("[groups]\n\"a:b\" = []\n").unwrap_err()).contains("not a group name"));
-        assert!(format!("{:#}", parse("admins = [\"\"]\n").unwrap_err()).contains("empty principal"));
+        assert!(format!("{:#}", parse("admins = [\"\"]\n").unwrap_err()).contains("principal is empty"));
+        let reserved = format!("{:#}", parse("[groups]\nfinance = [\"group:ops\"]\n").unwrap_err());
+        assert!(reserved.contains("`finance`") && reserved.contains("a group"), "{reserved}");
+        assert!(parse("admins = [\"link:mail\"]\n").is_err());
+        assert!(parse("[groups]\nfinance = [\"bo\\u001fb\"]\n").is_err(), "a control character");
 
         let error = format!("{:#}", parse("[[rules]]\naction = \"ask\"\n").unwrap_err());
         assert!(error.contains("rules"), "{error}");

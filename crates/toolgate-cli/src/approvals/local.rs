@@ -26,7 +26,7 @@ use toolgate::approval::lifecycle::{
 };
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, Clock, DecisionScope, InboxChanges, StateFilter, SystemClock,
-    check_conversation_id,
+    check_conversation_id, check_group, check_principal,
 };
 use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 use toolgate_server::approval_item;
@@ -47,10 +47,11 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
         Some(principal) => principal,
         None => crate::store::os_user()?,
     };
+    check_principal(&principal).context("--as (or the OS user name) cannot name a voter")?;
     let mut own: Vec<String> = Vec::with_capacity(groups.len());
     for group in groups {
         let name = group.strip_prefix(GROUP_PREFIX).unwrap_or(group);
-        if name.is_empty() || name.contains(':') {
+        if name.is_empty() || name.contains(':') || check_group(name).is_err() {
             bail!("--group `{group}` is not a group name");
         }
         own.push(name.to_owned());
@@ -227,5 +228,21 @@ fn vote_error(error: VoteError) -> anyhow::Error {
     match error {
         VoteError::Refused(refusal) => refused(refusal),
         VoteError::Store(error) => anyhow::Error::new(error).context("the store failed; nothing was recorded"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_voter_named_like_a_group_or_a_link_is_refused() {
+        for name in ["group:finance", "link:mail", "bo\u{1f}b"] {
+            let refused = format!("{:#}", voter(Some(name.to_owned()), &[], None).unwrap_err());
+            assert!(refused.contains("--as"), "{name:?}: {refused}");
+        }
+        assert!(voter(Some("bob".to_owned()), &["finance\u{7}".to_owned()], None).is_err());
+        let bob = voter(Some("bob".to_owned()), &["group:finance".to_owned()], None).unwrap();
+        assert_eq!((bob.principal.as_deref(), bob.groups), (Some("bob"), vec!["finance".to_owned()]));
     }
 }
