@@ -122,12 +122,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
     options.permission_prompt_tool = config.gateway.permission_prompt_tool;
     let mcp = Arc::new(mcp);
     let gateway = Gateway::new(Arc::clone(&mcp), policy, ledger, options);
-    let groups: Vec<String> = config
-        .groups
-        .iter()
-        .filter(|(_, members)| members.contains(&principal))
-        .map(|(group, _)| group.clone())
-        .collect();
+    let groups = toolgate::ledger::groups_listing(&config.groups, &principal);
     let identity = Identity { principal, groups };
     let served = match args.listen {
         None => serve_stdio(gateway, identity).await.map_err(anyhow::Error::from),

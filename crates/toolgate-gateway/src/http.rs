@@ -66,8 +66,7 @@ async fn identify(State(principals): State<Principals>, mut request: Request, ne
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
     match principals.source.identify(request.headers(), peer).await {
         Ok((Some(principal), mut groups)) => {
-            let listed = principals.groups.iter().filter(|(_, members)| members.contains(&principal));
-            groups.extend(listed.map(|(group, _)| group.clone()));
+            groups.extend(toolgate::ledger::groups_listing(&principals.groups, &principal));
             groups.sort_unstable();
             groups.dedup();
             request.extensions_mut().insert(Identity { principal, groups });

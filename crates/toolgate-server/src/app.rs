@@ -221,9 +221,7 @@ impl AppState {
 
     /// The groups the config gives `principal` (`[groups]`).
     pub(crate) fn configured_groups(&self, principal: Option<&str>) -> Vec<String> {
-        let Some(principal) = principal else { return Vec::new() };
-        let groups = self.config().groups.iter().filter(|(_, members)| members.iter().any(|m| m == principal));
-        groups.map(|(group, _)| group.clone()).collect()
+        principal.map_or_else(Vec::new, |principal| toolgate::ledger::groups_listing(&self.config().groups, principal))
     }
 
     /// Tells inbox streams that approvals changed here.

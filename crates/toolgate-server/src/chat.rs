@@ -147,12 +147,7 @@ async fn stored_chat(
             .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
-    let voter = toolgate::approval::lifecycle::Voter {
-        principal: principal.clone(),
-        groups: groups.clone(),
-        anonymous: principal.is_none() && state.config().principals.is_configured(),
-        ..Default::default()
-    };
+    let voter = state.voter(&crate::principal::Caller { principal: principal.clone(), groups: groups.clone() });
     let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
     Ok(match run.step {

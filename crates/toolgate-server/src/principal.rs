@@ -339,8 +339,7 @@ impl Caller {
         let config = state.config();
         let (principal, mut groups) = config.principals.identify_at(headers, peer, state.now()).await?;
         if let Some(principal) = &principal {
-            let listed = config.groups.iter().filter(|(_, members)| members.contains(principal));
-            groups.extend(listed.map(|(group, _)| group.clone()));
+            groups.extend(toolgate::ledger::groups_listing(&config.groups, principal));
         }
         groups.sort_unstable();
         groups.dedup();

@@ -59,8 +59,7 @@ pub fn voter(principal: Option<String>, groups: &[String], config: Option<&Path>
     let mut admin = false;
     if let Some(path) = config {
         let config = Config::load(path)?;
-        let listed = config.groups.iter().filter(|(_, members)| members.contains(&principal));
-        own.extend(listed.map(|(group, _)| group.clone()));
+        own.extend(toolgate::ledger::groups_listing(&config.groups, &principal));
         admin = config.admins.contains(&principal);
     }
     own.sort_unstable();

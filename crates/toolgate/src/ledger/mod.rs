@@ -61,6 +61,12 @@ pub use store::{ApprovalStore, ConversationRead, StoreError, StoreFuture};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The groups of a `[groups]` table (name -> members) that list `principal`, by name.
+pub fn groups_listing(groups: &std::collections::BTreeMap<String, Vec<String>>, principal: &str) -> Vec<String> {
+    let listed = groups.iter().filter(|(_, members)| members.iter().any(|member| member == principal));
+    listed.map(|(group, _)| group.clone()).collect()
+}
+
 /// Requests expire after this long unless configured otherwise (24 hours).
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long a request waits for an approval another request is executing.
@@ -135,8 +141,7 @@ impl LedgerConfig {
 
     /// The configured groups that list `principal`.
     pub fn member_groups(&self, principal: &str) -> Vec<String> {
-        let listed = self.groups.iter().filter(|(_, members)| members.iter().any(|member| member == principal));
-        listed.map(|(group, _)| group.clone()).collect()
+        groups_listing(&self.groups, principal)
     }
 
     /// Replaces the clock.
