@@ -260,6 +260,7 @@ fn the_operator_decides_a_single_user_servers_approvals_on_its_store() {
     // A server without principals files its approvals without an owner or approvers.
     let mut single = routed("apr-one");
     single.conversation_id = "chat-1".to_owned();
+    single.owner = None;
     single.routing = None;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {

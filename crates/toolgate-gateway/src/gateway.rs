@@ -89,9 +89,14 @@ impl Gateway {
         &self.mcp
     }
 
-    /// The ledger of a session, answered by its principal.
+    /// The ledger of a session: the principal's conversation, recording the
+    /// principal as its owner and the client as every approval's client, answered by the principal.
     pub fn ledger(&self, session: &Session) -> Ledger {
-        self.ledger.conversation(session.conversation_key()).principal(session.identity.principal.clone())
+        let principal = &session.identity.principal;
+        self.ledger
+            .owned(Some(principal), &session.conversation_id())
+            .client(session.client.clone())
+            .principal(principal.clone())
     }
 
     /// The tool offered under `name`, if any.

@@ -62,7 +62,10 @@ async fn a_call_is_filed_under_the_token_principal() {
     let query = ApprovalQuery { limit: 10, ..ApprovalQuery::default() };
     let records = setup.store.list_approvals(&query).await.unwrap();
     assert_eq!(records.len(), 1);
-    let (owner, id) = toolgate::ledger::split_conversation_key(&records[0].conversation_id);
-    assert_eq!((owner, id), (Some("carol"), "mcp:carol:test-client"));
+    // The requester and the client are fields of the record, not parts of its key.
+    let record = &records[0];
+    assert_eq!(record.owner.as_deref(), Some("carol"));
+    assert_eq!(record.client.as_deref(), Some("test-client"));
+    assert_eq!(record.conversation_name(), "mcp:carol:test-client");
     assert_eq!(setup.counter.count(), 0);
 }

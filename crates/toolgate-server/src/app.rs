@@ -291,8 +291,10 @@ impl AppState {
         })
     }
 
-    /// The ledger of one conversation, when the server has a store. A store
-    /// binds approvals to their conversation, so the id must not be empty.
+    /// The ledger of `principal`'s conversation whose key is `conversation_id`
+    /// ([`Self::conversation_key`]), when the server has a store: the
+    /// principal is its owner and answers for this request. A store binds
+    /// approvals to their conversation, so the id must not be empty.
     pub fn ledger(&self, conversation_id: &str, principal: Option<String>) -> Result<Option<Ledger>, ApiError> {
         let Some(config) = &self.config().ledger else { return Ok(None) };
         if conversation_id.is_empty() {
@@ -302,11 +304,10 @@ impl AppState {
                 "with a store every request needs a conversation id (the chat `id` or the AG-UI `threadId`)",
             ));
         }
-        let ledger = config.conversation(conversation_id);
-        Ok(Some(match principal {
-            Some(principal) => ledger.principal(principal),
-            None => ledger,
-        }))
+        let mut ledger = config.conversation(conversation_id);
+        ledger.owner.clone_from(&principal);
+        ledger.principal = principal;
+        Ok(Some(ledger))
     }
 
     /// An engine request over `messages` with the server's settings, gated by

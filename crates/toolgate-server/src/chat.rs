@@ -188,6 +188,7 @@ pub(crate) async fn run_stored(
     run: StoredRun,
 ) -> Result<impl futures::Stream<Item = Bytes> + Send + 'static, ApiError> {
     let StoredRun { key, principal, groups, ledger, gate, messages, version, step } = run;
+    let owner = ledger.owner.clone();
     let store = ledger.config.store.clone();
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(conversation = %key, messages = model_messages.len(), stored = ?version, "chat request");
@@ -248,7 +249,7 @@ pub(crate) async fn run_stored(
             }
         }
         history.push(builder.finish());
-        conversation::save(store.as_ref(), &key, &history, version, clock.now()).await;
+        conversation::save(store.as_ref(), (&key, owner.as_deref()), &history, version, clock.now()).await;
         if !reported.is_empty() {
             state.approvals_changed();
         }

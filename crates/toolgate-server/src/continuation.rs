@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, split_conversation_key};
+use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name};
 use toolgate_ui::parse_ui_messages;
 
 use crate::app::AppState;
@@ -115,10 +115,13 @@ async fn continue_conversation(
     claim: &ContinuationClaim,
 ) -> Result<(), ApiError> {
     let store = &ledger.store;
-    if split_conversation_key(key).1.starts_with(crate::agui::AGUI_PREFIX) {
-        return crate::agui::continue_thread(state, ledger, key, claim).await;
-    }
     let Some(stored) = store.conversation(key).await? else { return Ok(()) };
+    // Whose conversation it is, as stored with it: the run is theirs.
+    let owner = stored.owner;
+    let name = conversation_name(key, owner.as_deref());
+    if name.starts_with(crate::agui::AGUI_PREFIX) {
+        return crate::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), claim).await;
+    }
     let mut messages = parse_ui_messages(stored.messages).map_err(|error| {
         ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", error.to_string())
     })?;
@@ -129,7 +132,8 @@ async fn continue_conversation(
     let records = store.approvals(&ids).await?;
     if records.len() != ids.len() {
         // Pruned, or never issued here: nothing can be continued; say so instead of guessing.
-        let events = missing(key, &messages[index], &ids, &records, ledger.clock.now());
+        let conversation = ledger.owned(owner.as_deref(), name);
+        let events = missing(&conversation, &messages[index], &ids, &records, ledger.clock.now());
         tracing::warn!(conversation = %key, missing = events.len(), "a due step's approvals are gone; not continued");
         store.append(&events).await?;
         return Ok(());
@@ -138,13 +142,12 @@ async fn continue_conversation(
         return Ok(());
     }
     answer_from_records(&mut messages[index], &records);
-    let (owner, _) = split_conversation_key(key);
-    let principal = owner.map(str::to_owned);
-    let mut conversation = ledger.conversation(key);
-    conversation.principal = principal.clone();
+    let mut conversation = ledger.owned(owner.as_deref(), name);
+    conversation.principal.clone_from(&owner);
+    let principal = owner;
     let first = &records[0];
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
-    store.append(&[continued_event(key, first, &principal, ledger.clock.now(), data)]).await?;
+    store.append(&[continued_event(first, &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(conversation = %key, approvals = ids.len(), "continuing the conversation on the server");
     let run = StoredRun {
         key: key.to_owned(),
@@ -163,13 +166,12 @@ async fn continue_conversation(
 
 /// `interrupted` events for the step's approvals that the store no longer has.
 fn missing(
-    key: &str,
+    conversation: &toolgate::ledger::Ledger,
     step: &toolgate_ui::UiMessage,
     ids: &[String],
     records: &[toolgate::ledger::ApprovalRecord],
     at: Millis,
 ) -> Vec<AuditEvent> {
-    let (owner, conversation_id) = split_conversation_key(key);
     let call_of = |id: &str| {
         step.parts.iter().find_map(|part| match part {
             toolgate_ui::UiPart::Tool(tool) if tool.approval.as_ref().is_some_and(|approval| approval.id == id) => {
@@ -180,37 +182,28 @@ fn missing(
     };
     ids.iter()
         .filter(|id| !records.iter().any(|record| &record.approval_id == *id))
-        .map(|id| AuditEvent {
-            seq: 0,
-            at,
-            kind: AuditKind::Interrupted,
-            approval_id: id.clone(),
-            tool_call_id: call_of(id).unwrap_or_default(),
-            conversation_id: conversation_id.to_owned(),
-            owner: owner.map(str::to_owned),
-            principal: None,
-            data: json!({"reason": "the step's approval is gone from the store, so the step was not continued"}),
+        .map(|id| {
+            let data = json!({"reason": "the step's approval is gone from the store, so the step was not continued"});
+            conversation.event(AuditKind::Interrupted, id, &call_of(id).unwrap_or_default(), at, data)
         })
         .collect()
 }
 
 /// The `continued` event of a continuation, on the step's first approval.
 pub(crate) fn continued_event(
-    key: &str,
     record: &toolgate::ledger::ApprovalRecord,
     principal: &Option<String>,
     at: Millis,
     data: serde_json::Value,
 ) -> AuditEvent {
-    let (owner, conversation_id) = split_conversation_key(key);
     AuditEvent {
         seq: 0,
         at,
         kind: AuditKind::Continued,
         approval_id: record.approval_id.clone(),
         tool_call_id: record.tool_call_id.clone(),
-        conversation_id: conversation_id.to_owned(),
-        owner: owner.map(str::to_owned),
+        conversation_id: record.conversation_name().to_owned(),
+        owner: record.owner.clone(),
         principal: principal.clone(),
         data,
     }

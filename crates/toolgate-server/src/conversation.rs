@@ -92,10 +92,11 @@ pub(crate) async fn reconcile(
     }
 }
 
-/// Stores the conversation if nobody saved it since `version`.
+/// Stores the conversation (its key, and its owner when it is created) if
+/// nobody saved it since `version`.
 pub(crate) async fn save(
     store: &dyn ApprovalStore,
-    chat_id: &str,
+    (chat_id, owner): (&str, Option<&str>),
     messages: &[UiMessage],
     version: Option<i64>,
     at: Millis,
@@ -107,7 +108,7 @@ pub(crate) async fn save(
             return;
         }
     };
-    match store.save_conversation(chat_id, &value, version, at).await {
+    match store.save_conversation(chat_id, owner, &value, version, at).await {
         Ok(Some(_)) => {}
         Ok(None) => {
             tracing::warn!(chat = %chat_id, "the conversation was saved by another request meanwhile; kept theirs")

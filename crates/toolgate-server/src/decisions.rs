@@ -35,7 +35,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolgate::ledger::{DecisionQuery, DecisionScope, split_conversation_key};
+use toolgate::ledger::{DecisionQuery, DecisionScope, conversation_name};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 use utoipa::ToSchema;
 
@@ -178,10 +178,10 @@ pub(crate) async fn add(
 }
 
 /// A decision as its author sees it: a conversation scope names the chat id,
-/// not the ledger's key (which holds the owner as well).
+/// not the ledger's key (which holds the owner, its author, as well).
 fn shown(mut decision: StickyDecision) -> StickyDecision {
     if let DecisionScope::Conversation { conversation_id } = &mut decision.scope {
-        *conversation_id = split_conversation_key(conversation_id).1.to_owned();
+        *conversation_id = conversation_name(conversation_id, decision.created_by.as_deref()).to_owned();
     }
     decision
 }

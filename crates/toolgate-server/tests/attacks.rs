@@ -257,13 +257,15 @@ async fn a_due_step_without_its_approvals_is_audited_as_interrupted() {
              "input": {"amount": 50_000, "to": "x"}, "approval": {"id": "apr_gone"}}
         ]}
     ]);
-    ledger.store.save_conversation(&key, &messages, None, 1).await.unwrap();
+    ledger.store.save_conversation(&key, Some("alice"), &messages, None, 1).await.unwrap();
     // Marked due under a claim that lapsed long ago: the worker takes it over.
     ledger.store.claim_continuation(&key, "dead-replica", 1, 0, true).await.unwrap().unwrap();
     for _ in 0..100 {
         let events = ledger.store.audit(&AuditQuery::default()).await.unwrap();
         if let Some(event) = events.iter().find(|event| event.kind == AuditKind::Interrupted) {
             assert_eq!((event.approval_id.as_str(), event.tool_call_id.as_str()), ("apr_gone", "call-9"));
+            // Named as the conversation's stored owner named it.
+            assert_eq!((event.owner.as_deref(), event.conversation_id.as_str()), (Some("alice"), "chat-9"));
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;

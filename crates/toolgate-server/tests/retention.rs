@@ -19,6 +19,8 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
     ApprovalRecord {
         approval_id: id.to_owned(),
         conversation_id: conversation.to_owned(),
+        owner: None,
+        client: None,
         tool_call_id: format!("call-{id}"),
         tool_name: "delete_file".to_owned(),
         input: json!({"path": "notes.txt"}),
@@ -68,7 +70,7 @@ async fn a_serving_server_prunes_what_finished_before_its_retention_period() {
     ];
     store.append(&events).await.unwrap();
     for (chat, at) in [("old-chat", two_days_ago), ("waiting-chat", two_days_ago), ("recent-chat", NOW - HOUR_MS)] {
-        store.save_conversation(chat, &json!([]), None, at).await.unwrap();
+        store.save_conversation(chat, None, &json!([]), None, at).await.unwrap();
     }
 
     let clock = Arc::new(ManualClock::new(NOW));

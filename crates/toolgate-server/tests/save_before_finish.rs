@@ -112,13 +112,14 @@ impl ApprovalStore for SlowSaves {
     fn save_conversation<'a>(
         &'a self,
         id: &'a str,
+        owner: Option<&'a str>,
         messages: &'a Value,
         expected: Option<i64>,
         at: Millis,
     ) -> StoreFuture<'a, Option<i64>> {
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            self.0.save_conversation(id, messages, expected, at).await
+            self.0.save_conversation(id, owner, messages, expected, at).await
         })
     }
     fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()> {

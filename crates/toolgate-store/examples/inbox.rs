@@ -98,6 +98,8 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
     ApprovalRecord {
         approval_id: format!("ap-{run}-{n:07}"),
         conversation_id: conversation_key(Some(&owner), &format!("chat-{run}-{conversation}")),
+        owner: Some(owner.clone()),
+        client: None,
         tool_call_id: format!("call-{n}"),
         tool_name: "pay_invoice".into(),
         input: json!({"invoice": n}),

@@ -102,6 +102,8 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
     ApprovalRecord {
         approval_id: id.to_owned(),
         conversation_id: conversation.to_owned(),
+        owner: None,
+        client: None,
         tool_call_id: format!("call-{id}"),
         tool_name: "delete_file".into(),
         input: json!({"path": "notes.txt"}),
@@ -149,7 +151,7 @@ async fn round_trips(store: &dyn ApprovalStore, run: &str) -> Result<Timings, Bo
         let (id, chat) = (format!("rt-{run}-{n}"), format!("rt-chat-{run}-{n}"));
         let started = Instant::now();
         store.issue(&[record(&id, &chat)], &[event(AuditKind::Issued, &id, &chat, 1)]).await?;
-        store.save_conversation(&chat, &json!([{"id": "u1"}, {"id": "a1"}]), None, 1).await?;
+        store.save_conversation(&chat, None, &json!([{"id": "u1"}, {"id": "a1"}]), None, 1).await?;
         let decided = RecordedDecision::new(Decision::APPROVE, Some("alice".into()), 2);
         let approve = Update { decision: Some(decided), ..Update::default() };
         let lease = Update { lease: Some(Lease { executor: "bench".into(), until: i64::MAX }), ..Update::default() };
@@ -172,7 +174,7 @@ async fn round_trips(store: &dyn ApprovalStore, run: &str) -> Result<Timings, Bo
             vec![event(AuditKind::Executed, &id, &chat, 3)],
         )];
         store.apply(&finish, &[]).await?;
-        store.save_conversation(&chat, &json!([{"id": "u1"}, {"id": "a1"}, {"id": "a2"}]), Some(1), 3).await?;
+        store.save_conversation(&chat, None, &json!([{"id": "u1"}, {"id": "a1"}, {"id": "a2"}]), Some(1), 3).await?;
         timings.push(started.elapsed());
     }
     Ok(Timings(timings))

@@ -21,6 +21,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let record = |id: String| ApprovalRecord {
         approval_id: id,
         conversation_id: format!("bench-{run}"),
+        owner: None,
+        client: None,
         tool_call_id: "call-1".into(),
         tool_name: "delete_file".into(),
         input: json!({"path": "a.txt"}),
@@ -65,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut version = None;
     for _ in 0..n {
-        version = store.save_conversation(&format!("conv-{run}"), &messages, version, 1).await?;
+        version = store.save_conversation(&format!("conv-{run}"), None, &messages, version, 1).await?;
     }
     let save = started.elapsed() / n as u32;
     println!(

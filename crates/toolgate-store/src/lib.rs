@@ -228,12 +228,13 @@ impl ApprovalStore for SqlStore {
     fn save_conversation<'a>(
         &'a self,
         conversation_id: &'a str,
+        owner: Option<&'a str>,
         messages: &'a serde_json::Value,
         expected_version: Option<i64>,
         at: Millis,
     ) -> StoreFuture<'a, Option<i64>> {
         Box::pin(async move {
-            on_backend!(self, backend => backend.save_conversation(conversation_id, messages, expected_version, at))
+            on_backend!(self, backend => backend.save_conversation(conversation_id, owner, messages, expected_version, at))
         })
     }
 

@@ -66,6 +66,8 @@ macro_rules! bind_record {
             .bind(&params.routing)
             .bind(&params.votes)
             .bind(&record.reason)
+            .bind(&record.owner)
+            .bind(&record.client)
             .bind(params.vote_count)
             .bind(params.timer_at)
     }};
@@ -221,12 +223,14 @@ impl Backend {
     pub(crate) async fn save_conversation(
         &self,
         conversation_id: &str,
+        owner: Option<&str>,
         messages: &serde_json::Value,
         expected_version: Option<i64>,
         at: Millis,
     ) -> Result<Option<i64>, StoreError> {
         let save = ConversationSave {
             conversation_id: conversation_id.to_owned(),
+            owner: owner.map(str::to_owned),
             messages: sql::messages_text(messages)?,
             expected_version,
             at,
@@ -424,6 +428,7 @@ async fn mark_due_in(conn: &mut Conn, conversation_id: &str) -> Result<(), Store
 /// A conversation to save over the version its writer read.
 struct ConversationSave {
     conversation_id: String,
+    owner: Option<String>,
     messages: String,
     expected_version: Option<i64>,
     at: Millis,
@@ -606,7 +611,11 @@ fn prune_chunk_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Mil
 fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         let query = match save.expected_version {
-            None => db::query(sql::CREATE_CONVERSATION).bind(&save.conversation_id).bind(&save.messages).bind(save.at),
+            None => db::query(sql::CREATE_CONVERSATION)
+                .bind(&save.conversation_id)
+                .bind(&save.messages)
+                .bind(save.at)
+                .bind(&save.owner),
             Some(version) => db::query(sql::UPDATE_CONVERSATION)
                 .bind(&save.conversation_id)
                 .bind(&save.messages)

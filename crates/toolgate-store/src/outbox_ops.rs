@@ -189,6 +189,7 @@ fn enqueue_in<'c>(conn: &'c mut Conn, (deliveries, bodies, from, to): &'c Enqueu
                 .bind(&outbound.tool_call_id)
                 .bind(body)
                 .bind(outbound.created_at)
+                .bind(&outbound.owner)
                 .execute(&mut *conn)
                 .await
                 .map_err(db_error)?;

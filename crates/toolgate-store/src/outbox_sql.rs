@@ -32,15 +32,15 @@ pub(crate) const MOVE_CURSOR: &str = "UPDATE notify_cursor SET seq = $2 WHERE id
 macro_rules! delivery_columns {
     () => {
         "delivery_id, event_id, kind, channel, recipient, approval_id, conversation_id, tool_call_id, body, \
-         created_at, state, attempts, next_at, first_attempt_at, last_error"
+         created_at, state, attempts, next_at, first_attempt_at, last_error, owner"
     };
 }
 
 /// Enqueues one delivery (parameters `$1`–`$10`: [`Outbound`]'s fields in
-/// [`delivery_columns!`] order), pending and due at its creation.
+/// [`delivery_columns!`] order, `$11` its owner), pending and due at its creation.
 pub(crate) const ENQUEUE: &str = "INSERT INTO notifications (delivery_id, event_id, kind, channel, recipient, \
-     approval_id, conversation_id, tool_call_id, body, created_at, state, attempts, next_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', 0, $10) ON CONFLICT (delivery_id) DO NOTHING";
+     approval_id, conversation_id, tool_call_id, body, created_at, state, attempts, next_at, owner) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', 0, $10, $11) ON CONFLICT (delivery_id) DO NOTHING";
 
 /// Claims up to `$4` deliveries due at `$3` that nobody holds, for `$1` until `$2`.
 pub(crate) const CLAIM_DELIVERIES: &str = concat!(
@@ -130,6 +130,7 @@ pub(crate) struct DeliveryRow {
     next_at: i64,
     first_attempt_at: Option<i64>,
     last_error: Option<String>,
+    owner: Option<String>,
 }
 
 crate::lite::from_lite_row!(DeliveryRow {
@@ -147,7 +148,8 @@ crate::lite::from_lite_row!(DeliveryRow {
     attempts,
     next_at,
     first_attempt_at,
-    last_error
+    last_error,
+    owner
 });
 
 impl DeliveryRow {
@@ -174,6 +176,7 @@ impl DeliveryRow {
                 recipient: self.recipient,
                 approval_id: self.approval_id,
                 conversation_id: self.conversation_id,
+                owner: self.owner,
                 tool_call_id: self.tool_call_id,
                 body,
                 created_at: self.created_at,

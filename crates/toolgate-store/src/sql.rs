@@ -20,7 +20,7 @@ use toolgate_protocol::ToolResultOutput;
 macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
-         state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason"
+         state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client"
     };
 }
 
@@ -46,11 +46,11 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
     ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-     $18, $19) ON CONFLICT (approval_id) DO NOTHING"
+     $18, $19, $20, $21) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 19;
+pub(crate) const RECORD_PARAMS: usize = 21;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -137,11 +137,11 @@ pub(crate) const PRUNE_CONVERSATIONS: &str = "DELETE FROM conversations WHERE co
 
 /// One stored conversation.
 pub(crate) const SELECT_CONVERSATION: &str =
-    "SELECT conversation_id, messages, version, updated_at FROM conversations WHERE conversation_id = $1";
+    "SELECT conversation_id, owner, messages, version, updated_at FROM conversations WHERE conversation_id = $1";
 
-/// Creates a conversation at version 1 unless it exists.
-pub(crate) const CREATE_CONVERSATION: &str = "INSERT INTO conversations (conversation_id, messages, version, updated_at) \
-     VALUES ($1, $2, 1, $3) ON CONFLICT (conversation_id) DO NOTHING";
+/// Creates a conversation at version 1, owned by `$4`, unless it exists.
+pub(crate) const CREATE_CONVERSATION: &str = "INSERT INTO conversations (conversation_id, messages, version, updated_at, \
+     owner) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (conversation_id) DO NOTHING";
 
 /// Saves a conversation over the version the writer read.
 pub(crate) const UPDATE_CONVERSATION: &str = "UPDATE conversations SET messages = $2, version = version + 1, \
@@ -177,9 +177,10 @@ pub(crate) const SELECT_DECISIONS: &str = concat!(
 /// A conversation (`$4`) and the decisions [`SELECT_DECISIONS`] selects
 /// (`$1` now, `$2` conversation, `$3` principal) in one statement: the
 /// conversation's row first (`part` 0, when it is stored), then the decisions
-/// (`part` 1), oldest first, in [`ReadRow`]'s columns.
+/// (`part` 1), oldest first, in [`ReadRow`]'s columns (a conversation's
+/// owner in `scope_key`).
 pub(crate) const SELECT_CONVERSATION_WITH_DECISIONS: &str = concat!(
-    "SELECT 0 AS part, conversation_id AS id, NULL AS scope_kind, NULL AS scope_key, NULL AS tool_name, \
+    "SELECT 0 AS part, conversation_id AS id, NULL AS scope_kind, owner AS scope_key, NULL AS tool_name, \
      version AS created_at, updated_at AS expires_at, messages AS body, 0 AS seq \
      FROM conversations WHERE conversation_id = $4 UNION ALL SELECT 1, ",
     decision_columns!(),
@@ -231,7 +232,8 @@ pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
     let key_count = keys.unwrap_or(0);
     let conversation = query.conversation_id.as_ref().map(|_| format!("${}", key_count + 1));
     let mut next = key_count + 1 + usize::from(conversation.is_some());
-    // A conversation name binds the name, then the owner's separator and the name (`names_conversation`).
+    // A conversation name binds the name, then the owner's separator and the name: an approval names it when
+    // its key is the name (no owner) or its stored owner, the separator and the name.
     let named = query.conversation_name.as_ref().map(|_| {
         next += 2;
         (format!("${}", next - 2), format!("${}", next - 1))
@@ -243,8 +245,7 @@ pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
     }
     if let Some((name, owned)) = &named {
         filters.push(format!(
-            "(conversation_id = {name} OR (length(conversation_id) > length({owned}) AND \
-             substr(conversation_id, length(conversation_id) - length({owned}) + 1) = {owned}))"
+"((owner IS NULL AND conversation_id = {name}) OR (owner IS NOT NULL AND conversation_id = owner || {owned}))"
         ));
     }
     let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none() && named.is_none();
@@ -605,6 +606,8 @@ pub(crate) struct RecordRow {
     routing: Option<String>,
     votes: Option<String>,
     reason: Option<String>,
+    owner: Option<String>,
+    client: Option<String>,
 }
 
 crate::lite::from_lite_row!(RecordRow {
@@ -624,7 +627,9 @@ crate::lite::from_lite_row!(RecordRow {
     updated_at,
     routing,
     votes,
-    reason
+    reason,
+    owner,
+    client
 });
 
 impl RecordRow {
@@ -650,6 +655,8 @@ impl RecordRow {
             input: from_json(&self.input, "the input", &id)?,
             approval_id: id,
             conversation_id: self.conversation_id,
+            owner: self.owner,
+            client: self.client,
             tool_call_id: self.tool_call_id,
             tool_name: self.tool_name,
             input_digest: self.input_digest,
@@ -718,12 +725,13 @@ impl EventRow {
 #[derive(sqlx::FromRow)]
 pub(crate) struct ConversationRow {
     conversation_id: String,
+    owner: Option<String>,
     messages: String,
     version: i64,
     updated_at: i64,
 }
 
-crate::lite::from_lite_row!(ConversationRow { conversation_id, messages, version, updated_at });
+crate::lite::from_lite_row!(ConversationRow { conversation_id, owner, messages, version, updated_at });
 
 impl ConversationRow {
     /// The conversation this row stores.
@@ -731,6 +739,7 @@ impl ConversationRow {
         Ok(StoredConversation {
             messages: from_json(&self.messages, "the messages", &self.conversation_id)?,
             conversation_id: self.conversation_id,
+            owner: self.owner,
             version: self.version,
             updated_at: self.updated_at,
         })
@@ -764,6 +773,7 @@ pub(crate) fn conversation_read(rows: Vec<ReadRow>) -> Result<ConversationRead, 
         if row.part == 0 {
             let stored = ConversationRow {
                 conversation_id: row.id,
+                owner: row.scope_key,
                 messages: row.body,
                 version: row.created_at,
                 updated_at: row.expires_at.unwrap_or_default(),

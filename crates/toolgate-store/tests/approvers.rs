@@ -8,6 +8,7 @@
 #[macro_use]
 mod support;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -22,8 +23,21 @@ use toolgate::ledger::{
 };
 
 /// The key of `owner`'s conversation `id`.
+/// The keys [`owned`] made, with their owners: the fixtures record an
+/// approval's owner as the engine does, from what made the key, never by splitting it.
+static OWNERS: std::sync::LazyLock<std::sync::Mutex<HashMap<String, String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The key of `owner`'s conversation `id`.
 fn owned(owner: &str, id: &str) -> String {
-    conversation_key(Some(owner), id)
+    let key = conversation_key(Some(owner), id);
+    OWNERS.lock().unwrap().insert(key.clone(), owner.to_owned());
+    key
+}
+
+/// A pending approval in the conversation `key`, with its owner when [`owned`] made the key.
+fn in_conversation(id: &str, key: &str) -> ApprovalRecord {
+    ApprovalRecord { owner: OWNERS.lock().unwrap().get(key).cloned(), ..record(id, key) }
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -32,7 +46,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 /// A pending approval issued at `issued_at`, routed to `approvers` (resolved to `members`).
 fn routed(id: &str, conversation: &str, issued_at: i64, approvers: &[&str], members: &[&str]) -> ApprovalRecord {
-    let mut routed = record(id, conversation);
+    let mut routed = in_conversation(id, conversation);
     routed.issued_at = issued_at;
     routed.updated_at = issued_at;
     routed.routing =
@@ -42,7 +56,7 @@ fn routed(id: &str, conversation: &str, issued_at: i64, approvers: &[&str], memb
 
 /// An unrouted pending approval issued at `issued_at`.
 fn plain(id: &str, conversation: &str, issued_at: i64) -> ApprovalRecord {
-    let mut plain = record(id, conversation);
+    let mut plain = in_conversation(id, conversation);
     plain.issued_at = issued_at;
     plain.updated_at = issued_at;
     plain

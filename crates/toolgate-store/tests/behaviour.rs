@@ -32,6 +32,8 @@ async fn issue_and_read_back(stores: &Stores) {
     let mut plain = record("ap_1", "conv");
     plain.input = serde_json::from_str(input_text).unwrap();
     let mut full = record("ap_2", "conv");
+    full.owner = Some("ünï ✓".to_owned());
+    full.client = Some("claude-code".to_owned());
     full.state = Executing;
     full.decision = Some(decision(true, "bob", 20));
     full.output = Some(ToolResultOutput::Json { value: json!({"z": 1, "a": [2]}), provider_options: None });
@@ -366,7 +368,7 @@ async fn prune_removes_what_finished_and_keeps_what_is_open(stores: &Stores) {
     ];
     store.append(&events).await.unwrap();
     for (conversation, time) in [("c-old", 40), ("c-open", 40), ("c-new", 40), ("c-recent", 300)] {
-        store.save_conversation(conversation, &json!([]), None, time).await.unwrap();
+        store.save_conversation(conversation, None, &json!([]), None, time).await.unwrap();
     }
 
     let pruned = store.prune(100).await.unwrap();
@@ -433,17 +435,17 @@ async fn conversations_save_optimistically(stores: &Stores) {
     let (store, other) = (&*stores.a, &*stores.b);
     assert_eq!(store.conversation("c1").await.unwrap(), None);
     let first = json!([{"role": "user", "parts": [{"type": "text", "text": "hi"}], "id": "m1"}]);
-    assert_eq!(store.save_conversation("c1", &first, None, 10).await.unwrap(), Some(1));
-    assert_eq!(other.save_conversation("c1", &json!([]), None, 11).await.unwrap(), None, "second create loses");
+    assert_eq!(store.save_conversation("c1", None, &first, None, 10).await.unwrap(), Some(1));
+    assert_eq!(other.save_conversation("c1", None, &json!([]), None, 11).await.unwrap(), None, "second create loses");
     let stored = other.conversation("c1").await.unwrap().unwrap();
     assert_eq!((stored.conversation_id.as_str(), stored.version, stored.updated_at), ("c1", 1, 10));
     assert_eq!(serde_json::to_string(&stored.messages).unwrap(), serde_json::to_string(&first).unwrap());
 
     let second = json!([{"z": 1, "a": 2}]);
-    assert_eq!(other.save_conversation("c1", &second, Some(1), 20).await.unwrap(), Some(2));
-    assert_eq!(store.save_conversation("c1", &json!([]), Some(1), 21).await.unwrap(), None, "stale version");
-    assert_eq!(store.save_conversation("c1", &json!([]), Some(3), 21).await.unwrap(), None, "future version");
-    assert_eq!(store.save_conversation("c2", &json!([]), Some(1), 21).await.unwrap(), None, "not created");
+    assert_eq!(other.save_conversation("c1", None, &second, Some(1), 20).await.unwrap(), Some(2));
+    assert_eq!(store.save_conversation("c1", None, &json!([]), Some(1), 21).await.unwrap(), None, "stale version");
+    assert_eq!(store.save_conversation("c1", None, &json!([]), Some(3), 21).await.unwrap(), None, "future version");
+    assert_eq!(store.save_conversation("c2", None, &json!([]), Some(1), 21).await.unwrap(), None, "not created");
     assert_eq!(store.conversation("c2").await.unwrap(), None);
     let stored = store.conversation("c1").await.unwrap().unwrap();
     assert_eq!((stored.version, stored.updated_at), (2, 20));
@@ -693,8 +695,8 @@ async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
         store.save_decision(decision).await.unwrap();
     }
     let messages = json!([{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]);
-    store.save_conversation("c1", &messages, None, 7).await.unwrap();
-    store.save_conversation("c1", &messages, Some(1), 9).await.unwrap();
+    store.save_conversation("c1", Some("alice"), &messages, None, 7).await.unwrap();
+    store.save_conversation("c1", Some("mallory"), &messages, Some(1), 9).await.unwrap();
     for (conversation, principal, now) in [
         ("c1", Some("alice"), 20),
         ("c1", Some("alice"), 30),
@@ -713,10 +715,37 @@ async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
     assert_eq!(ids, ["expiring", "alice", "conv_1", "everyone"], "oldest first, expired ones left out");
     let stored = read.conversation.unwrap();
     assert_eq!((stored.version, stored.updated_at, stored.messages), (2, 9, messages));
+    assert_eq!(stored.owner.as_deref(), Some("alice"), "the owner is recorded at creation and never changed");
+}
+
+/// An inbox filter by conversation name matches an approval by its stored
+/// owner and the name, never by the shape of its key: a key that merely ends
+/// with the separator and the name, without an owner on record, is not it.
+async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
+    let store = &*stores.a;
+    let key = toolgate::ledger::conversation_key;
+    let mut owned = record("owned", &key(Some("alice"), "c1"));
+    owned.owner = Some("alice".to_owned());
+    let plain = record("plain", "c1");
+    let lookalike = record("lookalike", &key(Some("bob"), "c1"));
+    let mut other = record("other", &key(Some("alice"), "c2"));
+    other.owner = Some("alice".to_owned());
+    store.issue(&[owned, plain, lookalike, other], &[]).await.unwrap();
+    let query = toolgate::ledger::ApprovalQuery {
+        conversation_name: Some("c1".to_owned()),
+        states: toolgate::ledger::StateFilter::All,
+        limit: 10,
+        ..toolgate::ledger::ApprovalQuery::default()
+    };
+    let mut ids: Vec<String> =
+        stores.b.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect();
+    ids.sort();
+    assert_eq!(ids, ["owned", "plain"]);
 }
 
 suite!(
     issue_and_read_back,
+    a_conversation_name_matches_by_the_stored_owner,
     duplicate_issue_is_rejected_and_nothing_is_inserted,
     guards_hold_and_fail,
     updates_keep_overwrite_and_clear,

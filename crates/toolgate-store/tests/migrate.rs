@@ -2,9 +2,11 @@
 //! events and a conversation opens at the latest migration with every row intact, each
 //! approval listed under its requester (the owner half of its conversation
 //! key, '' without one), the log counting up past every number it ever gave,
-//! the new states and kinds admitted (0005's and 0006's), and the
-//! notification cursor after the existing log (history is not notified). On SQLite (where 0005 rebuilds two
-//! tables), and on Postgres when `TOOLGATE_TEST_POSTGRES_URL` is set.
+//! the new states and kinds admitted (0005's and 0006's), the
+//! notification cursor after the existing log (history is not notified), and
+//! (0007) every approval and conversation given its owner as a field, read
+//! once from its key. On SQLite (where 0005 rebuilds two tables), and on
+//! Postgres when `TOOLGATE_TEST_POSTGRES_URL` is set.
 
 mod support;
 
@@ -117,14 +119,16 @@ macro_rules! fill_at_0004 {
             .execute(&mut *conn)
             .await
             .unwrap();
-        sqlx::query(
-            "INSERT INTO conversations (conversation_id, messages, version, updated_at) VALUES ($1, $2, 3, 60)",
-        )
-        .bind("plain-chat")
-        .bind(r#"[{"id":"m1","z":1,"a":2}]"#)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+        for key in ["plain-chat".to_owned(), conversation_key(Some("ünï\u{1f}ops"), "chat ✓")] {
+            sqlx::query(
+                "INSERT INTO conversations (conversation_id, messages, version, updated_at) VALUES ($1, $2, 3, 60)",
+            )
+            .bind(key)
+            .bind(r#"[{"id":"m1","z":1,"a":2}]"#)
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        }
     }};
 }
 
@@ -144,7 +148,20 @@ async fn listed(store: &SqlStore, keys: Option<&[&str]>) -> Vec<String> {
 async fn check_upgraded(store: &SqlStore) {
     let before = approvals();
     let ids: Vec<String> = before.iter().map(|record| record.approval_id.clone()).collect();
-    assert_eq!(store.approvals(&ids).await.unwrap(), before, "every approval intact");
+    // 0007 gives each approval its owner, read once from its key (at the key's last separator).
+    let owner_of = |id: &str| match id {
+        "owned" => Some("alice"),
+        "tricky" => Some("ünï\u{1f}ops"),
+        "done" => Some("bob"),
+        _ => None,
+    };
+    let upgraded: Vec<ApprovalRecord> = before
+        .iter()
+        .cloned()
+        .map(|record| ApprovalRecord { owner: owner_of(&record.approval_id).map(str::to_owned), ..record })
+        .collect();
+    assert_eq!(store.approvals(&ids).await.unwrap(), upgraded, "every approval intact, with its owner");
+    assert_eq!(upgraded[1].conversation_name(), "chat ✓");
     assert_eq!(listed(store, None).await, ["done", "running", "anonymous", "tricky", "owned"]);
     assert_eq!(listed(store, Some(&["alice"])).await, ["owned"], "listed under its requester");
     assert_eq!(listed(store, Some(&["ünï\u{1f}ops"])).await, ["tricky"], "split at the last separator");
@@ -182,7 +199,9 @@ async fn check_upgraded(store: &SqlStore) {
     let due = store.due_continuations(0, 10).await.unwrap();
     assert_eq!(due, [conversation_key(Some("alice"), "chat")]);
     let stored = store.conversation("plain-chat").await.unwrap().unwrap();
-    assert_eq!((stored.version, stored.updated_at), (3, 60));
+    assert_eq!((stored.version, stored.updated_at, stored.owner), (3, 60, None));
+    let owned = store.conversation(&conversation_key(Some("ünï\u{1f}ops"), "chat ✓")).await.unwrap().unwrap();
+    assert_eq!(owned.owner.as_deref(), Some("ünï\u{1f}ops"), "a conversation gets its owner too");
     assert_eq!(serde_json::to_string(&stored.messages).unwrap(), r#"[{"id":"m1","z":1,"a":2}]"#);
 }
 

@@ -81,7 +81,7 @@ async fn reopening_a_sqlite_file_keeps_everything() {
         approve.update.decision = Some(decision(true, "alice", 20));
         approve.events = vec![event(AuditKind::Approved, "answered", "c", 20, json!({}))];
         store.apply(&[approve], &[]).await.unwrap();
-        store.save_conversation("c", &json!([{"id": "m1"}]), None, 30).await.unwrap();
+        store.save_conversation("c", None, &json!([{"id": "m1"}]), None, 30).await.unwrap();
         let mut expiring = sticky("expiring", DecisionScope::Global, 20);
         expiring.expires_at = Some(50);
         for decision in [sticky("here", in_conversation("c"), 10), expiring, sticky("gone", in_conversation("c"), 21)] {
@@ -124,7 +124,7 @@ async fn corrupt_values_are_reported_as_corrupt() {
     let (_dir, path) = support::sqlite_path();
     let store = SqlStore::open(&StoreSpec::Sqlite(path.clone())).await.unwrap();
     store.issue(&[record("bad", "c")], &[event(AuditKind::Issued, "bad", "c", 1, json!({}))]).await.unwrap();
-    store.save_conversation("c", &json!([]), None, 1).await.unwrap();
+    store.save_conversation("c", None, &json!([]), None, 1).await.unwrap();
     store.save_decision(&sticky("bad_body", in_conversation("c"), 1)).await.unwrap();
     store.save_decision(&sticky("bad_scope", in_conversation("elsewhere"), 2)).await.unwrap();
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();

@@ -77,6 +77,7 @@ fn scheduled(id: &str, issued_at: Millis, remind: Option<Millis>) -> ApprovalRec
             self_approval: false,
             schedule,
         }),
+        owner: Some("alice".to_owned()),
         ..record(id, &alices())
     }
 }
@@ -209,6 +210,7 @@ fn outbound(n: u32, approval: &str, created_at: Millis) -> Outbound {
         recipient: (!n.is_multiple_of(2)).then(|| format!("user{n}@example.com")),
         approval_id: approval.to_owned(),
         conversation_id: alices(),
+        owner: Some("alice".to_owned()),
         tool_call_id: format!("call_{approval}"),
         body: json!({"type": "approval.requested", "n": n, "text": "ü ✓ \"q\""}),
         created_at,

@@ -94,6 +94,8 @@ impl Fixture {
         ApprovalRecord {
             approval_id: id.to_owned(),
             conversation_id: self.key.clone(),
+            owner: Some("alice".to_owned()),
+            client: None,
             tool_call_id: format!("call_{id}"),
             tool_name: "delete_file".to_owned(),
             input: json!({"path": "a.txt"}),
@@ -457,7 +459,7 @@ async fn the_engine_records_the_schedule_and_the_store_finds_it_due() {
         .toolkit(toolkit(&log))
         .approval_signer(ApprovalSigner::new("timers-secret").unwrap())
         .gate(Arc::new(Escalating))
-        .ledger(config.conversation(&fixture.key).principal("alice"));
+        .ledger(config.owned(Some("alice"), "c1").principal("alice"));
     let result = generate_text(&model, request).await.unwrap();
     let id = result.approval_requests()[0].approval_id.clone();
     let record = fixture.stored(&id).await;

@@ -46,6 +46,8 @@ struct Fixture {
     config: LedgerConfig,
     log: Executions,
     key: String,
+    /// The conversation's id (alice owns it; `key` is its ledger key).
+    name: &'static str,
 }
 
 impl Fixture {
@@ -54,7 +56,7 @@ impl Fixture {
         let clock = Arc::new(ManualClock::new(T0));
         let groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned(), "carol".to_owned()])]);
         let config = LedgerConfig::new(store.clone()).clock(clock.clone()).groups(groups);
-        Self { store, clock, config, log: Executions::default(), key: conversation_key(Some("alice"), "c1") }
+        Self { store, clock, config, log: Executions::default(), key: conversation_key(Some("alice"), "c1"), name: "c1" }
     }
 
     fn request(&self, history: Vec<ModelMessage>, quorum: u32) -> TextRequest {
@@ -62,7 +64,7 @@ impl Fixture {
             .toolkit(toolkit(&self.log))
             .approval_signer(ApprovalSigner::new("votes-secret").unwrap())
             .gate(Arc::new(Routed { quorum }))
-            .ledger(self.config.conversation(&self.key).principal("alice"))
+            .ledger(self.config.owned(Some("alice"), self.name).principal("alice"))
     }
 
     async fn asked(&self, quorum: u32) -> (Vec<ModelMessage>, String) {
@@ -225,7 +227,7 @@ async fn the_inbox_lists_what_a_viewer_may_see_newest_first() {
     let (_, first) = fixture.asked(2).await;
     fixture.clock.advance(std::time::Duration::from_secs(1));
     let (_, second) = {
-        let other = Fixture { key: conversation_key(Some("alice"), "c2"), ..Fixture::new() };
+        let other = Fixture { key: conversation_key(Some("alice"), "c2"), name: "c2", ..Fixture::new() };
         let other = Fixture {
             store: fixture.store.clone(),
             clock: fixture.clock.clone(),

@@ -111,6 +111,8 @@ impl Layout {
         ApprovalRecord {
             approval_id: self.approval_id(n),
             conversation_id: self.conversation_of(n),
+            owner: Some(Self::requester((n % self.conversations) % self.requesters)),
+            client: None,
             tool_call_id: format!("call_{}_{n:06}", self.run),
             tool_name: tool_name.to_owned(),
             input_digest: input_digest(&input).expect("the inputs are plain JSON"),
@@ -134,7 +136,7 @@ impl Layout {
 
     /// The `issued` audit event the engine records with `record`.
     pub fn issued_event(record: &ApprovalRecord) -> AuditEvent {
-        let (owner, conversation_id) = toolgate::ledger::split_conversation_key(&record.conversation_id);
+        let owner = record.owner.as_deref();
         let routing = record.routing.as_ref();
         AuditEvent {
             seq: 0,
@@ -142,7 +144,7 @@ impl Layout {
             kind: AuditKind::Issued,
             approval_id: record.approval_id.clone(),
             tool_call_id: record.tool_call_id.clone(),
-            conversation_id: conversation_id.to_owned(),
+            conversation_id: record.conversation_name().to_owned(),
             owner: owner.map(str::to_owned),
             principal: owner.map(str::to_owned),
             data: json!({

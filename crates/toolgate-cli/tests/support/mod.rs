@@ -84,6 +84,8 @@ pub fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, rou
     ApprovalRecord {
         approval_id: id.to_owned(),
         conversation_id: conversation_key(Some(owner), chat),
+        owner: Some(owner.to_owned()),
+        client: None,
         tool_call_id: format!("call-{id}"),
         tool_name: tool.to_owned(),
         input_digest: input_digest(&input).unwrap(),

@@ -7,7 +7,7 @@
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, LedgerConfig, split_conversation_key};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger};
 use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
 
 use super::thread::StoredThread;
@@ -16,15 +16,17 @@ use crate::app::AppState;
 use crate::continuation::continued_event;
 use crate::error::ApiError;
 
-/// Resumes the thread under `key` on the server, when its open interrupts are all decided.
+/// Resumes the thread of `conversation` (its owner's, as stored) on the
+/// server, when its open interrupts are all decided.
 pub(crate) async fn continue_thread(
     state: &AppState,
-    ledger: &LedgerConfig,
-    key: &str,
+    mut conversation: Ledger,
     claim: &ContinuationClaim,
 ) -> Result<(), ApiError> {
+    let ledger = conversation.config.clone();
+    let key = conversation.conversation_id.clone();
     let store = &ledger.store;
-    let mut thread = StoredThread::load(store.as_ref(), key).await?;
+    let mut thread = StoredThread::load(store.as_ref(), &key).await?;
     let Some(messages) = thread.messages.clone() else { return Ok(()) };
     let pending = thread.pending();
     if pending.is_empty() {
@@ -35,21 +37,20 @@ pub(crate) async fn continue_thread(
     if records.len() != ids.len() || records.iter().any(|record| record.state == ApprovalState::Pending) {
         return Ok(());
     }
-    let (owner, id) = split_conversation_key(key);
+    let id = conversation.name();
     let thread_id = id.strip_prefix(AGUI_PREFIX).unwrap_or(id).to_owned();
     let mut input = RunAgentInput::new(thread_id, format!("continuation-{}", uuid::Uuid::now_v7().simple()), messages);
     input.state = Some(json!({ STATE_KEY: thread.interrupts.clone() }));
     input.resume = Some(records.iter().map(resume_entry).collect());
-    let principal = owner.map(str::to_owned);
+    let principal = conversation.owner.clone();
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
-    store.append(&[continued_event(key, &records[0], &principal, ledger.clock.now(), data)]).await?;
+    store.append(&[continued_event(&records[0], &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(thread = %key, approvals = ids.len(), "continuing the AG-UI thread on the server");
     // The client's view ends where it paused, unless an earlier continuation already marked it.
     thread.continued_at = thread.continued_at.or(Some(input.messages.len()));
-    let mut conversation = ledger.conversation(key);
-    conversation.principal = principal.clone();
+    conversation.principal.clone_from(&principal);
     let run = ThreadRun {
-        key: key.to_owned(),
+        key,
         groups: state.configured_groups(principal.as_deref()),
         principal,
         ledger: conversation,

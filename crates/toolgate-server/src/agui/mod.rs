@@ -121,7 +121,7 @@ pub(crate) async fn run(
     }
     if caught_up == CatchUp::NothingToRun {
         let events = caught_up_events(&thread, &input);
-        StoredThread::save(store.as_ref(), &thread_key, &input.messages, thread.interrupts.clone(), None, state.now())
+        StoredThread::save(store.as_ref(), (&thread_key, ledger.owner.as_deref()), &input.messages, thread.interrupts.clone(), None, state.now())
             .await;
         let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
@@ -163,6 +163,7 @@ fn stored_frames(
     let ThreadRun { key, principal, groups, ledger, thread } = run;
     let store = ledger.config.store.clone();
     let clock = ledger.config.clock.clone();
+    let owner = ledger.owner.clone();
     let mut recorder = ThreadRecorder::new(input.messages.clone());
     let gate_thread = key.clone();
     let request_state = state.clone();
@@ -190,7 +191,7 @@ fn stored_frames(
                 yield Bytes::from(snapshot.to_sse());
             }
         }
-        StoredThread::save(store.as_ref(), &key, &recorder.messages(), interrupts, thread.continued_at, clock.now()).await;
+        StoredThread::save(store.as_ref(), (&key, owner.as_deref()), &recorder.messages(), interrupts, thread.continued_at, clock.now()).await;
         for frame in held {
             yield frame;
         }

@@ -73,10 +73,11 @@ impl StoredThread {
     }
 
     /// Saves a run's outcome over the latest version (another run may have
-    /// saved meanwhile: this run's thread is the newest).
+    /// saved meanwhile: this run's thread is the newest); `owner` is recorded
+    /// when the thread is created.
     pub(super) async fn save(
         store: &dyn ApprovalStore,
-        key: &str,
+        (key, owner): (&str, Option<&str>),
         messages: &[Message],
         interrupts: Option<Value>,
         continued_at: Option<usize>,
@@ -87,7 +88,7 @@ impl StoredThread {
             record[CONTINUED_FIELD] = json!(at);
         }
         let version = store.conversation(key).await.ok().flatten().map(|stored| stored.version);
-        if let Err(error) = store.save_conversation(key, &record, version, now).await {
+        if let Err(error) = store.save_conversation(key, owner, &record, version, now).await {
             tracing::error!(thread = %key, %error, "cannot store the thread");
         }
     }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use toolgate::approval::lifecycle::{GROUP_PREFIX, requester};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, Millis, split_conversation_key};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, Millis};
 use utoipa::ToSchema;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -146,7 +146,7 @@ impl ApprovalItem {
             tool: record.tool_name.clone(),
             input: record.input.clone(),
             reason: record.reason.clone(),
-            conversation_id: split_conversation_key(&record.conversation_id).1.to_owned(),
+            conversation_id: record.conversation_name().to_owned(),
             requester: requester(record).map(str::to_owned),
             approvers: approvers(record),
             quorum: quorum(record),

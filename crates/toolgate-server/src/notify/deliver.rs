@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate::ledger::{
     ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditKind, Clock, Delivery as StoredDelivery, Millis,
-    split_conversation_key,
+    conversation_name,
 };
 use toolgate_notify::{Delivery, Event, GIVE_UP_AFTER, Outcome, backoff};
 
@@ -153,15 +153,14 @@ fn audit_event(stored: &StoredDelivery, result: &AttemptResult, now: Millis) -> 
             AuditKind::NotificationFailed
         }
     };
-    let (owner, conversation_id) = split_conversation_key(&outbound.conversation_id);
     AuditEvent {
         seq: 0,
         at: now,
         kind,
         approval_id: outbound.approval_id.clone(),
         tool_call_id: outbound.tool_call_id.clone(),
-        conversation_id: conversation_id.to_owned(),
-        owner: owner.map(str::to_owned),
+        conversation_id: conversation_name(&outbound.conversation_id, outbound.owner.as_deref()).to_owned(),
+        owner: outbound.owner.clone(),
         principal: None,
         data,
     }

@@ -142,6 +142,7 @@ fn deliveries(
         recipient,
         approval_id: record.approval_id.clone(),
         conversation_id: record.conversation_id.clone(),
+        owner: record.owner.clone(),
         tool_call_id: record.tool_call_id.clone(),
         body: serde_json::to_value(&event).unwrap_or_default(),
         created_at: state.now(),

@@ -123,6 +123,8 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
     ApprovalRecord {
         approval_id: id.to_owned(),
         conversation_id: conversation.to_owned(),
+        owner: None,
+        client: None,
         tool_call_id: format!("call_{id}"),
         tool_name: "send_email".to_owned(),
         input: json!({"to": "a@example.com", "body": "hi"}),

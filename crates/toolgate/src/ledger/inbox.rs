@@ -61,18 +61,11 @@ pub struct ApprovalQuery {
     pub conversation_id: Option<String>,
     /// Only the approvals of conversations with this id as their approvals
     /// name it (the id its requester chose, whoever that is): what a viewer
-    /// filters by, among the approvals they may see ([`names_conversation`]).
+    /// filters by, among the approvals they may see
+    /// ([`ApprovalRecord::conversation_name`](super::ApprovalRecord::conversation_name)).
     pub conversation_name: Option<String>,
     /// At most this many.
     pub limit: usize,
-}
-
-/// Whether the conversation key `key` names the conversation `name`: it is
-/// `name` (no owner) or ends with the owner's separator and `name`. Ids hold
-/// no control characters, so the separator before `name` is the owner's.
-pub fn names_conversation(key: &str, name: &str) -> bool {
-    key == name
-        || key.strip_suffix(name).is_some_and(|owner| owner.ends_with(super::OWNER_SEPARATOR) && owner.len() > 1)
 }
 
 /// A conversation claimed for a server-side continuation.

@@ -203,19 +203,24 @@ impl ApprovalStore for MemoryStore {
     fn save_conversation<'a>(
         &'a self,
         conversation_id: &'a str,
+        owner: Option<&'a str>,
         messages: &'a Value,
         expected_version: Option<i64>,
         at: Millis,
     ) -> StoreFuture<'a, Option<i64>> {
         Box::pin(async move {
             let mut inner = self.lock();
-            let current = inner.conversations.get(conversation_id).map(|stored| stored.version);
-            if current != expected_version {
+            let current = inner.conversations.get(conversation_id).map(|stored| (stored.version, stored.owner.clone()));
+            if current.as_ref().map(|(version, _)| *version) != expected_version {
                 return Ok(None);
             }
-            let version = current.unwrap_or(0) + 1;
+            let (version, owner) = match current {
+                Some((version, stored_owner)) => (version + 1, stored_owner),
+                None => (1, owner.map(str::to_owned)),
+            };
             let stored = StoredConversation {
                 conversation_id: conversation_id.to_owned(),
+                owner,
                 messages: messages.clone(),
                 version,
                 updated_at: at,
@@ -271,7 +276,7 @@ impl ApprovalStore for MemoryStore {
                         && query
                             .conversation_name
                             .as_ref()
-                            .is_none_or(|name| super::names_conversation(&record.conversation_id, name))
+                            .is_none_or(|name| record.conversation_name() == name)
                         && query.viewer_keys.as_ref().is_none_or(|keys| {
                             crate::approval::lifecycle::viewers(record).iter().any(|viewer| keys.contains(viewer))
                         })

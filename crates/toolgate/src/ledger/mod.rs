@@ -47,11 +47,11 @@ pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
     check_client_name, check_conversation_id, check_group, check_principal,
 };
-pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter, names_conversation};
+pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, Outbound, OutboxQuery};
-pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, is_valid_conversation_id, split_conversation_key};
+pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, conversation_name, is_valid_conversation_id};
 pub use record::{
     ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,
     StoredConversation, Transition, TransitionOutcome, Update,
@@ -168,10 +168,21 @@ impl LedgerConfig {
         self
     }
 
-    /// The ledger of one conversation, by its key ([`conversation_key`]: the
-    /// id alone for a conversation without owner), answered by `principal` when known.
+    /// The ledger of a conversation without owner (single-user mode), by its id.
     pub fn conversation(&self, conversation_id: impl Into<String>) -> Ledger {
-        Ledger { config: self.clone(), conversation_id: conversation_id.into(), principal: None }
+        Ledger { config: self.clone(), conversation_id: conversation_id.into(), owner: None, client: None, principal: None }
+    }
+
+    /// The ledger of `owner`'s conversation `id` (`None`: without owner): its
+    /// approvals are bound to the [`conversation_key`] and record `owner` as a field.
+    pub fn owned(&self, owner: Option<&str>, id: &str) -> Ledger {
+        Ledger {
+            config: self.clone(),
+            conversation_id: conversation_key(owner, id),
+            owner: owner.map(str::to_owned),
+            client: None,
+            principal: None,
+        }
     }
 }
 
@@ -183,6 +194,11 @@ pub struct Ledger {
     /// The key of the conversation approvals are bound to (its owner and id,
     /// see [`conversation_key`]).
     pub conversation_id: String,
+    /// Who owns the conversation (`None`: nobody); recorded on every approval
+    /// issued in it.
+    pub owner: Option<String>,
+    /// The MCP client whose calls it holds (the gateway's), recorded on every approval.
+    pub client: Option<String>,
     /// Who sent the answers of this request (recorded with every answer).
     pub principal: Option<String>,
 }
@@ -197,18 +213,28 @@ impl Ledger {
         at: Millis,
         data: serde_json::Value,
     ) -> AuditEvent {
-        let (owner, conversation_id) = split_conversation_key(&self.conversation_id);
         AuditEvent {
             seq: 0,
             at,
             kind,
             approval_id: approval_id.to_owned(),
             tool_call_id: tool_call_id.to_owned(),
-            conversation_id: conversation_id.to_owned(),
-            owner: owner.map(str::to_owned),
+            conversation_id: self.name().to_owned(),
+            owner: self.owner.clone(),
             principal: self.principal.clone(),
             data,
         }
+    }
+
+    /// The conversation's id as its owner named it.
+    pub fn name(&self) -> &str {
+        conversation_name(&self.conversation_id, self.owner.as_deref())
+    }
+
+    /// Records `client` as the MCP client of every approval issued here.
+    pub fn client(mut self, client: impl Into<String>) -> Self {
+        self.client = Some(client.into());
+        self
     }
 
     /// Records answers of this request as given by `principal`.

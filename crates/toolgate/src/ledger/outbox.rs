@@ -35,6 +35,8 @@ pub struct Outbound {
     pub approval_id: String,
     /// Its conversation key (owner and id, see [`super::conversation_key`]).
     pub conversation_id: String,
+    /// The conversation's owner, as the approval records it.
+    pub owner: Option<String>,
     /// Its tool call.
     pub tool_call_id: String,
     /// The event as channels render it.

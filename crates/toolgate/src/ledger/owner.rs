@@ -10,13 +10,18 @@
 //! - Without an owner (single-user mode, or a request without a principal)
 //!   the key is the id itself, as it was before owners existed: stored data
 //!   keeps its keys.
-//! - With an owner it is `owner`, [`OWNER_SEPARATOR`], `id`. Ids may not hold
-//!   control characters ([`is_valid_conversation_id`]; servers refuse such
-//!   ids), so an id never contains the separator and the key splits back at
-//!   its last separator: two different (owner, id) pairs never share a key.
+//! - With an owner it is `owner`, [`OWNER_SEPARATOR`], `id`. Neither ids nor
+//!   principals may hold control characters ([`is_valid_conversation_id`],
+//!   [`super::check_principal`]; both are refused where they enter), so two
+//!   different (owner, id) pairs never share a key.
 //!
-//! The audit log records both halves of the key ([`crate::ledger::AuditEvent`]'s
-//! `owner` and `conversation_id`) and is read through an [`AuditView`].
+//! The key only binds. Who owns a conversation is stored beside it as a field
+//! (an approval's and a stored conversation's `owner`, an approval's
+//! `client`), never read back out of the key: [`conversation_name`] strips an
+//! owner the caller already holds, and nothing splits a key to find one.
+//!
+//! The audit log records both halves ([`crate::ledger::AuditEvent`]'s `owner`
+//! and `conversation_id`) and is read through an [`AuditView`].
 
 /// What separates the owner from the id in a conversation key (ASCII unit separator).
 pub const OWNER_SEPARATOR: char = '\u{1f}';
@@ -41,12 +46,14 @@ pub fn conversation_key(owner: Option<&str>, id: &str) -> String {
     }
 }
 
-/// The owner and the id of a conversation key.
-pub fn split_conversation_key(key: &str) -> (Option<&str>, &str) {
-    match key.rsplit_once(OWNER_SEPARATOR) {
-        Some((owner, id)) => (Some(owner), id),
-        None => (None, key),
-    }
+/// The id of `owner`'s conversation whose key is `key`: the key without
+/// `owner` and the separator, or the whole key when it does not start with
+/// them (an unowned conversation's key is its id).
+pub fn conversation_name<'k>(key: &'k str, owner: Option<&str>) -> &'k str {
+    owner
+        .and_then(|owner| key.strip_prefix(owner))
+        .and_then(|rest| rest.strip_prefix(OWNER_SEPARATOR))
+        .unwrap_or(key)
 }
 
 /// Whose view of the audit log a query takes.
@@ -84,8 +91,10 @@ mod tests {
     #[test]
     fn no_owner_keeps_the_id_as_its_key() {
         assert_eq!(conversation_key(None, "chat-1"), "chat-1");
-        assert_eq!(split_conversation_key("chat-1"), (None, "chat-1"));
-        assert_eq!(split_conversation_key(&conversation_key(Some("alice"), "chat-1")), (Some("alice"), "chat-1"));
+        assert_eq!(conversation_name("chat-1", None), "chat-1");
+        assert_eq!(conversation_name(&conversation_key(Some("alice"), "chat-1"), Some("alice")), "chat-1");
+        // Another owner's name strips nothing: the name is only ever taken with the stored owner.
+        assert_eq!(conversation_name(&conversation_key(Some("alice"), "c"), Some("al")), "alice\u{1f}c");
     }
 
     #[test]
@@ -97,15 +106,16 @@ mod tests {
     }
 
     proptest! {
-        /// Different (owner, valid id) pairs never share a key, and every key splits back.
+        /// Different (valid owner, valid id) pairs never share a key, and the
+        /// stored owner gives the id back.
         #[test]
         fn keys_are_injective(
-            a in (proptest::option::of(".{0,6}"), "[^\\p{Cc}]{1,6}"),
-            b in (proptest::option::of(".{0,6}"), "[^\\p{Cc}]{1,6}"),
+            a in (proptest::option::of("[^\\p{Cc}]{0,6}"), "[^\\p{Cc}]{1,6}"),
+            b in (proptest::option::of("[^\\p{Cc}]{0,6}"), "[^\\p{Cc}]{1,6}"),
         ) {
             let key_a = conversation_key(a.0.as_deref(), &a.1);
             let key_b = conversation_key(b.0.as_deref(), &b.1);
-            prop_assert_eq!(split_conversation_key(&key_a), (a.0.as_deref(), a.1.as_str()));
+            prop_assert_eq!(conversation_name(&key_a, a.0.as_deref()), a.1.as_str());
             prop_assert_eq!(key_a == key_b, a == b);
         }
     }

@@ -66,8 +66,17 @@ pub struct Lease {
 pub struct ApprovalRecord {
     /// The approval id sent to the client.
     pub approval_id: String,
-    /// The conversation (chat or thread id) it was issued in.
+    /// The key of the conversation it was issued in ([`super::conversation_key`]
+    /// of its owner and the chat or thread id).
     pub conversation_id: String,
+    /// Who owns that conversation: the principal who asked (`None`: a
+    /// conversation without owner). Stored as a field; never read out of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The MCP client that asked, for a call held by the gateway (its
+    /// `clientInfo.name`, checked where it entered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     /// The call it gates.
     pub tool_call_id: String,
     /// The tool the call names.
@@ -103,6 +112,14 @@ pub struct ApprovalRecord {
     /// Why a person is asked (the rule or tool policy that asked), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+impl ApprovalRecord {
+    /// The conversation's id as its owner named it (the key without the
+    /// owner's part, see [`super::conversation_name`]).
+    pub fn conversation_name(&self) -> &str {
+        super::conversation_name(&self.conversation_id, self.owner.as_deref())
+    }
 }
 
 /// A condition a transition needs besides the current state.
@@ -338,8 +355,10 @@ impl AuditEvent {
 /// A conversation kept by the server, as its UI messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredConversation {
-    /// The chat or thread id.
+    /// The conversation's key ([`super::conversation_key`] of its owner and id).
     pub conversation_id: String,
+    /// Who owns it (`None`: a conversation without owner).
+    pub owner: Option<String>,
     /// The messages (the JSON array the server returns from `GET /api/chats/:id`).
     pub messages: Value,
     /// Bumped by every save (optimistic concurrency).
@@ -390,6 +409,8 @@ pub(crate) fn pending_record(approval_id: String, issued_at: Millis, expires_at:
         tool_call_id: format!("call_{approval_id}"),
         approval_id,
         conversation_id: "c".into(),
+        owner: None,
+        client: None,
         tool_name: "t".into(),
         input: serde_json::json!({}),
         input_digest: String::new(),

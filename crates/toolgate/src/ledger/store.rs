@@ -88,12 +88,14 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// A stored conversation.
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>>;
 
-    /// Saves a conversation if its stored version is still `expected_version`
-    /// (`None`: it must not exist yet). Returns the new version, or `None`
-    /// when another writer saved first.
+    /// Saves a conversation (by its key) if its stored version is still
+    /// `expected_version` (`None`: it must not exist yet). `owner` is
+    /// recorded when the conversation is created and never changed. Returns
+    /// the new version, or `None` when another writer saved first.
     fn save_conversation<'a>(
         &'a self,
         conversation_id: &'a str,
+        owner: Option<&'a str>,
         messages: &'a serde_json::Value,
         expected_version: Option<i64>,
         at: Millis,

@@ -32,7 +32,6 @@ use crate::approval::{ApprovalOutcome, NO_ANSWER_REASON, Plan, Resolved, Resolve
 use crate::ledger::{
     ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, INTERRUPTED_TEXT, Ledger, Millis, RecordedDecision,
     Transition, TransitionOutcome, WARNING_ALREADY_DECIDED, WARNING_EXPIRED, WARNING_INTERRUPTED,
-    split_conversation_key,
 };
 use crate::tool::Toolkit;
 
@@ -262,7 +261,7 @@ fn check(
     for (position, entry) in entries.iter().enumerate() {
         let record = match records.get(&entry.approval_id) {
             None => Err(EngineError::ApprovalNotIssued { approval_id: entry.approval_id.clone() }),
-            Some(record) => check_binding(record, entry, &ledger.conversation_id).map(|()| record),
+            Some(record) => check_binding(record, entry, ledger).map(|()| record),
         };
         let record = match record {
             Ok(record) => record,
@@ -418,11 +417,11 @@ fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Ent
 }
 
 /// Fails when the record was issued for another conversation, call, tool or input.
-fn check_binding(record: &ApprovalRecord, entry: &Entry, conversation_id: &str) -> Result<(), EngineError> {
+fn check_binding(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger) -> Result<(), EngineError> {
     let digest = input_digest(&entry.call.input).unwrap_or_default();
-    let detail = if record.conversation_id != conversation_id {
+    let detail = if record.conversation_id != ledger.conversation_id {
         // Named as the client named it: the key's owner half is the ledger's, not the client's.
-        Some(format!("it was issued in another conversation, not `{}`", split_conversation_key(conversation_id).1))
+        Some(format!("it was issued in another conversation, not `{}`", ledger.name()))
     } else if record.tool_call_id != entry.call.tool_call_id {
         Some(format!("it was issued for tool call `{}`, not `{}`", record.tool_call_id, entry.call.tool_call_id))
     } else if record.tool_name != entry.call.tool_name {

@@ -205,6 +205,8 @@ pub(crate) fn pending_record(
     ApprovalRecord {
         approval_id,
         conversation_id: ledger.conversation_id.clone(),
+        owner: ledger.owner.clone(),
+        client: ledger.client.clone(),
         tool_call_id,
         tool_name: call.tool_name.to_owned(),
         input,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::timer::Schedule;
 use super::{ApprovalState, Decision};
-use crate::ledger::{ApprovalRecord, Millis, split_conversation_key};
+use crate::ledger::{ApprovalRecord, Millis};
 
 /// How rules name a group among principals: `group:finance`.
 pub const GROUP_PREFIX: &str = "group:";
@@ -241,9 +241,9 @@ pub fn tally(votes: &[Vote], quorum: u32, edit: Option<&Value>) -> Tally {
     }
 }
 
-/// The requester of an approval: its conversation's owner.
+/// The requester of an approval: its conversation's owner, as the record stores it.
 pub fn requester(record: &ApprovalRecord) -> Option<&str> {
-    split_conversation_key(&record.conversation_id).0
+    record.owner.as_deref()
 }
 
 /// The keys an approval is listed under for its viewers: its requester

@@ -17,7 +17,7 @@ use super::route::{MAX_REASON_BYTES, Tally, Vote, VoteRefusal, Voter, check_vote
 use super::{ApprovalState, Decision};
 use crate::ledger::{
     ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, Clock, Guard, Millis, RecordedDecision, StoreError,
-    Transition, TransitionOutcome, Update, split_conversation_key,
+    Transition, TransitionOutcome, Update,
 };
 
 /// The reason a withdrawn call is denied with.
@@ -197,15 +197,14 @@ fn decided_events(record: &ApprovalRecord, voter: &Voter, decided: &Decision, no
 
 /// An audit event about `record` caused by `voter`.
 pub(super) fn event(record: &ApprovalRecord, kind: AuditKind, voter: &Voter, at: Millis, data: Value) -> AuditEvent {
-    let (owner, conversation_id) = split_conversation_key(&record.conversation_id);
     AuditEvent {
         seq: 0,
         at,
         kind,
         approval_id: record.approval_id.clone(),
         tool_call_id: record.tool_call_id.clone(),
-        conversation_id: conversation_id.to_owned(),
-        owner: owner.map(str::to_owned),
+        conversation_id: record.conversation_name().to_owned(),
+        owner: record.owner.clone(),
         principal: voter.principal.clone(),
         data,
     }
