@@ -1,8 +1,8 @@
 //! Connection settings for [`crate::AnthropicModel`].
 
 use reqwest::header::{HeaderMap, HeaderValue};
-use toolgate::ModelError;
 use toolgate_http::{HttpOptions, RetryPolicy, header_map};
+use toolgate_model::ModelError;
 
 /// The default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com/v1";

@@ -18,9 +18,9 @@ pub mod response;
 pub mod stream;
 pub mod wire;
 
-use toolgate::protocol::{ModelRequest, ModelResponse};
-use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
+use toolgate_model::{LanguageModel, ModelError, ModelStream};
+use toolgate_protocol::{ModelRequest, ModelResponse};
 
 pub use config::{AnthropicConfig, DEFAULT_API_VERSION, DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS};
 pub use toolgate_http::{HttpOptions, RetryPolicy};

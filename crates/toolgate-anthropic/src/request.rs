@@ -17,8 +17,8 @@
 //! - Provider tools `anthropic.<type>` are sent as `{type, name, ...args}`.
 
 use serde_json::{Value, json};
-use toolgate::ModelError;
-use toolgate::protocol::{
+use toolgate_model::ModelError;
+use toolgate_protocol::{
     AssistantContent, AssistantPart, ContentOutputPart, ModelMessage, ModelRequest, ToolChoice, ToolPart,
     ToolResultOutput, ToolSpec, UserContent, UserPart,
 };
@@ -164,7 +164,7 @@ fn assistant_blocks(content: &AssistantContent) -> Vec<Block> {
         AssistantContent::Text(text) => return vec![Block::Text { text: text.clone() }],
         AssistantContent::Parts(parts) => parts,
     };
-    let signature = |options: Option<&toolgate::protocol::ProviderOptions>| {
+    let signature = |options: Option<&toolgate_protocol::ProviderOptions>| {
         options?.get("anthropic")?.get("signature")?.as_str().map(str::to_owned)
     };
     parts

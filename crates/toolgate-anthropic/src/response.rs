@@ -1,6 +1,6 @@
 //! A non-streamed message → `ModelResponse`.
 
-use toolgate::protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall};
+use toolgate_protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall};
 
 use crate::stream::{finish_reason, usage_of};
 use crate::wire::{AnthropicUsage, ContentBlock, MessagesResponse};

@@ -21,10 +21,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
 use toolgate_http::error::error_from_event;
 use toolgate_http::{Parts, SseEvent, StreamDecoder};
+use toolgate_model::ModelError;
+use toolgate_protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
 
 use crate::wire::{AnthropicUsage, ContentBlock, Delta, StreamEvent};
 
@@ -184,6 +184,8 @@ impl AnthropicDecoder {
 }
 
 impl StreamDecoder for AnthropicDecoder {
+    const UNFINISHED: &'static str = "the stream ended before the message stopped";
+
     fn decode(&mut self, event: SseEvent, out: &mut Parts) {
         let data = event.data.trim();
         if self.done || data.is_empty() {
@@ -198,18 +200,16 @@ impl StreamDecoder for AnthropicDecoder {
         }
     }
 
-    fn end(&mut self, error: Option<ModelError>, out: &mut Parts) {
-        if self.done {
-            return;
+    fn salvage(&mut self, error: ModelError, out: &mut Parts) {
+        self.fail(error, out);
+    }
+
+    fn finish_on_end(&mut self, out: &mut Parts) -> bool {
+        let finished = self.stop_reason.is_some();
+        if finished {
+            self.finish(out);
         }
-        match error {
-            None if self.stop_reason.is_some() => self.finish(out),
-            None => self.fail(
-                ModelError::StreamInterrupted { message: "the stream ended before the message stopped".into() },
-                out,
-            ),
-            Some(error) => self.fail(error, out),
-        }
+        finished
     }
 
     fn is_done(&self) -> bool {

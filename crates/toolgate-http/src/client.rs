@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use toolgate::ModelError;
+use toolgate_model::ModelError;
 
 use crate::RetryPolicy;
 use crate::error::error_from_status;
@@ -110,7 +110,7 @@ impl HttpClient {
                 }
                 Err(error) => {
                     let retryable = !error.is_builder();
-                    (ModelError::Transport { message: describe(&error) }, retryable, None)
+                    (ModelError::Transport { message: toolgate_model::error_chain(&error) }, retryable, None)
                 }
             };
             if !retryable || retry >= self.retry.max_retries {
@@ -124,21 +124,6 @@ impl HttpClient {
             retry += 1;
         }
     }
-}
-
-/// The error with its sources, e.g. "error sending request: connection refused".
-fn describe(error: &reqwest::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 #[cfg(test)]

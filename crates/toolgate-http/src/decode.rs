@@ -1,8 +1,8 @@
 //! Turning a provider's event stream into model stream parts.
 
 use futures::StreamExt;
-use toolgate::ModelStream;
-use toolgate::protocol::ModelStreamPart;
+use toolgate_model::ModelStream;
+use toolgate_protocol::ModelStreamPart;
 
 use crate::{ModelError, SseEvent, sse_events};
 
@@ -12,16 +12,43 @@ pub type Parts = Vec<Result<ModelStreamPart, ModelError>>;
 /// A provider's stream protocol: events in, parts out. Implementations hold
 /// the per-response state and do no IO.
 pub trait StreamDecoder: Send + 'static {
+    /// What a body that ends cleanly before the response is complete says
+    /// (the message of its [`ModelError::StreamInterrupted`]).
+    const UNFINISHED: &'static str;
+
     /// Decodes one event into `out`.
     fn decode(&mut self, event: SseEvent, out: &mut Parts);
 
-    /// The body ended: cleanly (`None`) or because it broke off (`Some`).
-    /// A decoder that has not finished pushes what it can still salvage
-    /// (e.g. complete tool calls) and then an error.
-    fn end(&mut self, error: Option<ModelError>, out: &mut Parts);
-
     /// True once the response is complete; later events are not read.
     fn is_done(&self) -> bool;
+
+    /// Pushes what can still be salvaged (e.g. tool calls whose input is
+    /// complete JSON), then `error`; the decoder is done.
+    fn salvage(&mut self, error: ModelError, out: &mut Parts);
+
+    /// The body ended cleanly before the closing event: completes the
+    /// response and returns true when the model had said it finished (a
+    /// finish reason arrived), else returns false. None by default.
+    fn finish_on_end(&mut self, out: &mut Parts) -> bool {
+        let _ = out;
+        false
+    }
+
+    /// The body ended: cleanly (`None`) or because it broke off (`Some`). A
+    /// decoder not yet done finishes if it can ([`Self::finish_on_end`]), or
+    /// else [salvages](Self::salvage) with the error (or
+    /// [`Self::UNFINISHED`]). The one ending every provider shares.
+    fn end(&mut self, error: Option<ModelError>, out: &mut Parts) {
+        if self.is_done() {
+            return;
+        }
+        let error = match error {
+            None if self.finish_on_end(out) => return,
+            None => ModelError::StreamInterrupted { message: Self::UNFINISHED.into() },
+            Some(error) => error,
+        };
+        self.salvage(error, out);
+    }
 }
 
 /// Streams the parts `decoder` makes of the response's server-sent events.

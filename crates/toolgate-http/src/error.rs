@@ -17,7 +17,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
-use toolgate::ModelError;
+use toolgate_model::ModelError;
 
 /// Longest body excerpt quoted in an error message.
 const MAX_QUOTED_BODY: usize = 500;

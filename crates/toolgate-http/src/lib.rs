@@ -5,11 +5,11 @@
 //!   connection failures, but only **before the first byte** of a successful
 //!   response: once a 2xx response has arrived, nothing is retried.
 //! - [`error`]: maps HTTP failures and provider error payloads to the typed
-//!   [`toolgate::ModelError`] (401/403 authentication, other 4xx bad request
+//!   [`toolgate_model::ModelError`] (401/403 authentication, other 4xx bad request
 //!   with the provider's message, 429 rate limited, 5xx server).
 //! - [`Endpoint`]: a provider model's config, model id, client and headers.
 //! - [`decode_sse`]: turns a `text/event-stream` body into a
-//!   [`toolgate::ModelStream`] through a provider's [`StreamDecoder`]; a body
+//!   [`toolgate_model::ModelStream`] through a provider's [`StreamDecoder`]; a body
 //!   that breaks off mid-way ends it with [`ModelError::StreamInterrupted`].
 
 mod client;
@@ -27,7 +27,7 @@ pub use endpoint::Endpoint;
 pub use retry::RetryPolicy;
 pub use sse::SseEvent;
 pub(crate) use sse::sse_events;
-pub use toolgate::ModelError;
+pub use toolgate_model::ModelError;
 
 /// Reads a 2xx response body as JSON; a body that does not decode is an
 /// [`ModelError::InvalidResponse`].

@@ -4,7 +4,7 @@ use std::pin::Pin;
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
-use toolgate::ModelError;
+use toolgate_model::ModelError;
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,7 +19,7 @@
 //! to Bob") score between -9 and -5; greetings, jokes and arithmetic score below -9.7.
 
 use serde_json::Value;
-use toolgate::protocol::{AssistantContent, AssistantPart, ModelMessage};
+use toolgate_protocol::{AssistantContent, AssistantPart, ModelMessage};
 
 /// The default threshold (natural log) above which `auto` answers with a call; tuned on the default model.
 pub const DEFAULT_AUTO_CALL_THRESHOLD: f64 = -9.4;
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn earlier_calls_and_repeats() {
-        let prompt = toolgate::protocol::parse_messages(json!([
+        let prompt = toolgate_protocol::parse_messages(json!([
             {"role": "user", "content": "Delete notes.txt"},
             {"role": "assistant", "content": [
                 {"type": "text", "text": "Sure."},

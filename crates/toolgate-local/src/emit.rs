@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 use tokio::sync::mpsc as async_mpsc;
-use toolgate::ModelError;
-use toolgate::protocol::{ModelStreamPart, ModelToolCall};
+use toolgate_model::ModelError;
+use toolgate_protocol::{ModelStreamPart, ModelToolCall};
 
 use crate::decide;
 use crate::format::{self, Event, FunctionTool};

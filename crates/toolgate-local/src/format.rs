@@ -42,7 +42,7 @@
 //! against the tool's schema (see [`crate::grammar`]).
 
 use serde_json::{Map, Value, json};
-use toolgate::protocol::{
+use toolgate_protocol::{
     AssistantContent, AssistantPart, DENIED_TEXT, ModelMessage, ToolChoice, ToolPart, ToolResultOutput, ToolSpec,
     UserContent, UserPart,
 };
@@ -448,7 +448,7 @@ pub fn take_utf8(bytes: &mut Vec<u8>) -> String {
 mod tests {
     use pretty_assertions::assert_eq;
     use serde_json::json;
-    use toolgate::protocol::{ToolCallPart, ToolResultPart};
+    use toolgate_protocol::{ToolCallPart, ToolResultPart};
 
     use super::*;
 
@@ -585,14 +585,14 @@ mod tests {
         };
         let prompt = vec![
             ModelMessage::user("delete a.txt twice"),
-            ModelMessage::Assistant(toolgate::protocol::AssistantMessage {
+            ModelMessage::Assistant(toolgate_protocol::AssistantMessage {
                 content: AssistantContent::Parts(vec![
                     AssistantPart::ToolCall(call("1")),
                     AssistantPart::ToolCall(call("2")),
                 ]),
                 provider_options: None,
             }),
-            ModelMessage::Tool(toolgate::protocol::ToolMessage {
+            ModelMessage::Tool(toolgate_protocol::ToolMessage {
                 content: vec![
                     ToolPart::ToolResult(result("1", ToolResultOutput::json(json!({"deleted": "a.txt"})))),
                     ToolPart::ToolResult(result("2", ToolResultOutput::denied(None))),

@@ -17,7 +17,7 @@
 //! for instance) are still checked by the engine, which turns an invalid input into a tool error.
 
 use serde_json::{Map, Value, json};
-use toolgate::protocol::ToolChoice;
+use toolgate_protocol::ToolChoice;
 
 use crate::format::{FunctionTool, TOOL_CALL_CLOSE, TOOL_CALL_OPEN};
 

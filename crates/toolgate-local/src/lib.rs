@@ -41,8 +41,8 @@ use std::sync::{Arc, Mutex, Weak, mpsc};
 
 use futures::StreamExt;
 use tokio::sync::{mpsc as async_mpsc, oneshot};
-use toolgate::protocol::{FinishReason, ModelContent, ModelRequest, ModelResponse, ModelStreamPart, ToolChoice, Usage};
-use toolgate::{LanguageModel, ModelError, ModelStream};
+use toolgate_model::{LanguageModel, ModelError, ModelStream};
+use toolgate_protocol::{FinishReason, ModelContent, ModelRequest, ModelResponse, ModelStreamPart, ToolChoice, Usage};
 
 /// The default context length (tokens), capped by what the model was trained with.
 pub const DEFAULT_CONTEXT_LENGTH: u32 = 8192;

@@ -22,8 +22,8 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde_json::Value;
 use tokio::sync::oneshot;
-use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelStreamPart, Usage};
+use toolgate_model::ModelError;
+use toolgate_protocol::{FinishReason, ModelStreamPart, Usage};
 
 use crate::LocalConfig;
 use crate::decide;

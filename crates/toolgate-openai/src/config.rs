@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use toolgate::ModelError;
 use toolgate_http::{HttpOptions, RetryPolicy, header_map};
+use toolgate_model::ModelError;
 
 /// The default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";

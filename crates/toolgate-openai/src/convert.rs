@@ -1,10 +1,10 @@
 //! Conversions both OpenAI APIs share: media as URLs, errors for unsupported
 //! content, provider options. Tool outputs become text with
-//! [`ToolResultOutput::model_text`](toolgate::protocol::ToolResultOutput::model_text).
+//! [`ToolResultOutput::model_text`](toolgate_protocol::ToolResultOutput::model_text).
 
 use serde_json::Value;
-use toolgate::ModelError;
-use toolgate::protocol::{FilePart, ImagePart, ModelRequest};
+use toolgate_model::ModelError;
+use toolgate_protocol::{FilePart, ImagePart, ModelRequest};
 
 /// An image part as a URL (an `http(s):` or `data:` URL kept, base64 data
 /// turned into a `data:` URL).

@@ -37,7 +37,7 @@ fn toolkit() -> Toolkit {
     let server = McpServer::new("files", "https://mcp.toolgate.test/files")
         .require_approval(RequireApproval::Mode(ApprovalMode::Always))
         .description("File manager");
-    Toolkit::new([server.tool()]).unwrap()
+    Toolkit::new([server.tool().into()]).unwrap()
 }
 
 /// Runs one turn; returns the engine's stream parts as JSON and the result.

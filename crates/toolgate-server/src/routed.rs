@@ -237,7 +237,14 @@ pub(crate) async fn waiting(
     }
     messages.push(builder.finish());
     if matches!(step, Step::Waiting { save: true, .. }) {
-        crate::conversation::save(store.as_ref(), (&key, ledger.owner.as_deref()), &messages, version, ledger.config.clock.now()).await;
+        crate::conversation::save(
+            store.as_ref(),
+            (&key, ledger.owner.as_deref()),
+            &messages,
+            version,
+            ledger.config.clock.now(),
+        )
+        .await;
     }
     let frames: Vec<axum::body::Bytes> = chunks
         .iter()

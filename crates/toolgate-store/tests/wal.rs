@@ -48,12 +48,17 @@ async fn round_trip(store: &SqlStore, n: u64) {
     let issued = event(AuditKind::Issued, &id, &conversation, 10, json!({"tool": "send_email"}));
     store.issue(&[record(&id, &conversation)], &[issued]).await.unwrap();
     let turn = json!([{"role": "user", "parts": [{"type": "text", "text": "send the report ".repeat(20)}]}]);
-    let version = store.save_conversation(&conversation, None, &turn, None, 10).await.unwrap().expect("a new conversation");
+    let version =
+        store.save_conversation(&conversation, None, &turn, None, 10).await.unwrap().expect("a new conversation");
     let mut answer = transition(&id, ApprovalState::Pending, ApprovalState::Approved, Guard::NotExpiredAt(20), 20);
     answer.events = vec![event(AuditKind::Approved, &id, &conversation, 20, json!({"principal": "alice"}))];
     store.apply(&[answer], &[]).await.unwrap();
     let longer = json!([turn[0], {"role": "assistant", "parts": [{"type": "text", "text": "done ".repeat(40)}]}]);
-    store.save_conversation(&conversation, None, &longer, Some(version), 20).await.unwrap().expect("saved over its version");
+    store
+        .save_conversation(&conversation, None, &longer, Some(version), 20)
+        .await
+        .unwrap()
+        .expect("saved over its version");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

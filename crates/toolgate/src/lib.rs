@@ -92,7 +92,8 @@
 //!   approval policies that fail closed ([`Verdict`]: allow, ask or deny),
 //!   the [`Toolkit`], and the request-wide [`CallGate`] that rules plug into.
 //! - [`model`]: the [`LanguageModel`] trait providers implement, and
-//!   [`ScriptedModel`] for tests and demos.
+//!   [`ScriptedModel`] for tests and demos (the `toolgate-model` crate,
+//!   re-exported: providers depend on it, not on the engine).
 //! - [`generate_text`] / [`stream_text`]: the engine. It emits approval
 //!   requests instead of running gated calls and, on the next request,
 //!   resolves the answers before calling the model; [`TextResult::approvals`]
@@ -118,7 +119,7 @@ pub mod demo;
 mod engine;
 mod error;
 pub mod ledger;
-pub mod model;
+pub use toolgate_model as model;
 pub mod prompt;
 pub mod tool;
 

@@ -56,7 +56,14 @@ impl Fixture {
         let clock = Arc::new(ManualClock::new(T0));
         let groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned(), "carol".to_owned()])]);
         let config = LedgerConfig::new(store.clone()).clock(clock.clone()).groups(groups);
-        Self { store, clock, config, log: Executions::default(), key: conversation_key(Some("alice"), "c1"), name: "c1" }
+        Self {
+            store,
+            clock,
+            config,
+            log: Executions::default(),
+            key: conversation_key(Some("alice"), "c1"),
+            name: "c1",
+        }
     }
 
     fn request(&self, history: Vec<ModelMessage>, quorum: u32) -> TextRequest {

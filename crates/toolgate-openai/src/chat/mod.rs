@@ -6,9 +6,9 @@ mod response;
 mod stream;
 pub mod wire;
 
-use toolgate::protocol::{ModelRequest, ModelResponse};
-use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
+use toolgate_model::{LanguageModel, ModelError, ModelStream};
+use toolgate_protocol::{ModelRequest, ModelResponse};
 
 pub use request::chat_request;
 pub use response::chat_response;

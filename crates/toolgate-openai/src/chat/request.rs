@@ -2,15 +2,15 @@
 //!
 //! - System, user, assistant and tool messages map one to one; each tool
 //!   result becomes its own `tool` message whose text is
-//!   [`ToolResultOutput::model_text`](toolgate::protocol::ToolResultOutput::model_text)
+//!   [`ToolResultOutput::model_text`](toolgate_protocol::ToolResultOutput::model_text)
 //!   (a denial reads as its reason or "Tool call execution denied.").
 //! - Reasoning, provider-executed calls and results, and approval responses
 //!   are dropped: Chat Completions has no hosted tools and no provider approvals.
 //! - Provider tools (`ToolSpec::Provider`) are rejected with a configuration error.
 
 use serde_json::json;
-use toolgate::ModelError;
-use toolgate::protocol::{
+use toolgate_model::ModelError;
+use toolgate_protocol::{
     AssistantContent, AssistantPart, ModelMessage, ModelRequest, ToolChoice, ToolPart, ToolSpec, UserContent, UserPart,
 };
 

@@ -1,7 +1,7 @@
 //! A non-streamed Chat Completions answer → `ModelResponse`.
 
-use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall};
+use toolgate_model::ModelError;
+use toolgate_protocol::{FinishReason, ModelContent, ModelResponse, ModelToolCall};
 
 use super::stream::{finish_reason, usage_of};
 use super::wire::ChatCompletion;

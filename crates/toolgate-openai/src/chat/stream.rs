@@ -25,10 +25,10 @@
 
 use std::collections::HashMap;
 
-use toolgate::ModelError;
-use toolgate::protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
 use toolgate_http::error::error_from_event;
 use toolgate_http::{Parts, SseEvent, StreamDecoder};
+use toolgate_model::ModelError;
+use toolgate_protocol::{FinishReason, ModelStreamPart, ModelToolCall, Usage};
 
 use super::wire::{ChatChunk, ChatUsage, ToolCallDelta};
 use crate::config::IdGenerator;
@@ -219,15 +219,11 @@ impl ChatDecoder {
         }));
         self.done = true;
     }
-
-    fn salvage(&mut self, error: ModelError, out: &mut Parts) {
-        self.flush_calls(true, out);
-        out.push(Err(error));
-        self.done = true;
-    }
 }
 
 impl StreamDecoder for ChatDecoder {
+    const UNFINISHED: &'static str = "the stream ended before the model finished";
+
     fn decode(&mut self, event: SseEvent, out: &mut Parts) {
         if self.done {
             return;
@@ -249,18 +245,18 @@ impl StreamDecoder for ChatDecoder {
         }
     }
 
-    fn end(&mut self, error: Option<ModelError>, out: &mut Parts) {
-        if self.done {
-            return;
+    fn salvage(&mut self, error: ModelError, out: &mut Parts) {
+        self.flush_calls(true, out);
+        out.push(Err(error));
+        self.done = true;
+    }
+
+    fn finish_on_end(&mut self, out: &mut Parts) -> bool {
+        let finished = self.finish_reason.is_some();
+        if finished {
+            self.finish(out);
         }
-        match error {
-            None if self.finish_reason.is_some() => self.finish(out),
-            None => self.salvage(
-                ModelError::StreamInterrupted { message: "the stream ended before the model finished".into() },
-                out,
-            ),
-            Some(error) => self.salvage(error, out),
-        }
+        finished
     }
 
     fn is_done(&self) -> bool {

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
-use toolgate::protocol::{FinishReason, ModelToolCall, ModelToolResult, ProviderOptions, Usage};
+use toolgate_protocol::{FinishReason, ModelToolCall, ModelToolResult, ProviderOptions, Usage};
 
 use super::wire::{ResponseSummary, ResponsesUsage};
 

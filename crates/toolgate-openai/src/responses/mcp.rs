@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolgate::Tool;
+use toolgate_model::ProviderTool;
 
 /// The provider tool id of hosted MCP servers.
 pub const MCP_TOOL_ID: &str = "openai.mcp";
@@ -129,9 +129,10 @@ impl McpServer {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
-    /// The toolgate tool (named after the server label) to put in a toolkit.
-    pub fn tool(&self) -> Tool {
-        Tool::provider(self.server_label.clone(), MCP_TOOL_ID, self.args())
+    /// The provider tool (named after the server label) to put in a toolkit
+    /// (`toolgate::Tool::from(server.tool())`).
+    pub fn tool(&self) -> ProviderTool {
+        ProviderTool::new(self.server_label.clone(), MCP_TOOL_ID, self.args())
     }
 }
 

@@ -26,9 +26,9 @@ mod response;
 mod stream;
 pub mod wire;
 
-use toolgate::protocol::{ModelRequest, ModelResponse};
-use toolgate::{LanguageModel, ModelError, ModelStream};
 use toolgate_http::{Endpoint, HttpClient, decode_sse, read_json};
+use toolgate_model::{LanguageModel, ModelError, ModelStream};
+use toolgate_protocol::{ModelRequest, ModelResponse};
 
 pub use items::ApprovalAliases;
 pub use mcp::{AllowedTools, ApprovalMode, MCP_TOOL_ID, McpServer, RequireApproval, ToolFilter};

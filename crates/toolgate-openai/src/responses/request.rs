@@ -23,8 +23,8 @@
 use std::collections::HashSet;
 
 use serde_json::{Value, json};
-use toolgate::ModelError;
-use toolgate::protocol::{
+use toolgate_model::ModelError;
+use toolgate_protocol::{
     AssistantContent, AssistantPart, ModelMessage, ModelRequest, ToolChoice, ToolPart, ToolResultOutput, ToolSpec,
     UserContent, UserPart,
 };
@@ -97,7 +97,7 @@ pub fn approval_aliases(prompt: &[ModelMessage]) -> ApprovalAliases {
     aliases
 }
 
-fn openai_option<'a>(options: Option<&'a toolgate::protocol::ProviderOptions>, key: &str) -> Option<&'a str> {
+fn openai_option<'a>(options: Option<&'a toolgate_protocol::ProviderOptions>, key: &str) -> Option<&'a str> {
     options?.get("openai")?.get(key)?.as_str()
 }
 

@@ -1,9 +1,9 @@
 //! A complete (non-streamed) Responses API object → `ModelResponse`, item by
 //! item as [`super::stream`] would emit them.
 
-use toolgate::ModelError;
-use toolgate::protocol::{ModelContent, ModelResponse};
 use toolgate_http::error::error_from_event;
+use toolgate_model::ModelError;
+use toolgate_protocol::{ModelContent, ModelResponse};
 
 use super::items::{
     ApprovalAliases, McpCallItem, approval_request_call, finish_reason, function_call, mcp_call, response_metadata,

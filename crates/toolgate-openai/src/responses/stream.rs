@@ -21,10 +21,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use toolgate::ModelError;
-use toolgate::protocol::{ModelStreamPart, ModelToolCall};
 use toolgate_http::error::error_from_event;
 use toolgate_http::{Parts, SseEvent, StreamDecoder};
+use toolgate_model::ModelError;
+use toolgate_protocol::{ModelStreamPart, ModelToolCall};
 
 use super::items::{
     ApprovalAliases, McpCallItem, approval_request_call, finish_reason, function_call, mcp_call, response_metadata,
@@ -245,6 +245,8 @@ impl ResponsesDecoder {
 }
 
 impl StreamDecoder for ResponsesDecoder {
+    const UNFINISHED: &'static str = "the stream ended before the response completed";
+
     fn decode(&mut self, event: SseEvent, out: &mut Parts) {
         let data = event.data.trim();
         if self.done || data.is_empty() || data == "[DONE]" {
@@ -259,13 +261,8 @@ impl StreamDecoder for ResponsesDecoder {
         }
     }
 
-    fn end(&mut self, error: Option<ModelError>, out: &mut Parts) {
-        if !self.done {
-            let error = error.unwrap_or_else(|| ModelError::StreamInterrupted {
-                message: "the stream ended before the response completed".into(),
-            });
-            self.fail(error, out);
-        }
+    fn salvage(&mut self, error: ModelError, out: &mut Parts) {
+        self.fail(error, out);
     }
 
     fn is_done(&self) -> bool {

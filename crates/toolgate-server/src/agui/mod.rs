@@ -121,8 +121,15 @@ pub(crate) async fn run(
     }
     if caught_up == CatchUp::NothingToRun {
         let events = caught_up_events(&thread, &input);
-        StoredThread::save(store.as_ref(), (&thread_key, ledger.owner.as_deref()), &input.messages, thread.interrupts.clone(), None, state.now())
-            .await;
+        StoredThread::save(
+            store.as_ref(),
+            (&thread_key, ledger.owner.as_deref()),
+            &input.messages,
+            thread.interrupts.clone(),
+            None,
+            state.now(),
+        )
+        .await;
         let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
     }

@@ -24,6 +24,7 @@ use openidconnect::{
 };
 use serde_json::{Map, Value};
 use toolgate::ledger::Millis;
+use toolgate::model::error_chain;
 
 use super::{OidcConfig, OidcError};
 
@@ -268,19 +269,4 @@ async fn send(client: &reqwest::Client, request: HttpRequest) -> Result<HttpResp
     *answer.status_mut() = status;
     *answer.headers_mut() = headers;
     Ok(answer)
-}
-
-/// An error and its sources, joined with `: ` (each said once).
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -170,7 +170,13 @@ impl LedgerConfig {
 
     /// The ledger of a conversation without owner (single-user mode), by its id.
     pub fn conversation(&self, conversation_id: impl Into<String>) -> Ledger {
-        Ledger { config: self.clone(), conversation_id: conversation_id.into(), owner: None, client: None, principal: None }
+        Ledger {
+            config: self.clone(),
+            conversation_id: conversation_id.into(),
+            owner: None,
+            client: None,
+            principal: None,
+        }
     }
 
     /// The ledger of `owner`'s conversation `id` (`None`: without owner): its

@@ -50,10 +50,7 @@ pub fn conversation_key(owner: Option<&str>, id: &str) -> String {
 /// `owner` and the separator, or the whole key when it does not start with
 /// them (an unowned conversation's key is its id).
 pub fn conversation_name<'k>(key: &'k str, owner: Option<&str>) -> &'k str {
-    owner
-        .and_then(|owner| key.strip_prefix(owner))
-        .and_then(|rest| rest.strip_prefix(OWNER_SEPARATOR))
-        .unwrap_or(key)
+    owner.and_then(|owner| key.strip_prefix(owner)).and_then(|rest| rest.strip_prefix(OWNER_SEPARATOR)).unwrap_or(key)
 }
 
 /// Whose view of the audit log a query takes.

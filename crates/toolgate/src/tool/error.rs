@@ -60,13 +60,6 @@ impl fmt::Display for ToolError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     fn from(error: E) -> Self {
-        let mut message = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        Self::text(message)
+        Self::text(crate::model::error_chain(&error))
     }
 }

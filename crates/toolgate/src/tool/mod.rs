@@ -98,6 +98,14 @@ impl std::fmt::Debug for Tool {
     }
 }
 
+/// A provider-hosted tool described by a provider crate becomes [`Tool::provider`].
+impl From<crate::model::ProviderTool> for Tool {
+    fn from(tool: crate::model::ProviderTool) -> Self {
+        let (name, id, args) = tool.into_parts();
+        Self::provider(name, id, args)
+    }
+}
+
 impl Tool {
     /// A tool with a typed input. Its JSON Schema comes from `I`, and an input
     /// is valid when it satisfies that schema and decodes into `I`.

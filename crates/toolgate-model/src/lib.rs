@@ -1,11 +1,19 @@
-//! The model interface every provider implements.
+//! The model contract of toolgate: the interface every provider implements.
 //!
 //! [`LanguageModel`] uses return-position `impl Trait` (no boxing on the hot
 //! path) and works through `&M` and `Arc<M>`. When the model is chosen at
 //! runtime, box it as [`SharedModel`] (an `Arc<dyn DynLanguageModel>`), which
 //! is a `LanguageModel` too.
+//!
+//! Invariants: this crate depends on `toolgate-protocol` alone and does no IO
+//! (a [`ScriptedModel`] reads its script only when asked to, from a path it
+//! is given). Providers (`toolgate-openai`, `toolgate-anthropic`,
+//! `toolgate-local`) and their shared HTTP plumbing (`toolgate-http`) depend
+//! on it and never on the engine; the engine re-exports it as `toolgate::model`.
 
+mod chain;
 mod error;
+mod provider_tool;
 mod recording;
 mod scripted;
 
@@ -17,7 +25,9 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, Stream};
 use toolgate_protocol::{ModelRequest, ModelResponse, ModelStreamPart};
 
+pub use chain::error_chain;
 pub use error::ModelError;
+pub use provider_tool::ProviderTool;
 pub use recording::{ObservedModel, RecordingModel, RequestLog, RequestObserver};
 pub use scripted::{ScriptError, ScriptPart, ScriptedModel};
 
