@@ -18,7 +18,7 @@ use toolgate::{Tool, Toolkit};
 use toolgate_policy::PolicyGate;
 
 use crate::config::Config;
-use crate::run::Tools;
+use crate::tools::Tools;
 
 /// `toolgate policy …`.
 #[derive(Debug, Subcommand)]

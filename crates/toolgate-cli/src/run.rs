@@ -16,7 +16,7 @@ use toolgate_store::StoreSync;
 use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
 use crate::store::{self, LedgerArgs, default_data_dir};
-use crate::tools::ToolSetup;
+use crate::tools::{ToolSetup, Tools};
 
 /// What `toolgate run` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -74,25 +74,6 @@ pub struct RunArgs {
     /// The conversation the history belongs to (approvals are bound to it when a store is used).
     #[arg(long, default_value = "cli")]
     conversation: String,
-}
-
-/// Built-in toolkits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Tools {
-    /// get_weather, delete_file, transfer_money, ask_user.
-    Demo,
-    /// No tools.
-    None,
-}
-
-impl Tools {
-    /// The toolkit these tools make; `None` for no tools.
-    pub fn toolkit(self) -> Option<toolgate::Toolkit> {
-        match self {
-            Self::Demo => Some(toolgate::demo::toolkit()),
-            Self::None => None,
-        }
-    }
 }
 
 /// Runs the command; exit code 1 with a message on stderr when the history is rejected or the model fails.

@@ -18,9 +18,9 @@ use toolgate_server::{
 
 use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
-use crate::run::Tools;
 use crate::store::{LedgerArgs, StoreArgs};
 use crate::tools::ToolSetup;
+use crate::tools::Tools;
 
 /// Arguments of `toolgate serve`.
 #[derive(Debug, Args)]

@@ -10,13 +10,13 @@
 use std::path::Path;
 
 use anyhow::Context;
+use clap::ValueEnum;
 use tokio::sync::watch;
 use toolgate::{Tool, Toolkit};
 use toolgate_mcp::McpTools;
 use toolgate_policy::{PolicyHandle, Watcher};
 
 use crate::config::{Config, parse_policy};
-use crate::run::Tools;
 
 /// The toolkit's sources and the rules.
 pub struct ToolSetup {
@@ -93,6 +93,25 @@ impl ToolSetup {
     pub async fn shutdown(&self) {
         if let Some(mcp) = &self.mcp {
             mcp.shutdown().await;
+        }
+    }
+}
+
+/// Built-in toolkits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tools {
+    /// get_weather, delete_file, transfer_money, ask_user.
+    Demo,
+    /// No tools.
+    None,
+}
+
+impl Tools {
+    /// The toolkit these tools make; `None` for no tools.
+    pub fn toolkit(self) -> Option<toolgate::Toolkit> {
+        match self {
+            Self::Demo => Some(toolgate::demo::toolkit()),
+            Self::None => None,
         }
     }
 }

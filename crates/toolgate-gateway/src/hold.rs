@@ -5,9 +5,10 @@
 //! ([`toolgate::approval::lifecycle::held::attach`]), so a retry of a held call
 //! (after the pending result, a reconnect, or a gateway restart) attaches to
 //! its approval instead of asking again, and a call already run gets its
-//! stored outcome. [`settle`] then drives the record until this process may
+//! stored outcome. [`settle`] asks the client when it can, and otherwise lets
+//! the lifecycle drive the record ([`held::drive`]) until this process may
 //! run the call ([`Settled::Run`], the claim is held), it is final, or the
-//! hold is over.
+//! hold is over; the gateway never walks the approval states itself.
 
 use std::time::Duration;
 
@@ -16,23 +17,15 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationPa
 use rmcp::service::RoleServer;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use toolgate::approval::lifecycle::held::{self, Attached, HeldError, Started};
+use toolgate::approval::lifecycle::held::{self, Attached, HeldError, Hold};
 use toolgate::approval::lifecycle::{Decision, waiting_for};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger, Millis};
 
 use crate::gateway::{Gateway, Session};
 
-/// Where a held call ended up.
-#[derive(Debug)]
-pub enum Settled {
-    /// Approved, and this process holds the claim: run it now
-    /// (the record's decision may carry an edited input), then finish it.
-    Run(ApprovalRecord),
-    /// Final: denied, withdrawn, expired, interrupted, or run (its outcome stored).
-    Final(ApprovalRecord),
-    /// Still pending (or running elsewhere) when the hold ended.
-    Waiting(ApprovalRecord),
-}
+/// Where a held call ended up: the lifecycle's [`held::Driven`] (run it
+/// now, final, or still waiting when the hold ended).
+pub type Settled = held::Driven;
 
 /// The request the call came in: who to ask and how, where to report
 /// progress, and when the client gave up.
@@ -103,53 +96,22 @@ pub async fn settle(
     }
 }
 
-/// The out-of-band loop: wait while pending or running elsewhere, claim
-/// what is approved, settle what lapsed; report progress on the way.
+/// The out-of-band hold: the lifecycle drives the record
+/// ([`held::drive`]); the gateway only reports progress to its client.
 async fn drive(
     gateway: &Gateway,
     ledger: &Ledger,
     request: &Request<'_>,
-    mut record: ApprovalRecord,
+    record: ApprovalRecord,
     deadline: Millis,
     idempotent: bool,
 ) -> Result<Settled, HeldError> {
-    let started = ledger.config.clock.now();
     let options = gateway.options();
-    let mut next_progress = started.saturating_add(millis(options.progress_every));
-    loop {
-        let now = ledger.config.clock.now();
-        let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
-        match record.state {
-            ApprovalState::Pending if record.expires_at <= now => record = held::expire(ledger, &record).await?,
-            ApprovalState::Approved => match held::start(ledger, &record, idempotent).await? {
-                Started::Run(claimed) => return Ok(Settled::Run(claimed)),
-                Started::Elsewhere(current) => record = current,
-            },
-            ApprovalState::Executing if lapsed => match held::start(ledger, &record, idempotent).await? {
-                Started::Run(claimed) => return Ok(Settled::Run(claimed)),
-                Started::Elsewhere(current) if current == record => return Ok(Settled::Waiting(current)),
-                Started::Elsewhere(current) => record = current,
-            },
-            ApprovalState::Pending | ApprovalState::Executing => {
-                if now >= deadline {
-                    return Ok(Settled::Waiting(record));
-                }
-                if now >= next_progress {
-                    report(request, &record, now - started, options.hold).await;
-                    next_progress = now.saturating_add(millis(options.progress_every));
-                }
-                let until = deadline.min(next_progress);
-                let state = record.state;
-                record = held::wait(ledger, &record.approval_id, &[state], until, options.poll).await?;
-            }
-            ApprovalState::Denied
-            | ApprovalState::Withdrawn
-            | ApprovalState::Expired
-            | ApprovalState::Executed
-            | ApprovalState::Failed
-            | ApprovalState::Interrupted => return Ok(Settled::Final(record)),
-        }
-    }
+    let hold = Hold { deadline, idempotent, poll: options.poll, progress_every: options.progress_every };
+    held::drive(ledger, record, hold, |record, held_for| async move {
+        report(request, &record, held_for, options.hold).await;
+    })
+    .await
 }
 
 /// Sends `notifications/progress` for a held call, when the client asked for progress.

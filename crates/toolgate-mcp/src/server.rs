@@ -15,7 +15,13 @@ use crate::connect::client::Signals;
 use crate::connect::{Connection, connect, list_tools};
 use crate::error::CallError;
 use crate::restart::{Backoff, STABLE_AFTER};
-use crate::tools::Registry;
+
+/// Where a server's task keeps the tools it lists: the registry of every
+/// server's tools ([`crate::McpTools`]'s), which this file knows only as this.
+pub(crate) trait Listings: Send + Sync {
+    /// Stores server `index`'s listing; true when it differs from the last one.
+    fn set_listing(&self, index: usize, listing: Vec<rmcp::model::Tool>) -> bool;
+}
 
 /// How long a closing connection may take to shut its server down.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
@@ -99,7 +105,7 @@ impl Server {
 
 /// Watches `server` from its first connection until `shutdown`: see the module docs.
 pub(crate) async fn supervise(
-    registry: Arc<Registry>,
+    registry: Arc<dyn Listings>,
     server: Arc<Server>,
     first: Connection,
     shutdown: CancellationToken,
@@ -108,7 +114,7 @@ pub(crate) async fn supervise(
     let mut connection = first;
     loop {
         let up_since = Instant::now();
-        let Some(reason) = run(&registry, &server, connection, &shutdown).await else {
+        let Some(reason) = run(registry.as_ref(), &server, connection, &shutdown).await else {
             server.set_stopped();
             return;
         };
@@ -149,7 +155,7 @@ pub(crate) async fn supervise(
 
 /// Serves one connection until it ends (`Some(why)`) or `shutdown` (`None`).
 async fn run(
-    registry: &Registry,
+    registry: &dyn Listings,
     server: &Server,
     connection: Connection,
     shutdown: &CancellationToken,

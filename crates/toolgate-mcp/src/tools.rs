@@ -13,7 +13,7 @@ use crate::config::{McpServerConfig, validate_all};
 use crate::connect::client::Signals;
 use crate::connect::connect;
 use crate::error::McpError;
-use crate::server::{Server, ServerStatus, supervise};
+use crate::server::{Listings, Server, ServerStatus, supervise};
 use crate::tool::{McpToolInfo, server_tools};
 
 /// How long [`McpTools::shutdown`] waits for all servers to stop.
@@ -27,11 +27,11 @@ pub(crate) struct Registry {
     version: watch::Sender<u64>,
 }
 
-impl Registry {
+impl Listings for Registry {
     /// Stores a server's listing; when it differs from the last one, rebuilds
     /// every tool (so names stay unique across servers, earlier servers first)
     /// and bumps the version. Returns whether anything changed.
-    pub(crate) fn set_listing(&self, index: usize, listing: Vec<rmcp::model::Tool>) -> bool {
+    fn set_listing(&self, index: usize, listing: Vec<rmcp::model::Tool>) -> bool {
         let Ok(mut listings) = self.listings.lock() else { return false };
         let Some(slot) = listings.get_mut(index) else { return false };
         if *slot == listing {
@@ -46,7 +46,9 @@ impl Registry {
         self.version.send_modify(|version| *version += 1);
         true
     }
+}
 
+impl Registry {
     /// Every server's last listing, in config order.
     pub(crate) fn listings(&self) -> Vec<Vec<rmcp::model::Tool>> {
         self.listings.lock().map(|listings| listings.clone()).unwrap_or_default()
@@ -145,9 +147,7 @@ impl McpTools {
         let tasks = servers
             .into_iter()
             .zip(connections)
-            .map(|(server, connection)| {
-                tokio::spawn(supervise(Arc::clone(&registry), server, connection, shutdown.clone()))
-            })
+            .map(|(server, connection)| tokio::spawn(supervise(registry.clone(), server, connection, shutdown.clone())))
             .collect();
         Ok(Self { registry, shutdown, tasks: Mutex::new(tasks) })
     }

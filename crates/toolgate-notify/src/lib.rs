@@ -44,6 +44,7 @@
 
 mod backoff;
 mod config;
+mod delivery;
 mod email;
 mod event;
 mod notifier;
@@ -59,9 +60,10 @@ pub use config::{
     Channel, Channels, DEFAULT_SMTP_PASSWORD_ENV, DEFAULT_SMTP_USER_ENV, Email, EmailTarget, LinkMode, NotifyConfig,
     NotifyConfigError, SmtpServer, SmtpTls, Target, Webhook, WebhookFormat,
 };
+pub use delivery::{Delivery, Outcome};
 pub use email::{EMAIL_INPUT_LIMIT, EmailContent, EmailError, escape_html, render_email, render_email_content};
 pub use event::{Event, EventKind, Links};
-pub use notifier::{DEFAULT_TIMEOUT, Delivery, Notifier, NotifierError, Outcome};
+pub use notifier::{DEFAULT_TIMEOUT, Notifier, NotifierError};
 pub use recipients::{Recipient, Recipients};
 pub use signature::{SIGNATURE_TOLERANCE, SignatureError, signature_header, verify_signature};
 pub use slack::{SLACK_HEADER_LIMIT, SLACK_TEXT_LIMIT, SLACK_URL_LIMIT, render_slack};

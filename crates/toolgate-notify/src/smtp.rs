@@ -16,8 +16,8 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 
 use crate::config::{Email, SmtpTls};
+use crate::delivery::{Delivery, Outcome, error_chain};
 use crate::email::{compose, render_email_content};
-use crate::notifier::{Delivery, Outcome, error_chain};
 
 /// The pooled transport of one e-mail channel.
 pub(crate) type Transport = AsyncSmtpTransport<Tokio1Executor>;

@@ -19,8 +19,8 @@ use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 
 use crate::backoff::parse_retry_after;
 use crate::config::{Webhook, WebhookFormat};
+use crate::delivery::{Delivery, Outcome, error_chain};
 use crate::event::Event;
-use crate::notifier::{Delivery, Outcome, error_chain};
 use crate::signature::signature_header;
 use crate::slack::render_slack;
 

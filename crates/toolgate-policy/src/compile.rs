@@ -12,13 +12,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolgate::approval::lifecycle::{Escalation, Route, Schedule};
 use toolgate::ledger::Millis;
-use toolgate::tool::{GateAction, GateCall, Verdict};
+use toolgate::tool::{GateAction, GateCall};
 
 use crate::config::{OPERATORS, RULE_KEYS, RuleConfig};
 use crate::error::{PolicyError, RuleRef, line_col};
-use crate::evaluate;
-use crate::explain::Explanation;
-use crate::predicate::{Predicate, compile_glob, render_pointer, render_value};
+use crate::predicate::{DATETIME, Predicate, compile_glob, render_pointer, render_value};
 
 /// How a rule's `principal` and `approvers` name a group: `group:finance`.
 pub use toolgate::approval::lifecycle::GROUP_PREFIX;
@@ -213,16 +211,6 @@ impl Policy {
     pub fn configs(&self) -> Vec<RuleConfig> {
         self.rules.iter().map(|rule| rule.config.clone()).collect()
     }
-
-    /// The verdict of the file's rules alone (no sticky decisions).
-    pub fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
-        evaluate::decide(self, &[], call, 0)
-    }
-
-    /// Every rule that matches the call and which one decides (no sticky decisions).
-    pub fn explain(&self, call: &GateCall<'_>) -> Explanation {
-        evaluate::explain(self, &[], call, 0)
-    }
 }
 
 /// The route of an `ask` rule with `approvers`; `quorum` and
@@ -391,10 +379,6 @@ fn parse_rule(value: toml::Value, position: usize) -> Result<RuleConfig, PolicyE
         PolicyError::InvalidValue { rule, key, message }
     })
 }
-
-/// TOML date-times have no JSON counterpart (and deserialize differently
-/// through `toml::Value` and `toml::from_str`), so they are refused.
-pub(crate) const DATETIME: &str = "TOML date-times are not JSON values; quote it as a string";
 
 fn has_datetime(value: &toml::Value) -> bool {
     match value {

@@ -154,3 +154,15 @@ impl CallGate for Policy {
         futures::future::ready(self.decide(&call)).boxed()
     }
 }
+
+impl Policy {
+    /// The verdict of the file's rules alone (no sticky decisions).
+    pub fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
+        decide(self, &[], call, 0)
+    }
+
+    /// Every rule that matches the call and which one decides (no sticky decisions).
+    pub fn explain(&self, call: &GateCall<'_>) -> Explanation {
+        explain(self, &[], call, 0)
+    }
+}

@@ -159,7 +159,7 @@ fn check_pointer(pointer: &str) -> Result<(), &'static str> {
 fn check_json(rule: &RuleRef, pointer: &str, operator: &str, value: &Value) -> Result<(), PolicyError> {
     match value {
         Value::Object(map) if map.keys().any(|key| key.starts_with("$__toml_private")) => {
-            Err(invalid(rule, pointer, operator, crate::compile::DATETIME))
+            Err(invalid(rule, pointer, operator, DATETIME))
         }
         Value::Object(map) => map.values().try_for_each(|value| check_json(rule, pointer, operator, value)),
         Value::Array(items) => items.iter().try_for_each(|value| check_json(rule, pointer, operator, value)),
@@ -215,3 +215,7 @@ pub(crate) fn render_value(value: &Value) -> String {
 pub(crate) fn render_pointer(pointer: &str) -> &str {
     if pointer.is_empty() { "input" } else { pointer }
 }
+
+/// TOML date-times have no JSON counterpart (and deserialize differently
+/// through `toml::Value` and `toml::from_str`), so they are refused.
+pub(crate) const DATETIME: &str = "TOML date-times are not JSON values; quote it as a string";

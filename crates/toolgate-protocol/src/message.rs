@@ -4,6 +4,13 @@
 //! (camelCase, `role` and `type` tags, optional fields omitted when absent).
 //! Deserialization goes through [`crate::parse_messages`] so that errors name
 //! the message index and field; the `Deserialize` impls here call into it.
+//!
+//! This file and `parse.rs` import each other on purpose, the one circle
+//! between files the workspace keeps (`scripts/file-circles.py` lists it):
+//! the types are built by the parser, and the types' `Deserialize` is the
+//! parser, so `serde_json::from_str::<ModelMessage>` and `parse_messages`
+//! cannot disagree. Splitting them would mean a second deserializer to keep
+//! in step.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

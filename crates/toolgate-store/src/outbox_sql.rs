@@ -1,9 +1,7 @@
 //! The SQL of timers, the notification outbox and one-time links, shared by
 //! both backends (see `sql.rs` for the placeholder convention).
 
-use toolgate::ledger::{
-    ApprovalRecord, AttemptResult, Delivery, DeliveryState, Millis, Outbound, OutboxQuery, StoreError,
-};
+use toolgate::ledger::{AttemptResult, Delivery, DeliveryState, Millis, Outbound, OutboxQuery, StoreError};
 
 use crate::sql::record_columns;
 
@@ -105,11 +103,6 @@ pub(crate) fn attempt_columns(result: &AttemptResult, at: Millis) -> (&'static s
         AttemptResult::Retry { at: next, error } => (DeliveryState::Pending.as_str(), *next, Some(error.clone())),
         AttemptResult::Failed { error } => (DeliveryState::Failed.as_str(), at, Some(error.clone())),
     }
-}
-
-/// The time a record's timer is stored with (see `toolgate::approval::lifecycle::next_due`).
-pub(crate) fn timer_at(record: &ApprovalRecord) -> Option<Millis> {
-    toolgate::approval::lifecycle::next_due(record)
 }
 
 /// A row of `notifications`, in [`delivery_columns!`] order.

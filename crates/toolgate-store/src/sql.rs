@@ -565,7 +565,8 @@ impl RecordParams {
             routing: json_opt(record.routing.as_ref(), "a routing")?,
             votes: votes_text(&record.votes)?,
             vote_count: vote_count(&record.votes),
-            timer_at: crate::outbox_sql::timer_at(record),
+            // The time its timer is stored with.
+            timer_at: toolgate::approval::lifecycle::next_due(record),
             viewers: toolgate::approval::lifecycle::viewers(record),
         })
     }

@@ -17,11 +17,13 @@ mod build;
 mod chunk;
 mod convert;
 mod encode;
+mod error;
 mod message;
 mod read;
 
 pub use build::{APPROVAL_PART, REASON_PART, UiMessageBuilder};
 pub use chunk::{SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, sse_frame};
-pub use convert::{ConvertError, convert_to_model_messages, into_model_messages};
+pub use convert::{convert_to_model_messages, into_model_messages};
 pub use encode::{EncoderOptions, UiStreamEncoder};
+pub use error::ConvertError;
 pub use message::{ChatRequest, ToolState, UiApproval, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};

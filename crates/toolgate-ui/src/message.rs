@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::convert::ConvertError;
+use crate::error::ConvertError;
 
 /// Who wrote a UI message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,17 +239,6 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    /// Parses a request body: straight into typed messages when it is well
-    /// formed (the parts as borrowed slices of the body, no `Value` of the
-    /// whole conversation), else through the strict path, whose errors name
-    /// the message, the part and the field. Both give the same result.
-    pub fn from_json(body: &[u8]) -> Result<Self, ConvertError> {
-        match crate::read::chat_request(body) {
-            Some(request) => Ok(request),
-            None => Self::from_json_strictly(body),
-        }
-    }
-
     /// The strict path: the body as a `Value`, then each message and part,
     /// with errors that name the message, the part and the field.
     pub(crate) fn from_json_strictly(body: &[u8]) -> Result<Self, ConvertError> {

@@ -25,7 +25,21 @@ use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, V
 use serde_json::{Map, Value};
 
 use crate::ToolState;
+use crate::error::ConvertError;
 use crate::message::{ChatRequest, ToolFields, UiApproval, UiMessage, UiPart, UiRole, build_tool};
+
+impl ChatRequest {
+    /// Parses a request body: straight into typed messages when it is well
+    /// formed (the parts as borrowed slices of the body, no `Value` of the
+    /// whole conversation), else through the strict path, whose errors name
+    /// the message, the part and the field. Both give the same result.
+    pub fn from_json(body: &[u8]) -> Result<Self, ConvertError> {
+        match chat_request(body) {
+            Some(request) => Ok(request),
+            None => Self::from_json_strictly(body),
+        }
+    }
+}
 
 /// The body, its messages read in the same pass.
 #[derive(Deserialize)]

@@ -45,9 +45,9 @@ use self::sticky::StickySink;
 use self::terminal::{Key, Line, Terminal};
 use crate::config::ConfigArgs;
 use crate::model_spec::model_or_default;
-use crate::run::Tools;
 use crate::store::{LedgerArgs, StoreArgs};
 use crate::tools::ToolSetup;
+use crate::tools::Tools;
 
 /// How `toolgate chat` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

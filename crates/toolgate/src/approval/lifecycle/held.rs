@@ -31,6 +31,10 @@
 //!    again when the tool is idempotent.
 //! 4. [`finish`] records the outcome (`executing → executed | failed`); a
 //!    retry within the window reads it from the record.
+//!
+//! [`drive`] is steps 2 and 3 for a call decided out of band: it walks the
+//! state table until this process may run the call, the record is final, or
+//! the hold is over. A gateway calls it and never matches on states itself.
 
 use std::time::Duration;
 
@@ -357,6 +361,85 @@ pub async fn expire(ledger: &Ledger, record: &ApprovalRecord) -> Result<Approval
     match apply(ledger, transition::expire(record, now, events)).await? {
         TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => Ok(record),
         TransitionOutcome::Missing => Err(HeldError::Missing(record.approval_id.clone())),
+    }
+}
+
+/// Where [`drive`] left a held call (the three ways a hold ends; complete).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Driven {
+    /// Approved, and this process holds the claim: run it now (the record's
+    /// decision may carry an edited input), then [`finish`] it.
+    Run(ApprovalRecord),
+    /// Final: denied, withdrawn, expired, interrupted, or run (its outcome stored).
+    Final(ApprovalRecord),
+    /// Still pending (or running elsewhere) when the hold ended.
+    Waiting(ApprovalRecord),
+}
+
+/// How [`drive`] holds a call.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    /// When the hold ends (the ledger clock's time).
+    pub deadline: Millis,
+    /// A call whose lease lapsed may run again (else it is `interrupted`).
+    pub idempotent: bool,
+    /// How often the store is read while the call waits.
+    pub poll: Duration,
+    /// How often `progress` is told that the call still waits.
+    pub progress_every: Duration,
+}
+
+/// Drives a held call decided out of band (see the module docs): waits while
+/// it is pending or running elsewhere, claims it once approved (or once a
+/// lapsed lease frees it), settles a pending one whose time is up as
+/// `expired`, and stops at a final state or the hold's deadline. While it
+/// waits, `progress` hears the record and how long it has waited, every
+/// [`Hold::progress_every`].
+pub async fn drive<P, F>(
+    ledger: &Ledger,
+    mut record: ApprovalRecord,
+    hold: Hold,
+    mut progress: P,
+) -> Result<Driven, HeldError>
+where
+    P: FnMut(ApprovalRecord, Millis) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    let started = ledger.config.clock.now();
+    let mut next_progress = started.saturating_add(millis(hold.progress_every));
+    loop {
+        let now = ledger.config.clock.now();
+        let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
+        match record.state {
+            ApprovalState::Pending if record.expires_at <= now => record = expire(ledger, &record).await?,
+            ApprovalState::Approved => match start(ledger, &record, hold.idempotent).await? {
+                Started::Run(claimed) => return Ok(Driven::Run(claimed)),
+                Started::Elsewhere(current) => record = current,
+            },
+            ApprovalState::Executing if lapsed => match start(ledger, &record, hold.idempotent).await? {
+                Started::Run(claimed) => return Ok(Driven::Run(claimed)),
+                Started::Elsewhere(current) if current == record => return Ok(Driven::Waiting(current)),
+                Started::Elsewhere(current) => record = current,
+            },
+            ApprovalState::Pending | ApprovalState::Executing => {
+                if now >= hold.deadline {
+                    return Ok(Driven::Waiting(record));
+                }
+                if now >= next_progress {
+                    progress(record.clone(), now - started).await;
+                    next_progress = now.saturating_add(millis(hold.progress_every));
+                }
+                let until = hold.deadline.min(next_progress);
+                let state = record.state;
+                record = wait(ledger, &record.approval_id, &[state], until, hold.poll).await?;
+            }
+            ApprovalState::Denied
+            | ApprovalState::Withdrawn
+            | ApprovalState::Expired
+            | ApprovalState::Executed
+            | ApprovalState::Failed
+            | ApprovalState::Interrupted => return Ok(Driven::Final(record)),
+        }
     }
 }
 

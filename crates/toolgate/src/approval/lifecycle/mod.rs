@@ -63,6 +63,7 @@ pub(crate) mod claim;
 mod edit;
 pub mod held;
 pub mod route;
+mod schedule;
 mod state;
 pub mod timer;
 mod transition;

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::timer::Schedule;
+use super::schedule::Schedule;
 use super::{ApprovalState, Decision};
 use crate::ledger::{ApprovalRecord, Millis};
 
