@@ -21,7 +21,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
-use toolgate_server::PrincipalSource;
+use toolgate_auth::{IdentifyError, PrincipalSource};
 
 use crate::gateway::{Gateway, Identity};
 use crate::handler::GatewayHandler;
@@ -73,6 +73,18 @@ async fn identify(State(principals): State<Principals>, mut request: Request, ne
             next.run(request).await
         }
         Ok((None, _)) => (http::StatusCode::UNAUTHORIZED, "a principal is required").into_response(),
-        Err(error) => error.into_response(),
+        Err(error) => refusal(&error),
     }
+}
+
+/// The answer to a refused request, as `toolgate serve` gives it: the
+/// refusal's status, `{"error": {"code", "message"}}`, and the bearer
+/// challenge (`WWW-Authenticate`) of a refused JWT.
+fn refusal(error: &IdentifyError) -> Response {
+    let body = serde_json::json!({"error": {"code": error.code(), "message": error.to_string()}});
+    let mut response = (error.status(), axum::Json(body)).into_response();
+    if let Some(challenge) = error.challenge().and_then(|challenge| http::HeaderValue::from_str(&challenge).ok()) {
+        response.headers_mut().insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }

@@ -14,9 +14,9 @@ use serde_json::json;
 use support::{Client, Setup, call};
 use tokio_util::sync::CancellationToken;
 use toolgate::ledger::{ApprovalQuery, ApprovalStore};
+use toolgate_auth::{PrincipalSource, TokenTable};
 use toolgate_gateway::Identity;
 use toolgate_gateway::http::{Principals, router};
-use toolgate_server::{PrincipalSource, TokenTable};
 
 async fn serve(setup: &Setup) -> String {
     let tokens = TokenTable::from_entries(HashMap::from([("carol-token".to_owned(), "carol".to_owned())])).unwrap();
@@ -46,7 +46,12 @@ async fn a_request_without_a_known_token_is_refused() {
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
-        assert_eq!(request.send().await.unwrap().status(), 401, "token {token:?}");
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "token {token:?}");
+        // The refusal `toolgate serve` gives: its code and words as JSON.
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("tokens file"), "{body}");
     }
     assert_eq!(http.get(format!("{base}/healthz")).send().await.unwrap().status(), 200);
 }

@@ -18,13 +18,14 @@ use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 
+use crate::caller::Caller;
 use crate::continuation;
 use crate::error::ApiError;
-use crate::principal::{Caller, PrincipalSource};
 use crate::resume::RunningResponses;
 use crate::routes::router;
-use crate::secret::ApprovalSecret;
 use crate::trace::TraceFile;
+use toolgate_auth::ApprovalSecret;
+use toolgate_auth::PrincipalSource;
 
 /// Request bodies larger than this are refused with 413 unless configured otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;

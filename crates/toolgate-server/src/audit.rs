@@ -17,8 +17,8 @@ use axum::response::Response;
 use toolgate::ledger::{AuditQuery, Millis};
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
-use crate::principal::Caller;
 
 /// The most events one response holds.
 pub const MAX_AUDIT_EVENTS: usize = 10_000;

@@ -24,10 +24,10 @@ use toolgate_ui::{
 };
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::conversation::{self, Reconciled};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
-use crate::principal::Caller;
 use utoipa::ToSchema;
 
 /// Answers one chat request with a UI message stream (AI SDK v6).
@@ -147,7 +147,7 @@ async fn stored_chat(
             .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
-    let voter = state.voter(&crate::principal::Caller { principal: principal.clone(), groups: groups.clone() });
+    let voter = state.voter(&crate::caller::Caller { principal: principal.clone(), groups: groups.clone() });
     let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
     Ok(match run.step {

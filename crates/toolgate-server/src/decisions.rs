@@ -40,9 +40,9 @@ use toolgate_policy::{StickyAction, StickyDecision, to_stored, visible_to};
 use utoipa::ToSchema;
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
-use crate::principal::Caller;
 
 /// The longest note kept with a decision, in bytes.
 const MAX_NOTE_BYTES: usize = 1024;

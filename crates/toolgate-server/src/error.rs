@@ -8,6 +8,9 @@ use toolgate::EngineError;
 use toolgate::approval::lifecycle::{VoteError, VoteRefusal};
 use toolgate::ledger::StoreError;
 use toolgate_agui::InputError;
+use toolgate_auth::IdentifyError;
+use toolgate_auth::jwt::invalid_token_challenge;
+use toolgate_auth::oidc::{CrossOriginRequest, OidcError};
 use toolgate_ui::ConvertError;
 
 /// An error answered as `{"error": {"code", "message"}}`.
@@ -34,9 +37,8 @@ impl ApiError {
     /// challenge RFC 6750 defines (`error="invalid_token"` and a description).
     pub fn invalid_token(why: impl std::fmt::Display) -> Self {
         let why = why.to_string();
-        let description: String = why.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
         Self {
-            challenge: Some(format!("Bearer error=\"invalid_token\", error_description=\"{description}\"")),
+            challenge: Some(invalid_token_challenge(&why)),
             ..Self::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
         }
     }
@@ -136,5 +138,40 @@ impl From<VoteError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", error.to_string())
+    }
+}
+
+/// A request refused by the principal source: the status and code the
+/// refusal names (400 `invalid_principal`, 401 `unauthorized`), with the
+/// bearer challenge of a refused JWT.
+impl From<IdentifyError> for ApiError {
+    fn from(error: IdentifyError) -> Self {
+        Self { challenge: error.challenge(), ..Self::new(error.status(), error.code(), error.to_string()) }
+    }
+}
+
+/// A failed OpenID Connect sign-in or sign-out.
+impl From<OidcError> for ApiError {
+    fn from(error: OidcError) -> Self {
+        let (status, code) = match &error {
+            OidcError::Refused(_) => (StatusCode::UNAUTHORIZED, "sign_in_refused"),
+            OidcError::InvalidState(_) => (StatusCode::BAD_REQUEST, "invalid_state"),
+            OidcError::MissingCode => (StatusCode::BAD_REQUEST, "missing_code"),
+            OidcError::CodeExchange(_) | OidcError::NoIdToken | OidcError::Discovery { .. } => {
+                (StatusCode::BAD_GATEWAY, "provider_error")
+            }
+            OidcError::IdToken(_) | OidcError::Claims(_) => (StatusCode::UNAUTHORIZED, "invalid_id_token"),
+            OidcError::SessionTooLarge(_) => (StatusCode::BAD_REQUEST, "session_too_large"),
+            OidcError::SignOut(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "sign_in_failed"),
+        };
+        Self::new(status, code, error.to_string())
+    }
+}
+
+/// A cookie-authenticated request from another origin: 403 `cross_origin_request`.
+impl From<CrossOriginRequest> for ApiError {
+    fn from(refusal: CrossOriginRequest) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "cross_origin_request", refusal.to_string())
     }
 }

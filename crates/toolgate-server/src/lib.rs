@@ -25,11 +25,18 @@
 //! Approvals are signed by default ([`ApprovalSecret`]): a forged, tampered
 //! or unsigned approval of a gated tool is rejected with HTTP 400 and a JSON
 //! error before anything runs. Bad input gets a 4xx naming the problem.
+//!
+//! Who a request is comes from `toolgate-auth` (principal sources, tokens,
+//! JWTs, OpenID Connect sign-in, the approval secret), re-exported here at
+//! the paths the server always had; the server keeps the HTTP glue: the
+//! [`Caller`] extractor, the sign-in routes ([`oidc`]) and the mapping of
+//! its errors to [`ApiError`].
 
 mod agui;
 mod app;
 mod approvals;
 mod audit;
+mod caller;
 mod chat;
 pub mod continuation;
 mod conversation;
@@ -37,32 +44,33 @@ mod decisions;
 mod error;
 pub mod host;
 mod http;
-pub mod jwt;
 mod links;
 mod me;
 pub mod notify;
 pub mod oidc;
 pub mod openapi;
 mod page;
-mod principal;
 mod replay;
 mod resume;
 pub mod retention;
 mod routed;
 mod routes;
-mod secret;
 pub mod timers;
 mod trace;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig, serve, serve_listener, shutdown_signal};
 pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT, approval_item};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
+pub use caller::Caller;
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
-pub use jwt::{JwksSource, JwtConfig, JwtError, JwtVerifier};
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
-pub use principal::{Caller, PrincipalSource, SHA256_PREFIX, TokenTable, TokensError};
 pub use routes::{route_table, router};
-pub use secret::{ApprovalSecret, SecretError, SecretSource};
+/// JWT bearer tokens verified against a JWKS (`--jwt-jwks`): `toolgate-auth`'s.
+pub use toolgate_auth::jwt;
+pub use toolgate_auth::{
+    ApprovalSecret, IdentifyError, JwksSource, JwtConfig, JwtError, JwtVerifier, PrincipalSource, SHA256_PREFIX,
+    SecretError, SecretSource, TokenEntryError, TokenTable, TokensError,
+};
 pub use trace::{PromptTracer, TraceFile, trace_prompts};

@@ -13,7 +13,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::app::AppState;
-use crate::principal::{Caller, PrincipalSource};
+use crate::caller::Caller;
+use toolgate_auth::PrincipalSource;
 
 /// Who the server takes the requester for.
 #[derive(Debug, Serialize, ToSchema)]
@@ -56,6 +57,9 @@ pub(crate) async fn me(State(state): State<AppState>, Caller { principal, groups
         PrincipalSource::Header(..) => SignIn::Header,
         PrincipalSource::Tokens(_) | PrincipalSource::Jwt(_) => SignIn::Token,
         PrincipalSource::Oidc { .. } => SignIn::Oidc,
+        // A source `toolgate-auth` adds later: a credential the page cannot
+        // give, as with tokens, until the page learns it.
+        _ => SignIn::Token,
     };
     Json(Me { principal, groups, sign_in })
 }

@@ -20,9 +20,9 @@ use tokio::sync::Notify;
 use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
-use crate::principal::Caller;
 
 /// The responses running now, by chat id.
 #[derive(Debug, Default)]

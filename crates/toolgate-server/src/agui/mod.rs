@@ -40,9 +40,9 @@ use thread::{CatchUp, StoredThread};
 use toolgate::ledger::Ledger;
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
-use crate::principal::Caller;
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
 pub(crate) const AGUI_PREFIX: &str = "ag-ui:";

@@ -44,9 +44,9 @@ pub(crate) use stream::__path_stream;
 pub(crate) use stream::stream;
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
-use crate::principal::Caller;
 
 /// A listing holds this many approvals unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 50;

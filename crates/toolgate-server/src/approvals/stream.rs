@@ -33,9 +33,9 @@ use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter}
 
 use super::{ApprovalItem, MAX_LIMIT};
 use crate::app::AppState;
+use crate::caller::{Caller, peer_of};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
-use crate::principal::{Caller, peer_of};
 
 /// How long a quiet stream waits before a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);

@@ -39,9 +39,10 @@ use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig};
 use toolgate_notify::LinkMode;
 
 use crate::app::AppState;
+use crate::caller::Caller;
 use crate::notify::token::{LinkChoice, LinkClaims};
-use crate::principal::{Caller, PrincipalSource};
 use page::{Notice, confirmation, notice};
+use toolgate_auth::PrincipalSource;
 
 /// The form a link's page posts.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

@@ -15,7 +15,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::secret::ApprovalSecret;
+use toolgate_auth::ApprovalSecret;
 
 /// The label the link key is derived under.
 const KEY_LABEL: &str = "toolgate one-time approval links v1";

@@ -1,5 +1,5 @@
 //! The HTTP side of OpenID Connect sign-in: the callback, sign-out, the page
-//! guard and the cross-origin check (see the [module docs](super)).
+//! guard and the cross-origin check (the contract: [`toolgate_auth::oidc`]).
 
 use axum::extract::{Query, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -7,6 +7,7 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use toolgate_auth::oidc::{Callback, Redirect};
 
 use crate::app::AppState;
 use crate::error::{ApiError, ErrorBody};
@@ -15,7 +16,7 @@ use crate::error::{ApiError, ErrorBody};
 /// page reloads (and so signs in again) instead of asking for a token.
 pub const SIGN_IN_HEADER: HeaderName = HeaderName::from_static("x-toolgate-sign-in");
 
-/// The query of `GET /auth/callback`.
+/// The query of `GET /auth/callback` (the sign-in's [`Callback`], described for the API reference).
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct CallbackParams {
@@ -27,6 +28,18 @@ pub(crate) struct CallbackParams {
     pub error: Option<String>,
     /// The provider's words about its error.
     pub error_description: Option<String>,
+}
+
+impl From<CallbackParams> for Callback {
+    fn from(params: CallbackParams) -> Self {
+        let CallbackParams { code, state, error, error_description } = params;
+        Callback { code, state, error, error_description }
+    }
+}
+
+/// A sign-in step's answer: its status and headers, no body.
+fn answer(redirect: Redirect) -> Response {
+    (redirect.status, redirect.headers).into_response()
 }
 
 fn not_configured() -> ApiError {
@@ -63,10 +76,11 @@ pub(crate) async fn callback(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let oidc = state.config().principals.oidc().ok_or_else(not_configured)?;
-    oidc.finish(params, &headers, state.now()).await.map_err(|error| {
+    let redirect = oidc.finish(params.into(), &headers, state.now()).await.map_err(|error| {
         tracing::warn!(%error, "an OpenID Connect sign-in failed");
         ApiError::from(error)
-    })
+    })?;
+    Ok(answer(redirect))
 }
 
 /// Signs out: clears the session cookie, then back to the page.
@@ -94,7 +108,8 @@ pub(crate) async fn logout(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
-    Ok(state.config().principals.oidc().ok_or_else(not_configured)?.logout(&headers, state.now()).await)
+    let oidc = state.config().principals.oidc().ok_or_else(not_configured)?;
+    Ok(answer(oidc.logout(&headers, state.now()).await?))
 }
 
 /// Around the pages (`GET /`): without a valid session, 302 to the provider
@@ -107,7 +122,7 @@ pub(crate) async fn require_session(State(state): State<AppState>, request: Requ
     }
     let asked = request.uri().path_and_query().map_or("/", |path| path.as_str());
     match oidc.begin(asked, request.headers(), now) {
-        Ok(redirect) => redirect,
+        Ok(redirect) => answer(redirect),
         Err(error) => ApiError::from(error).into_response(),
     }
 }
@@ -125,7 +140,7 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         && let Err(refusal) = oidc.check_origin(headers)
     {
         tracing::warn!(method = %request.method(), path = %request.uri().path(), "{refusal}");
-        return refusal.into_response();
+        return ApiError::from(refusal).into_response();
     }
     let mut response = next.run(request).await;
     if response.status() == StatusCode::UNAUTHORIZED {

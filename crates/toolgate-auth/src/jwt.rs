@@ -16,9 +16,9 @@
 //! - the principal claim (`sub` by default) is a non-empty string and the groups
 //!   claim (`groups` by default), when present, an array of strings.
 //!
-//! Anything else is a [`JwtError`] that names the check that failed; the
+//! Anything else is a [`JwtError`] that names the check that failed; a
 //! server answers it with 401 and `WWW-Authenticate: Bearer
-//! error="invalid_token", error_description="..."`.
+//! error="invalid_token", error_description="..."` ([`invalid_token_challenge`]).
 //!
 //! The JWKS is read from a file or fetched over HTTPS (plain HTTP only from a
 //! loopback host), kept for its `Cache-Control` max-age (5 minutes without
@@ -52,6 +52,7 @@ const MAX_JWKS_BYTES: usize = 1024 * 1024;
 
 /// Where the JWKS comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JwksSource {
     /// A file, read again on an unknown `kid`.
     File(PathBuf),
@@ -270,6 +271,15 @@ impl JwtVerifier {
             Err(error) => tracing::warn!(%error, "cannot read the JWKS again; keeping the keys held"),
         }
     }
+}
+
+/// The `WWW-Authenticate` value for a bearer token refused because of `why`:
+/// the challenge RFC 6750 defines, `Bearer error="invalid_token",
+/// error_description="..."`, the description being `why` without quotes,
+/// backslashes or control characters (so that it fits the quoted string).
+pub fn invalid_token_challenge(why: &str) -> String {
+    let description: String = why.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect();
+    format!("Bearer error=\"invalid_token\", error_description=\"{description}\"")
 }
 
 /// The principal (the `principal_claim`, a non-empty string) and the groups

@@ -1,7 +1,7 @@
 //! The OpenID Connect provider as this server uses it (through `openidconnect`):
 //! discovery, the authorization URL, the code exchange and ID token verification.
 //!
-//! HTTP to the provider goes through the server's `reqwest` client, which
+//! HTTP to the provider goes through a `reqwest` client of its own, which
 //! follows no redirects (so a provider's answer cannot point the server at
 //! another host), gives up after 10 seconds and reads at most 1 MiB an answer.
 
@@ -26,7 +26,8 @@ use serde_json::{Map, Value};
 use toolgate::ledger::Millis;
 use toolgate::model::error_chain;
 
-use super::{OidcConfig, OidcError};
+use super::config::OidcConfig;
+use super::error::OidcError;
 
 /// The least time between two discoveries caused by ID tokens whose signature fails.
 const REFRESH_COOLDOWN: Duration = Duration::from_secs(10);

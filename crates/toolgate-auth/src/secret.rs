@@ -5,7 +5,7 @@
 //! with 32 random bytes (mode 0600 on Unix) so restarts keep pending
 //! approvals valid.
 //!
-//! Other keys the server needs (the OpenID Connect session cookies, see
+//! Other keys a server needs (the OpenID Connect session cookies, see
 //! [`crate::oidc`]) are derived from the secret with HMAC-SHA256 under a label
 //! of their own ([`ApprovalSecret::derive_key`]), so the raw secret signs
 //! approvals only.
@@ -23,6 +23,7 @@ const SECRET_FILE: &str = "approval-secret";
 
 /// A secret that cannot be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SecretError {
     /// The secret file cannot be read or written.
     #[error("approval secret file {path}: {source}")]
@@ -42,6 +43,7 @@ pub enum SecretError {
 
 /// Where the secret came from, for the startup log.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SecretSource {
     /// Given explicitly.
     Explicit,

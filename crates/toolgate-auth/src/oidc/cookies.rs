@@ -5,10 +5,10 @@
 //! A value whose MAC does not verify, that is not the JSON expected, or
 //! whose expiry has passed counts as no cookie.
 
-use axum::http::HeaderMap;
-use axum::http::header::COOKIE;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::HeaderMap;
+use http::header::COOKIE;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
@@ -28,7 +28,7 @@ pub(super) const MAX_COOKIE_BYTES: usize = 3800;
 const MAX_READ_BYTES: usize = 8 * 1024;
 
 /// Signs and opens the values of one kind of cookie.
-pub(crate) struct CookieKey {
+pub(super) struct CookieKey {
     key: [u8; 32],
 }
 
@@ -72,7 +72,8 @@ impl CookieKey {
 
 /// A signed-in person, as the session cookie holds them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Session {
+#[non_exhaustive]
+pub struct Session {
     /// The principal.
     #[serde(rename = "p")]
     pub principal: String,
@@ -104,7 +105,8 @@ pub(super) struct Pending {
 
 /// Why a request has no session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SessionRefusal {
+#[non_exhaustive]
+pub enum SessionRefusal {
     /// No session cookie.
     #[error("no session: sign in on the page")]
     Missing,
@@ -114,7 +116,7 @@ pub(crate) enum SessionRefusal {
     /// A session cookie that was tampered with or signed with another secret.
     #[error("the session cookie is not valid (changed, or signed by another server): sign in again on the page")]
     Invalid,
-    /// A session that was signed out (see `super::revoked`).
+    /// A session that was signed out (see `revoked.rs`).
     #[error("the session was signed out: sign in again on the page")]
     Revoked,
 }
@@ -165,7 +167,7 @@ pub(super) fn clear(name: &str, path: &str, secure: bool) -> String {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     use super::*;
 

@@ -1,0 +1,68 @@
+//! The caller of a request, as the handlers take it: [`Caller`], an axum
+//! extractor over the server's [`toolgate_auth::PrincipalSource`] (which `toolgate-auth`
+//! holds, with every way of telling who sent a request).
+//!
+//! The contract: extracting a [`Caller`] identifies the request with the
+//! configured source at the server's clock (the ledger's when it has one) and
+//! adds the config's `[groups]` that list its principal; a refusal is the
+//! source's [`toolgate_auth::IdentifyError`] as an [`ApiError`] (400
+//! `invalid_principal` for a malformed principal header, 401 `unauthorized`
+//! for a missing or refused credential, with `WWW-Authenticate` for a
+//! refused JWT), before the handler runs.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+/// Who sent a request: its principal from the server's source (see the
+/// module docs), `None` without one, and its groups (those its credential
+/// names and the config's `[groups]` that list it). Extracting it refuses the
+/// request with 401 when a required credential is missing or not believed.
+/// The peer's address comes from the connection
+/// ([`axum::extract::ConnectInfo`], which [`crate::serve_listener`] provides;
+/// under a router served without it the peer is unknown, and a principal
+/// header is then never believed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The principal.
+    pub principal: Option<String>,
+    /// Its groups, sorted, each once.
+    pub groups: Vec<String>,
+}
+
+impl Caller {
+    /// Who a request with these headers from `peer` is, now: its credential
+    /// checked by the server's source
+    /// ([`toolgate_auth::PrincipalSource::identify_at`]), its
+    /// groups those the credential names and the config's `[groups]` that
+    /// list it. Long-lived responses (the inbox stream) call it again to
+    /// re-check a caller.
+    pub async fn identify(state: &AppState, headers: &HeaderMap, peer: Option<IpAddr>) -> Result<Self, ApiError> {
+        let config = state.config();
+        let (principal, mut groups) = config.principals.identify_at(headers, peer, state.now()).await?;
+        if let Some(principal) = &principal {
+            groups.extend(toolgate::ledger::groups_listing(&config.groups, principal));
+        }
+        groups.sort_unstable();
+        groups.dedup();
+        Ok(Caller { principal, groups })
+    }
+}
+
+/// The peer address of a request, when the server provides it.
+pub(crate) fn peer_of(parts: &Parts) -> Option<IpAddr> {
+    parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip())
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        Caller::identify(state, &parts.headers, peer_of(parts)).await
+    }
+}
