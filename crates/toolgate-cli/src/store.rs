@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use toolgate::ledger::{ApprovalStore, LedgerConfig};
+use toolgate::ledger::LedgerConfig;
+use toolgate::ledger::LedgerStore;
 use toolgate_store::{StoreSpec, StoreSync, open_store_synced};
 
 /// Where approvals, their audit log and conversations are kept.
@@ -35,13 +36,13 @@ impl StoreArgs {
     }
 
     /// Opens the store named by `--store` (or `TOOLGATE_STORE`), else the default SQLite file; `None` for `none`.
-    pub async fn open(&self) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
+    pub async fn open(&self) -> anyhow::Result<Option<Arc<dyn LedgerStore>>> {
         open(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir(), self.store_sync).await
     }
 }
 
 /// Opens the store a `--store` value names, its commits as durable as `sync` says; `None` for `none`.
-pub async fn open(text: &str, data_dir: &Path, sync: StoreSync) -> anyhow::Result<Option<Arc<dyn ApprovalStore>>> {
+pub async fn open(text: &str, data_dir: &Path, sync: StoreSync) -> anyhow::Result<Option<Arc<dyn LedgerStore>>> {
     let spec = StoreSpec::parse(text, data_dir).context("--store")?;
     let store = open_store_synced(&spec, sync).await.context("cannot open the approval store")?;
     if store.is_some() {
@@ -60,7 +61,7 @@ pub struct LedgerArgs {
 
 impl LedgerArgs {
     /// The ledger over `store` with these settings.
-    pub fn config(&self, store: Arc<dyn ApprovalStore>) -> LedgerConfig {
+    pub fn config(&self, store: Arc<dyn LedgerStore>) -> LedgerConfig {
         LedgerConfig::new(store).ttl(self.approval_ttl)
     }
 }

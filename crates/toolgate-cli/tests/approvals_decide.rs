@@ -16,9 +16,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::{Served, approval, examples, now};
 use toolgate::approval::lifecycle::{self, Decision, VoteOptions, Voter};
-use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, DecisionQuery, DecisionScope, SystemClock, conversation_key,
-};
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{ApprovalRecord, ApprovalState, DecisionQuery, DecisionScope, SystemClock, conversation_key};
 use toolgate::tool::{GateAction, GateCall};
 use toolgate_policy::{Policy, StickyAction, StoredGate, decode_stored};
 use toolgate_store::{StoreSpec, open_store};
@@ -37,7 +36,7 @@ fn routed(id: &str) -> ApprovalRecord {
 }
 
 /// Runs `work` on the SQLite store of `data_dir`.
-fn on_store<T>(data_dir: &Path, work: impl AsyncFnOnce(Arc<dyn ApprovalStore>) -> T) -> T {
+fn on_store<T>(data_dir: &Path, work: impl AsyncFnOnce(Arc<dyn LedgerStore>) -> T) -> T {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let spec = StoreSpec::parse("sqlite", data_dir).unwrap();

@@ -9,6 +9,7 @@ use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::{call, last_text, pending_approval, text, tool_parts};
+use toolgate::ledger::AuditStore;
 use toolgate::model::ScriptedModel;
 use toolgate::{SharedModel, demo};
 use toolgate_client::{Chat, ChatEvent, Decision, InProcessTransport, Status, ToolOutput, ToolState, UiMessage};
@@ -65,7 +66,7 @@ async fn a_client_tool_result_is_sent_once_given() {
 async fn with_a_ledger_every_answer_is_recorded_and_audited() {
     use toolgate::TextRequest;
     use toolgate::approval::ApprovalSigner;
-    use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, LedgerConfig, MemoryStore};
+    use toolgate::ledger::{AuditKind, AuditQuery, LedgerConfig, MemoryStore};
 
     let store = Arc::new(MemoryStore::new());
     let ledger = LedgerConfig::new(store.clone());

@@ -16,7 +16,7 @@ const NO_RULES: &str = "";
 
 async fn pending_ids(setup: &Setup) -> Vec<String> {
     let query = ApprovalQuery { states: StateFilter::Pending, limit: 100, ..ApprovalQuery::default() };
-    let listed = toolgate::ledger::ApprovalStore::list_approvals(&*setup.store, &query).await.unwrap();
+    let listed = toolgate::ledger::InboxStore::list_approvals(&*setup.store, &query).await.unwrap();
     listed.into_iter().map(|record| record.approval_id).collect()
 }
 
@@ -60,7 +60,7 @@ async fn elicitation_approve_runs_once_and_is_recorded_in_the_session_conversati
         json!(["approve", "approve_always", "deny"])
     );
     assert_eq!(asked[0]["requestedSchema"]["required"], json!(["decision"]));
-    let events = toolgate::ledger::ApprovalStore::audit(&*setup.store, &AuditQuery::default()).await.unwrap();
+    let events = toolgate::ledger::AuditStore::audit(&*setup.store, &AuditQuery::default()).await.unwrap();
     let kinds: Vec<AuditKind> = events.iter().map(|event| event.kind).collect();
     assert_eq!(kinds, [AuditKind::Issued, AuditKind::Approved, AuditKind::Executed]);
     assert!(events.iter().all(|event| event.conversation_id == "mcp:alice:test-client"));

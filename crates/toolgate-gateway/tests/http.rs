@@ -13,7 +13,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use support::{Client, Setup, call};
 use tokio_util::sync::CancellationToken;
-use toolgate::ledger::{ApprovalQuery, ApprovalStore};
+use toolgate::ledger::ApprovalQuery;
+use toolgate::ledger::InboxStore;
 use toolgate_auth::{PrincipalSource, TokenTable};
 use toolgate_gateway::Identity;
 use toolgate_gateway::http::{Principals, router};

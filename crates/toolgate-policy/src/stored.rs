@@ -1,4 +1,4 @@
-//! Sticky decisions kept in a ledger store ([`toolgate::ledger::ApprovalStore`]):
+//! Sticky decisions kept in a ledger store ([`toolgate::ledger::ConversationStore`]):
 //! [`StoredGate`] reads the ones that apply to a request, [`decode_stored`]
 //! and [`to_stored`] convert between a [`StickyDecision`] and its stored row,
 //! and [`visible_to`] says which decisions a principal may list or revoke.
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
-use toolgate::ledger::{ApprovalStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
+use toolgate::ledger::{ConversationStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
 use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
 
 use crate::compile::Policy;
@@ -73,15 +73,15 @@ pub fn visible_to(decision: &StickyDecision, principal: Option<&str>) -> bool {
 }
 
 /// Where [`StoredGate`] reads sticky decisions: every
-/// [`ApprovalStore`] is one (the gate needs nothing else from it).
+/// [`ConversationStore`] is one (the gate needs nothing else from it).
 pub trait DecisionSource: Send + Sync {
     /// The live decisions that apply to the query's conversation or principal, and the global ones.
     fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>>;
 }
 
-impl<S: ApprovalStore + ?Sized> DecisionSource for S {
+impl<S: ConversationStore + ?Sized> DecisionSource for S {
     fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
-        ApprovalStore::decisions(self, query)
+        ConversationStore::decisions(self, query)
     }
 }
 
@@ -142,7 +142,7 @@ impl StoredGate {
     }
 
     /// This gate with its own decisions already read: what the store returned
-    /// for [`Self::query`] (as [`ApprovalStore::conversation_with_decisions`]
+    /// for [`Self::query`] (as [`ConversationStore::conversation_with_decisions`]
     /// reads them with the conversation), so the gate reads nothing more for
     /// its conversation and principal. An error fails closed as a failed read would.
     pub fn with_decisions(mut self, decisions: Result<Vec<StoredDecision>, StoreError>) -> Self {

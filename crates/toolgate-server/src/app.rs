@@ -10,8 +10,7 @@ use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
-    ApprovalStore, AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, check_conversation_id,
-    conversation_key,
+    AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, check_conversation_id, conversation_key,
 };
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
@@ -24,6 +23,7 @@ use crate::error::ApiError;
 use crate::resume::RunningResponses;
 use crate::routes::router;
 use crate::trace::TraceFile;
+use toolgate::ledger::LedgerStore;
 use toolgate_auth::ApprovalSecret;
 use toolgate_auth::PrincipalSource;
 
@@ -111,7 +111,7 @@ struct Inner {
     running: Arc<RunningResponses>,
     toolkit: RwLock<Toolkit>,
     /// Where sticky decisions live: the ledger's store, else this process's memory.
-    decisions: Arc<dyn ApprovalStore>,
+    decisions: Arc<dyn LedgerStore>,
     clock: Arc<dyn Clock>,
     /// Bumped whenever this process changes an approval (inbox streams look again).
     approvals_changed: tokio::sync::watch::Sender<u64>,
@@ -130,7 +130,7 @@ impl AppState {
         config.ledger = config.ledger.take().map(|ledger| ledger.groups(config.groups.clone()));
         // Signed-out sessions are recorded where every replica on the store reads them.
         if let (Some(oidc), Some(ledger)) = (config.principals.oidc(), &config.ledger) {
-            oidc.keep_revocations_in(Arc::clone(&ledger.store));
+            oidc.keep_revocations_in(ledger.store.clone());
         }
         let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
         let model: SharedModel = match &trace {
@@ -141,7 +141,7 @@ impl AppState {
         let links = crate::notify::token::LinkSigner::new(&config.secret);
         let running = Arc::default();
         let toolkit = RwLock::new(config.toolkit.clone());
-        let (decisions, clock): (Arc<dyn ApprovalStore>, Arc<dyn Clock>) = match &config.ledger {
+        let (decisions, clock): (Arc<dyn LedgerStore>, Arc<dyn Clock>) = match &config.ledger {
             Some(ledger) => (Arc::clone(&ledger.store), Arc::clone(&ledger.clock)),
             None => (Arc::new(MemoryStore::new()), Arc::new(SystemClock)),
         };
@@ -173,7 +173,7 @@ impl AppState {
     }
 
     /// Where sticky decisions are kept.
-    pub(crate) fn decision_store(&self) -> &Arc<dyn ApprovalStore> {
+    pub(crate) fn decision_store(&self) -> &Arc<dyn LedgerStore> {
         &self.inner.decisions
     }
 

@@ -221,7 +221,9 @@ pub(crate) async fn run_stored(
         }
     }
     // Renewed while the run goes on; ends with the stream, however it ends.
-    let renewal = claim.as_ref().map(|(claim, holder)| renew_claim(state, &store, claim, holder));
+    let renewal = claim.as_ref().map(|(claim, holder)| {
+        renew_claim(state, &(store.clone() as Arc<dyn toolgate::ledger::ContinuationStore>), claim, holder)
+    });
     let state = state.clone();
     Ok(async_stream::stream! {
         let renewal = renewal;
@@ -274,7 +276,7 @@ pub(crate) async fn run_stored(
 /// aborted when the returned guard drops.
 fn renew_claim(
     state: &AppState,
-    store: &Arc<dyn toolgate::ledger::ApprovalStore>,
+    store: &Arc<dyn toolgate::ledger::ContinuationStore>,
     claim: &toolgate::ledger::ContinuationClaim,
     holder: &str,
 ) -> AbortOnDrop {

@@ -27,13 +27,14 @@ use std::collections::{HashMap, HashSet};
 use axum::http::StatusCode;
 use serde_json::Value;
 use serde_json::json;
-use toolgate::ledger::{ApprovalStore, AuditEvent, AuditKind, Ledger, Millis, StoredConversation};
+use toolgate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoredConversation};
 use toolgate::{Decision, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
 use crate::replay::replay_chunks;
 
 use crate::error::ApiError;
+use toolgate::ledger::LedgerStore;
 
 /// A request's history after reconciliation, and the stored version it extends.
 pub(crate) struct Reconciled {
@@ -95,7 +96,7 @@ pub(crate) async fn reconcile(
 /// Stores the conversation (its key, and its owner when it is created) if
 /// nobody saved it since `version`.
 pub(crate) async fn save(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     (chat_id, owner): (&str, Option<&str>),
     messages: &[UiMessage],
     version: Option<i64>,

@@ -3,7 +3,7 @@
 //!
 //! While the server runs, once at start and then every [`PRUNE_EVERY`], it
 //! asks the store to prune what finished more than the retention period ago
-//! ([`toolgate::ledger::ApprovalStore::prune`]: final approvals, their audit
+//! ([`toolgate::ledger::AuditStore::prune`]: final approvals, their audit
 //! events, conversations without an open approval). Nothing pending, approved
 //! or executing is ever removed, however old. A failed prune is logged and
 //! tried again at the next period. Time is the ledger's clock.
@@ -11,13 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate::ledger::{ApprovalStore, Clock};
+use toolgate::ledger::Clock;
+use toolgate::ledger::LedgerStore;
 
 /// How often the store is pruned.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);
 
 /// Prunes `store` now and every [`PRUNE_EVERY`], removing what finished more than `retain` ago.
-pub(crate) async fn prune_loop(store: Arc<dyn ApprovalStore>, clock: Arc<dyn Clock>, retain: Duration) {
+pub(crate) async fn prune_loop(store: Arc<dyn LedgerStore>, clock: Arc<dyn Clock>, retain: Duration) {
     let retain_ms = i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
     loop {
         let before = clock.now().saturating_sub(retain_ms);

@@ -25,13 +25,14 @@ use std::collections::HashMap;
 use serde_json::json;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, ApprovalStore, ContinuationClaim, Ledger};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger};
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
 use crate::app::AppState;
 use crate::approvals::approval_part;
 use crate::chat::StoredRun;
 use crate::error::ApiError;
+use toolgate::ledger::LedgerStore;
 
 /// What the step's approvals say about the run.
 #[derive(Debug, Default)]
@@ -199,7 +200,7 @@ pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[ApprovalRe
 }
 
 /// `data-toolgate-approval` chunks for these approvals as they are now.
-pub(crate) async fn report(store: &dyn ApprovalStore, approval_ids: &[String]) -> Vec<UiChunk> {
+pub(crate) async fn report(store: &dyn LedgerStore, approval_ids: &[String]) -> Vec<UiChunk> {
     if approval_ids.is_empty() {
         return Vec::new();
     }

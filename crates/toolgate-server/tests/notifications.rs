@@ -17,9 +17,8 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderName;
 use common::*;
 use serde_json::{Value, json};
-use toolgate::ledger::{
-    ApprovalStore, AuditKind, AuditQuery, DeliveryState, LedgerConfig, ManualClock, MemoryStore, OutboxQuery,
-};
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{AuditKind, AuditQuery, DeliveryState, LedgerConfig, ManualClock, MemoryStore, OutboxQuery};
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, PolicyHandle};
 use toolgate_server::{Notifications, PrincipalSource, ServerConfig, TokenTable};
@@ -36,7 +35,7 @@ const START: i64 = 1_700_000_000_000;
 struct Setup {
     rules: String,
     notify: String,
-    store: Arc<dyn ApprovalStore>,
+    store: Arc<dyn LedgerStore>,
     clock: Option<Arc<ManualClock>>,
     runs: Arc<AtomicUsize>,
     /// Bearer tokens instead of the `x-user` header.
@@ -71,7 +70,7 @@ impl Setup {
         self
     }
 
-    fn store(mut self, store: &Arc<dyn ApprovalStore>) -> Self {
+    fn store(mut self, store: &Arc<dyn LedgerStore>) -> Self {
         self.store = Arc::clone(store);
         self
     }
@@ -161,7 +160,7 @@ async fn item(server: &Server, id: &str, user: &str) -> Reply {
 }
 
 /// The audit kinds of one approval, oldest first.
-async fn kinds(store: &Arc<dyn ApprovalStore>, id: &str) -> Vec<AuditKind> {
+async fn kinds(store: &Arc<dyn LedgerStore>, id: &str) -> Vec<AuditKind> {
     let events = store.audit(&AuditQuery::default()).await.unwrap();
     events.into_iter().filter(|event| event.approval_id == id).map(|event| event.kind).collect()
 }
@@ -495,7 +494,7 @@ async fn reminders_renotify_the_approvers_who_have_not_voted() {
 #[tokio::test]
 async fn two_replicas_fire_each_timer_once_and_a_restart_between_timers_loses_none() {
     let clock = Arc::new(ManualClock::new(START));
-    let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn LedgerStore> = Arc::new(MemoryStore::new());
     let first = Setup::new("").rules(ESCALATING).clock(&clock).store(&store);
     let (one, stop_one) = start_stoppable(default_script(), first.configure()).await;
     let (two, stop_two) = start_stoppable(default_script(), first.configure()).await;

@@ -10,7 +10,9 @@ use axum::http::HeaderName;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use toolgate::ledger::{ApprovalStore, DecisionQuery, LedgerConfig, MemoryStore};
+use toolgate::ledger::ConversationStore;
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{DecisionQuery, LedgerConfig, MemoryStore};
 use toolgate_policy::{Policy, PolicyHandle};
 use toolgate_server::PrincipalSource;
 
@@ -145,7 +147,7 @@ async fn always_allow_in_a_chat_applies_to_that_chat_only_until_revoked() {
 async fn with_a_store_sticky_decisions_gate_stored_chats() {
     let dir = std::env::temp_dir().join(format!("toolgate-policy-{}", uuid::Uuid::now_v7().simple()));
     let sqlite = toolgate_store::StoreSpec::Sqlite(dir.join("ledger.db"));
-    let stores: Vec<Arc<dyn ApprovalStore>> =
+    let stores: Vec<Arc<dyn LedgerStore>> =
         vec![Arc::new(MemoryStore::new()), toolgate_store::open_store(&sqlite).await.unwrap().unwrap()];
     for store in stores {
         let ledger = LedgerConfig::new(store);

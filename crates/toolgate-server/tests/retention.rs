@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::ConversationStore;
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, LedgerConfig, ManualClock, MemoryStore,
 };

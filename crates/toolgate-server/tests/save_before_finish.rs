@@ -12,6 +12,12 @@ use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::approval::lifecycle::TimerAdvance;
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::ContinuationStore;
+use toolgate::ledger::ConversationStore;
+use toolgate::ledger::InboxStore;
+use toolgate::ledger::LinkStore;
+use toolgate::ledger::OutboxStore;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery,
     Delivery, LedgerConfig, MemoryStore, Millis, Outbound, OutboxQuery, Pruned, StoreFuture, StoredConversation,
@@ -26,12 +32,15 @@ impl ApprovalStore for SlowSaves {
     fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
         self.0.issue(records, events)
     }
+
     fn approvals<'a>(&'a self, ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         self.0.approvals(ids)
     }
+
     fn approvals_for_calls<'a>(&'a self, id: &'a str, calls: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         self.0.approvals_for_calls(id, calls)
     }
+
     fn apply<'a>(
         &'a self,
         moves: &'a [Transition],
@@ -39,76 +48,39 @@ impl ApprovalStore for SlowSaves {
     ) -> StoreFuture<'a, Vec<TransitionOutcome>> {
         self.0.apply(moves, events)
     }
+
     fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
         self.0.append(events)
     }
+
     fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64> {
         self.0.renew_leases(executor, until)
     }
-    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
-        self.0.audit(query)
-    }
-    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
-        self.0.prune(before)
-    }
-    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
-        self.0.list_approvals(query)
-    }
-    fn claim_continuation<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        executor: &'a str,
-        until: Millis,
-        now: Millis,
-        create: bool,
-    ) -> StoreFuture<'a, Option<ContinuationClaim>> {
-        self.0.claim_continuation(conversation_id, executor, until, now, create)
-    }
-    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool> {
-        self.0.finish_continuation(claim, executor)
-    }
-    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
-        self.0.due_continuations(now, limit)
-    }
+
     fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
         self.0.due_timers(now, limit)
     }
+
     fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
         self.0.advance_timer(advance)
     }
-    fn notify_cursor(&self) -> StoreFuture<'_, i64> {
-        self.0.notify_cursor()
+}
+
+impl AuditStore for SlowSaves {
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
+        self.0.audit(query)
     }
-    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {
-        self.0.enqueue(deliveries, from, to)
+
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
+        self.0.prune(before)
     }
-    fn claim_deliveries<'a>(
-        &'a self,
-        executor: &'a str,
-        now: Millis,
-        until: Millis,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<Delivery>> {
-        self.0.claim_deliveries(executor, now, until, limit)
-    }
-    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool> {
-        self.0.finish_attempt(end)
-    }
-    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
-        self.0.deliveries(query)
-    }
-    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
-        self.0.consume_link(link_id, at, expires_at)
-    }
-    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
-        self.0.release_link(link_id)
-    }
-    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
-        self.0.link_used(link_id)
-    }
+}
+
+impl ConversationStore for SlowSaves {
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)
     }
+
     fn save_conversation<'a>(
         &'a self,
         id: &'a str,
@@ -122,14 +94,86 @@ impl ApprovalStore for SlowSaves {
             self.0.save_conversation(id, owner, messages, expected, at).await
         })
     }
+
     fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()> {
         self.0.save_decision(decision)
     }
+
     fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>> {
         self.0.decisions(query)
     }
+
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
         self.0.revoke_decision(id)
+    }
+}
+
+impl InboxStore for SlowSaves {
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
+        self.0.list_approvals(query)
+    }
+}
+
+impl ContinuationStore for SlowSaves {
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>> {
+        self.0.claim_continuation(conversation_id, executor, until, now, create)
+    }
+
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool> {
+        self.0.finish_continuation(claim, executor)
+    }
+
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
+        self.0.due_continuations(now, limit)
+    }
+}
+
+impl OutboxStore for SlowSaves {
+    fn notify_cursor(&self) -> StoreFuture<'_, i64> {
+        self.0.notify_cursor()
+    }
+
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {
+        self.0.enqueue(deliveries, from, to)
+    }
+
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>> {
+        self.0.claim_deliveries(executor, now, until, limit)
+    }
+
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool> {
+        self.0.finish_attempt(end)
+    }
+
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
+        self.0.deliveries(query)
+    }
+}
+
+impl LinkStore for SlowSaves {
+    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
+        self.0.consume_link(link_id, at, expires_at)
+    }
+
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()> {
+        self.0.release_link(link_id)
+    }
+
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
+        self.0.link_used(link_id)
     }
 }
 

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolgate::approval::lifecycle::Routing;
-use toolgate::ledger::{ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, StateFilter, conversation_key};
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, ApprovalState, StateFilter, conversation_key};
 use toolgate_store::{StoreSpec, open_store};
 
 /// Listings timed per measure.
@@ -125,7 +126,7 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
 
 /// LISTINGS listings, the `n`th as `query(n)` asks; every one shows a full page.
 async fn time(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     query: impl Fn(usize) -> ApprovalQuery,
 ) -> Result<Timings, Box<dyn std::error::Error>> {
     let mut timings = Vec::with_capacity(LISTINGS);

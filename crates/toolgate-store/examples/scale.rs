@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, Guard, Lease, RecordedDecision,
-    Transition, Update,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Guard, Lease, RecordedDecision, Transition,
+    Update,
 };
 use toolgate::{Decision, ToolResultOutput};
 use toolgate_store::{StoreSpec, open_store};
@@ -40,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let approvals: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(100_000);
     let events: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(1_000_000);
     let conversations: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(10_000).max(1);
-    let store: Arc<dyn ApprovalStore> = open_store(&spec).await?.ok_or("this example needs a store")?;
+    let store: Arc<dyn LedgerStore> = open_store(&spec).await?.ok_or("this example needs a store")?;
     let run = uuid::Uuid::now_v7().simple().to_string();
     let file = match &spec {
         StoreSpec::Sqlite(path) => Some(path.clone()),
@@ -145,7 +146,7 @@ fn transition(
 }
 
 /// The store operations of ROUND_TRIPS approval round trips, one after the other.
-async fn round_trips(store: &dyn ApprovalStore, run: &str) -> Result<Timings, Box<dyn std::error::Error>> {
+async fn round_trips(store: &dyn LedgerStore, run: &str) -> Result<Timings, Box<dyn std::error::Error>> {
     let mut timings = Vec::with_capacity(ROUND_TRIPS);
     for n in 0..ROUND_TRIPS {
         let (id, chat) = (format!("rt-{run}-{n}"), format!("rt-chat-{run}-{n}"));
@@ -182,7 +183,7 @@ async fn round_trips(store: &dyn ApprovalStore, run: &str) -> Result<Timings, Bo
 
 /// APPROVALS pending approvals with their `issued` events, round-robin over the conversations.
 async fn fill_approvals(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     run: &str,
     approvals: usize,
     conversations: usize,
@@ -200,7 +201,7 @@ async fn fill_approvals(
 
 /// EVENTS more audit events, round-robin over the conversations.
 async fn fill_events(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     run: &str,
     events: usize,
     conversations: usize,
@@ -219,7 +220,7 @@ async fn fill_events(
 
 /// AUDIT_QUERIES audit reads of one conversation each.
 async fn audit_queries(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     run: &str,
     conversations: usize,
 ) -> Result<Timings, Box<dyn std::error::Error>> {

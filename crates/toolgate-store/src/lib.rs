@@ -1,6 +1,6 @@
 //! Durable storage for toolgate's approval ledger on SQLite and Postgres.
 //!
-//! [`SqlStore`] implements [`toolgate::ledger::ApprovalStore`] with the
+//! [`SqlStore`] implements every role of [`toolgate::ledger::LedgerStore`] with the
 //! semantics of [`toolgate::ledger::MemoryStore`], durably:
 //! - every method is atomic: all of its writes commit, or none;
 //! - a transition is one conditional `UPDATE approvals … WHERE approval_id = $1
@@ -59,9 +59,10 @@ use std::sync::Arc;
 
 use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim,
-    ConversationRead, DecisionQuery, Delivery, MemoryStore, Millis, Outbound, OutboxQuery, Pruned, StoreFuture,
-    StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, AuditStore, ContinuationClaim,
+    ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, InboxStore, LedgerStore,
+    LinkStore, MemoryStore, Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreFuture, StoredConversation,
+    StoredDecision, Transition, TransitionOutcome,
 };
 
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
@@ -129,7 +130,7 @@ pub enum OpenError {
     },
 }
 
-/// An [`ApprovalStore`] on SQLite or Postgres (see the crate docs).
+/// A [`LedgerStore`] on SQLite or Postgres (see the crate docs).
 pub struct SqlStore {
     backend: Backend,
     shown: String,
@@ -213,6 +214,16 @@ impl ApprovalStore for SqlStore {
         Box::pin(async move { on_backend!(self, backend => backend.renew_leases(executor, until)) })
     }
 
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
+        Box::pin(async move { on_backend!(self, backend => backend.due_timers(now, limit)) })
+    }
+
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.advance_timer(advance)) })
+    }
+}
+
+impl AuditStore for SqlStore {
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         Box::pin(async move { on_backend!(self, backend => backend.audit(query)) })
     }
@@ -220,7 +231,9 @@ impl ApprovalStore for SqlStore {
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
         Box::pin(async move { on_backend!(self, backend => backend.prune(before)) })
     }
+}
 
+impl ConversationStore for SqlStore {
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         Box::pin(async move { on_backend!(self, backend => backend.conversation(conversation_id)) })
     }
@@ -259,11 +272,15 @@ impl ApprovalStore for SqlStore {
             async move { on_backend!(self, backend => backend.conversation_with_decisions(conversation_id, query)) },
         )
     }
+}
 
+impl InboxStore for SqlStore {
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         Box::pin(async move { on_backend!(self, backend => backend.list_approvals(query)) })
     }
+}
 
+impl ContinuationStore for SqlStore {
     fn claim_continuation<'a>(
         &'a self,
         conversation_id: &'a str,
@@ -284,15 +301,9 @@ impl ApprovalStore for SqlStore {
     fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move { on_backend!(self, backend => backend.due_continuations(now, limit)) })
     }
+}
 
-    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
-        Box::pin(async move { on_backend!(self, backend => backend.due_timers(now, limit)) })
-    }
-
-    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
-        Box::pin(async move { on_backend!(self, backend => backend.advance_timer(advance)) })
-    }
-
+impl OutboxStore for SqlStore {
     fn notify_cursor(&self) -> StoreFuture<'_, i64> {
         Box::pin(async move { on_backend!(self, backend => backend.notify_cursor()) })
     }
@@ -318,7 +329,9 @@ impl ApprovalStore for SqlStore {
     fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
         Box::pin(async move { on_backend!(self, backend => backend.deliveries(query)) })
     }
+}
 
+impl LinkStore for SqlStore {
     fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
         Box::pin(async move { on_backend!(self, backend => backend.consume_link(link_id, at, expires_at)) })
     }
@@ -334,12 +347,12 @@ impl ApprovalStore for SqlStore {
 
 /// Opens the store a spec names: `None` for [`StoreSpec::None`], a
 /// [`MemoryStore`] for [`StoreSpec::Memory`], else a migrated [`SqlStore`].
-pub async fn open_store(spec: &StoreSpec) -> Result<Option<Arc<dyn ApprovalStore>>, OpenError> {
+pub async fn open_store(spec: &StoreSpec) -> Result<Option<Arc<dyn LedgerStore>>, OpenError> {
     open_store_synced(spec, StoreSync::default()).await
 }
 
 /// [`open_store`] with a SQL store's commits as durable as `sync` says.
-pub async fn open_store_synced(spec: &StoreSpec, sync: StoreSync) -> Result<Option<Arc<dyn ApprovalStore>>, OpenError> {
+pub async fn open_store_synced(spec: &StoreSpec, sync: StoreSync) -> Result<Option<Arc<dyn LedgerStore>>, OpenError> {
     Ok(match spec {
         StoreSpec::None => None,
         StoreSpec::Memory => Some(Arc::new(MemoryStore::new())),

@@ -304,7 +304,7 @@ impl Backend {
         rows.into_iter().map(RecordRow::into_record).collect()
     }
 
-    /// Claims a mark (see `ApprovalStore::claim_continuation`): one
+    /// Claims a mark (see `ContinuationStore::claim_continuation`): one
     /// conditional update, or with `create` one upsert that marks and claims.
     pub(crate) async fn claim_continuation(
         &self,
@@ -323,7 +323,7 @@ impl Backend {
         Ok(generation.map(|generation| ContinuationClaim { conversation_id: conversation_id.to_owned(), generation }))
     }
 
-    /// Ends a claim (see `ApprovalStore::finish_continuation`): conditional
+    /// Ends a claim (see `ContinuationStore::finish_continuation`): conditional
     /// statements in one transaction.
     pub(crate) async fn finish_continuation(
         &self,

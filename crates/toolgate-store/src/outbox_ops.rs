@@ -34,7 +34,7 @@ impl Backend {
         self.write((advance.clone(), routing, read), advance_timer_in).await
     }
 
-    /// See `ApprovalStore::notify_cursor`.
+    /// See `OutboxStore::notify_cursor`.
     pub(crate) async fn notify_cursor(&self) -> Result<i64, StoreError> {
         db::query_scalar::<i64>(outbox_sql::NOTIFY_CURSOR)
             .fetch_optional(self.reader())
@@ -43,7 +43,7 @@ impl Backend {
             .map(Option::unwrap_or_default)
     }
 
-    /// See `ApprovalStore::enqueue`: the cursor's conditional move first,
+    /// See `OutboxStore::enqueue`: the cursor's conditional move first,
     /// the deliveries only when it moved.
     pub(crate) async fn enqueue(&self, deliveries: &[Outbound], from: i64, to: i64) -> Result<bool, StoreError> {
         let bodies = deliveries
@@ -54,7 +54,7 @@ impl Backend {
         self.write((deliveries.to_vec(), bodies, from, to), enqueue_in).await
     }
 
-    /// See `ApprovalStore::claim_deliveries`: one conditional update.
+    /// See `OutboxStore::claim_deliveries`: one conditional update.
     pub(crate) async fn claim_deliveries(
         &self,
         executor: &str,
@@ -71,12 +71,12 @@ impl Backend {
         rows.into_iter().map(DeliveryRow::into_delivery).collect()
     }
 
-    /// See `ApprovalStore::finish_attempt`.
+    /// See `OutboxStore::finish_attempt`.
     pub(crate) async fn finish_attempt(&self, end: &AttemptEnd) -> Result<bool, StoreError> {
         self.write(end.clone(), finish_attempt_in).await
     }
 
-    /// See `ApprovalStore::deliveries`.
+    /// See `OutboxStore::deliveries`.
     pub(crate) async fn deliveries(&self, query: &OutboxQuery) -> Result<Vec<Delivery>, StoreError> {
         if query.limit == 0 {
             return Ok(Vec::new());
@@ -93,17 +93,17 @@ impl Backend {
         rows.into_iter().map(DeliveryRow::into_delivery).collect()
     }
 
-    /// See `ApprovalStore::consume_link`.
+    /// See `LinkStore::consume_link`.
     pub(crate) async fn consume_link(&self, link_id: &str, at: Millis, expires_at: Millis) -> Result<bool, StoreError> {
         self.write_statement((link_id.to_owned(), at, expires_at), consume_link_in).await
     }
 
-    /// See `ApprovalStore::release_link`.
+    /// See `LinkStore::release_link`.
     pub(crate) async fn release_link(&self, link_id: &str) -> Result<(), StoreError> {
         self.write_statement(link_id.to_owned(), release_link_in).await
     }
 
-    /// See `ApprovalStore::link_used`.
+    /// See `LinkStore::link_used`.
     pub(crate) async fn link_used(&self, link_id: &str) -> Result<bool, StoreError> {
         let used = db::query_scalar::<i64>(outbox_sql::LINK_USED)
             .bind(link_id)

@@ -17,6 +17,8 @@ use tokio::sync::Barrier;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{Routing, Vote, VoteOptions, Voter, cast};
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executing, Expired, Failed, Pending, Withdrawn};
+use toolgate::ledger::InboxStore;
+use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guard, ManualClock,
     MemoryStore, Pruned, StateFilter, Transition, TransitionOutcome, conversation_key,
@@ -85,7 +87,7 @@ fn inbox(keys: Option<&[&str]>, states: StateFilter, conversation: Option<&str>,
 }
 
 /// The ids a listing shows, in its order (checking each record reads back whole).
-async fn listed(store: &dyn ApprovalStore, query: &ApprovalQuery) -> Vec<String> {
+async fn listed(store: &dyn LedgerStore, query: &ApprovalQuery) -> Vec<String> {
     let found = store.list_approvals(query).await.unwrap();
     let ids: Vec<String> = found.iter().map(|record| record.approval_id.clone()).collect();
     assert_eq!(store.approvals(&ids).await.unwrap(), found, "listed records read back whole");
@@ -169,7 +171,7 @@ async fn the_votes_guard_refuses_a_stale_count_and_an_expired_record(stores: &St
 
 /// Each voter reads the record, adds their vote and applies it on the
 /// votes read, reading again when another vote came first.
-async fn vote_with_retries(store: Arc<dyn ApprovalStore>, voter: String, voters: usize) -> (bool, usize) {
+async fn vote_with_retries(store: Arc<dyn LedgerStore>, voter: String, voters: usize) -> (bool, usize) {
     for attempt in 1..=200 {
         let read = store.approvals(&["contested".to_owned()]).await.unwrap().remove(0);
         let mut votes = read.votes.clone();
@@ -304,7 +306,7 @@ async fn continuation_marks_a_conversation_due_only_when_it_moves(stores: &Store
 /// Alice's conversation holds a plain approval and two routed ones (one to
 /// finance and Dave, one to Carol), Bob's a plain one, and a conversation
 /// without owner one; Alice also has a denied one.
-async fn issue_inbox(store: &dyn ApprovalStore) {
+async fn issue_inbox(store: &dyn LedgerStore) {
     let (alice, bob) = (owned("alice", "c1"), owned("bob", "c2"));
     let mut denied = plain("a4", &alice, 50);
     denied.state = Denied;

@@ -16,13 +16,15 @@ use support::{
     record_of, sticky, transition, unsequenced,
 };
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, DecisionScope, Guard,
     Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
-async fn all_events(store: &dyn ApprovalStore) -> Vec<toolgate::ledger::AuditEvent> {
+async fn all_events(store: &dyn LedgerStore) -> Vec<toolgate::ledger::AuditEvent> {
     store.audit(&AuditQuery::default()).await.unwrap()
 }
 

@@ -14,6 +14,7 @@ use toolgate::ledger::{ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guar
 use toolgate_store::{SqlStore, StoreSpec};
 
 use support::{event, record, transition};
+use toolgate::ledger::AuditStore;
 
 async fn sqlite() -> (tempfile::TempDir, std::path::PathBuf, Arc<SqlStore>) {
     let (dir, path) = support::sqlite_path();

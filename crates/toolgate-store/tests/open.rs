@@ -9,6 +9,8 @@ use serde_json::json;
 use sqlx::Connection;
 use support::{decision, decision_query, event, in_conversation, record, sticky, transition};
 use toolgate::ledger::ApprovalState::{Approved, Pending};
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::ConversationStore;
 use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, DecisionScope, Guard, StoreError, TransitionOutcome};
 use toolgate_store::{OpenError, SqlStore, StoreSpec, open_store};
 

@@ -26,6 +26,9 @@ use tokio::sync::Barrier;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{Escalation, Fired, Routing, Schedule, VoteOptions, Voter, cast, fire};
 use toolgate::ledger::ApprovalState::{Denied, Pending};
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::OutboxStore;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditKind, AuditQuery,
     Delivery, DeliveryState, ManualClock, Millis, Outbound, OutboxQuery, StateFilter, conversation_key,
@@ -83,18 +86,18 @@ fn scheduled(id: &str, issued_at: Millis, remind: Option<Millis>) -> ApprovalRec
 }
 
 /// The ids of the approvals whose timer is due at `now`, earliest first.
-async fn due(store: &dyn ApprovalStore, now: Millis, limit: usize) -> Vec<String> {
+async fn due(store: &dyn LedgerStore, now: Millis, limit: usize) -> Vec<String> {
     store.due_timers(now, limit).await.unwrap().into_iter().map(|record| record.approval_id).collect()
 }
 
 /// Reads the approval through `store` and fires its timer at `now`.
-async fn fire_at(store: &dyn ApprovalStore, id: &str, now: Millis) -> Option<Fired> {
+async fn fire_at(store: &dyn LedgerStore, id: &str, now: Millis) -> Option<Fired> {
     let read = store.approvals(&[id.to_owned()]).await.unwrap().remove(0);
     fire(store, &ManualClock::new(now), &groups, &read).await.unwrap()
 }
 
 /// The pending approvals `keys` may see.
-async fn visible(store: &dyn ApprovalStore, keys: &[&str]) -> Vec<String> {
+async fn visible(store: &dyn LedgerStore, keys: &[&str]) -> Vec<String> {
     let query = ApprovalQuery {
         viewer_keys: Some(strings(keys)),
         states: StateFilter::Pending,
@@ -240,7 +243,7 @@ fn ids(deliveries: &[Delivery]) -> Vec<String> {
 
 /// The deliveries a query lists, by id.
 async fn listed(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     approval: Option<&str>,
     state: Option<DeliveryState>,
     limit: usize,
@@ -250,13 +253,13 @@ async fn listed(
 }
 
 /// The one delivery with this id.
-async fn delivery(store: &dyn ApprovalStore, id: &str) -> Delivery {
+async fn delivery(store: &dyn LedgerStore, id: &str) -> Delivery {
     let all = store.deliveries(&OutboxQuery { limit: 1000, ..OutboxQuery::default() }).await.unwrap();
     all.into_iter().find(|delivery| delivery.outbound.delivery_id == id).unwrap_or_else(|| panic!("no {id}"))
 }
 
 /// Enqueues `deliveries` from a cursor at 0.
-async fn enqueued(store: &dyn ApprovalStore, deliveries: &[Outbound]) {
+async fn enqueued(store: &dyn LedgerStore, deliveries: &[Outbound]) {
     assert!(store.enqueue(deliveries, 0, 1).await.unwrap());
 }
 

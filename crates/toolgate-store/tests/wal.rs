@@ -15,6 +15,8 @@ use toolgate::ledger::{ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guar
 use toolgate_store::{SqlStore, StoreSpec};
 
 use support::{event, record, transition};
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::ConversationStore;
 
 /// Writer tasks, each running approval round trips back to back.
 const WRITERS: usize = 8;

@@ -21,6 +21,8 @@ use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::{
     self, Escalation, Fired, Route, Routing, Schedule, TIMER_PRINCIPAL, VoteError, VoteOptions, Voter, fire, next_due,
 };
+use toolgate::ledger::AuditStore;
+use toolgate::ledger::ContinuationStore;
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, Clock, LedgerConfig, ManualClock,
     MemoryStore, Millis, conversation_key,

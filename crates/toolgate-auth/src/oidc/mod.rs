@@ -75,7 +75,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use openidconnect::url::{Host, Url};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
-use toolgate::ledger::{ApprovalStore, Millis};
+use toolgate::ledger::{LinkStore, Millis};
 
 pub use self::config::{DEFAULT_SCOPES, OidcConfig};
 use self::cookies::{CookieKey, Pending};
@@ -254,7 +254,7 @@ impl OidcSignIn {
 
     /// Records signed-out sessions in `store` (so every replica on it refuses
     /// them), instead of this process's memory. A server calls it when it has a store.
-    pub fn keep_revocations_in(&self, store: Arc<dyn ApprovalStore>) {
+    pub fn keep_revocations_in(&self, store: Arc<dyn LinkStore>) {
         self.revoked.keep_in(store);
     }
 

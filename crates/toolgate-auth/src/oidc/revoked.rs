@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use toolgate::ledger::{ApprovalStore, Millis};
+use toolgate::ledger::{LinkStore, Millis};
 
 /// The prefix of a revoked session's entry in the store.
 const ENTRY_PREFIX: &str = "session:";
@@ -22,7 +22,7 @@ const ENTRY_PREFIX: &str = "session:";
 #[derive(Default)]
 pub(crate) struct Revocations {
     /// The store, once the server has one.
-    store: OnceLock<Arc<dyn ApprovalStore>>,
+    store: OnceLock<Arc<dyn LinkStore>>,
     /// Without a store: revoked ids and when their sessions expire.
     memory: Mutex<HashMap<String, Millis>>,
 }
@@ -35,7 +35,7 @@ impl std::fmt::Debug for Revocations {
 
 impl Revocations {
     /// Records revocations in `store` from now on (the first store given stays).
-    pub(crate) fn keep_in(&self, store: Arc<dyn ApprovalStore>) {
+    pub(crate) fn keep_in(&self, store: Arc<dyn LinkStore>) {
         let _ = self.store.set(store);
     }
 
@@ -78,7 +78,7 @@ mod tests {
         let local = Revocations::default();
         local.revoke("s1", 2_000, 1_000).await.unwrap();
         assert!(local.is_revoked("s1").await && !local.is_revoked("s2").await);
-        let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn LinkStore> = Arc::new(MemoryStore::new());
         let shared = Revocations::default();
         shared.keep_in(Arc::clone(&store));
         shared.revoke("s1", 2_000, 1_000).await.unwrap();

@@ -1,5 +1,5 @@
 //! Fills the store with the data set ([`Layout`]) through
-//! [`ApprovalStore::issue`], as the engine would have issued it, and writes
+//! [`toolgate::ledger::ApprovalStore::issue`], as the engine would have issued it, and writes
 //! what `toolgate serve` needs to know the principals: a tokens file (a token
 //! per approver and requester) and a config with the `[groups]`.
 
@@ -10,13 +10,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use toolgate::ledger::{ApprovalRecord, ApprovalStore, AuditEvent};
+use toolgate::ledger::{ApprovalRecord, AuditEvent};
 
 use super::layout::Layout;
+use toolgate::ledger::LedgerStore;
 
 /// Writes approvals `0..layout.approvals` in batches of `batch` (one
 /// `issue` call, one transaction each), oldest first; returns how long it took.
-pub async fn fill(store: &dyn ApprovalStore, layout: &Layout, batch: usize) -> anyhow::Result<Duration> {
+pub async fn fill(store: &dyn LedgerStore, layout: &Layout, batch: usize) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let batch = batch.max(1);
     let mut reported = 0;

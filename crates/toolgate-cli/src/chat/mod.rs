@@ -30,7 +30,7 @@ use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
 use toolgate::approval::lifecycle::{self, EditCheck};
-use toolgate::ledger::{ApprovalStore, Clock, MemoryStore, SystemClock};
+use toolgate::ledger::{Clock, MemoryStore, SystemClock};
 use toolgate::tool::{CallGate, Caller};
 use toolgate::{ApprovalContext, TextRequest, Tool, Toolkit};
 use toolgate_client::{
@@ -48,6 +48,7 @@ use crate::model_spec::model_or_default;
 use crate::store::{LedgerArgs, StoreArgs};
 use crate::tools::ToolSetup;
 use crate::tools::Tools;
+use toolgate::ledger::LedgerStore;
 
 /// How `toolgate chat` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -235,14 +236,14 @@ async fn in_process(
     args: &ChatArgs,
     toolkit: Option<Toolkit>,
     setup: &ToolSetup,
-) -> anyhow::Result<(InProcessTransport, String, Arc<dyn ApprovalStore>)> {
+) -> anyhow::Result<(InProcessTransport, String, Arc<dyn LedgerStore>)> {
     let model = model_or_default(args.model.as_deref())?;
     let store_text = args.store.store.clone().unwrap_or_else(|| "sqlite".into());
     let store_name = toolgate_store::StoreSpec::parse(&store_text, &args.store.data_dir())
         .map_or_else(|_| store_text.clone(), |spec| spec.to_string());
     let store = args.store.open().await?;
     let signer = InProcessTransport::random_signer()?;
-    let decisions: Arc<dyn ApprovalStore> = store.clone().unwrap_or_else(|| Arc::new(MemoryStore::new()));
+    let decisions: Arc<dyn LedgerStore> = store.clone().unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let ledger = store.map(|store| args.ledger.config(store));
     let system = args.system.clone();
     let policy = setup.policy.clone();
@@ -286,7 +287,7 @@ type EventStream = Pin<Box<dyn Stream<Item = ChatEvent> + Send>>;
 /// engine gates calls with them.
 struct EditRules {
     policy: PolicyHandle,
-    decisions: Arc<dyn ApprovalStore>,
+    decisions: Arc<dyn LedgerStore>,
 }
 
 /// One chat session: the chat, its events, and who answers.

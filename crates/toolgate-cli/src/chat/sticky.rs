@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use toolgate::ledger::{ApprovalStore, Clock, DecisionScope, SystemClock};
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{Clock, DecisionScope, SystemClock};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 
 /// Where "always allow" goes.
 pub enum StickySink {
     /// The store of an in-process chat.
-    Store(Arc<dyn ApprovalStore>),
+    Store(Arc<dyn LedgerStore>),
     /// A toolgate server's `/api/decisions`, with the chat's bearer token.
     Server {
         /// The decisions endpoint.

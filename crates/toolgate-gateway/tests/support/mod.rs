@@ -166,7 +166,7 @@ impl Setup {
         tune: impl FnOnce(&mut GatewayOptions),
     ) -> Arc<Gateway> {
         let policy = PolicyHandle::new(Policy::from_toml_str(rules).unwrap());
-        let ledger = LedgerConfig::new(Arc::clone(store) as Arc<dyn toolgate::ledger::ApprovalStore>);
+        let ledger = LedgerConfig::new(Arc::clone(store) as Arc<dyn toolgate::ledger::LedgerStore>);
         let mut options = GatewayOptions::new("alice");
         options.hold = Duration::from_millis(400);
         options.poll = Duration::from_millis(20);

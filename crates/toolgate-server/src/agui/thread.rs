@@ -18,13 +18,14 @@ use std::collections::HashSet;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use toolgate::Toolkit;
-use toolgate::ledger::{ApprovalStore, Millis};
+use toolgate::ledger::Millis;
 use toolgate_agui::resume::pending_approvals;
 use toolgate_agui::{
     HistoryMismatch, Message, PENDING_FIELD, PendingApproval, RunAgentInput, STATE_KEY, check_history,
 };
 
 use crate::error::ApiError;
+use toolgate::ledger::LedgerStore;
 
 /// The field of a stored thread holding its messages (toolgate's interrupts are under [`STATE_KEY`]).
 const MESSAGES_FIELD: &str = "messages";
@@ -57,7 +58,7 @@ pub(super) enum CatchUp {
 
 impl StoredThread {
     /// The thread stored under `key` (an empty one when there is none).
-    pub(super) async fn load(store: &dyn ApprovalStore, key: &str) -> Result<Self, ApiError> {
+    pub(super) async fn load(store: &dyn LedgerStore, key: &str) -> Result<Self, ApiError> {
         let Some(stored) = store.conversation(key).await? else {
             return Ok(Self { messages: Some(Vec::new()), interrupts: None, continued_at: None });
         };
@@ -76,7 +77,7 @@ impl StoredThread {
     /// saved meanwhile: this run's thread is the newest); `owner` is recorded
     /// when the thread is created.
     pub(super) async fn save(
-        store: &dyn ApprovalStore,
+        store: &dyn LedgerStore,
         (key, owner): (&str, Option<&str>),
         messages: &[Message],
         interrupts: Option<Value>,

@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::ledger::{
-    ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditKind, Clock, Delivery as StoredDelivery, Millis,
-    conversation_name,
+    AttemptEnd, AttemptResult, AuditEvent, AuditKind, Clock, Delivery as StoredDelivery, Millis, conversation_name,
 };
 use toolgate_notify::{Delivery, Event, GIVE_UP_AFTER, Outcome, backoff};
 
 use super::Notifications;
+use toolgate::ledger::LedgerStore;
 
 /// How long a claimed delivery is held (longer than any attempt takes).
 pub const CLAIM: Duration = Duration::from_secs(120);
@@ -30,7 +30,7 @@ pub const IN_FLIGHT: usize = 32;
 const POLL: Duration = Duration::from_millis(500);
 
 /// Delivers from the outbox until the task is dropped.
-pub(crate) async fn deliver(store: Arc<dyn ApprovalStore>, clock: Arc<dyn Clock>, notifications: Arc<Notifications>) {
+pub(crate) async fn deliver(store: Arc<dyn LedgerStore>, clock: Arc<dyn Clock>, notifications: Arc<Notifications>) {
     let executor = format!("notify-{}", uuid::Uuid::now_v7().simple());
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     loop {
@@ -67,7 +67,7 @@ pub(crate) async fn deliver(store: Arc<dyn ApprovalStore>, clock: Arc<dyn Clock>
 
 /// Sends one claimed delivery and records how it went.
 async fn attempt(
-    store: &dyn ApprovalStore,
+    store: &dyn LedgerStore,
     clock: &dyn Clock,
     notifications: &Notifications,
     executor: &str,

@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use toolgate::approval::lifecycle::{GROUP_PREFIX, requester};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, Millis, Outbound,
-    StoreError,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, Millis, Outbound, StoreError,
 };
 use toolgate_notify::{Channel, Event, EventKind, LinkMode, Links, Target};
 
@@ -28,6 +27,7 @@ use super::Notifications;
 use super::token::{LinkChoice, LinkClaims, nonce};
 use crate::app::AppState;
 use crate::approvals::item::{approval_item, rfc3339};
+use toolgate::ledger::LedgerStore;
 
 /// Events read per round.
 const BATCH: usize = 256;
@@ -53,7 +53,7 @@ pub(crate) async fn follow(state: AppState, notifications: Arc<Notifications>) {
 /// One round: `true` when the cursor moved (here or elsewhere).
 async fn enqueue_once(state: &AppState, notifications: &Notifications) -> Result<bool, StoreError> {
     let Some(ledger) = &state.config().ledger else { return Ok(false) };
-    let store: &dyn ApprovalStore = ledger.store.as_ref();
+    let store: &dyn LedgerStore = ledger.store.as_ref();
     let cursor = store.notify_cursor().await?;
     let query =
         AuditQuery { after_seq: Some(cursor), limit: Some(BATCH), view: AuditView::All, ..AuditQuery::default() };

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate::ledger::{ApprovalRecord, ApprovalStore, DEFAULT_SETTLE_WAIT, LedgerConfig};
+use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{ApprovalRecord, DEFAULT_SETTLE_WAIT, LedgerConfig};
 use toolgate::{ScriptedModel, Tool, ToolContext, ToolError, Toolkit};
 use toolgate_server::{AppState, ApprovalSecret, ServerConfig, serve_listener};
 use toolgate_store::{StoreSpec, open_store};
@@ -185,7 +186,7 @@ pub struct Fixture {
     pub store_text: String,
     pub log: PathBuf,
     pub starts: PathBuf,
-    pub store: Arc<dyn ApprovalStore>,
+    pub store: Arc<dyn LedgerStore>,
 }
 
 impl Fixture {

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 use sqlx::Connection;
+use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease,
-    MemoryStore, RecordedDecision, StoredDecision, Transition, TransitionOutcome, Update,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease, MemoryStore,
+    RecordedDecision, StoredDecision, Transition, TransitionOutcome, Update,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 
@@ -20,8 +21,8 @@ pub const REQUIRE_POSTGRES: &str = "TOOLGATE_TEST_REQUIRE_POSTGRES";
 
 /// Two handles on one database (two "processes" for the SQL stores).
 pub struct Stores {
-    pub a: Arc<dyn ApprovalStore>,
-    pub b: Arc<dyn ApprovalStore>,
+    pub a: Arc<dyn LedgerStore>,
+    pub b: Arc<dyn LedgerStore>,
     sql: Vec<Arc<SqlStore>>,
     _dir: Option<tempfile::TempDir>,
     drop_database: Option<(String, String)>,
@@ -29,7 +30,7 @@ pub struct Stores {
 
 impl Stores {
     pub fn memory() -> Self {
-        let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn LedgerStore> = Arc::new(MemoryStore::new());
         Self { a: store.clone(), b: store, sql: Vec::new(), _dir: None, drop_database: None }
     }
 
@@ -205,13 +206,13 @@ pub fn decision_query(conversation_id: Option<&str>, principal: Option<&str>, no
 }
 
 /// The ids of the decisions the query selects, in the order the store lists them.
-pub async fn decision_ids(store: &dyn ApprovalStore, query: &DecisionQuery) -> Vec<String> {
+pub async fn decision_ids(store: &dyn LedgerStore, query: &DecisionQuery) -> Vec<String> {
     store.decisions(query).await.unwrap().into_iter().map(|decision| decision.id).collect()
 }
 
 /// Applies one transition and checks the outcome against the reference
 /// semantics (`applies_to` / `write_into` on the record as it was).
-pub async fn check(store: &dyn ApprovalStore, transition: Transition) -> TransitionOutcome {
+pub async fn check(store: &dyn LedgerStore, transition: Transition) -> TransitionOutcome {
     let before = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();
     let outcome = store.apply(std::slice::from_ref(&transition), &[]).await.unwrap().remove(0);
     let after = store.approvals(std::slice::from_ref(&transition.approval_id)).await.unwrap();

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Millis;
+use super::{Millis, StoreError, StoreFuture, StoredConversation};
 
 /// Where a sticky decision applies.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,4 +102,65 @@ pub struct DecisionQuery {
     pub principal: Option<String>,
     /// Decisions that expired at or before this are left out.
     pub now: Millis,
+}
+
+/// What a request reads before it runs: its stored conversation and the
+/// sticky decisions that apply to it (see
+/// [`ConversationStore::conversation_with_decisions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRead {
+    /// The stored conversation, if there is one.
+    pub conversation: Option<StoredConversation>,
+    /// The decisions, or why they could not be read back (a corrupt row):
+    /// kept apart, so a reader can fail closed on them alone.
+    pub decisions: Result<Vec<StoredDecision>, StoreError>,
+}
+
+/// Stored conversations and sticky decisions, read together before a request runs.
+pub trait ConversationStore: Send + Sync + std::fmt::Debug {
+    /// A stored conversation.
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>>;
+
+    /// Saves a conversation (by its key) if its stored version is still
+    /// `expected_version` (`None`: it must not exist yet). `owner` is
+    /// recorded when the conversation is created and never changed. Returns
+    /// the new version, or `None` when another writer saved first.
+    fn save_conversation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        owner: Option<&'a str>,
+        messages: &'a serde_json::Value,
+        expected_version: Option<i64>,
+        at: Millis,
+    ) -> StoreFuture<'a, Option<i64>>;
+
+    /// Saves a sticky decision. An id already stored fails with
+    /// [`StoreError::DuplicateDecision`].
+    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()>;
+
+    /// The sticky decisions the query selects (see [`DecisionQuery`]), oldest first.
+    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>>;
+
+    /// Removes a sticky decision; returns it, or `None` when no decision has this id.
+    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
+
+    /// [`Self::conversation`] and [`Self::decisions`] together, as a request
+    /// needs them before it runs: one round trip where the backend can. An
+    /// unreachable store fails the call; a decision that cannot be read back
+    /// fails only [`ConversationRead::decisions`]. This default reads one
+    /// after the other.
+    fn conversation_with_decisions<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        query: &'a DecisionQuery,
+    ) -> StoreFuture<'a, ConversationRead> {
+        Box::pin(async move {
+            let conversation = self.conversation(conversation_id).await?;
+            let decisions = match self.decisions(query).await {
+                Err(StoreError::Corrupt(detail)) => Err(StoreError::Corrupt(detail)),
+                other => Ok(other?),
+            };
+            Ok(ConversationRead { conversation, decisions })
+        })
+    }
 }

@@ -13,6 +13,7 @@
 //!   the run, and clear the mark if no decision came meanwhile; a claim whose
 //!   holder died lapses and is claimed again.
 
+use super::{ApprovalRecord, Millis, StoreFuture};
 use crate::approval::lifecycle::ApprovalState;
 
 /// Which states an inbox listing shows.
@@ -104,7 +105,7 @@ impl InboxChanges {
     /// `query` should select pending approvals for the voter's keys.
     pub async fn next(
         &mut self,
-        store: &dyn super::ApprovalStore,
+        store: &dyn super::LedgerStore,
         query: &ApprovalQuery,
         voter: &crate::approval::lifecycle::Voter,
     ) -> Result<Vec<super::ApprovalRecord>, super::StoreError> {
@@ -166,6 +167,36 @@ impl InboxChanges {
     pub fn remembered(&self) -> usize {
         self.given.len()
     }
+}
+
+/// The inbox: approvals as their viewers list them.
+pub trait InboxStore: Send + Sync + std::fmt::Debug {
+    /// Approvals as an inbox lists them (see [`ApprovalQuery`]), newest first.
+    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>>;
+}
+
+/// Conversations due to continue on the server, claimed by one replica at a time.
+pub trait ContinuationStore: Send + Sync + std::fmt::Debug {
+    /// Claims a conversation marked due to continue, until `until`, for
+    /// `executor`, if nobody holds it at `now` (an unexpired claim of
+    /// another executor blocks it). With `create`, marks it due first (a
+    /// request that continues the conversation itself). `None`: not due, or
+    /// held by another.
+    fn claim_continuation<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        executor: &'a str,
+        until: Millis,
+        now: Millis,
+        create: bool,
+    ) -> StoreFuture<'a, Option<ContinuationClaim>>;
+
+    /// Ends a claim: clears the mark when no decision bumped it since the
+    /// claim (returns `true`), else releases it so it is claimed again.
+    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool>;
+
+    /// Conversations due to continue that nobody holds at `now`, oldest mark first.
+    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>>;
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! An in-memory [`ApprovalStore`] for library users and tests: one lock held
-//! across each operation makes every operation a transaction.
+//! An in-memory ledger (every role: a [`super::LedgerStore`]) for library
+//! users and tests, the reference the SQL stores are tested against: one lock
+//! held across each operation makes every operation a transaction.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,8 +9,9 @@ use serde_json::Value;
 
 use super::{
     ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditQuery,
-    AuditView, ContinuationClaim, DecisionQuery, Delivery, DeliveryState, Millis, Outbound, OutboxQuery, Pruned,
-    StoreError, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
+    AuditStore, AuditView, ContinuationClaim, ContinuationStore, ConversationStore, DecisionQuery, Delivery,
+    DeliveryState, InboxStore, LinkStore, Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreError, StoreFuture,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 use crate::approval::lifecycle::{TimerAdvance, next_due};
 
@@ -174,6 +176,37 @@ impl ApprovalStore for MemoryStore {
         })
     }
 
+    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let mut due: Vec<(Millis, &ApprovalRecord)> = inner
+                .approvals
+                .values()
+                .filter_map(|record| next_due(record).filter(|at| *at <= now).map(|at| (at, record)))
+                .collect();
+            due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.approval_id.cmp(&b.1.approval_id)));
+            Ok(due.into_iter().take(limit).map(|(_, record)| record.clone()).collect())
+        })
+    }
+
+    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let Some(record) = inner.approvals.get_mut(&advance.approval_id) else {
+                return Ok(false);
+            };
+            if next_due(record) != Some(advance.expected) || record.routing.as_ref() != Some(&advance.read) {
+                return Ok(false);
+            }
+            record.routing = Some(advance.routing.clone());
+            record.updated_at = advance.at;
+            inner.append(&advance.events);
+            Ok(true)
+        })
+    }
+}
+
+impl AuditStore for MemoryStore {
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         Box::pin(async move {
             let inner = self.lock();
@@ -196,6 +229,40 @@ impl ApprovalStore for MemoryStore {
         })
     }
 
+    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            let open: Vec<(String, String)> = inner
+                .approvals
+                .values()
+                .filter(|record| !record.state.is_final())
+                .map(|record| (record.approval_id.clone(), record.conversation_id.clone()))
+                .collect();
+            let open_ids: std::collections::HashSet<&str> = open.iter().map(|(id, _)| id.as_str()).collect();
+            let open_conversations: std::collections::HashSet<&str> = open.iter().map(|(_, c)| c.as_str()).collect();
+            let events = inner.audit.len();
+            inner.audit.retain(|event| event.at >= before || open_ids.contains(event.approval_id.as_str()));
+            let approvals = inner.approvals.len();
+            inner.approvals.retain(|_, record| !(record.state.is_final() && record.updated_at < before));
+            let approvals_left = &inner.approvals;
+            inner.by_call.retain(|_, approval_id| approvals_left.contains_key(approval_id));
+            let conversations = inner.conversations.len();
+            inner
+                .conversations
+                .retain(|id, stored| stored.updated_at >= before || open_conversations.contains(id.as_str()));
+            inner.outbox.retain(|(delivery, _)| delivery.state == DeliveryState::Pending || delivery.next_at >= before);
+            inner.links.retain(|_, expires_at| *expires_at >= before);
+            Ok(Pruned {
+                approvals: (approvals - inner.approvals.len()) as u64,
+                events: (events - inner.audit.len()) as u64,
+                conversations: (conversations - inner.conversations.len()) as u64,
+            })
+        })
+    }
+}
+
+impl ConversationStore for MemoryStore {
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         Box::pin(async move { Ok(self.lock().conversations.get(conversation_id).cloned()) })
     }
@@ -263,7 +330,9 @@ impl ApprovalStore for MemoryStore {
             Ok(position.map(|position| inner.decisions.remove(position)))
         })
     }
+}
 
+impl InboxStore for MemoryStore {
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         Box::pin(async move {
             let inner = self.lock();
@@ -283,7 +352,9 @@ impl ApprovalStore for MemoryStore {
             Ok(found.into_iter().take(query.limit).cloned().collect())
         })
     }
+}
 
+impl ContinuationStore for MemoryStore {
     fn claim_continuation<'a>(
         &'a self,
         conversation_id: &'a str,
@@ -335,68 +406,9 @@ impl ApprovalStore for MemoryStore {
             Ok(due.into_iter().take(limit).map(|(_, id)| id.clone()).collect())
         })
     }
+}
 
-    fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
-        Box::pin(async move {
-            let mut inner = self.lock();
-            let inner = &mut *inner;
-            let open: Vec<(String, String)> = inner
-                .approvals
-                .values()
-                .filter(|record| !record.state.is_final())
-                .map(|record| (record.approval_id.clone(), record.conversation_id.clone()))
-                .collect();
-            let open_ids: std::collections::HashSet<&str> = open.iter().map(|(id, _)| id.as_str()).collect();
-            let open_conversations: std::collections::HashSet<&str> = open.iter().map(|(_, c)| c.as_str()).collect();
-            let events = inner.audit.len();
-            inner.audit.retain(|event| event.at >= before || open_ids.contains(event.approval_id.as_str()));
-            let approvals = inner.approvals.len();
-            inner.approvals.retain(|_, record| !(record.state.is_final() && record.updated_at < before));
-            let approvals_left = &inner.approvals;
-            inner.by_call.retain(|_, approval_id| approvals_left.contains_key(approval_id));
-            let conversations = inner.conversations.len();
-            inner
-                .conversations
-                .retain(|id, stored| stored.updated_at >= before || open_conversations.contains(id.as_str()));
-            inner.outbox.retain(|(delivery, _)| delivery.state == DeliveryState::Pending || delivery.next_at >= before);
-            inner.links.retain(|_, expires_at| *expires_at >= before);
-            Ok(Pruned {
-                approvals: (approvals - inner.approvals.len()) as u64,
-                events: (events - inner.audit.len()) as u64,
-                conversations: (conversations - inner.conversations.len()) as u64,
-            })
-        })
-    }
-
-    fn due_timers(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<ApprovalRecord>> {
-        Box::pin(async move {
-            let inner = self.lock();
-            let mut due: Vec<(Millis, &ApprovalRecord)> = inner
-                .approvals
-                .values()
-                .filter_map(|record| next_due(record).filter(|at| *at <= now).map(|at| (at, record)))
-                .collect();
-            due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.approval_id.cmp(&b.1.approval_id)));
-            Ok(due.into_iter().take(limit).map(|(_, record)| record.clone()).collect())
-        })
-    }
-
-    fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let mut inner = self.lock();
-            let Some(record) = inner.approvals.get_mut(&advance.approval_id) else {
-                return Ok(false);
-            };
-            if next_due(record) != Some(advance.expected) || record.routing.as_ref() != Some(&advance.read) {
-                return Ok(false);
-            }
-            record.routing = Some(advance.routing.clone());
-            record.updated_at = advance.at;
-            inner.append(&advance.events);
-            Ok(true)
-        })
-    }
-
+impl OutboxStore for MemoryStore {
     fn notify_cursor(&self) -> StoreFuture<'_, i64> {
         Box::pin(async move { Ok(self.lock().notify_cursor) })
     }
@@ -508,7 +520,9 @@ impl ApprovalStore for MemoryStore {
                 .collect())
         })
     }
+}
 
+impl LinkStore for MemoryStore {
     fn consume_link<'a>(&'a self, link_id: &'a str, _at: Millis, expires_at: Millis) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let mut inner = self.lock();

@@ -25,8 +25,11 @@
 //! States and transitions (each one atomic, a conditional update in the store):
 //! see [`crate::approval::lifecycle`].
 //!
-//! The engine defines the [`ApprovalStore`] trait and an in-memory store
-//! ([`MemoryStore`]); `toolgate-store` implements it on SQLite and Postgres.
+//! The engine defines the store's traits by role (the [`ApprovalStore`] it
+//! calls itself, and the conversations and decisions, inbox, continuations,
+//! outbox, links and audit roles its users need; [`LedgerStore`] is all of
+//! them) and an in-memory store ([`MemoryStore`]); `toolgate-store`
+//! implements them on SQLite and Postgres.
 
 mod clock;
 mod decision;
@@ -42,21 +45,23 @@ mod store;
 pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{DecisionQuery, DecisionScope, StoredDecision};
+pub use decision::{ConversationRead, ConversationStore, DecisionQuery, DecisionScope, StoredDecision};
 pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
     check_client_name, check_conversation_id, check_group, check_principal,
 };
-pub use inbox::{ApprovalQuery, ContinuationClaim, InboxChanges, MAX_GIVEN, StateFilter};
+pub use inbox::{
+    ApprovalQuery, ContinuationClaim, ContinuationStore, InboxChanges, InboxStore, MAX_GIVEN, StateFilter,
+};
 pub use issued::{IssuedApprovals, MAX_KEPT, MAX_KEPT_INPUT_BYTES};
 pub use memory::MemoryStore;
-pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, Outbound, OutboxQuery};
+pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, LinkStore, Outbound, OutboxQuery, OutboxStore};
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, conversation_name, is_valid_conversation_id};
 pub use record::{
     ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,
     StoredConversation, Transition, TransitionOutcome, Update,
 };
-pub use store::{ApprovalStore, ConversationRead, StoreError, StoreFuture};
+pub use store::{ApprovalStore, AuditStore, LedgerStore, StoreError, StoreFuture};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +95,10 @@ pub const WARNING_NOT_RECORDED: &str = "approval_outcome_not_recorded";
 /// A store with the settings every conversation shares. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct LedgerConfig {
-    /// Where records and audit events live.
-    pub store: Arc<dyn ApprovalStore>,
+    /// Where records and audit events live: every role, for the server and
+    /// the CLI that share this config; the engine itself calls its
+    /// [`ApprovalStore`] role only.
+    pub store: Arc<dyn LedgerStore>,
     /// What time it is (a [`ManualClock`] in tests).
     pub clock: Arc<dyn Clock>,
     /// How long an approval request stays answerable (tools may override it).
@@ -115,7 +122,7 @@ pub struct LedgerConfig {
 
 impl LedgerConfig {
     /// A ledger over this store with the system clock and default durations.
-    pub fn new(store: Arc<dyn ApprovalStore>) -> Self {
+    pub fn new(store: Arc<dyn LedgerStore>) -> Self {
         Self {
             store,
             clock: Arc::new(SystemClock),

@@ -4,19 +4,19 @@
 //! sent ([`Outbound`]), by whichever process moves the store's notification
 //! cursor over the audit events they come from (a conditional update: two
 //! processes never enqueue the same events). A delivery is then claimed by
-//! one process at a time, like an approval ([`crate::ledger::ApprovalStore::claim_deliveries`]),
+//! one process at a time, like an approval ([`crate::ledger::OutboxStore::claim_deliveries`]),
 //! attempted, and finished: delivered, retried at a later time, or failed
 //! for good. A process that dies holding a claim leaves it to lapse, and
 //! another process attempts it again: delivery is at least once, with the
 //! same delivery id every time.
 //!
 //! A one-time link is used once: its id is recorded when it is used
-//! ([`crate::ledger::ApprovalStore::consume_link`]), and a second use finds
+//! ([`crate::ledger::LinkStore::consume_link`]), and a second use finds
 //! it recorded.
 
 use serde_json::Value;
 
-use super::{AuditEvent, Millis};
+use super::{AuditEvent, Millis, StoreFuture};
 
 /// A delivery to enqueue: one event, for one channel (and one recipient, for e-mail).
 #[derive(Debug, Clone, PartialEq)]
@@ -134,4 +134,49 @@ pub struct OutboxQuery {
     pub state: Option<DeliveryState>,
     /// At most this many (0: none).
     pub limit: usize,
+}
+
+/// The notification outbox: deliveries enqueued after the audit log, claimed and finished.
+pub trait OutboxStore: Send + Sync + std::fmt::Debug {
+    /// The sequence number of the last audit event notifications were
+    /// enqueued for (0 before any).
+    fn notify_cursor(&self) -> StoreFuture<'_, i64>;
+
+    /// Moves the notification cursor from `from` to `to` and enqueues
+    /// `deliveries` (each pending, due now), in one transaction; `false`
+    /// (and nothing enqueued) when the cursor is no longer at `from`.
+    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool>;
+
+    /// Claims up to `limit` pending deliveries due at `now` that nobody holds
+    /// (or whose holder's claim lapsed), for `executor` until `until`,
+    /// earliest first.
+    fn claim_deliveries<'a>(
+        &'a self,
+        executor: &'a str,
+        now: Millis,
+        until: Millis,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// Ends a claimed attempt (see [`AttemptEnd`]); `false` when the
+    /// executor no longer holds the claim (nothing changes).
+    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool>;
+
+    /// Deliveries the query selects, newest first.
+    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>>;
+}
+
+/// One-time links (and revoked sign-in sessions): each use recorded once, until it expires.
+pub trait LinkStore: Send + Sync + std::fmt::Debug {
+    /// Records the use of a one-time link; `false` when it was used before.
+    /// The record is kept until `expires_at` (then pruned).
+    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool>;
+
+    /// Forgets the use of a link whose decision was then refused (it may be used again).
+    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()>;
+
+    /// Whether a link's use is on record ([`Self::consume_link`]), until it is pruned.
+    /// A sign-in session revoked at logout is recorded the same way, so every
+    /// replica refuses it.
+    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool>;
 }

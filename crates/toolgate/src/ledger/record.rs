@@ -156,7 +156,7 @@ pub struct Update {
     pub votes: Option<Vec<Vote>>,
     /// The conversation's step is due to continue on the server: the store
     /// marks it in the same transaction (see
-    /// [`crate::ledger::ApprovalStore::claim_continuation`]).
+    /// [`crate::ledger::ContinuationStore::claim_continuation`]).
     pub continuation: bool,
 }
 
@@ -191,7 +191,7 @@ pub enum TransitionOutcome {
     Missing,
 }
 
-/// What [`crate::ledger::ApprovalStore::prune`] removed.
+/// What [`crate::ledger::AuditStore::prune`] removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pruned {
     /// Approval records in a final state.

@@ -1,5 +1,14 @@
-//! The storage contract the ledger needs; implemented in memory here and on
-//! SQLite and Postgres in `toolgate-store`.
+//! The storage contract of the ledger, by role; implemented in memory here and
+//! on SQLite and Postgres in `toolgate-store`.
+//!
+//! The engine calls [`ApprovalStore`] alone. The other roles sit beside the
+//! rows they keep: conversations and sticky decisions
+//! ([`super::ConversationStore`], in `decision.rs`), the inbox and
+//! continuations ([`super::InboxStore`], [`super::ContinuationStore`], in
+//! `inbox.rs`), the notification outbox and one-time links
+//! ([`super::OutboxStore`], [`super::LinkStore`], in `outbox.rs`), and the
+//! audit log with retention ([`AuditStore`], here). [`LedgerStore`] is all of
+//! them, what a server opens.
 //!
 //! Every method is one transaction. A transition applies only when its
 //! record is in its `from` state and its guard holds, and never as a read
@@ -11,25 +20,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::{
-    ApprovalQuery, ApprovalRecord, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery, Delivery,
-    Millis, Outbound, OutboxQuery, Pruned, StoredConversation, StoredDecision, Transition, TransitionOutcome,
-};
+use super::{ApprovalRecord, AuditEvent, AuditQuery, Millis, Pruned, Transition, TransitionOutcome};
 use crate::approval::lifecycle::TimerAdvance;
 
-/// What a request reads before it runs: its stored conversation and the
-/// sticky decisions that apply to it (see
-/// [`ApprovalStore::conversation_with_decisions`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConversationRead {
-    /// The stored conversation, if there is one.
-    pub conversation: Option<StoredConversation>,
-    /// The decisions, or why they could not be read back (a corrupt row):
-    /// kept apart, so a reader can fail closed on them alone.
-    pub decisions: Result<Vec<StoredDecision>, StoreError>,
-}
-
-/// A boxed store future (the trait is used as `dyn ApprovalStore`).
+/// A boxed store future (the traits are used as trait objects, e.g. `dyn LedgerStore`).
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Why a store operation failed.
@@ -49,7 +43,9 @@ pub enum StoreError {
     DuplicateDecision(String),
 }
 
-/// Durable approval storage (see the module docs for the rules).
+/// The approvals the engine keeps: issue, read, apply, append, leases and
+/// timers. This is all the engine calls; the other roles of a ledger
+/// ([`LedgerStore`]) are for the server, the CLI and the gateway.
 pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Records newly issued approvals (each `pending`) and their events. An
     /// approval id already stored, or given twice, fails the whole call with
@@ -82,59 +78,6 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// Extends every `executing` lease held by `executor` to `until`.
     fn renew_leases<'a>(&'a self, executor: &'a str, until: Millis) -> StoreFuture<'a, u64>;
 
-    /// Audit events matching the query, oldest first.
-    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>>;
-
-    /// A stored conversation.
-    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>>;
-
-    /// Saves a conversation (by its key) if its stored version is still
-    /// `expected_version` (`None`: it must not exist yet). `owner` is
-    /// recorded when the conversation is created and never changed. Returns
-    /// the new version, or `None` when another writer saved first.
-    fn save_conversation<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        owner: Option<&'a str>,
-        messages: &'a serde_json::Value,
-        expected_version: Option<i64>,
-        at: Millis,
-    ) -> StoreFuture<'a, Option<i64>>;
-
-    /// Saves a sticky decision. An id already stored fails with
-    /// [`StoreError::DuplicateDecision`].
-    fn save_decision<'a>(&'a self, decision: &'a StoredDecision) -> StoreFuture<'a, ()>;
-
-    /// The sticky decisions the query selects (see [`DecisionQuery`]), oldest first.
-    fn decisions<'a>(&'a self, query: &'a DecisionQuery) -> StoreFuture<'a, Vec<StoredDecision>>;
-
-    /// Removes a sticky decision; returns it, or `None` when no decision has this id.
-    fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
-
-    /// Approvals as an inbox lists them (see [`ApprovalQuery`]), newest first.
-    fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>>;
-
-    /// Claims a conversation marked due to continue, until `until`, for
-    /// `executor`, if nobody holds it at `now` (an unexpired claim of
-    /// another executor blocks it). With `create`, marks it due first (a
-    /// request that continues the conversation itself). `None`: not due, or
-    /// held by another.
-    fn claim_continuation<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        executor: &'a str,
-        until: Millis,
-        now: Millis,
-        create: bool,
-    ) -> StoreFuture<'a, Option<ContinuationClaim>>;
-
-    /// Ends a claim: clears the mark when no decision bumped it since the
-    /// claim (returns `true`), else releases it so it is claimed again.
-    fn finish_continuation<'a>(&'a self, claim: &'a ContinuationClaim, executor: &'a str) -> StoreFuture<'a, bool>;
-
-    /// Conversations due to continue that nobody holds at `now`, oldest mark first.
-    fn due_continuations(&self, now: Millis, limit: usize) -> StoreFuture<'_, Vec<String>>;
-
     /// Pending approvals whose timer is due at `now` (see
     /// [`crate::approval::lifecycle::next_due`], which the store keeps as
     /// each approval's due time), earliest first.
@@ -144,45 +87,12 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// if it is still pending with its due time at `advance.expected`;
     /// returns whether it moved.
     fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool>;
+}
 
-    /// The sequence number of the last audit event notifications were
-    /// enqueued for (0 before any).
-    fn notify_cursor(&self) -> StoreFuture<'_, i64>;
-
-    /// Moves the notification cursor from `from` to `to` and enqueues
-    /// `deliveries` (each pending, due now), in one transaction; `false`
-    /// (and nothing enqueued) when the cursor is no longer at `from`.
-    fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool>;
-
-    /// Claims up to `limit` pending deliveries due at `now` that nobody holds
-    /// (or whose holder's claim lapsed), for `executor` until `until`,
-    /// earliest first.
-    fn claim_deliveries<'a>(
-        &'a self,
-        executor: &'a str,
-        now: Millis,
-        until: Millis,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<Delivery>>;
-
-    /// Ends a claimed attempt (see [`AttemptEnd`]); `false` when the
-    /// executor no longer holds the claim (nothing changes).
-    fn finish_attempt<'a>(&'a self, end: &'a AttemptEnd) -> StoreFuture<'a, bool>;
-
-    /// Deliveries the query selects, newest first.
-    fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>>;
-
-    /// Records the use of a one-time link; `false` when it was used before.
-    /// The record is kept until `expires_at` (then pruned).
-    fn consume_link<'a>(&'a self, link_id: &'a str, at: Millis, expires_at: Millis) -> StoreFuture<'a, bool>;
-
-    /// Forgets the use of a link whose decision was then refused (it may be used again).
-    fn release_link<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, ()>;
-
-    /// Whether a link's use is on record ([`Self::consume_link`]), until it is pruned.
-    /// A sign-in session revoked at logout is recorded the same way, so every
-    /// replica refuses it.
-    fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool>;
+/// The audit log as people read it, and retention: what is kept and for how long.
+pub trait AuditStore: Send + Sync + std::fmt::Debug {
+    /// Audit events matching the query, oldest first.
+    fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>>;
 
     /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
@@ -195,24 +105,30 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     /// several transactions (the SQL stores do, a few thousand rows each, so
     /// writers never wait for a whole prune); what is removed stays removed.
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned>;
+}
 
-    /// [`Self::conversation`] and [`Self::decisions`] together, as a request
-    /// needs them before it runs: one round trip where the backend can. An
-    /// unreachable store fails the call; a decision that cannot be read back
-    /// fails only [`ConversationRead::decisions`]. This default reads one
-    /// after the other.
-    fn conversation_with_decisions<'a>(
-        &'a self,
-        conversation_id: &'a str,
-        query: &'a DecisionQuery,
-    ) -> StoreFuture<'a, ConversationRead> {
-        Box::pin(async move {
-            let conversation = self.conversation(conversation_id).await?;
-            let decisions = match self.decisions(query).await {
-                Err(StoreError::Corrupt(detail)) => Err(StoreError::Corrupt(detail)),
-                other => Ok(other?),
-            };
-            Ok(ConversationRead { conversation, decisions })
-        })
-    }
+/// Everything a ledger keeps, every role at once: what a server, the CLI or the
+/// gateway opens (`toolgate-store`'s `SqlStore`, the [`super::MemoryStore`]).
+/// Implemented for every type that implements each role; a `dyn LedgerStore`
+/// gives a `dyn` of any one role where a caller needs only that.
+pub trait LedgerStore:
+    ApprovalStore
+    + AuditStore
+    + super::ConversationStore
+    + super::InboxStore
+    + super::ContinuationStore
+    + super::OutboxStore
+    + super::LinkStore
+{
+}
+
+impl<T> LedgerStore for T where
+    T: ApprovalStore
+        + AuditStore
+        + super::ConversationStore
+        + super::InboxStore
+        + super::ContinuationStore
+        + super::OutboxStore
+        + super::LinkStore
+{
 }
