@@ -22,6 +22,31 @@ ALLOWED = {
     # toolgate-protocol: a message type and its strict parser are one unit; the
     # parser builds the types and the types' Deserialize calls the parser.
     ("toolgate-protocol", ("message.rs", "parse.rs")),
+    # toolgate-server: the handlers around `AppState`, one knot today (issue 39: the server in floors). Listed
+    # file by file, so the knot cannot take in another file unnoticed; remove it when the floors land.
+    (
+        "toolgate-server",
+        (
+            "agui/mod.rs",
+            "app.rs",
+            "approvals/hub.rs",
+            "approvals/mod.rs",
+            "approvals/stream.rs",
+            "audit.rs",
+            "caller.rs",
+            "chat.rs",
+            "continuation.rs",
+            "decisions.rs",
+            "links/mod.rs",
+            "me.rs",
+            "oidc/routes.rs",
+            "openapi/mod.rs",
+            "resume.rs",
+            "routed.rs",
+            "routes.rs",
+            "timers.rs",
+        ),
+    ),
 }
 
 PATH = re.compile(r"\b(crate|super|self)((?:::\w+)+)")
@@ -134,16 +159,17 @@ def strongly_connected(edges):
 def main(args):
     root = Path(__file__).resolve().parent.parent
     crates = [Path(a) for a in args] or sorted(p for p in (root / "crates").iterdir() if (p / "src").is_dir())
-    found = 0
+    found = kept = 0
     for crate in crates:
         components, modules = circles(crate)
         for component in components:
             names = tuple(sorted(str(modules[m].relative_to(crate / "src")) for m in component))
             if (crate.name, names) in ALLOWED:
+                kept += 1
                 continue
             found += 1
             print(f"{crate.name}: {' <-> '.join(names)}")
-    print(f"file circles: {found}")
+    print(f"file circles: {found} (and {kept} listed in ALLOWED)")
     return 1 if found else 0
 
 

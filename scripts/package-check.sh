@@ -51,7 +51,12 @@ root=$PWD
 # build dependencies (toolgate-cli's, toolgate-local's). Nothing links it in a check, so the optimizer is
 # wasted: CMake's `None` build type compiles it at -O0 without debug info (Debug's -g made each build
 # 1.2 GB instead of 0.5 GB). This changes no flag of any Rust crate, only how the C++ library is compiled.
-export LLAMA_LIB_PROFILE=${LLAMA_LIB_PROFILE:-None}
+# With TOOLGATE_PACKAGE_CHECK_SHARED_TARGET=1 (CI, whose one target directory also holds the real build) the
+# profile is left as it is: llama.cpp's build script reruns whenever LLAMA_LIB_PROFILE changes, in the same
+# output directory, so a check at `None` would make the next `cargo test` compile llama.cpp again.
+if [ "${TOOLGATE_PACKAGE_CHECK_SHARED_TARGET:-}" != 1 ]; then
+  export LLAMA_LIB_PROFILE=${LLAMA_LIB_PROFILE:-None}
+fi
 
 say() { echo "package-check: $*" >&2; }
 fail() {
