@@ -22,31 +22,6 @@ ALLOWED = {
     # toolgate-protocol: a message type and its strict parser are one unit; the
     # parser builds the types and the types' Deserialize calls the parser.
     ("toolgate-protocol", ("message.rs", "parse.rs")),
-    # toolgate-server: the handlers around `AppState`, one knot today (issue 39: the server in floors). Listed
-    # file by file, so the knot cannot take in another file unnoticed; remove it when the floors land.
-    (
-        "toolgate-server",
-        (
-            "agui/mod.rs",
-            "app.rs",
-            "approvals/hub.rs",
-            "approvals/mod.rs",
-            "approvals/stream.rs",
-            "audit.rs",
-            "caller.rs",
-            "chat.rs",
-            "continuation.rs",
-            "decisions.rs",
-            "links/mod.rs",
-            "me.rs",
-            "oidc/routes.rs",
-            "openapi/mod.rs",
-            "resume.rs",
-            "routed.rs",
-            "routes.rs",
-            "timers.rs",
-        ),
-    ),
 }
 
 PATH = re.compile(r"\b(crate|super|self)((?:::\w+)+)")

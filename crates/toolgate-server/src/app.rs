@@ -1,12 +1,11 @@
-//! The shared state, and serving with graceful shutdown (the router is [`crate::router`]).
+//! The shared state every handler and worker reads: the configuration, the model, the store, and the signals
+//! between them. The launcher that serves it is `launch.rs`; the router is [`crate::router`].
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use axum::http::StatusCode;
-use axum::serve::ListenerExt;
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
@@ -17,11 +16,8 @@ use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 
-use crate::caller::Caller;
-use crate::continuation;
 use crate::error::ApiError;
-use crate::resume::RunningResponses;
-use crate::routes::router;
+use crate::running::RunningResponses;
 use crate::trace::TraceFile;
 use toolgate::ledger::LedgerStore;
 use toolgate_auth::ApprovalSecret;
@@ -63,7 +59,7 @@ pub struct ServerConfig {
     /// finished conversations (`--retain`; `None` keeps everything). See [`crate::retention`].
     pub retain: Option<std::time::Duration>,
     /// How long a server-side continuation's claim lasts without renewal
-    /// (see [`crate::continuation`]; default [`crate::continuation::LEASE`]).
+    /// (see [`crate::continuation`]; default [`CONTINUATION_LEASE`]).
     pub continuation_lease: std::time::Duration,
     /// The notification channels (`[[notify]]` in the config file; see [`crate::notify`]).
     pub notifications: Option<Arc<crate::notify::Notifications>>,
@@ -90,12 +86,15 @@ impl ServerConfig {
             admins: Vec::new(),
             groups: std::collections::BTreeMap::new(),
             retain: None,
-            continuation_lease: crate::continuation::LEASE,
+            continuation_lease: CONTINUATION_LEASE,
             notifications: None,
             allowed_hosts: Vec::new(),
         }
     }
 }
+
+/// How long a continuation claim lasts without renewal, unless configured.
+pub const CONTINUATION_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What every request handler shares.
 #[derive(Clone)]
@@ -191,21 +190,6 @@ impl AppState {
     pub fn flush_trace(&self) {
         if let Some(trace) = &self.inner.trace {
             trace.flush();
-        }
-    }
-
-    /// Who is acting, as the approval lifecycle sees them: the principal, their
-    /// groups, and whether they are an admin.
-    pub fn voter(&self, caller: &Caller) -> Voter {
-        let admin =
-            caller.principal.as_ref().is_some_and(|principal| self.config().admins.iter().any(|a| a == principal));
-        let anonymous = caller.principal.is_none() && self.config().principals.is_configured();
-        Voter {
-            principal: caller.principal.clone(),
-            groups: caller.groups.clone(),
-            admin,
-            bearer_link: false,
-            anonymous,
         }
     }
 
@@ -360,89 +344,10 @@ impl AppState {
     }
 }
 
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutting down");
-}
-
 /// A chat or thread id a client sent, if it is a valid one: else 400
 /// `invalid_chat_id` saying why ([`check_conversation_id`]).
 pub(crate) fn checked_conversation_id(id: &str) -> Result<&str, ApiError> {
     check_conversation_id(id)
         .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, "invalid_chat_id", error.to_string()))?;
     Ok(id)
-}
-
-/// Serves until `shutdown` completes, then finishes the requests in flight
-/// and writes out the prompt trace.
-pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
-    serve_listener(listener, state, shutdown).await
-}
-
-/// [`serve`] on a listener that is already bound (e.g. to `127.0.0.1:0`).
-pub async fn serve_listener(
-    listener: tokio::net::TcpListener,
-    state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let addr = listener.local_addr()?;
-    let hosts = crate::host::HostGuard::new(addr, &state.config().allowed_hosts)
-        .map_err(|detail| std::io::Error::new(std::io::ErrorKind::InvalidInput, detail))?;
-    tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
-    tracing::info!(names = %hosts.describe(), "answering requests for these Host names only");
-    // SSE frames are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
-    // client's delayed ACK (tens of milliseconds per response).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    // The peer's address decides whether a principal header is believed (see `Caller`).
-    let app = router(state.clone())
-        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
-        .into_make_service_with_connect_info::<SocketAddr>();
-    let pruning = match (&state.config().ledger, state.config().retain) {
-        (Some(ledger), Some(retain)) => {
-            let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
-            Some(tokio::spawn(crate::retention::prune_loop(store, clock, retain)))
-        }
-        _ => None,
-    };
-    let mut background: Vec<tokio::task::JoinHandle<()>> = pruning.into_iter().collect();
-    if state.config().ledger.is_some() {
-        background.push(tokio::spawn(continuation::worker(state.clone())));
-        background.push(tokio::spawn(crate::timers::run(state.clone())));
-        background.extend(crate::notify::start(&state));
-    }
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-    for task in background {
-        task.abort();
-    }
-    state.flush_trace();
-    served
 }

@@ -15,6 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use toolgate::approval::lifecycle::Voter;
 
 use crate::app::AppState;
 use crate::error::ApiError;
@@ -57,6 +58,18 @@ impl Caller {
 /// The peer address of a request, when the server provides it.
 pub(crate) fn peer_of(parts: &Parts) -> Option<IpAddr> {
     parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip())
+}
+
+impl Caller {
+    /// Who is acting, as the approval lifecycle sees them on this server: the
+    /// principal, their groups, whether they are an admin, and whether they
+    /// are nobody (no principal on a server that has a principal source).
+    pub fn voter(&self, state: &AppState) -> Voter {
+        let config = state.config();
+        let admin = self.principal.as_ref().is_some_and(|principal| config.admins.iter().any(|a| a == principal));
+        let anonymous = self.principal.is_none() && config.principals.is_configured();
+        Voter { principal: self.principal.clone(), groups: self.groups.clone(), admin, bearer_link: false, anonymous }
+    }
 }
 
 impl FromRequestParts<AppState> for Caller {

@@ -6,7 +6,6 @@
 //! client disconnects, and the conversation is stored once it ends.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -17,17 +16,14 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 use toolgate::ledger::Ledger;
-use toolgate::{TextStream, stream_text};
-use toolgate_ui::{
-    ChatRequest, EncoderOptions, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiChunk, UiMessage, UiMessageBuilder, UiRole,
-    UiStreamEncoder, convert_to_model_messages, into_model_messages, sse_frame,
-};
+use toolgate_ui::{ChatRequest, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiRole, into_model_messages, sse_frame};
 
 use crate::app::AppState;
 use crate::caller::Caller;
 use crate::conversation::{self, Reconciled};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
+use crate::run::{StoredRun, encoder, new_message_id, run_stored, start};
 use utoipa::ToSchema;
 
 /// Answers one chat request with a UI message stream (AI SDK v6).
@@ -147,160 +143,17 @@ async fn stored_chat(
             .chain([Ok(Bytes::from_static(SSE_DONE.as_bytes()))]);
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
-    let voter = state.voter(&crate::caller::Caller { principal: principal.clone(), groups: groups.clone() });
-    let step = crate::routed::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
+    let voter = crate::caller::Caller { principal: principal.clone(), groups: groups.clone() }.voter(&state);
+    let step = crate::run::step::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
     Ok(match run.step {
-        crate::routed::Step::Waiting { .. } => {
-            detached_sse(crate::routed::waiting(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
+        crate::run::step::Step::Waiting { .. } => {
+            detached_sse(crate::run::step::waiting(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
         }
-        crate::routed::Step::None | crate::routed::Step::Ready { .. } => {
+        crate::run::step::Step::None | crate::run::step::Step::Ready { .. } => {
             detached_sse(run_stored(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
         }
     })
-}
-
-/// A stored conversation's run, ready to start: from a chat request, or
-/// the server's own continuation ([`crate::continuation`]).
-pub(crate) struct StoredRun {
-    /// The conversation key.
-    pub key: String,
-    /// Whose run it is (the conversation's owner).
-    pub principal: Option<String>,
-    /// Their groups.
-    pub groups: Vec<String>,
-    /// The conversation's ledger, answered by `principal`.
-    pub ledger: Ledger,
-    /// The gate with the sticky decisions read (`None`: read when needed).
-    pub gate: Option<toolgate_policy::StoredGate>,
-    /// The history to run.
-    pub messages: Vec<UiMessage>,
-    /// The stored version it extends.
-    pub version: Option<i64>,
-    /// What the step's routed approvals say (see [`crate::routed`]).
-    pub step: crate::routed::Step,
-}
-
-/// Runs a stored conversation to its end, whatever its client does, and
-/// stores it; the frames of the response (recorded for `GET /api/chat/{id}/stream`).
-pub(crate) async fn run_stored(
-    state: &AppState,
-    run: StoredRun,
-) -> Result<impl futures::Stream<Item = Bytes> + Send + 'static, ApiError> {
-    let StoredRun { key, principal, groups, ledger, gate, messages, version, step } = run;
-    let owner = ledger.owner.clone();
-    let store = ledger.config.store.clone();
-    let model_messages = convert_to_model_messages(&messages)?;
-    tracing::info!(conversation = %key, messages = model_messages.len(), stored = ?version, "chat request");
-    let clock = ledger.config.clock.clone();
-    let gate = gate.unwrap_or_else(|| state.gate(&key, principal.as_deref()));
-    let engine_request =
-        state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger).groups(groups);
-    let stream = start(state, &key, engine_request).await?;
-    let reported = step.approval_ids();
-    let claim = match step {
-        crate::routed::Step::Ready { claim, .. } => claim,
-        crate::routed::Step::None | crate::routed::Step::Waiting { .. } => None,
-    };
-
-    let continued = messages.last().filter(|message| message.role == UiRole::Assistant).cloned();
-    let mut history = messages;
-    let mut builder = match continued {
-        Some(message) => {
-            history.pop();
-            UiMessageBuilder::continuing(message)
-        }
-        None => UiMessageBuilder::new(new_message_id()),
-    };
-    let mut encoder = encoder(state, builder.message().id.clone());
-    let running = state.running().start(&key, principal);
-    if !builder.message().parts.is_empty() {
-        // A client resuming this continuation gets the message as it stood first (see `resume_prefix`).
-        for chunk in crate::replay::resume_prefix(builder.message()) {
-            running.push(&Bytes::from(sse_frame(&chunk)));
-        }
-    }
-    // Renewed while the run goes on; ends with the stream, however it ends.
-    let renewal = claim.as_ref().map(|(claim, holder)| {
-        renew_claim(state, &(store.clone() as Arc<dyn toolgate::ledger::ContinuationStore>), claim, holder)
-    });
-    let state = state.clone();
-    Ok(async_stream::stream! {
-        let renewal = renewal;
-        let mut stream = stream;
-        // From `finish` on, frames wait until the conversation is saved: a client that
-        // answers as soon as the response finishes must find its calls on record.
-        let mut held = Vec::new();
-        while let Some(part) = stream.next().await {
-            for chunk in encoder.encode(&part) {
-                if matches!(chunk, UiChunk::Finish { .. }) {
-                    // The routed approvals of the step, as they ended (executed, denied, ...).
-                    for report in crate::routed::report(store.as_ref(), &reported).await {
-                        builder.apply(&report);
-                        held.push(Bytes::from(sse_frame(&report)));
-                    }
-                }
-                builder.apply(&chunk);
-                let frame = Bytes::from(sse_frame(&chunk));
-                if matches!(chunk, UiChunk::Finish { .. }) || !held.is_empty() {
-                    held.push(frame);
-                    continue;
-                }
-                running.push(&frame);
-                yield frame;
-            }
-        }
-        history.push(builder.finish());
-        conversation::save(store.as_ref(), (&key, owner.as_deref()), &history, version, clock.now()).await;
-        if !reported.is_empty() {
-            state.approvals_changed();
-        }
-        // No renewal may take the claim back once it is ended.
-        drop(renewal);
-        if let Some((claim, holder)) = &claim {
-            // A decision made while this ran bumped the mark: the worker continues from here.
-            match store.finish_continuation(claim, holder).await {
-                Ok(true) => {}
-                Ok(false) => state.continuations().notify_one(),
-                Err(error) => tracing::warn!(%error, conversation = %key, "cannot end the continuation claim"),
-            }
-        }
-        for frame in held.into_iter().chain([Bytes::from_static(SSE_DONE.as_bytes())]) {
-            running.push(&frame);
-            yield frame;
-        }
-    })
-}
-
-/// A task renewing a request's continuation claim every third of the lease;
-/// aborted when the returned guard drops.
-fn renew_claim(
-    state: &AppState,
-    store: &Arc<dyn toolgate::ledger::ContinuationStore>,
-    claim: &toolgate::ledger::ContinuationClaim,
-    holder: &str,
-) -> AbortOnDrop {
-    let (store, key, holder) = (Arc::clone(store), claim.conversation_id.clone(), holder.to_owned());
-    let (lease, clock) = (state.config().continuation_lease, state.clock());
-    AbortOnDrop(tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(lease / 3).await;
-            let now = clock.now();
-            let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
-            if let Err(error) = store.claim_continuation(&key, &holder, until, now, false).await {
-                tracing::warn!(%error, conversation = %key, "cannot renew the continuation claim");
-            }
-        }
-    }))
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// A stored chat (`GET /api/chats/{id}`).
@@ -346,23 +199,4 @@ pub(crate) async fn stored_messages(
         .await?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "chat_not_found", format!("no stored chat `{chat_id}`")))?;
     Ok(Json(StoredChat { id: chat_id, messages: stored.messages, version: stored.version }))
-}
-
-async fn start<'a>(
-    state: &AppState,
-    chat_id: &str,
-    request: toolgate::TextRequest,
-) -> Result<TextStream<'a>, ApiError> {
-    stream_text(state.model(), request).await.map_err(|error| {
-        tracing::warn!(chat = %chat_id, %error, "chat request rejected");
-        ApiError::from(error)
-    })
-}
-
-pub(crate) fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
-    UiStreamEncoder::new(EncoderOptions { message_id, signature_field: state.config().signature_field })
-}
-
-pub(crate) fn new_message_id() -> String {
-    format!("msg-{}", uuid::Uuid::now_v7().simple())
 }

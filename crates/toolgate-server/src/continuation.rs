@@ -34,14 +34,15 @@ use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, M
 use toolgate_ui::parse_ui_messages;
 
 use crate::app::AppState;
-use crate::chat::{StoredRun, run_stored};
 use crate::error::ApiError;
-use crate::routed::{Step, answer_from_records, open_step};
+use crate::run::step::{Step, answer_from_records, open_step};
+use crate::run::{StoredRun, holder, run_stored};
 
 /// How often a worker looks for conversations decided elsewhere.
 pub const POLL: Duration = Duration::from_millis(500);
-/// How long a continuation claim lasts without renewal.
-pub const LEASE: Duration = Duration::from_secs(30);
+/// How long a continuation claim lasts without renewal (the state's default,
+/// [`crate::ServerConfig::continuation_lease`]).
+pub use crate::app::CONTINUATION_LEASE as LEASE;
 /// Conversations one look claims at most.
 const BATCH: usize = 16;
 
@@ -100,11 +101,6 @@ async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
         Ok(false) => state.continuations().notify_one(),
         Err(error) => tracing::warn!(%error, conversation = %key, "cannot end a continuation claim"),
     }
-}
-
-/// A claim holder for one continuation attempt of this process.
-pub(crate) fn holder(ledger: &LedgerConfig) -> String {
-    format!("{}/{}", ledger.executor, uuid::Uuid::now_v7().simple())
 }
 
 /// Runs the rest of the conversation's step, if every approval of it is decided.

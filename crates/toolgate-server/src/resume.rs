@@ -8,87 +8,19 @@
 //! principals configured, nobody else can reattach to it. Frames are kept
 //! only while their response runs.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use tokio::sync::Notify;
 use toolgate_ui::UI_MESSAGE_STREAM_HEADERS;
 
 use crate::app::AppState;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
-
-/// The responses running now, by chat id.
-#[derive(Debug, Default)]
-pub(crate) struct RunningResponses {
-    by_chat: Mutex<HashMap<String, Arc<ResponseLog>>>,
-}
-
-/// The frames of one running response.
-#[derive(Debug, Default)]
-pub(crate) struct ResponseLog {
-    /// Who started the response.
-    principal: Option<String>,
-    frames: Mutex<LogState>,
-    changed: Notify,
-}
-
-#[derive(Debug, Default)]
-struct LogState {
-    frames: Vec<Bytes>,
-    done: bool,
-}
-
-impl RunningResponses {
-    /// Starts the log of a new response of a chat, by its conversation key (a
-    /// newer response replaces an older one).
-    pub(crate) fn start(self: &Arc<Self>, chat_id: &str, principal: Option<String>) -> RunningResponse {
-        let log = Arc::new(ResponseLog { principal, ..ResponseLog::default() });
-        lock(&self.by_chat).insert(chat_id.to_owned(), Arc::clone(&log));
-        RunningResponse { responses: Arc::clone(self), chat_id: chat_id.to_owned(), log }
-    }
-
-    fn get(&self, chat_id: &str) -> Option<Arc<ResponseLog>> {
-        lock(&self.by_chat).get(chat_id).cloned()
-    }
-}
-
-/// The writer's end of a response log; ends the log when dropped, however the response ended.
-pub(crate) struct RunningResponse {
-    responses: Arc<RunningResponses>,
-    chat_id: String,
-    log: Arc<ResponseLog>,
-}
-
-impl RunningResponse {
-    /// Records one frame.
-    pub(crate) fn push(&self, frame: &Bytes) {
-        lock(&self.log.frames).frames.push(frame.clone());
-        self.log.changed.notify_waiters();
-    }
-}
-
-impl Drop for RunningResponse {
-    fn drop(&mut self) {
-        lock(&self.log.frames).done = true;
-        self.log.changed.notify_waiters();
-        let mut by_chat = lock(&self.responses.by_chat);
-        if by_chat.get(&self.chat_id).is_some_and(|log| Arc::ptr_eq(log, &self.log)) {
-            by_chat.remove(&self.chat_id);
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each critical section is a push or a copy: a panic cannot leave it half done.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::running::lock;
 
 /// Reattaches to a stored chat's running response (the AI SDK's resumable streams).
 ///

@@ -14,10 +14,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use toolgate::ledger::{ApprovalRecord, AuditQuery, AuditView, LedgerConfig, StoreError};
-
-use crate::app::AppState;
 
 /// How often the follower reads changes made elsewhere.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -46,18 +44,22 @@ impl Default for InboxHub {
 
 impl InboxHub {
     /// A receiver of every later batch of changes; starts the follower the first time.
-    pub(crate) fn subscribe(&self, state: &AppState, ledger: &LedgerConfig) -> broadcast::Receiver<Changes> {
+    /// `changed` is bumped whenever this process changes an approval (the follower looks at once).
+    pub(crate) fn subscribe(
+        &self,
+        changed: &watch::Receiver<u64>,
+        ledger: &LedgerConfig,
+    ) -> broadcast::Receiver<Changes> {
         let receiver = self.sender.subscribe();
         self.started.get_or_init(|| {
-            tokio::spawn(follow(state.clone(), ledger.clone(), self.sender.clone()));
+            tokio::spawn(follow(changed.clone(), ledger.clone(), self.sender.clone()));
         });
         receiver
     }
 }
 
 /// Reads the changes of every look and sends them to the streams.
-async fn follow(state: AppState, ledger: LedgerConfig, sender: broadcast::Sender<Changes>) {
-    let mut changed = state.watch_approvals();
+async fn follow(mut changed: watch::Receiver<u64>, ledger: LedgerConfig, sender: broadcast::Sender<Changes>) {
     // What happened before the first stream, its first read of its inbox shows.
     let mut after = loop {
         match latest_seq(&ledger).await {

@@ -110,7 +110,7 @@ pub(crate) async fn list(
             _ => return Err(bad_query(format!("`limit` must be a number from 1 to {MAX_LIMIT}, got `{text}`"))),
         },
     };
-    let voter = state.voter(&caller);
+    let voter = caller.voter(&state);
     // The conversation as its approvals name it, whoever asked: among what the caller may see.
     let conversation_name = match params.get("conversation") {
         Some(id) => Some(crate::app::checked_conversation_id(id)?.to_owned()),
@@ -145,7 +145,7 @@ pub(crate) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<ApprovalItem>, ApiError> {
     let ledger = state.ledger_config()?;
-    let record = visible(ledger, &id, &state.voter(&caller)).await?;
+    let record = visible(ledger, &id, &caller.voter(&state)).await?;
     Ok(Json(ApprovalItem::of(&record)))
 }
 
@@ -218,7 +218,7 @@ pub(crate) async fn decide(
             ));
         }
     };
-    let voter = state.voter(&caller);
+    let voter = caller.voter(&state);
     if let Decision::Approve { edited_input: Some(edit) } = &decision {
         let record = visible(ledger, &id, &voter).await?;
         lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
@@ -257,7 +257,7 @@ pub(crate) async fn withdraw(
     Path(id): Path<String>,
 ) -> Result<Json<ApprovalItem>, ApiError> {
     let ledger = state.ledger_config()?;
-    let voter = state.voter(&caller);
+    let voter = caller.voter(&state);
     let record = lifecycle::withdraw(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter).await?;
     decided(&state, &record);
     Ok(Json(ApprovalItem::of(&record)))

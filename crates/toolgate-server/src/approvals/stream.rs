@@ -65,10 +65,10 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
     let (headers, peer) = (parts.headers.clone(), peer_of(&parts));
     let caller = Caller::identify(&state, &headers, peer).await?;
     let store = std::sync::Arc::clone(&state.ledger_config()?.store);
-    let mut voter = state.voter(&caller);
+    let mut voter = caller.voter(&state);
     let mut query = inbox_query(&state, &voter);
     // Subscribed before the first read, so nothing between the two is missed.
-    let mut changes = state.inbox_hub().subscribe(&state, state.ledger_config()?);
+    let mut changes = state.inbox_hub().subscribe(&state.watch_approvals(), state.ledger_config()?);
     let frames = async_stream::stream! {
         let mut heard = InboxChanges::default();
         let mut refresh = true;
@@ -82,7 +82,7 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
                         break;
                     }
                     Ok(now) => {
-                        let again = state.voter(&now);
+                        let again = now.voter(&state);
                         if again != voter {
                             query = inbox_query(&state, &again);
                             voter = again;

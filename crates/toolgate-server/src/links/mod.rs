@@ -282,7 +282,7 @@ async fn link_voter(
     {
         return Err(notice(StatusCode::FORBIDDEN, Notice::NotTheRecipient(sent_to.clone())));
     }
-    Ok(state.voter(&caller))
+    Ok(caller.voter(state))
 }
 
 /// The page of a refused vote.

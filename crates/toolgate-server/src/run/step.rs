@@ -28,9 +28,9 @@ use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger};
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
+use super::StoredRun;
 use crate::app::AppState;
 use crate::approvals::approval_part;
-use crate::chat::StoredRun;
 use crate::error::ApiError;
 use toolgate::ledger::LedgerStore;
 
@@ -124,7 +124,7 @@ pub(crate) async fn settle_step(
     // request that dies lets the server's continuation take over once it lapses.
     let lease = state.config().continuation_lease;
     let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
-    let holder = crate::continuation::holder(config);
+    let holder = super::holder(config);
     match store.claim_continuation(&ledger.conversation_id, &holder, until, now, true).await? {
         Some(claim) => Ok(Step::Ready { approval_ids: ids, claim: Some((claim, holder)) }),
         // The server is continuing it right now: report where it stands; the client resumes the stream.

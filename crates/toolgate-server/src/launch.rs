@@ -1,0 +1,93 @@
+//! The launcher: binds the listener, serves the router behind the `Host`
+//! guard, and runs the background workers (continuation, timers, retention,
+//! notifications) until shutdown. It stands above everything else in the
+//! crate: the state, the router and the workers; none of them imports it.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+
+use crate::app::AppState;
+use crate::continuation;
+use crate::routes::router;
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Serves until `shutdown` completes, then finishes the requests in flight
+/// and writes out the prompt trace.
+pub async fn serve(state: AppState, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(state.config().addr).await?;
+    serve_listener(listener, state, shutdown).await
+}
+
+/// [`serve`] on a listener that is already bound (e.g. to `127.0.0.1:0`).
+pub async fn serve_listener(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    let hosts = crate::host::HostGuard::new(addr, &state.config().allowed_hosts)
+        .map_err(|detail| std::io::Error::new(std::io::ErrorKind::InvalidInput, detail))?;
+    tracing::info!(%addr, secret = ?state.config().secret.source(), "toolgate serving on http://{addr}");
+    tracing::info!(names = %hosts.describe(), "answering requests for these Host names only");
+    // SSE frames are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
+    // client's delayed ACK (tens of milliseconds per response).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY");
+        }
+    });
+    // The peer's address decides whether a principal header is believed (see `Caller`).
+    let app = router(state.clone())
+        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
+        .into_make_service_with_connect_info::<SocketAddr>();
+    let pruning = match (&state.config().ledger, state.config().retain) {
+        (Some(ledger), Some(retain)) => {
+            let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
+            Some(tokio::spawn(crate::retention::prune_loop(store, clock, retain)))
+        }
+        _ => None,
+    };
+    let mut background: Vec<tokio::task::JoinHandle<()>> = pruning.into_iter().collect();
+    if state.config().ledger.is_some() {
+        background.push(tokio::spawn(continuation::worker(state.clone())));
+        background.push(tokio::spawn(crate::timers::run(state.clone())));
+        background.extend(crate::notify::start(&state));
+    }
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    for task in background {
+        task.abort();
+    }
+    state.flush_trace();
+    served
+}
