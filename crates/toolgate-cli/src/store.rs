@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use toolgate::ledger::LedgerConfig;
-use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{LedgerConfig, LedgerStore};
 use toolgate_store::{StoreSpec, StoreSync, open_store_synced};
 
 /// Where approvals, their audit log and conversations are kept.

@@ -16,8 +16,9 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::{Served, approval, examples, now};
 use toolgate::approval::lifecycle::{self, Decision, VoteOptions, Voter};
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::{ApprovalRecord, ApprovalState, DecisionQuery, DecisionScope, SystemClock, conversation_key};
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalState, DecisionQuery, DecisionScope, LedgerStore, SystemClock, conversation_key,
+};
 use toolgate::tool::{GateAction, GateCall};
 use toolgate_policy::{Policy, StickyAction, StoredGate, decode_stored};
 use toolgate_store::{StoreSpec, open_store};

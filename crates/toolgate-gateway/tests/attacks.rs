@@ -7,8 +7,7 @@ mod support;
 use serde_json::json;
 use support::{Client, Setup, call, connect, text, try_connect};
 use toolgate::approval::lifecycle::{Decision, VoteOptions, Voter, cast};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::{AuditKind, AuditQuery, SystemClock};
+use toolgate::ledger::{AuditKind, AuditQuery, AuditStore, SystemClock};
 
 /// Attack 2: the conversation is `mcp:<principal>:<client>`, and a client
 /// name holding the owner separator made the requester read as someone

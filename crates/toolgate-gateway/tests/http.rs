@@ -13,8 +13,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use support::{Client, Setup, call};
 use tokio_util::sync::CancellationToken;
-use toolgate::ledger::ApprovalQuery;
-use toolgate::ledger::InboxStore;
+use toolgate::ledger::{ApprovalQuery, InboxStore};
 use toolgate_auth::{PrincipalSource, TokenTable};
 use toolgate_gateway::Identity;
 use toolgate_gateway::http::{Principals, router};

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate::ledger::ConversationStore;
-use toolgate::ledger::{DecisionQuery, MemoryStore, StoreError, StoreFuture, StoredDecision};
+use toolgate::ledger::{ConversationStore, DecisionQuery, MemoryStore, StoreError, StoreFuture, StoredDecision};
 use toolgate::tool::{GateAction, GateCall};
 use toolgate_policy::{
     DecisionScope, DecisionSource, Policy, StickyAction, StickyDecision, StoredGate, decode_stored, to_stored,

@@ -9,7 +9,8 @@ use axum::http::StatusCode;
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
-    AuditView, Clock, Ledger, LedgerConfig, MemoryStore, Millis, SystemClock, check_conversation_id, conversation_key,
+    AuditView, Clock, Ledger, LedgerConfig, LedgerStore, MemoryStore, Millis, SystemClock, check_conversation_id,
+    conversation_key,
 };
 use toolgate::model::ObservedModel;
 use toolgate::{SharedModel, TextRequest, Toolkit};
@@ -19,7 +20,6 @@ use toolgate_protocol::ModelMessage;
 use crate::error::ApiError;
 use crate::running::RunningResponses;
 use crate::trace::TraceFile;
-use toolgate::ledger::LedgerStore;
 use toolgate_auth::ApprovalSecret;
 use toolgate_auth::PrincipalSource;
 

@@ -27,14 +27,13 @@ use std::collections::{HashMap, HashSet};
 use axum::http::StatusCode;
 use serde_json::Value;
 use serde_json::json;
-use toolgate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoredConversation};
+use toolgate::ledger::{AuditEvent, AuditKind, Ledger, LedgerStore, Millis, StoredConversation};
 use toolgate::{Decision, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
 use crate::replay::replay_chunks;
 
 use crate::error::ApiError;
-use toolgate::ledger::LedgerStore;
 
 /// A request's history after reconciliation, and the stored version it extends.
 pub(crate) struct Reconciled {

@@ -11,8 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate::ledger::Clock;
-use toolgate::ledger::LedgerStore;
+use toolgate::ledger::{Clock, LedgerStore};
 
 /// How often the store is pruned.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60 * 60);

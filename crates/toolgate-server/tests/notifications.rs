@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderName;
 use common::*;
 use serde_json::{Value, json};
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::{AuditKind, AuditQuery, DeliveryState, LedgerConfig, ManualClock, MemoryStore, OutboxQuery};
+use toolgate::ledger::{
+    AuditKind, AuditQuery, DeliveryState, LedgerConfig, LedgerStore, ManualClock, MemoryStore, OutboxQuery,
+};
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, PolicyHandle};
 use toolgate_server::{Notifications, PrincipalSource, ServerConfig, TokenTable};

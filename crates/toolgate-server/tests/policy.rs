@@ -10,9 +10,7 @@ use axum::http::HeaderName;
 use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use toolgate::ledger::ConversationStore;
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::{DecisionQuery, LedgerConfig, MemoryStore};
+use toolgate::ledger::{ConversationStore, DecisionQuery, LedgerConfig, LedgerStore, MemoryStore};
 use toolgate_policy::{Policy, PolicyHandle};
 use toolgate_server::PrincipalSource;
 

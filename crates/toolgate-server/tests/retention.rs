@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ConversationStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, LedgerConfig, ManualClock, MemoryStore,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditStore, ConversationStore, LedgerConfig,
+    ManualClock, MemoryStore,
 };
 
 const HOUR_MS: i64 = 60 * 60 * 1000;

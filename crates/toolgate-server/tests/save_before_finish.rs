@@ -12,16 +12,11 @@ use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::approval::lifecycle::TimerAdvance;
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ContinuationStore;
-use toolgate::ledger::ConversationStore;
-use toolgate::ledger::InboxStore;
-use toolgate::ledger::LinkStore;
-use toolgate::ledger::OutboxStore;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, ContinuationClaim, DecisionQuery,
-    Delivery, LedgerConfig, MemoryStore, Millis, Outbound, OutboxQuery, Pruned, StoreFuture, StoredConversation,
-    StoredDecision, Transition, TransitionOutcome,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, AuditStore, ContinuationClaim,
+    ContinuationStore, ConversationStore, DecisionQuery, Delivery, InboxStore, LedgerConfig, LinkStore, MemoryStore,
+    Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition,
+    TransitionOutcome,
 };
 
 /// A memory store whose conversation saves take a while.

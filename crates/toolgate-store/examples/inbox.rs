@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolgate::approval::lifecycle::Routing;
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::{ApprovalQuery, ApprovalRecord, ApprovalState, StateFilter, conversation_key};
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, ApprovalState, LedgerStore, StateFilter, conversation_key};
 use toolgate_store::{StoreSpec, open_store};
 
 /// Listings timed per measure.

@@ -16,10 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Guard, Lease, RecordedDecision, Transition,
-    Update,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, Guard, Lease, LedgerStore, RecordedDecision,
+    Transition, Update,
 };
 use toolgate::{Decision, ToolResultOutput};
 use toolgate_store::{StoreSpec, open_store};

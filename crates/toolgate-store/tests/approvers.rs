@@ -17,11 +17,9 @@ use tokio::sync::Barrier;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{Routing, Vote, VoteOptions, Voter, cast};
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executing, Expired, Failed, Pending, Withdrawn};
-use toolgate::ledger::InboxStore;
-use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guard, ManualClock,
-    MemoryStore, Pruned, StateFilter, Transition, TransitionOutcome, conversation_key,
+    ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guard, InboxStore, LedgerStore,
+    ManualClock, MemoryStore, Pruned, StateFilter, Transition, TransitionOutcome, conversation_key,
 };
 
 /// The key of `owner`'s conversation `id`.

@@ -16,11 +16,9 @@ use support::{
     record_of, sticky, transition, unsequenced,
 };
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditView, DecisionScope, Guard,
-    Pruned, StoreError, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditStore, AuditView,
+    DecisionScope, Guard, LedgerStore, Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 

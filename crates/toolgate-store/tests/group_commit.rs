@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use serde_json::json;
-use toolgate::ledger::{ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guard, StoreError, TransitionOutcome};
+use toolgate::ledger::{
+    ApprovalState, ApprovalStore, AuditKind, AuditQuery, AuditStore, Guard, StoreError, TransitionOutcome,
+};
 use toolgate_store::{SqlStore, StoreSpec};
 
 use support::{event, record, transition};
-use toolgate::ledger::AuditStore;
 
 async fn sqlite() -> (tempfile::TempDir, std::path::PathBuf, Arc<SqlStore>) {
     let (dir, path) = support::sqlite_path();

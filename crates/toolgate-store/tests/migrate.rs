@@ -15,14 +15,10 @@ use sqlx::Connection;
 use sqlx::migrate::Migrator;
 use support::{decision, event, lease, record};
 use toolgate::ledger::ApprovalState::{Denied, Executing, Pending, Withdrawn};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ContinuationStore;
-use toolgate::ledger::ConversationStore;
-use toolgate::ledger::InboxStore;
-use toolgate::ledger::OutboxStore;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, AuditQuery, Guard, StateFilter, Transition,
-    TransitionOutcome, Update, conversation_key,
+    ApprovalQuery, ApprovalRecord, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditStore, ContinuationStore,
+    ConversationStore, Guard, InboxStore, OutboxStore, StateFilter, Transition, TransitionOutcome, Update,
+    conversation_key,
 };
 use toolgate_protocol::ToolResultOutput;
 use toolgate_store::{SqlStore, StoreSpec};

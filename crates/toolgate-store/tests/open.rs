@@ -9,9 +9,10 @@ use serde_json::json;
 use sqlx::Connection;
 use support::{decision, decision_query, event, in_conversation, record, sticky, transition};
 use toolgate::ledger::ApprovalState::{Approved, Pending};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ConversationStore;
-use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, DecisionScope, Guard, StoreError, TransitionOutcome};
+use toolgate::ledger::{
+    ApprovalStore, AuditKind, AuditQuery, AuditStore, ConversationStore, DecisionScope, Guard, StoreError,
+    TransitionOutcome,
+};
 use toolgate_store::{OpenError, SqlStore, StoreSpec, open_store};
 
 #[tokio::test]

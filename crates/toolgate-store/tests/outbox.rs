@@ -26,12 +26,10 @@ use tokio::sync::Barrier;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{Escalation, Fired, Routing, Schedule, VoteOptions, Voter, cast, fire};
 use toolgate::ledger::ApprovalState::{Denied, Pending};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::OutboxStore;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AttemptResult, AuditEvent, AuditKind, AuditQuery,
-    Delivery, DeliveryState, ManualClock, Millis, Outbound, OutboxQuery, StateFilter, conversation_key,
+    AuditStore, Delivery, DeliveryState, LedgerStore, ManualClock, Millis, Outbound, OutboxQuery, OutboxStore,
+    StateFilter, conversation_key,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 

@@ -11,12 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::ledger::{ApprovalState, ApprovalStore, AuditKind, AuditQuery, Guard};
+use toolgate::ledger::{ApprovalState, ApprovalStore, AuditKind, AuditQuery, AuditStore, ConversationStore, Guard};
 use toolgate_store::{SqlStore, StoreSpec};
 
 use support::{event, record, transition};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ConversationStore;
 
 /// Writer tasks, each running approval round trips back to back.
 const WRITERS: usize = 8;

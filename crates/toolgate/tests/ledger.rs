@@ -11,10 +11,9 @@ use common::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::approval::{ApprovalOutcome, ApprovalSigner};
-use toolgate::ledger::AuditStore;
 use toolgate::ledger::{
-    ApprovalState, ApprovalStore, AuditKind, AuditQuery, Clock, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease,
-    LedgerConfig, ManualClock, MemoryStore, Transition, Update, WARNING_EXPIRED, WARNING_INTERRUPTED,
+    ApprovalState, ApprovalStore, AuditKind, AuditQuery, AuditStore, Clock, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT,
+    Lease, LedgerConfig, ManualClock, MemoryStore, Transition, Update, WARNING_EXPIRED, WARNING_INTERRUPTED,
 };
 use toolgate::protocol::{ModelMessage, ToolResultOutput};
 use toolgate::{Decision, EngineError, StreamPart, TextRequest, Tool, ToolError, Toolkit, generate_text, stream_text};

@@ -21,11 +21,9 @@ use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::{
     self, Escalation, Fired, Route, Routing, Schedule, TIMER_PRINCIPAL, VoteError, VoteOptions, Voter, fire, next_due,
 };
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ContinuationStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, Clock, LedgerConfig, ManualClock,
-    MemoryStore, Millis, conversation_key,
+    ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditStore, Clock,
+    ContinuationStore, LedgerConfig, ManualClock, MemoryStore, Millis, conversation_key,
 };
 use toolgate::tool::{CallGate, GateCall, Verdict};
 use toolgate::{Decision, TextRequest, generate_text};

@@ -15,12 +15,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::{self, Route, VoteError, VoteOptions, VoteRefusal, Voter, WITHDRAWN_REASON};
-use toolgate::ledger::AuditStore;
-use toolgate::ledger::ContinuationStore;
-use toolgate::ledger::InboxStore;
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalState, ApprovalStore, AuditKind, AuditQuery, Clock, LedgerConfig, ManualClock, MemoryStore,
-    StateFilter, conversation_key,
+    ApprovalQuery, ApprovalState, ApprovalStore, AuditKind, AuditQuery, AuditStore, Clock, ContinuationStore,
+    InboxStore, LedgerConfig, ManualClock, MemoryStore, StateFilter, conversation_key,
 };
 use toolgate::protocol::ModelMessage;
 use toolgate::tool::{CallGate, GateCall, Verdict};

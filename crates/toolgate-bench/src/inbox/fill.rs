@@ -10,10 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use toolgate::ledger::{ApprovalRecord, AuditEvent};
+use toolgate::ledger::{ApprovalRecord, AuditEvent, LedgerStore};
 
 use super::layout::Layout;
-use toolgate::ledger::LedgerStore;
 
 /// Writes approvals `0..layout.approvals` in batches of `batch` (one
 /// `issue` call, one transaction each), oldest first; returns how long it took.

@@ -25,8 +25,8 @@ use toolgate::approval::lifecycle::{
     self, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
 use toolgate::ledger::{
-    ApprovalQuery, ApprovalRecord, Clock, DecisionScope, InboxChanges, StateFilter, SystemClock, check_conversation_id,
-    check_group, check_principal,
+    ApprovalQuery, ApprovalRecord, Clock, DecisionScope, InboxChanges, LedgerStore, StateFilter, SystemClock,
+    check_conversation_id, check_group, check_principal,
 };
 use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 use toolgate_server::approval_item;
@@ -34,7 +34,6 @@ use toolgate_server::approval_item;
 use super::{Ballot, Listing, Refusal, STICKY_NOTE};
 use crate::config::Config;
 use crate::store::StoreArgs;
-use toolgate::ledger::LedgerStore;
 
 /// How often `watch` reads the pending approvals again.
 const POLL: Duration = Duration::from_secs(1);

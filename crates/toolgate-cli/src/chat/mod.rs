@@ -30,7 +30,7 @@ use crossterm::style::Color;
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
 use toolgate::approval::lifecycle::{self, EditCheck};
-use toolgate::ledger::{Clock, MemoryStore, SystemClock};
+use toolgate::ledger::{Clock, LedgerStore, MemoryStore, SystemClock};
 use toolgate::tool::{CallGate, Caller};
 use toolgate::{ApprovalContext, TextRequest, Tool, Toolkit};
 use toolgate_client::{
@@ -48,7 +48,6 @@ use crate::model_spec::model_or_default;
 use crate::store::{LedgerArgs, StoreArgs};
 use crate::tools::ToolSetup;
 use crate::tools::Tools;
-use toolgate::ledger::LedgerStore;
 
 /// How `toolgate chat` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

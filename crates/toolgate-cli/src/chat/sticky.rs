@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use toolgate::ledger::LedgerStore;
-use toolgate::ledger::{Clock, DecisionScope, SystemClock};
+use toolgate::ledger::{Clock, DecisionScope, LedgerStore, SystemClock};
 use toolgate_policy::{StickyAction, StickyDecision, to_stored};
 
 /// Where "always allow" goes.

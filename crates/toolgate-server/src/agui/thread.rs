@@ -18,14 +18,13 @@ use std::collections::HashSet;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use toolgate::Toolkit;
-use toolgate::ledger::Millis;
+use toolgate::ledger::{LedgerStore, Millis};
 use toolgate_agui::resume::pending_approvals;
 use toolgate_agui::{
     HistoryMismatch, Message, PENDING_FIELD, PendingApproval, RunAgentInput, STATE_KEY, check_history,
 };
 
 use crate::error::ApiError;
-use toolgate::ledger::LedgerStore;
 
 /// The field of a stored thread holding its messages (toolgate's interrupts are under [`STATE_KEY`]).
 const MESSAGES_FIELD: &str = "messages";

@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::ledger::{
-    AttemptEnd, AttemptResult, AuditEvent, AuditKind, Clock, Delivery as StoredDelivery, Millis, conversation_name,
+    AttemptEnd, AttemptResult, AuditEvent, AuditKind, Clock, Delivery as StoredDelivery, LedgerStore, Millis,
+    conversation_name,
 };
 use toolgate_notify::{Delivery, Event, GIVE_UP_AFTER, Outcome, backoff};
 
 use super::Notifications;
-use toolgate::ledger::LedgerStore;
 
 /// How long a claimed delivery is held (longer than any attempt takes).
 pub const CLAIM: Duration = Duration::from_secs(120);

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use toolgate::approval::lifecycle::{GROUP_PREFIX, requester};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, Millis, Outbound, StoreError,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, LedgerStore, Millis, Outbound,
+    StoreError,
 };
 use toolgate_notify::{Channel, Event, EventKind, LinkMode, Links, Target};
 
@@ -27,7 +28,6 @@ use super::Notifications;
 use super::token::{LinkChoice, LinkClaims, nonce};
 use crate::app::AppState;
 use crate::approvals::item::{approval_item, rfc3339};
-use toolgate::ledger::LedgerStore;
 
 /// Events read per round.
 const BATCH: usize = 256;

@@ -25,14 +25,13 @@ use std::collections::HashMap;
 use serde_json::json;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger, LedgerStore};
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
 use super::StoredRun;
 use crate::app::AppState;
 use crate::approvals::approval_part;
 use crate::error::ApiError;
-use toolgate::ledger::LedgerStore;
 
 /// What the step's approvals say about the run.
 #[derive(Debug, Default)]

@@ -7,10 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 use sqlx::Connection;
-use toolgate::ledger::LedgerStore;
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease, MemoryStore,
-    RecordedDecision, StoredDecision, Transition, TransitionOutcome, Update,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, DecisionQuery, DecisionScope, Guard, Lease, LedgerStore,
+    MemoryStore, RecordedDecision, StoredDecision, Transition, TransitionOutcome, Update,
 };
 use toolgate_store::{SqlStore, StoreSpec};
 
