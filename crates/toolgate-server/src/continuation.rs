@@ -113,10 +113,10 @@ async fn continue_conversation(
     let store = &ledger.store;
     let Some(stored) = store.conversation(key).await? else { return Ok(()) };
     // Whose conversation it is, as stored with it: the run is theirs.
-    let owner = stored.owner;
+    let owner = stored.owner.clone();
     let name = conversation_name(key, owner.as_deref());
     if name.starts_with(crate::agui::AGUI_PREFIX) {
-        return crate::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), claim).await;
+        return crate::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), &stored, claim).await;
     }
     let mut messages = parse_ui_messages(stored.messages).map_err(|error| {
         ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", error.to_string())

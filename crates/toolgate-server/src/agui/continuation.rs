@@ -7,7 +7,7 @@
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger, StoredConversation};
 use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
 
 use super::thread::StoredThread;
@@ -16,17 +16,18 @@ use crate::app::AppState;
 use crate::continuation::continued_event;
 use crate::error::ApiError;
 
-/// Resumes the thread of `conversation` (its owner's, as stored) on the
-/// server, when its open interrupts are all decided.
+/// Resumes the thread `stored` of `conversation` (its owner's, as stored)
+/// on the server, when its open interrupts are all decided.
 pub(crate) async fn continue_thread(
     state: &AppState,
     mut conversation: Ledger,
+    stored: &StoredConversation,
     claim: &ContinuationClaim,
 ) -> Result<(), ApiError> {
     let ledger = conversation.config.clone();
     let key = conversation.conversation_id.clone();
     let store = &ledger.store;
-    let mut thread = StoredThread::load(store.as_ref(), &key).await?;
+    let mut thread = StoredThread::read(stored)?;
     let Some(messages) = thread.messages.clone() else { return Ok(()) };
     let pending = thread.pending();
     if pending.is_empty() {

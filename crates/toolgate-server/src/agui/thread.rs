@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use toolgate::Toolkit;
-use toolgate::ledger::{LedgerStore, Millis};
+use toolgate::ledger::{LedgerStore, Millis, StoredConversation};
 use toolgate_agui::resume::pending_approvals;
 use toolgate_agui::{
     HistoryMismatch, Message, PENDING_FIELD, PendingApproval, RunAgentInput, STATE_KEY, check_history,
@@ -58,9 +58,14 @@ pub(super) enum CatchUp {
 impl StoredThread {
     /// The thread stored under `key` (an empty one when there is none).
     pub(super) async fn load(store: &dyn LedgerStore, key: &str) -> Result<Self, ApiError> {
-        let Some(stored) = store.conversation(key).await? else {
-            return Ok(Self { messages: Some(Vec::new()), interrupts: None, continued_at: None });
-        };
+        match store.conversation(key).await? {
+            Some(stored) => Self::read(&stored),
+            None => Ok(Self { messages: Some(Vec::new()), interrupts: None, continued_at: None }),
+        }
+    }
+
+    /// The thread a stored conversation holds.
+    pub(super) fn read(stored: &StoredConversation) -> Result<Self, ApiError> {
         let messages = match stored.messages.get(MESSAGES_FIELD) {
             Some(messages) => Some(serde_json::from_value(messages.clone()).map_err(|error| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", format!("thread: {error}"))

@@ -82,9 +82,7 @@ pub(crate) async fn run_stored(
         }
     }
     // Renewed while the run goes on; ends with the stream, however it ends.
-    let renewal = claim.as_ref().map(|(claim, holder)| {
-        renew_claim(state, &(store.clone() as Arc<dyn toolgate::ledger::ContinuationStore>), claim, holder)
-    });
+    let renewal = claim.as_ref().map(|(claim, holder)| renew_claim(state, store.clone(), claim, holder));
     let state = state.clone();
     Ok(async_stream::stream! {
         let renewal = renewal;
@@ -137,11 +135,11 @@ pub(crate) async fn run_stored(
 /// aborted when the returned guard drops.
 fn renew_claim(
     state: &AppState,
-    store: &Arc<dyn toolgate::ledger::ContinuationStore>,
+    store: Arc<dyn toolgate::ledger::ContinuationStore>,
     claim: &toolgate::ledger::ContinuationClaim,
     holder: &str,
 ) -> AbortOnDrop {
-    let (store, key, holder) = (Arc::clone(store), claim.conversation_id.clone(), holder.to_owned());
+    let (key, holder) = (claim.conversation_id.clone(), holder.to_owned());
     let (lease, clock) = (state.config().continuation_lease, state.clock());
     AbortOnDrop(tokio::spawn(async move {
         loop {
