@@ -18,7 +18,9 @@
 //! `state: {}`) is matched against the stored interrupts; a state the client
 //! does send is used as it came, and the ledger checks every answer either
 //! way. The run goes on when the client disconnects, and the thread is stored
-//! when it ends, before its last event is sent.
+//! when it ends, before its last event is sent. A resume whose edit the rules
+//! route to other approvers supersedes its approval and runs nothing
+//! ([`edits`]).
 
 use std::convert::Infallible;
 
@@ -33,6 +35,7 @@ use toolgate_agui::{
 };
 
 mod continuation;
+mod edits;
 mod thread;
 
 pub(crate) use continuation::continue_thread;
@@ -91,9 +94,11 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
 )]
 pub(crate) async fn run(
     State(state): State<AppState>,
-    Caller { principal, groups }: Caller,
+    caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
+    let voter = caller.voter(&state);
+    let Caller { principal, groups } = caller;
     let mut input = RunAgentInput::from_json(&body)?;
     // The requester's own thread of that id.
     let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;
@@ -119,7 +124,8 @@ pub(crate) async fn run(
         let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
     }
-    if caught_up == CatchUp::NothingToRun {
+    // An edit that needs other approvers waits for them (see `edits`): report the interrupts, run nothing.
+    if caught_up == CatchUp::NothingToRun || edits::supersede_resumed_edits(&state, &ledger, &voter, &input).await? {
         let events = caught_up_events(&thread, &input);
         StoredThread::save(
             store.as_ref(),

@@ -12,8 +12,11 @@
 //! - `POST /api/approvals/{id}` `{"decision": "approve"|"deny", "reason"?,
 //!   "editedInput"?}`: a vote; 200 with the item in its new state. An edit
 //!   passes the same checks as in the chat (the tool allows edits, the input
-//!   schema, the policy) before the vote counts. A deciding vote makes the
-//!   server continue the conversation ([`crate::continuation`]).
+//!   schema, the policy) before the vote counts; one the rules route to
+//!   approvers this vote does not satisfy becomes a new approval routed to
+//!   them, and the answer is the original in the state `superseded`, naming
+//!   it (`supersededBy`). A deciding vote makes the server continue the
+//!   conversation ([`crate::continuation`]).
 //! - `DELETE /api/approvals/{id}`: the requester withdraws their pending
 //!   request; it resolves like a denial ("withdrawn by the requester").
 //! - `GET /api/approvals/stream`: server-sent events ([`stream`]).
@@ -219,15 +222,40 @@ pub(crate) async fn decide(
         }
     };
     let voter = caller.voter(&state);
-    if let Decision::Approve { edited_input: Some(edit) } = &decision {
-        let record = visible(ledger, &id, &voter).await?;
-        lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
-        check_edit(&state, &record, &voter, edit).await?;
-    }
     let options = VoteOptions { continuation: true, note };
-    let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
+    let record = vote(&state, ledger, &id, &voter, decision, options).await?;
     decided(&state, &record);
     Ok(Json(ApprovalItem::of(&record)))
+}
+
+/// Casts `voter`'s vote on approval `id`, every path's one way in (the
+/// inbox, the requester's answers in a chat that waits for others). An
+/// edit is judged first ([`check_edit`]); one that the rules route to
+/// approvers this vote does not satisfy supersedes the approval
+/// ([`lifecycle::supersede`]): the record returned is then the original,
+/// `superseded`, naming its successor.
+pub(crate) async fn vote(
+    state: &AppState,
+    ledger: &LedgerConfig,
+    id: &str,
+    voter: &Voter,
+    decision: Decision,
+    options: VoteOptions,
+) -> Result<ApprovalRecord, ApiError> {
+    if let Decision::Approve { edited_input: Some(edit) } = &decision {
+        let record = visible(ledger, id, voter).await?;
+        lifecycle::check_vote(&record, voter, &decision, ledger.clock.now())?;
+        if let Some(refusal) = check_edit(state, &record, voter, edit).await? {
+            let route = refusal.edit_route().ok_or_else(|| edit_refused(refusal.clone()))?;
+            let superseded = lifecycle::supersede(ledger, &record, voter, edit, route).await?;
+            tracing::info!(
+                approval = %record.approval_id, successor = %superseded.successor.approval_id,
+                "an edit needs other approvers: a new approval supersedes it"
+            );
+            return Ok(superseded.original);
+        }
+    }
+    Ok(lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), id, voter, decision, options).await?)
 }
 
 /// The requester withdraws their pending request; it resolves like a denial.
@@ -284,13 +312,15 @@ async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<Appro
 /// An edit must be one the chat would accept, judged by the lifecycle's one
 /// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
 /// passes its schema, the policy (the requester's rules and the tool's own)
-/// does not deny it, and does not route it to approvers `voter` is not.
+/// does not deny it. `Ok(None)`: it may run on this vote; `Ok(Some(..))`:
+/// the rules route it to approvers `voter` is not
+/// ([`EditRefusal::NeedsApprovers`]: a new approval supersedes this one).
 pub(crate) async fn check_edit(
     state: &AppState,
     record: &ApprovalRecord,
     voter: &Voter,
     edit: &Value,
-) -> Result<(), ApiError> {
+) -> Result<Option<EditRefusal>, ApiError> {
     let toolkit = state.toolkit();
     let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
         ApiError::new(
@@ -315,13 +345,21 @@ pub(crate) async fn check_edit(
         routed: record.routing.is_some(),
         voter: Some(voter),
     };
-    lifecycle::check_edit(check).await.map_err(|refusal| {
-        let status = match refusal {
-            EditRefusal::NeedsApprovers { .. } => StatusCode::FORBIDDEN,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, refusal.code(), refusal.to_string())
-    })
+    match lifecycle::check_edit(check).await {
+        Ok(()) => Ok(None),
+        Err(refusal @ EditRefusal::NeedsApprovers { .. }) => Ok(Some(refusal)),
+        Err(refusal) => Err(edit_refused(refusal)),
+    }
+}
+
+/// An edit that may not run, as the API's error: 403 when it needs
+/// approvers, 400 for the rest.
+fn edit_refused(refusal: EditRefusal) -> ApiError {
+    let status = match refusal {
+        EditRefusal::NeedsApprovers { .. } => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, refusal.code(), refusal.to_string())
 }
 
 fn bad_query(message: String) -> ApiError {
