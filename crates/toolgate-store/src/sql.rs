@@ -125,10 +125,14 @@ pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM audit_events WHERE seq IN (SE
      (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
 /// Prunes up to [`PRUNE_CHUNK`] approvals in a final state last changed
-/// before `$1`; returns their ids (their viewers go in the same transaction).
+/// before `$1` (a superseded one only once its successor is no longer open:
+/// the call is found through it); returns their ids (their viewers go in the
+/// same transaction).
 pub(crate) const PRUNE_APPROVALS: &str = "DELETE FROM approvals WHERE approval_id IN (SELECT approval_id \
      FROM approvals WHERE updated_at < $1 \
-     AND state IN ('denied', 'expired', 'executed', 'failed', 'interrupted', 'withdrawn') LIMIT $2) \
+     AND (state IN ('denied', 'expired', 'executed', 'failed', 'interrupted', 'withdrawn') \
+     OR (state = 'superseded' AND superseded_by NOT IN \
+     (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')))) LIMIT $2) \
      RETURNING approval_id";
 
 /// Prunes up to [`PRUNE_CHUNK`] conversations last saved before `$1` that hold no open approval.

@@ -805,8 +805,32 @@ async fn an_edit_supersedes_its_approval_and_the_link_is_followed(stores: &Store
     assert_eq!((orphan.state, orphan.supersedes.as_deref()), (ApprovalState::Withdrawn, Some("ap_raced")));
 }
 
+/// A superseded approval is pruned like any final one, but not while its
+/// successor is open: the call is found through it.
+async fn a_superseded_approval_stays_while_its_successor_is_open(stores: &Stores) {
+    let store = &*stores.a;
+    let superseded = |id: &str, successor: &str| {
+        let mut record = record(id, "conv");
+        record.state = ApprovalState::Superseded;
+        record.superseded_by = Some(successor.to_owned());
+        record
+    };
+    let mut open = record("ap_open", "conv");
+    open.supersedes = Some("ap_a".to_owned());
+    let mut done = record("ap_done", "conv");
+    done.state = Denied;
+    done.supersedes = Some("ap_b".to_owned());
+    store.issue(&[superseded("ap_a", "ap_open"), superseded("ap_b", "ap_done"), open, done], &[]).await.unwrap();
+    let pruned = store.prune(10_000).await.unwrap();
+    assert_eq!(pruned.approvals, 2, "ap_b and ap_done");
+    let ids = ["ap_a", "ap_b", "ap_open", "ap_done"].map(str::to_owned);
+    let left: Vec<String> = stores.b.approvals(&ids).await.unwrap().into_iter().map(|r| r.approval_id).collect();
+    assert_eq!(left, ["ap_a", "ap_open"]);
+}
+
 suite!(
     issue_and_read_back,
+    a_superseded_approval_stays_while_its_successor_is_open,
     a_conversation_name_matches_by_the_stored_owner,
     duplicate_issue_is_rejected_and_nothing_is_inserted,
     guards_hold_and_fail,
