@@ -25,19 +25,21 @@ async fn a_client_name_with_a_control_character_is_refused_at_initialize() {
     assert!(try_connect(&setup.gateway, fine, "alice").await.is_ok());
 }
 
+/// Bumps labelled `prod*` wait for carol.
+const PROD_BUMPS: &str = r#"
+    [[rule]]
+    name = "prod-bumps"
+    action = "ask"
+    tool = "count__bump"
+    approvers = ["carol"]
+    input = { "/label" = { glob = "prod*" } }
+"#;
+
 /// Attack 1 (gateway): an edit decided out of band that the rules route to
 /// other approvers does not run, even when the vote skipped the check.
 #[tokio::test]
 async fn an_out_of_band_edit_past_a_routed_rule_does_not_run() {
-    let rules = r#"
-        [[rule]]
-        name = "prod-bumps"
-        action = "ask"
-        tool = "count__bump"
-        approvers = ["carol"]
-        input = { "/label" = { glob = "prod*" } }
-    "#;
-    let setup = Setup::new(rules, |_| {}).await;
+    let setup = Setup::new(PROD_BUMPS, |_| {}).await;
     let session = connect(&setup.gateway, Client::default(), "alice").await;
     let pending = call(&session, "count__bump", json!({"label": "dev"})).await;
     let id = pending["_meta"]["toolgate/approval"]["id"].as_str().unwrap().to_owned();
@@ -58,15 +60,7 @@ async fn an_out_of_band_edit_past_a_routed_rule_does_not_run() {
 /// approval, and then runs once, with the edited input.
 #[tokio::test]
 async fn a_held_call_follows_its_superseding_approval_and_runs_the_edit() {
-    let rules = r#"
-        [[rule]]
-        name = "prod-bumps"
-        action = "ask"
-        tool = "count__bump"
-        approvers = ["carol"]
-        input = { "/label" = { glob = "prod*" } }
-    "#;
-    let setup = Setup::new(rules, |_| {}).await;
+    let setup = Setup::new(PROD_BUMPS, |_| {}).await;
     let session = connect(&setup.gateway, Client::default(), "alice").await;
     let pending = call(&session, "count__bump", json!({"label": "dev"})).await;
     let id = pending["_meta"]["toolgate/approval"]["id"].as_str().unwrap().to_owned();

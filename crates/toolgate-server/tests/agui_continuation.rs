@@ -28,11 +28,16 @@ struct Thread {
 
 impl Thread {
     async fn start() -> Self {
+        Self::start_with(RULE).await
+    }
+
+    /// A thread on a server with these rules.
+    async fn start_with(rules: &'static str) -> Self {
         let runs = Arc::new(AtomicUsize::new(0));
         let toolkit = counting_toolkit(runs.clone());
         let server = start_configured(agui_script(), move |config| {
             config.toolkit = toolkit;
-            config.policy = PolicyHandle::new(Policy::from_toml_str(RULE).unwrap());
+            config.policy = PolicyHandle::new(Policy::from_toml_str(rules).unwrap());
             config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
             config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
         })
@@ -134,16 +139,7 @@ async fn a_new_message_after_the_server_continued_goes_on_from_the_stored_thread
 async fn a_resumed_edit_past_a_routed_rule_waits_for_its_approver_then_runs_once() {
     let rule = "[[rule]]\nname = \"etc-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\napprovers = [\"bob\"]\n\
                 [rule.input]\n\"/path\" = { glob = \"/etc/*\" }\n";
-    let runs = Arc::new(AtomicUsize::new(0));
-    let toolkit = counting_toolkit(runs.clone());
-    let server = start_configured(agui_script(), move |config| {
-        config.toolkit = toolkit;
-        config.policy = PolicyHandle::new(Policy::from_toml_str(rule).unwrap());
-        config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
-        config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
-    })
-    .await;
-    let thread = Thread { server, runs };
+    let thread = Thread::start_with(rule).await;
     let first = thread.run(input("r1", json!([{"id": "m1", "role": "user", "content": "delete notes.txt"}]))).await;
     let interrupt = last_event(&first, "RUN_FINISHED")["outcome"]["interrupts"][0]["id"].clone();
     let held = last_event(&first, "MESSAGES_SNAPSHOT")["messages"].clone();
