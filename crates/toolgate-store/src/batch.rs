@@ -43,24 +43,16 @@
 //!   failed operation (its batch rolls back and the others run again without
 //!   it); the writer goes on.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio::sync::{Notify, mpsc, oneshot};
 use toolgate::ledger::StoreError;
 
+use crate::backend::{WriteFn, WriteFuture};
 use crate::checkpoint::{LogGuard, WriteLock};
 use crate::lite::{self, Conn, db_error};
-
-/// A write operation's future, borrowing its connection and data.
-pub(crate) type WriteFuture<'c, R> = Pin<Box<dyn Future<Output = Result<R, StoreError>> + Send + 'c>>;
-
-/// A write operation: statements over a connection already in a
-/// transaction, given the operation's data.
-pub(crate) type WriteFn<C, D, R> = for<'c> fn(&'c mut C, &'c D) -> WriteFuture<'c, R>;
 
 /// The most operations one transaction holds.
 const MAX_BATCH: usize = 64;

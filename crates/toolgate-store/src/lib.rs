@@ -41,11 +41,22 @@
 //! `postgres://…`, where `?pool_max_conns=N` sets the pool: two connections
 //! per core of this machine, from 4 to 16, by default); [`open_store`] opens it. Opening a SQL store creates
 //! the SQLite file if missing and runs the embedded migrations.
+//!
+//! Inside, each operation is written once, in `ops.rs` (and `outbox_ops.rs`
+//! for timers, the outbox and links), over the `SqlBackend` trait of
+//! `backend.rs` and the query API of `db.rs` (sqlx's shape). `sqlite.rs`
+//! implements both on rusqlite (through `lite.rs`; group commit in
+//! `batch.rs`, checkpoints in `checkpoint.rs`), `postgres.rs` on sqlx. The
+//! query texts both databases share are in `sql.rs` and `outbox_sql.rs`.
 
+mod backend;
 mod batch;
 mod chain;
 mod checkpoint;
+mod db;
 mod lite;
+mod ops;
+mod outbox_ops;
 mod outbox_sql;
 mod postgres;
 mod private;
@@ -65,6 +76,7 @@ use toolgate::ledger::{
     StoredDecision, Transition, TransitionOutcome,
 };
 
+use ops::Operations;
 pub use spec::{ACCEPTED_FORMS, DEFAULT_SQLITE_FILE, StoreSpec, StoreSync, redact_url};
 
 /// A boxed error from the database driver.
@@ -136,9 +148,10 @@ pub struct SqlStore {
     shown: String,
 }
 
+/// The operations (ops.rs) on the backend the spec named.
 enum Backend {
-    Sqlite(sqlite::Backend),
-    Postgres(postgres::Backend),
+    Sqlite(Operations<sqlite::Backend>),
+    Postgres(Operations<postgres::Backend>),
 }
 
 /// Runs the same operation on whichever backend the store has.
@@ -160,8 +173,10 @@ impl SqlStore {
     /// [`Self::open`] with commits as durable as `sync` says.
     pub async fn open_synced(spec: &StoreSpec, sync: StoreSync) -> Result<Self, OpenError> {
         let backend = match spec {
-            StoreSpec::Sqlite(path) => Backend::Sqlite(sqlite::Backend::open(path, sync).await?),
-            StoreSpec::Postgres(url) => Backend::Postgres(postgres::Backend::open(url, &redact_url(url), sync).await?),
+            StoreSpec::Sqlite(path) => Backend::Sqlite(Operations::new(sqlite::Backend::open(path, sync).await?)),
+            StoreSpec::Postgres(url) => {
+                Backend::Postgres(Operations::new(postgres::Backend::open(url, &redact_url(url), sync).await?))
+            }
             StoreSpec::None | StoreSpec::Memory => return Err(OpenError::NotSql { spec: spec.to_string() }),
         };
         Ok(Self { backend, shown: spec.to_string() })
@@ -169,7 +184,7 @@ impl SqlStore {
 
     /// Closes the connections; operations after this fail as unavailable.
     pub async fn close(&self) {
-        on_backend!(self, backend => backend.close());
+        on_backend!(self, backend => backend.backend().close());
     }
 }
 

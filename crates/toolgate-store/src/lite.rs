@@ -1,6 +1,7 @@
-//! The SQLite driver: rusqlite connections behind the small part of sqlx's
-//! query API that the shared operations use (`ops.rs`, `outbox_ops.rs`), so
-//! those are written once for both backends.
+//! The SQLite driver: rusqlite connections behind a small query API with
+//! sqlx's shape (`query`, `query_as`, `bind`, `execute`, `fetch_*`). `sqlite.rs` runs the shared operations' queries (`db.rs`) on
+//! it, and the writer (`batch.rs`) and the checkpointer (`checkpoint.rs`)
+//! their own.
 //!
 //! Why not sqlx here: sqlx runs each SQLite connection on a thread of its
 //! own, so every statement, and every row it returns, is a hand-off between
@@ -183,6 +184,12 @@ impl SqlText for &'static str {
 impl SqlText for AssertSqlSafe<String> {
     fn into_text(self) -> Cow<'static, str> {
         Cow::Owned(self.0)
+    }
+}
+
+impl SqlText for Cow<'static, str> {
+    fn into_text(self) -> Cow<'static, str> {
+        self
     }
 }
 
@@ -423,16 +430,20 @@ impl<'q, O: FromLiteRow> QueryAs<'q, O> {
     }
 }
 
-/// A query whose rows are one value each (sqlx's `query_scalar`).
+/// A query whose rows are one value each (sqlx's `query_scalar`; the
+/// store's own queries read through `db.rs`, the tests here).
+#[cfg(test)]
 pub(crate) struct QueryScalar<'q, O> {
     inner: QueryAs<'q, (O,)>,
 }
 
 /// A query whose rows are one `O` each.
+#[cfg(test)]
 pub(crate) fn query_scalar<'q, O: rusqlite::types::FromSql>(text: impl SqlText) -> QueryScalar<'q, O> {
     QueryScalar { inner: query_as(text) }
 }
 
+#[cfg(test)]
 impl<'q, O: rusqlite::types::FromSql> QueryScalar<'q, O> {
     /// Binds the next parameter.
     pub(crate) fn bind(self, value: impl Bind<'q>) -> Self {
@@ -450,7 +461,6 @@ impl<'q, O: rusqlite::types::FromSql> QueryScalar<'q, O> {
     }
 
     /// The first row's value, which must be there.
-    #[cfg(test)]
     pub(crate) async fn fetch_one(self, on: impl Executor) -> rusqlite::Result<O> {
         Ok(self.inner.fetch_one(on).await?.0)
     }

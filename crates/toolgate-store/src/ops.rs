@@ -1,29 +1,28 @@
-//! The store operations, written once and compiled once per backend.
+//! The store's operations, written once over [`SqlBackend`] and compiled
+//! once: [`Operations`] holds a backend and runs every role's operation on
+//! it (the timers, the outbox and the links are in `outbox_ops.rs`).
 //!
-//! `sqlite.rs` and `postgres.rs` each include this file as their `ops`
-//! module (`#[path = "ops.rs"]`), after defining `db` (the query API:
-//! `query`, `query_as`, `query_scalar`, `AssertSqlSafe`, `QueryAs`, the
-//! connection type `Conn` and `db_error`, as sqlx has them; on SQLite from
-//! `lite.rs`, which runs them on rusqlite), `Backend` with `write` (runs an operation in a transaction that holds the
-//! write lock it needs), `write_statement` (runs a one-statement operation,
-//! atomic on its own), `write_fused` (runs the text of `fused_issue_sql` or
-//! `fused_transition_sql`: one statement on Postgres, several in a
-//! transaction on SQLite), `reader` (a pool for reads) and `select_records`
-//! (approvals by id), `insert_events_sql` (appends events, serialised
-//! with other appends until commit), and the continuation marks' texts:
-//! `MARK_DUE` and `MARK_AND_CLAIM` (see `sql::mark_due_sql!` and
-//! `sql::mark_and_claim_sql!`, each drawing the backend's next generation),
-//! and whether drawing a generation needs a transaction of its own
-//! (`GENERATION_NEEDS_TRANSACTION`: a counter row on SQLite, a sequence on
-//! Postgres).
+//! The queries go through the query API of `db.rs` (sqlx's shape), run on
+//! the backend's connections; what differs between the databases comes from
+//! the backend (`backend.rs` says what it gives): how a write is run
+//! (`write`: in a transaction holding the write lock it needs;
+//! `write_statement`: one statement, atomic on its own; `write_fused`: the
+//! text of `fused_issue_sql` or `fused_transition_sql`, one statement on
+//! Postgres, several in a transaction on SQLite), the approvals read by id
+//! (`select_records`), the audit append (`insert_events_sql`), and the
+//! continuation marks (`MARK_DUE`, `MARK_AND_CLAIM`, and whether drawing a
+//! generation needs a transaction: `GENERATION_NEEDS_TRANSACTION`). Every
+//! other query text is `sql.rs`'s, the same on both.
+//!
+//! A write operation is a function of its connection and data
+//! (`WriteFn`): generic over the connection (`C: Connection`) when it runs
+//! shared texts only, over the backend (`B: SqlBackend`, on `B::Conn`) when
+//! it runs one of the backend's texts.
 //!
 //! A transition that marks its conversation due to continue
 //! (`Update::continuation`) runs in a transaction, never fused: the mark is
 //! written after the update moved, before commit. Every other transition,
 //! with or without votes, takes the fused paths.
-//!
-//! Generic code over both drivers would need long higher-ranked bounds; a
-//! concrete `db` per copy keeps every query plain.
 
 use std::collections::HashMap;
 
@@ -32,16 +31,17 @@ use toolgate::ledger::{
     DecisionQuery, Millis, Pruned, StoreError, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
-use super::db::{self, Conn, db_error};
-use super::{
-    Backend, GENERATION_NEEDS_TRANSACTION, MARK_AND_CLAIM, MARK_DUE, fused_issue_sql, fused_transition_sql,
-    insert_events_sql,
-};
-use crate::batch::WriteFuture;
+use crate::backend::{Fused, SqlBackend, WriteFuture};
 use crate::chain::{Chain, Split};
+use crate::db::{self, Connection};
 use crate::sql::{
     self, ConversationRow, DecisionRow, EventRow, LeaseWrite, ReadRow, RecordParams, RecordRow, VotesWrite,
 };
+
+/// The ledger's operations on backend `B` (see the module docs).
+pub(crate) struct Operations<B> {
+    backend: B,
+}
 
 /// Binds an approval's [`sql::RECORD_PARAMS`] parameters, in [`sql::INSERT_RECORD`]
 /// order, to a query or typed query.
@@ -92,16 +92,26 @@ macro_rules! bind_event {
     }};
 }
 
-impl Backend {
+impl<B: SqlBackend> Operations<B> {
+    /// The operations on `backend`.
+    pub(crate) fn new(backend: B) -> Self {
+        Self { backend }
+    }
+
+    /// The backend.
+    pub(crate) fn backend(&self) -> &B {
+        &self.backend
+    }
+
     pub(crate) async fn issue(&self, records: &[ApprovalRecord], events: &[AuditEvent]) -> Result<(), StoreError> {
         if let [record] = records {
             let params = RecordParams::new(record)?;
-            if let Some(text) = fused_issue_sql(events.len(), params.viewers.len()) {
+            if let Some(text) = B::fused_issue_sql(events.len(), params.viewers.len()) {
                 let item = FusedIssue { record: record.clone(), params, events: events.to_vec() };
-                return self.write_fused(Fused::new(item, text), fused_issue_in).await;
+                return self.backend.write_fused(Fused::new(item, text), fused_issue_in).await;
             }
         }
-        self.write((records.to_vec(), events.to_vec()), issue_in).await
+        self.backend.write((records.to_vec(), events.to_vec()), issue_in::<B>).await
     }
 
     pub(crate) async fn approvals(&self, approval_ids: &[String]) -> Result<Vec<ApprovalRecord>, StoreError> {
@@ -109,7 +119,7 @@ impl Backend {
             return Ok(Vec::new());
         }
         let mut found: HashMap<String, ApprovalRecord> = HashMap::new();
-        for row in self.select_records(approval_ids).await? {
+        for row in self.backend.select_records(approval_ids).await? {
             let record = row.into_record()?;
             found.insert(record.approval_id.clone(), record);
         }
@@ -125,7 +135,7 @@ impl Backend {
         if tool_call_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self.select_records_for_calls(conversation_id, tool_call_ids).await?;
+        let rows = self.backend.select_records_for_calls(conversation_id, tool_call_ids).await?;
         rows.into_iter().map(RecordRow::into_record).collect()
     }
 
@@ -140,29 +150,30 @@ impl Backend {
             // of several in a transaction on SQLite).
             if let [transition] = transitions
                 && !transition.update.continuation
-                && let Some(text) = fused_transition_sql(transition)
+                && let Some(text) = B::fused_transition_sql(transition)
             {
-                let outcome = self.write_fused(Fused::new(transition.clone(), text), fused_transition_in).await?;
+                let outcome =
+                    self.backend.write_fused(Fused::new(transition.clone(), text), fused_transition_in).await?;
                 return Ok(vec![outcome]);
             }
             if let Some(chain) = Chain::of(transitions)
-                && let Some(text) = fused_transition_sql(&chain.fused)
+                && let Some(text) = B::fused_transition_sql(&chain.fused)
             {
-                return self.write_fused(Fused::new(chain, text), fused_chain_in).await;
+                return self.backend.write_fused(Fused::new(chain, text), fused_chain_in::<B>).await;
             }
         }
-        self.write((transitions.to_vec(), events.to_vec()), apply_in).await
+        self.backend.write((transitions.to_vec(), events.to_vec()), apply_in::<B>).await
     }
 
     pub(crate) async fn append(&self, events: &[AuditEvent]) -> Result<(), StoreError> {
         if events.is_empty() {
             return Ok(());
         }
-        self.write(events.to_vec(), |conn, events| Box::pin(append_in(conn, events))).await
+        self.backend.write(events.to_vec(), |conn, events| Box::pin(append_in::<B>(conn, events))).await
     }
 
     pub(crate) async fn renew_leases(&self, executor: &str, until: Millis) -> Result<u64, StoreError> {
-        self.write_statement((executor.to_owned(), until), renew_leases_in).await
+        self.backend.write_statement((executor.to_owned(), until), renew_leases_in).await
     }
 
     /// Prunes in chunks of at most [`sql::PRUNE_CHUNK`] rows, each its own
@@ -173,9 +184,9 @@ impl Backend {
         for (step, count) in removed.iter_mut().enumerate() {
             loop {
                 let chunk = match step {
-                    0 => self.write_statement((sql::PRUNE_EVENTS, before), prune_chunk_in).await?,
-                    1 => self.write(before, prune_approvals_in).await?,
-                    _ => self.write_statement((sql::PRUNE_CONVERSATIONS, before), prune_chunk_in).await?,
+                    0 => self.prune_chunk(sql::PRUNE_EVENTS, before).await?,
+                    1 => self.backend.write(before, prune_approvals_in).await?,
+                    _ => self.prune_chunk(sql::PRUNE_CONVERSATIONS, before).await?,
                 };
                 *count += chunk;
                 if chunk < sql::PRUNE_CHUNK {
@@ -186,6 +197,12 @@ impl Backend {
         self.prune_outbox(before).await?;
         let [events, approvals, conversations] = removed;
         Ok(Pruned { approvals, events, conversations })
+    }
+
+    /// One chunk of a prune statement (`sql::PRUNE_*`, `outbox_sql::PRUNE_*`)
+    /// over `before`, as its own write; the rows it removed.
+    pub(crate) async fn prune_chunk(&self, text: &'static str, before: Millis) -> Result<u64, StoreError> {
+        self.backend.write_statement(PruneChunk { text, before }, prune_chunk_in).await
     }
 
     pub(crate) async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditEvent>, StoreError> {
@@ -209,16 +226,15 @@ impl Backend {
         if let Some(limit) = query.limit {
             select = select.bind(sql::limit_param(limit));
         }
-        let rows = select.fetch_all(self.reader()).await.map_err(db_error)?;
+        let rows = select.fetch_all(self.backend.reader()).await?;
         rows.into_iter().map(EventRow::into_event).collect()
     }
 
     pub(crate) async fn conversation(&self, conversation_id: &str) -> Result<Option<StoredConversation>, StoreError> {
         let row = db::query_as::<ConversationRow>(sql::SELECT_CONVERSATION)
             .bind(conversation_id)
-            .fetch_optional(self.reader())
-            .await
-            .map_err(db_error)?;
+            .fetch_optional(self.backend.reader())
+            .await?;
         row.map(ConversationRow::into_conversation).transpose()
     }
 
@@ -238,12 +254,12 @@ impl Backend {
             at,
         };
         // One conditional statement is atomic on its own.
-        self.write_statement(save, save_conversation_in).await
+        self.backend.write_statement(save, save_conversation_in).await
     }
 
     pub(crate) async fn save_decision(&self, decision: &StoredDecision) -> Result<(), StoreError> {
         let body = sql::decision_body(decision)?;
-        self.write_statement((decision.clone(), body), save_decision_in).await
+        self.backend.write_statement((decision.clone(), body), save_decision_in).await
     }
 
     pub(crate) async fn decisions(&self, query: &DecisionQuery) -> Result<Vec<StoredDecision>, StoreError> {
@@ -252,9 +268,8 @@ impl Backend {
             .bind(query.now)
             .bind(&query.conversation_id)
             .bind(&query.principal)
-            .fetch_all(self.reader())
-            .await
-            .map_err(db_error)?;
+            .fetch_all(self.backend.reader())
+            .await?;
         rows.into_iter().map(DecisionRow::into_decision).collect()
     }
 
@@ -269,15 +284,14 @@ impl Backend {
             .bind(&query.conversation_id)
             .bind(&query.principal)
             .bind(conversation_id)
-            .fetch_all(self.reader())
-            .await
-            .map_err(db_error)?;
+            .fetch_all(self.backend.reader())
+            .await?;
         sql::conversation_read(rows)
     }
 
     pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {
         // In a transaction: a row that cannot be read back is not removed (the error rolls back).
-        self.write(id.to_owned(), revoke_decision_in).await
+        self.backend.write(id.to_owned(), revoke_decision_in).await
     }
 
     /// The inbox listing (see [`sql::list_sql`]): one statement, one snapshot.
@@ -302,7 +316,7 @@ impl Backend {
         if let Some(name) = &query.conversation_name {
             select = select.bind(name).bind(format!("{}{name}", toolgate::ledger::OWNER_SEPARATOR));
         }
-        let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.reader()).await.map_err(db_error)?;
+        let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.backend.reader()).await?;
         rows.into_iter().map(RecordRow::into_record).collect()
     }
 
@@ -317,10 +331,10 @@ impl Backend {
         create: bool,
     ) -> Result<Option<ContinuationClaim>, StoreError> {
         let ask = ClaimAsk { conversation_id: conversation_id.to_owned(), executor: executor.to_owned(), until, now };
-        let generation = match (create, GENERATION_NEEDS_TRANSACTION) {
-            (false, _) => self.write_statement(ask, claim_in).await?,
-            (true, true) => self.write(ask, mark_and_claim_in).await?,
-            (true, false) => self.write_statement(ask, mark_and_claim_in).await?,
+        let generation = match (create, B::GENERATION_NEEDS_TRANSACTION) {
+            (false, _) => self.backend.write_statement(ask, claim_in).await?,
+            (true, true) => self.backend.write(ask, mark_and_claim_in::<B>).await?,
+            (true, false) => self.backend.write_statement(ask, mark_and_claim_in::<B>).await?,
         };
         Ok(generation.map(|generation| ContinuationClaim { conversation_id: conversation_id.to_owned(), generation }))
     }
@@ -332,7 +346,7 @@ impl Backend {
         claim: &ContinuationClaim,
         executor: &str,
     ) -> Result<bool, StoreError> {
-        self.write((claim.clone(), executor.to_owned()), finish_continuation_in).await
+        self.backend.write((claim.clone(), executor.to_owned()), finish_continuation_in).await
     }
 
     /// The marks nobody holds at `now`, oldest generation first.
@@ -343,9 +357,8 @@ impl Backend {
         db::query_scalar::<String>(sql::DUE_CONTINUATIONS)
             .bind(now)
             .bind(sql::limit_param(limit))
-            .fetch_all(self.reader())
+            .fetch_all(self.backend.reader())
             .await
-            .map_err(db_error)
     }
 }
 
@@ -357,7 +370,7 @@ struct ClaimAsk {
     now: Millis,
 }
 
-fn claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
+fn claim_in<'c, C: Connection>(conn: &'c mut C, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         db::query_scalar::<i64>(sql::CLAIM_CONTINUATION)
             .bind(&ask.conversation_id)
@@ -366,21 +379,19 @@ fn claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option
             .bind(ask.now)
             .fetch_optional(conn)
             .await
-            .map_err(db_error)
     })
 }
 
-fn mark_and_claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
+fn mark_and_claim_in<'c, B: SqlBackend>(conn: &'c mut B::Conn, ask: &'c ClaimAsk) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         // On SQLite the text draws the generation first (a statement without rows).
-        let rows = db::query_as::<(i64, bool)>(MARK_AND_CLAIM)
+        let rows = db::query_as::<(i64, bool)>(B::MARK_AND_CLAIM)
             .bind(&ask.conversation_id)
             .bind(&ask.executor)
             .bind(ask.until)
             .bind(ask.now)
             .fetch_all(conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         Ok(rows.into_iter().find_map(|(generation, claimed)| claimed.then_some(generation)))
     })
 }
@@ -388,8 +399,8 @@ fn mark_and_claim_in<'c>(conn: &'c mut Conn, ask: &'c ClaimAsk) -> WriteFuture<'
 /// Deletes the mark when it is still the claim's and nobody else holds it
 /// (`true`); else releases it when the executor holds it (`false`); else
 /// `true` only when there is no mark at all.
-fn finish_continuation_in<'c>(
-    conn: &'c mut Conn,
+fn finish_continuation_in<'c, C: Connection>(
+    conn: &'c mut C,
     (claim, executor): &'c (ContinuationClaim, String),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
@@ -398,8 +409,7 @@ fn finish_continuation_in<'c>(
             .bind(claim.generation)
             .bind(executor)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         if cleared.is_some() {
             return Ok(true);
         }
@@ -407,23 +417,21 @@ fn finish_continuation_in<'c>(
             .bind(&claim.conversation_id)
             .bind(executor)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         if released.is_some() {
             return Ok(false);
         }
         let marked = db::query_scalar::<i64>(sql::CONTINUATION_GENERATION)
             .bind(&claim.conversation_id)
             .fetch_optional(conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         Ok(marked.is_none())
     })
 }
 
 /// Marks a conversation due to continue with a new generation, keeping its holder.
-async fn mark_due_in(conn: &mut Conn, conversation_id: &str) -> Result<(), StoreError> {
-    db::query(MARK_DUE).bind(conversation_id).execute(conn).await.map_err(db_error)?;
+async fn mark_due_in<B: SqlBackend>(conn: &mut B::Conn, conversation_id: &str) -> Result<(), StoreError> {
+    db::query(B::MARK_DUE).bind(conversation_id).execute(conn).await?;
     Ok(())
 }
 
@@ -436,19 +444,16 @@ struct ConversationSave {
     at: Millis,
 }
 
-fn issue_in<'c>(
-    conn: &'c mut Conn,
+fn issue_in<'c, B: SqlBackend>(
+    conn: &'c mut B::Conn,
     (records, events): &'c (Vec<ApprovalRecord>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, ()> {
     Box::pin(async move {
         let mut viewers: Vec<(String, Millis, &str)> = Vec::with_capacity(records.len());
         for record in records {
             let params = RecordParams::new(record)?;
-            let done = bind_record!(db::query(sql::INSERT_RECORD), record, &params)
-                .execute(&mut *conn)
-                .await
-                .map_err(db_error)?;
-            if done.rows_affected() == 0 {
+            let inserted = bind_record!(db::query(sql::INSERT_RECORD), record, &params).execute(&mut *conn).await?;
+            if inserted == 0 {
                 // The transaction rolls back: nothing of this call is recorded.
                 return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
             }
@@ -464,56 +469,24 @@ fn issue_in<'c>(
             for (viewer, issued_at, approval_id) in chunk {
                 insert = insert.bind(viewer).bind(*issued_at).bind(*approval_id);
             }
-            insert.execute(&mut *conn).await.map_err(db_error)?;
+            insert.execute(&mut *conn).await?;
         }
-        append_in(conn, events).await
+        append_in::<B>(conn, events).await
     })
 }
 
 /// One approval to issue on a fused path: the record, its columns as
 /// written (with its viewers), and its events.
-pub(crate) struct FusedIssue {
+struct FusedIssue {
     record: ApprovalRecord,
     params: RecordParams,
     events: Vec<AuditEvent>,
 }
 
-/// A fused operation's data: what it writes, the text of `fused_issue_sql`
-/// or `fused_transition_sql` that writes it, and whether that text brings its
-/// own transaction (on SQLite, an operation alone in its batch opens and
-/// commits it in the same text: one round trip, not three).
-pub(crate) struct Fused<T> {
-    item: T,
-    text: String,
-    own_transaction: bool,
-}
-
-impl<T> Fused<T> {
-    fn new(item: T, text: String) -> Self {
-        Self { item, text, own_transaction: false }
-    }
-
-    /// Makes the operation open and commit its own transaction.
-    #[allow(dead_code, reason = "only SQLite calls it; on Postgres a fused text is one statement")]
-    pub(crate) fn bring_own_transaction(&mut self) {
-        self.own_transaction = true;
-    }
-
-    /// The text to run.
-    fn sql(&self) -> String {
-        self.sql_of(&self.text)
-    }
-
-    /// Another fused text of the same operation, as it runs.
-    fn sql_of(&self, text: &str) -> String {
-        if self.own_transaction { format!("BEGIN IMMEDIATE; {text}; COMMIT") } else { text.to_owned() }
-    }
-}
-
 /// One approval, its viewers and its events in one statement (`text`, from
 /// the backend), which inserts the viewers and events only when it inserted
 /// the approval.
-fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<FusedIssue>) -> WriteFuture<'c, ()> {
+fn fused_issue_in<'c, C: Connection>(conn: &'c mut C, fused: &'c Fused<FusedIssue>) -> WriteFuture<'c, ()> {
     Box::pin(async move {
         let FusedIssue { record, params, events } = &fused.item;
         // Its rows add up to how many approvals it inserted (0 or 1); all of
@@ -525,7 +498,7 @@ fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<FusedIssue>) -> Write
         for event in events {
             insert = bind_event!(insert, event);
         }
-        let inserted: i64 = insert.fetch_all(&mut *conn).await.map_err(db_error)?.into_iter().sum();
+        let inserted: i64 = insert.fetch_all(&mut *conn).await?.into_iter().sum();
         if inserted == 0 {
             return Err(StoreError::DuplicateApproval(record.approval_id.clone()));
         }
@@ -533,8 +506,8 @@ fn fused_issue_in<'c>(conn: &'c mut Conn, fused: &'c Fused<FusedIssue>) -> Write
     })
 }
 
-fn apply_in<'c>(
-    conn: &'c mut Conn,
+fn apply_in<'c, B: SqlBackend>(
+    conn: &'c mut B::Conn,
     (transitions, events): &'c (Vec<Transition>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
@@ -554,7 +527,7 @@ fn apply_in<'c>(
         };
         for (transition, outcome) in transitions.iter().zip(&outcomes) {
             if let (true, TransitionOutcome::Moved(record)) = (transition.update.continuation, outcome) {
-                mark_due_in(&mut *conn, &record.conversation_id).await?;
+                mark_due_in::<B>(&mut *conn, &record.conversation_id).await?;
             }
         }
         // Events are appended after every update, in the order the in-memory
@@ -566,28 +539,24 @@ fn apply_in<'c>(
             }
         }
         appended.extend(events.iter().cloned());
-        append_in(conn, &appended).await?;
+        append_in::<B>(conn, &appended).await?;
         Ok(outcomes)
     })
 }
 
-fn renew_leases_in<'c>(conn: &'c mut Conn, (executor, until): &'c (String, Millis)) -> WriteFuture<'c, u64> {
-    Box::pin(async move {
-        let done = db::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await.map_err(db_error)?;
-        Ok(done.rows_affected())
-    })
+fn renew_leases_in<'c, C: Connection>(
+    conn: &'c mut C,
+    (executor, until): &'c (String, Millis),
+) -> WriteFuture<'c, u64> {
+    Box::pin(async move { db::query(sql::RENEW_LEASES).bind(executor).bind(until).execute(conn).await })
 }
 
 /// One chunk of prunable approvals and their viewers; the approvals removed.
-fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture<'c, u64> {
+fn prune_approvals_in<'c, C: Connection>(conn: &'c mut C, before: &'c Millis) -> WriteFuture<'c, u64> {
     Box::pin(async move {
         let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let removed: Vec<String> = db::query_scalar(sql::PRUNE_APPROVALS)
-            .bind(*before)
-            .bind(chunk)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_error)?;
+        let removed: Vec<String> =
+            db::query_scalar(sql::PRUNE_APPROVALS).bind(*before).bind(chunk).fetch_all(&mut *conn).await?;
         for ids in removed.chunks(sql::VIEWERS_PER_INSERT) {
             let params: Vec<String> = (1..=ids.len()).map(|n| format!("${n}")).collect();
             let text = format!("DELETE FROM approval_viewers WHERE approval_id IN ({})", params.join(", "));
@@ -595,22 +564,33 @@ fn prune_approvals_in<'c>(conn: &'c mut Conn, before: &'c Millis) -> WriteFuture
             for id in ids {
                 delete = delete.bind(id);
             }
-            delete.execute(&mut *conn).await.map_err(db_error)?;
+            delete.execute(&mut *conn).await?;
         }
         Ok(u64::try_from(removed.len()).unwrap_or(u64::MAX))
     })
 }
 
-/// One prune statement over `before`; the rows it removed.
-fn prune_chunk_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Millis)) -> WriteFuture<'c, u64> {
+/// One chunk of a prune statement: the statement (over the time before
+/// which rows go, and the chunk's size) and that time. (A struct, not a
+/// tuple: the write's data then has no lifetime parameter, which rustc needs
+/// to see the write's future is `Send` for every backend.)
+struct PruneChunk {
+    text: &'static str,
+    before: Millis,
+}
+
+/// One chunk of a prune statement; the rows it removed.
+fn prune_chunk_in<'c, C: Connection>(conn: &'c mut C, prune: &'c PruneChunk) -> WriteFuture<'c, u64> {
     Box::pin(async move {
         let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let done = db::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
-        Ok(done.rows_affected())
+        db::query(prune.text).bind(prune.before).bind(chunk).execute(conn).await
     })
 }
 
-fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> WriteFuture<'c, Option<i64>> {
+fn save_conversation_in<'c, C: Connection>(
+    conn: &'c mut C,
+    save: &'c ConversationSave,
+) -> WriteFuture<'c, Option<i64>> {
     Box::pin(async move {
         let query = match save.expected_version {
             None => db::query(sql::CREATE_CONVERSATION)
@@ -624,14 +604,17 @@ fn save_conversation_in<'c>(conn: &'c mut Conn, save: &'c ConversationSave) -> W
                 .bind(save.at)
                 .bind(version),
         };
-        let done = query.execute(conn).await.map_err(db_error)?;
-        Ok((done.rows_affected() == 1).then(|| save.expected_version.unwrap_or(0) + 1))
+        let saved = query.execute(conn).await?;
+        Ok((saved == 1).then(|| save.expected_version.unwrap_or(0) + 1))
     })
 }
 
-fn save_decision_in<'c>(conn: &'c mut Conn, (decision, body): &'c (StoredDecision, String)) -> WriteFuture<'c, ()> {
+fn save_decision_in<'c, C: Connection>(
+    conn: &'c mut C,
+    (decision, body): &'c (StoredDecision, String),
+) -> WriteFuture<'c, ()> {
     Box::pin(async move {
-        let done = db::query(sql::INSERT_DECISION)
+        let inserted = db::query(sql::INSERT_DECISION)
             .bind(&decision.id)
             .bind(decision.scope.kind())
             .bind(decision.scope.key())
@@ -640,19 +623,17 @@ fn save_decision_in<'c>(conn: &'c mut Conn, (decision, body): &'c (StoredDecisio
             .bind(decision.expires_at)
             .bind(body)
             .execute(conn)
-            .await
-            .map_err(db_error)?;
-        if done.rows_affected() == 0 {
+            .await?;
+        if inserted == 0 {
             return Err(StoreError::DuplicateDecision(decision.id.clone()));
         }
         Ok(())
     })
 }
 
-fn revoke_decision_in<'c>(conn: &'c mut Conn, id: &'c String) -> WriteFuture<'c, Option<StoredDecision>> {
+fn revoke_decision_in<'c, C: Connection>(conn: &'c mut C, id: &'c String) -> WriteFuture<'c, Option<StoredDecision>> {
     Box::pin(async move {
-        let row =
-            db::query_as::<DecisionRow>(sql::DELETE_DECISION).bind(id).fetch_optional(conn).await.map_err(db_error)?;
+        let row = db::query_as::<DecisionRow>(sql::DELETE_DECISION).bind(id).fetch_optional(conn).await?;
         row.map(DecisionRow::into_decision).transpose()
     })
 }
@@ -707,29 +688,35 @@ fn bind_transition<'q>(
 }
 
 /// One conditional transition: the update, or the row as it is when it did not apply.
-async fn transition_in(conn: &mut Conn, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
+async fn transition_in<C: Connection>(conn: &mut C, transition: &Transition) -> Result<TransitionOutcome, StoreError> {
     let columns = TransitionColumns::new(transition)?;
     let text = sql::transition_sql(transition.guard, LeaseWrite::of(transition), VotesWrite::of(transition));
     let update = bind_transition(db::query_as::<RecordRow>(text), transition, &columns);
-    let moved = update.fetch_optional(&mut *conn).await.map_err(db_error)?;
+    let moved = update.fetch_optional(&mut *conn).await?;
     outcome(conn, transition, moved).await
 }
 
 /// A transition and its own events in one statement (`text`, from the backend).
-fn fused_transition_in<'c>(conn: &'c mut Conn, fused: &'c Fused<Transition>) -> WriteFuture<'c, TransitionOutcome> {
+fn fused_transition_in<'c, C: Connection>(
+    conn: &'c mut C,
+    fused: &'c Fused<Transition>,
+) -> WriteFuture<'c, TransitionOutcome> {
     Box::pin(fused_transition(conn, &fused.item, fused.sql()))
 }
 
 /// A fused pair in one statement (`text`, from the backend); when the first
 /// did not move and the second applies, the second in one more.
-fn fused_chain_in<'c>(conn: &'c mut Conn, fused: &'c Fused<Chain>) -> WriteFuture<'c, Vec<TransitionOutcome>> {
+fn fused_chain_in<'c, B: SqlBackend>(
+    conn: &'c mut B::Conn,
+    fused: &'c Fused<Chain>,
+) -> WriteFuture<'c, Vec<TransitionOutcome>> {
     Box::pin(async move {
         let chain = &fused.item;
         match chain.split(fused_transition(&mut *conn, &chain.fused, fused.sql()).await?) {
             Split::Done(outcomes) => Ok(outcomes),
             Split::SecondToRun(first) => {
                 // The second has at most the pair's events: the backend fuses it too.
-                let second = fused_transition_sql(chain.second()).ok_or_else(|| {
+                let second = B::fused_transition_sql(chain.second()).ok_or_else(|| {
                     StoreError::Unavailable("no single statement for the second transition of a pair".into())
                 })?;
                 Ok(vec![*first, fused_transition(conn, chain.second(), fused.sql_of(&second)).await?])
@@ -738,8 +725,8 @@ fn fused_chain_in<'c>(conn: &'c mut Conn, fused: &'c Fused<Chain>) -> WriteFutur
     })
 }
 
-async fn fused_transition(
-    conn: &mut Conn,
+async fn fused_transition<C: Connection>(
+    conn: &mut C,
     transition: &Transition,
     text: String,
 ) -> Result<TransitionOutcome, StoreError> {
@@ -750,25 +737,22 @@ async fn fused_transition(
     }
     // The update's row, if it moved; all rows are fetched, so a text of
     // several statements runs to its end (only the update returns rows).
-    let moved = update.fetch_all(&mut *conn).await.map_err(db_error)?.into_iter().next();
+    let moved = update.fetch_all(&mut *conn).await?.into_iter().next();
     outcome(conn, transition, moved).await
 }
 
 /// The outcome of a transition whose update returned `moved`: when it did
 /// not move, the record as it is now (or that there is none).
-async fn outcome(
-    conn: &mut Conn,
+async fn outcome<C: Connection>(
+    conn: &mut C,
     transition: &Transition,
     moved: Option<RecordRow>,
 ) -> Result<TransitionOutcome, StoreError> {
     if let Some(row) = moved {
         return Ok(TransitionOutcome::Moved(row.into_record()?));
     }
-    let row = db::query_as::<RecordRow>(sql::SELECT_RECORD)
-        .bind(&transition.approval_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db_error)?;
+    let row =
+        db::query_as::<RecordRow>(sql::SELECT_RECORD).bind(&transition.approval_id).fetch_optional(&mut *conn).await?;
     match row {
         Some(row) => Ok(TransitionOutcome::Unmoved(row.into_record()?)),
         None => Ok(TransitionOutcome::Missing),
@@ -777,16 +761,16 @@ async fn outcome(
 
 /// Appends events in order, each taking the next `seq`: one statement per
 /// [`sql::EVENTS_PER_INSERT`] events.
-pub(super) async fn append_in(conn: &mut Conn, events: &[AuditEvent]) -> Result<(), StoreError> {
+pub(crate) async fn append_in<B: SqlBackend>(conn: &mut B::Conn, events: &[AuditEvent]) -> Result<(), StoreError> {
     if events.is_empty() {
         return Ok(());
     }
     for chunk in events.chunks(sql::EVENTS_PER_INSERT) {
-        let mut insert = db::query(db::AssertSqlSafe(insert_events_sql(chunk.len())));
+        let mut insert = db::query(db::AssertSqlSafe(B::insert_events_sql(chunk.len())));
         for event in chunk {
             insert = bind_event!(insert, event);
         }
-        insert.execute(&mut *conn).await.map_err(db_error)?;
+        insert.execute(&mut *conn).await?;
     }
     Ok(())
 }

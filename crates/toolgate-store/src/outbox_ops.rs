@@ -1,17 +1,17 @@
-//! Timers, the notification outbox and one-time links, written once and
-//! compiled once per backend (included like `ops.rs`, see there).
+//! Timers, the notification outbox and one-time links: more of
+//! [`Operations`]' methods, written once over [`SqlBackend`] as `ops.rs`'s
+//! are (see there), with the texts of `outbox_sql.rs`.
 
 use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{ApprovalRecord, AttemptEnd, Delivery, Millis, Outbound, OutboxQuery, StoreError};
 
-use super::Backend;
-use super::db::{self, Conn, db_error};
-use super::ops::append_in;
-use crate::batch::WriteFuture;
+use crate::backend::{SqlBackend, WriteFuture};
+use crate::db::{self, Connection};
+use crate::ops::{Operations, append_in};
 use crate::outbox_sql::{self, DeliveryRow};
 use crate::sql::{self, RecordRow, json_opt};
 
-impl Backend {
+impl<B: SqlBackend> Operations<B> {
     /// See `ApprovalStore::due_timers`.
     pub(crate) async fn due_timers(&self, now: Millis, limit: usize) -> Result<Vec<ApprovalRecord>, StoreError> {
         if limit == 0 {
@@ -20,9 +20,8 @@ impl Backend {
         let rows = db::query_as::<RecordRow>(outbox_sql::DUE_TIMERS)
             .bind(now)
             .bind(sql::limit_param(limit))
-            .fetch_all(self.reader())
-            .await
-            .map_err(db_error)?;
+            .fetch_all(self.backend().reader())
+            .await?;
         rows.into_iter().map(RecordRow::into_record).collect()
     }
 
@@ -31,15 +30,14 @@ impl Backend {
     pub(crate) async fn advance_timer(&self, advance: &TimerAdvance) -> Result<bool, StoreError> {
         let routing = json_opt(Some(&advance.routing), "a routing")?;
         let read = json_opt(Some(&advance.read), "a routing")?;
-        self.write((advance.clone(), routing, read), advance_timer_in).await
+        self.backend().write((advance.clone(), routing, read), advance_timer_in::<B>).await
     }
 
     /// See `OutboxStore::notify_cursor`.
     pub(crate) async fn notify_cursor(&self) -> Result<i64, StoreError> {
         db::query_scalar::<i64>(outbox_sql::NOTIFY_CURSOR)
-            .fetch_optional(self.reader())
+            .fetch_optional(self.backend().reader())
             .await
-            .map_err(db_error)
             .map(Option::unwrap_or_default)
     }
 
@@ -51,7 +49,7 @@ impl Backend {
             .map(|outbound| serde_json::to_string(&outbound.body))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| StoreError::Corrupt(format!("a notification body: {error}")))?;
-        self.write((deliveries.to_vec(), bodies, from, to), enqueue_in).await
+        self.backend().write((deliveries.to_vec(), bodies, from, to), enqueue_in).await
     }
 
     /// See `OutboxStore::claim_deliveries`: one conditional update.
@@ -66,14 +64,14 @@ impl Backend {
             return Ok(Vec::new());
         }
         let ask = (executor.to_owned(), until, now, sql::limit_param(limit));
-        let mut rows = self.write_statement(ask, claim_deliveries_in).await?;
+        let mut rows = self.backend().write_statement(ask, claim_deliveries_in).await?;
         rows.sort_by_key(|row| (row.next_at(), row.created_at()));
         rows.into_iter().map(DeliveryRow::into_delivery).collect()
     }
 
     /// See `OutboxStore::finish_attempt`.
     pub(crate) async fn finish_attempt(&self, end: &AttemptEnd) -> Result<bool, StoreError> {
-        self.write(end.clone(), finish_attempt_in).await
+        self.backend().write(end.clone(), finish_attempt_in::<B>).await
     }
 
     /// See `OutboxStore::deliveries`.
@@ -89,27 +87,26 @@ impl Backend {
         if let Some(state) = query.state {
             select = select.bind(state.as_str());
         }
-        let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.reader()).await.map_err(db_error)?;
+        let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.backend().reader()).await?;
         rows.into_iter().map(DeliveryRow::into_delivery).collect()
     }
 
     /// See `LinkStore::consume_link`.
     pub(crate) async fn consume_link(&self, link_id: &str, at: Millis, expires_at: Millis) -> Result<bool, StoreError> {
-        self.write_statement((link_id.to_owned(), at, expires_at), consume_link_in).await
+        self.backend().write_statement((link_id.to_owned(), at, expires_at), consume_link_in).await
     }
 
     /// See `LinkStore::release_link`.
     pub(crate) async fn release_link(&self, link_id: &str) -> Result<(), StoreError> {
-        self.write_statement(link_id.to_owned(), release_link_in).await
+        self.backend().write_statement(link_id.to_owned(), release_link_in).await
     }
 
     /// See `LinkStore::link_used`.
     pub(crate) async fn link_used(&self, link_id: &str) -> Result<bool, StoreError> {
         let used = db::query_scalar::<i64>(outbox_sql::LINK_USED)
             .bind(link_id)
-            .fetch_optional(self.reader())
-            .await
-            .map_err(db_error)?;
+            .fetch_optional(self.backend().reader())
+            .await?;
         Ok(used.is_some())
     }
 
@@ -118,7 +115,7 @@ impl Backend {
         let mut removed = 0;
         for text in [outbox_sql::PRUNE_DELIVERIES, outbox_sql::PRUNE_LINKS] {
             loop {
-                let chunk = self.write_statement((text, before), prune_in).await?;
+                let chunk = self.prune_chunk(text, before).await?;
                 removed += chunk;
                 if chunk < sql::PRUNE_CHUNK {
                     break;
@@ -129,8 +126,8 @@ impl Backend {
     }
 }
 
-fn advance_timer_in<'c>(
-    conn: &'c mut Conn,
+fn advance_timer_in<'c, B: SqlBackend>(
+    conn: &'c mut B::Conn,
     (advance, routing, read): &'c (TimerAdvance, Option<String>, Option<String>),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
@@ -142,8 +139,7 @@ fn advance_timer_in<'c>(
             .bind(advance.at)
             .bind(read)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         let Some(issued_at) = issued_at else {
             return Ok(false);
         };
@@ -157,23 +153,22 @@ fn advance_timer_in<'c>(
             for viewer in viewers {
                 insert = insert.bind(viewer).bind(issued_at).bind(&advance.approval_id);
             }
-            insert.execute(&mut *conn).await.map_err(db_error)?;
+            insert.execute(&mut *conn).await?;
         }
-        append_in(conn, &advance.events).await?;
+        append_in::<B>(conn, &advance.events).await?;
         Ok(true)
     })
 }
 
 type Enqueue = (Vec<Outbound>, Vec<String>, i64, i64);
 
-fn enqueue_in<'c>(conn: &'c mut Conn, (deliveries, bodies, from, to): &'c Enqueue) -> WriteFuture<'c, bool> {
+fn enqueue_in<'c, C: Connection>(
+    conn: &'c mut C,
+    (deliveries, bodies, from, to): &'c Enqueue,
+) -> WriteFuture<'c, bool> {
     Box::pin(async move {
-        let moved = db::query_scalar::<i64>(outbox_sql::MOVE_CURSOR)
-            .bind(*from)
-            .bind(*to)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
+        let moved =
+            db::query_scalar::<i64>(outbox_sql::MOVE_CURSOR).bind(*from).bind(*to).fetch_optional(&mut *conn).await?;
         if moved.is_none() {
             return Ok(false);
         }
@@ -191,15 +186,14 @@ fn enqueue_in<'c>(conn: &'c mut Conn, (deliveries, bodies, from, to): &'c Enqueu
                 .bind(outbound.created_at)
                 .bind(&outbound.owner)
                 .execute(&mut *conn)
-                .await
-                .map_err(db_error)?;
+                .await?;
         }
         Ok(true)
     })
 }
 
-fn claim_deliveries_in<'c>(
-    conn: &'c mut Conn,
+fn claim_deliveries_in<'c, C: Connection>(
+    conn: &'c mut C,
     (executor, until, now, limit): &'c (String, Millis, Millis, i64),
 ) -> WriteFuture<'c, Vec<DeliveryRow>> {
     Box::pin(async move {
@@ -210,11 +204,10 @@ fn claim_deliveries_in<'c>(
             .bind(*limit)
             .fetch_all(conn)
             .await
-            .map_err(db_error)
     })
 }
 
-fn finish_attempt_in<'c>(conn: &'c mut Conn, end: &'c AttemptEnd) -> WriteFuture<'c, bool> {
+fn finish_attempt_in<'c, B: SqlBackend>(conn: &'c mut B::Conn, end: &'c AttemptEnd) -> WriteFuture<'c, bool> {
     Box::pin(async move {
         let (state, next_at, error) = outbox_sql::attempt_columns(&end.result, end.at);
         let finished = db::query_scalar::<i32>(outbox_sql::FINISH_ATTEMPT)
@@ -225,18 +218,17 @@ fn finish_attempt_in<'c>(conn: &'c mut Conn, end: &'c AttemptEnd) -> WriteFuture
             .bind(next_at)
             .bind(error)
             .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         if finished.is_none() {
             return Ok(false);
         }
-        append_in(conn, &end.events).await?;
+        append_in::<B>(conn, &end.events).await?;
         Ok(true)
     })
 }
 
-fn consume_link_in<'c>(
-    conn: &'c mut Conn,
+fn consume_link_in<'c, C: Connection>(
+    conn: &'c mut C,
     (link_id, at, expires_at): &'c (String, Millis, Millis),
 ) -> WriteFuture<'c, bool> {
     Box::pin(async move {
@@ -245,23 +237,14 @@ fn consume_link_in<'c>(
             .bind(*at)
             .bind(*expires_at)
             .fetch_optional(conn)
-            .await
-            .map_err(db_error)?;
+            .await?;
         Ok(used.is_some())
     })
 }
 
-fn release_link_in<'c>(conn: &'c mut Conn, link_id: &'c String) -> WriteFuture<'c, ()> {
+fn release_link_in<'c, C: Connection>(conn: &'c mut C, link_id: &'c String) -> WriteFuture<'c, ()> {
     Box::pin(async move {
-        db::query(outbox_sql::RELEASE_LINK).bind(link_id).execute(conn).await.map_err(db_error)?;
+        db::query(outbox_sql::RELEASE_LINK).bind(link_id).execute(conn).await?;
         Ok(())
-    })
-}
-
-fn prune_in<'c>(conn: &'c mut Conn, (text, before): &'c (&'static str, Millis)) -> WriteFuture<'c, u64> {
-    Box::pin(async move {
-        let chunk = i64::try_from(sql::PRUNE_CHUNK).unwrap_or(i64::MAX);
-        let done = db::query(*text).bind(*before).bind(chunk).execute(conn).await.map_err(db_error)?;
-        Ok(done.rows_affected())
     })
 }

@@ -10,55 +10,21 @@
 //! insert statement itself), held until commit: `seq` values then become
 //! visible in order, so a reader following the log with `after_seq` never
 //! skips an event committed late.
-
-// The shared operations, compiled here with `db` = this backend's query API (see ops.rs).
-#[allow(clippy::duplicate_mod)]
-#[path = "ops.rs"]
-mod ops;
-#[allow(clippy::duplicate_mod)]
-#[path = "outbox_ops.rs"]
-mod outbox_ops;
-
-/// The query API of the shared operations (see ops.rs): sqlx's, on Postgres.
-mod db {
-    use sqlx::postgres::{PgArguments, PgRow};
-    use sqlx::{FromRow, Postgres, SqlSafeStr};
-
-    pub(crate) use crate::sql::db_error;
-    pub(crate) use sqlx::AssertSqlSafe;
-
-    /// A connection.
-    pub(crate) type Conn = sqlx::PgConnection;
-    /// A query whose rows decode as `O`.
-    pub(crate) type QueryAs<'q, O> = sqlx::query::QueryAs<'q, Postgres, O, PgArguments>;
-
-    /// A query without rows to decode.
-    pub(crate) fn query<'q>(text: impl SqlSafeStr) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-        sqlx::query(text)
-    }
-
-    /// A query whose rows decode as `O`.
-    pub(crate) fn query_as<'q, O: for<'r> FromRow<'r, PgRow>>(text: impl SqlSafeStr) -> QueryAs<'q, O> {
-        sqlx::query_as(text)
-    }
-
-    /// A query whose rows are one `O` each.
-    pub(crate) fn query_scalar<'q, O>(text: impl SqlSafeStr) -> sqlx::query::QueryScalar<'q, Postgres, O, PgArguments>
-    where
-        (O,): for<'r> FromRow<'r, PgRow>,
-    {
-        sqlx::query_scalar(text)
-    }
-}
+//!
+//! [`Backend`] is the store's [`SqlBackend`] on Postgres; the shared
+//! operations (`ops.rs`) run their queries here through `db.rs`'s
+//! [`Connection`] (a pooled connection, or one in a transaction) and
+//! [`Reader`] (the pool), implemented below over sqlx.
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool, Postgres};
 use toolgate::ledger::{StoreError, Transition};
 
-use crate::batch::WriteFn;
+use crate::backend::{Fused, SqlBackend, WriteFn};
+use crate::db::{self, Arg, Connection, Reader, Row};
 use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite, db_error};
 use crate::{OpenError, StoreSync};
 
@@ -81,9 +47,6 @@ const MARK_DUE: &str = sql::mark_due_sql!("nextval('continuation_generations')")
 
 /// Marks a conversation due and claims it (see `sql::mark_and_claim_sql!`).
 const MARK_AND_CLAIM: &str = sql::mark_and_claim_sql!("nextval('continuation_generations')");
-
-/// A sequence draws a generation within the one statement that uses it.
-const GENERATION_NEEDS_TRANSACTION: bool = false;
 
 /// The connection pool of one database.
 pub(crate) struct Backend {
@@ -124,78 +87,6 @@ impl Backend {
             .await
             .map_err(|source| OpenError::Migrate { backend: "postgres", source: Box::new(source) })?;
         Ok(Self { pool })
-    }
-
-    /// Runs `run` over `data` in a READ COMMITTED transaction of its own.
-    async fn write<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
-    where
-        D: Send + Sync + 'static,
-        R: Send + 'static,
-    {
-        let mut transaction = self.pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED").await.map_err(db_error)?;
-        match run(&mut transaction, &data).await {
-            Ok(result) => {
-                transaction.commit().await.map_err(db_error)?;
-                Ok(result)
-            }
-            Err(error) => {
-                let _ = transaction.rollback().await;
-                Err(error)
-            }
-        }
-    }
-
-    /// Runs one statement's `run` on a pooled connection: one statement is
-    /// atomic on its own, without the round trips of a transaction.
-    async fn write_statement<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
-    where
-        D: Send + Sync + 'static,
-        R: Send + 'static,
-    {
-        let mut connection = self.pool.acquire().await.map_err(db_error)?;
-        run(&mut connection, &data).await
-    }
-
-    /// Runs a fused text's `run`: on Postgres it is one statement (a
-    /// data-modifying CTE), atomic on its own.
-    async fn write_fused<T, R>(
-        &self,
-        data: ops::Fused<T>,
-        run: WriteFn<PgConnection, ops::Fused<T>, R>,
-    ) -> Result<R, StoreError>
-    where
-        T: Send + Sync + 'static,
-        R: Send + 'static,
-    {
-        self.write_statement(data, run).await
-    }
-
-    fn reader(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// The rows with these ids, in one query.
-    async fn select_records(&self, ids: &[String]) -> Result<Vec<RecordRow>, StoreError> {
-        const SELECT: &str = concat!("SELECT ", sql::record_columns!(), " FROM approvals WHERE approval_id = ANY($1)");
-        sqlx::query_as::<_, RecordRow>(SELECT).bind(ids).fetch_all(&self.pool).await.map_err(db_error)
-    }
-
-    async fn select_records_for_calls(
-        &self,
-        conversation_id: &str,
-        calls: &[String],
-    ) -> Result<Vec<RecordRow>, StoreError> {
-        const SELECT: &str = concat!(
-            "SELECT ",
-            sql::record_columns!(),
-            " FROM approvals WHERE conversation_id = $1 AND tool_call_id = ANY($2)"
-        );
-        sqlx::query_as::<_, RecordRow>(SELECT)
-            .bind(conversation_id)
-            .bind(calls)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_error)
     }
 
     /// Closes the pool.
@@ -248,16 +139,151 @@ fn pool_settings(url: &str, shown: &str) -> Result<(String, u32), OpenError> {
     Ok((parsed.into(), size))
 }
 
-/// Appends `count` events after taking the log's advisory lock: a one-time
-/// filter the planner evaluates before the first row, so before any row
-/// draws its `seq`.
-fn insert_events_sql(count: usize) -> String {
-    format!(
-        "INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event WHERE {}",
-        sql::EVENT_INSERT_COLUMNS,
-        sql::event_rows(count, 1),
-        log_locked()
-    )
+impl SqlBackend for Backend {
+    type Conn = PgConnection;
+    type Reader = PgPool;
+
+    const MARK_DUE: &'static str = MARK_DUE;
+    const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
+    /// A sequence draws a generation within the one statement that uses it.
+    const GENERATION_NEEDS_TRANSACTION: bool = false;
+
+    /// Runs `run` over `data` in a READ COMMITTED transaction of its own.
+    async fn write<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        let mut transaction = self.pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED").await.map_err(db_error)?;
+        match run(&mut transaction, &data).await {
+            Ok(result) => {
+                transaction.commit().await.map_err(db_error)?;
+                Ok(result)
+            }
+            Err(error) => {
+                let _ = transaction.rollback().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs one statement's `run` on a pooled connection: one statement is
+    /// atomic on its own, without the round trips of a transaction.
+    async fn write_statement<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        let mut connection = self.pool.acquire().await.map_err(db_error)?;
+        run(&mut connection, &data).await
+    }
+
+    /// Runs a fused text's `run`: on Postgres it is one statement (a
+    /// data-modifying CTE), atomic on its own.
+    async fn write_fused<T, R>(&self, data: Fused<T>, run: WriteFn<PgConnection, Fused<T>, R>) -> Result<R, StoreError>
+    where
+        T: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        self.write_statement(data, run).await
+    }
+
+    fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The rows with these ids, in one query.
+    async fn select_records(&self, ids: &[String]) -> Result<Vec<RecordRow>, StoreError> {
+        const SELECT: &str = concat!("SELECT ", sql::record_columns!(), " FROM approvals WHERE approval_id = ANY($1)");
+        sqlx::query_as::<_, RecordRow>(SELECT).bind(ids).fetch_all(&self.pool).await.map_err(db_error)
+    }
+
+    async fn select_records_for_calls(
+        &self,
+        conversation_id: &str,
+        calls: &[String],
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        const SELECT: &str = concat!(
+            "SELECT ",
+            sql::record_columns!(),
+            " FROM approvals WHERE conversation_id = $1 AND tool_call_id = ANY($2)"
+        );
+        sqlx::query_as::<_, RecordRow>(SELECT)
+            .bind(conversation_id)
+            .bind(calls)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    /// Appends `count` events after taking the log's advisory lock: a one-time
+    /// filter the planner evaluates before the first row, so before any row
+    /// draws its `seq`.
+    fn insert_events_sql(count: usize) -> String {
+        format!(
+            "INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event WHERE {}",
+            sql::EVENT_INSERT_COLUMNS,
+            sql::event_rows(count, 1),
+            log_locked()
+        )
+    }
+
+    /// One statement for one approval, its viewers and its events: the viewers
+    /// and events are inserted only when the approval was (its id was not
+    /// taken), and the statement's value counts the approvals inserted.
+    /// Parameters: the approval's (see [`sql::INSERT_RECORD`]), then the
+    /// viewers', then the events'.
+    fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
+        if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
+            return None;
+        }
+        let viewed = format!(
+            ", viewed AS (INSERT INTO approval_viewers ({}) SELECT viewer.* FROM inserted, (VALUES {}) AS viewer)",
+            sql::VIEWER_INSERT_COLUMNS,
+            sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
+        );
+        let logged = if events == 0 {
+            String::new()
+        } else {
+            format!(
+                ", logged AS (INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event \
+                 WHERE {} AND EXISTS (SELECT 1 FROM inserted))",
+                sql::EVENT_INSERT_COLUMNS,
+                sql::event_rows(events, sql::RECORD_PARAMS + viewers + 1),
+                log_locked()
+            )
+        };
+        Some(format!(
+            "WITH inserted AS ({} RETURNING 1){viewed}{logged} SELECT count(*) FROM inserted",
+            sql::INSERT_RECORD
+        ))
+    }
+
+    /// One statement for a transition and its own events: a statement is atomic
+    /// on its own, so the pair needs no transaction (no `BEGIN` and `COMMIT`
+    /// round trips). The update's row, when it moved, selects the events
+    /// (none when it did not). Parameters: the transition's (see
+    /// [`sql::transition_sql`]), then the events'. A transition that marks its
+    /// conversation due is never fused (ops.rs).
+    fn fused_transition_sql(transition: &Transition) -> Option<String> {
+        if transition.events.len() > sql::EVENTS_PER_INSERT {
+            return None;
+        }
+        let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
+        let update = sql::transition_sql(transition.guard, lease, votes);
+        if transition.events.is_empty() {
+            return Some(update.to_owned());
+        }
+        let first = sql::transition_params(transition.guard, lease, votes) + 1;
+        Some(format!(
+            "WITH moved AS ({update}), logged AS (INSERT INTO audit_events ({}) SELECT event.* FROM moved, \
+             (VALUES {}) AS event WHERE {}) SELECT {} FROM moved",
+            sql::EVENT_INSERT_COLUMNS,
+            sql::event_rows(transition.events.len(), first),
+            log_locked(),
+            sql::record_columns!()
+        ))
+    }
 }
 
 /// A one-time filter that takes the log's advisory lock.
@@ -265,58 +291,47 @@ fn log_locked() -> String {
     format!("(SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text) IS NOT NULL")
 }
 
-/// One statement for one approval, its viewers and its events: the viewers
-/// and events are inserted only when the approval was (its id was not
-/// taken), and the statement's value counts the approvals inserted.
-/// Parameters: the approval's (see [`sql::INSERT_RECORD`]), then the
-/// viewers', then the events'.
-fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
-    if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
-        return None;
+impl Connection for PgConnection {
+    async fn execute(&mut self, query: db::Query<'_>) -> Result<u64, StoreError> {
+        Ok(untyped(query).execute(self).await.map_err(db_error)?.rows_affected())
     }
-    let viewed = format!(
-        ", viewed AS (INSERT INTO approval_viewers ({}) SELECT viewer.* FROM inserted, (VALUES {}) AS viewer)",
-        sql::VIEWER_INSERT_COLUMNS,
-        sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
-    );
-    let logged = if events == 0 {
-        String::new()
-    } else {
-        format!(
-            ", logged AS (INSERT INTO audit_events ({}) SELECT * FROM (VALUES {}) AS event \
-             WHERE {} AND EXISTS (SELECT 1 FROM inserted))",
-            sql::EVENT_INSERT_COLUMNS,
-            sql::event_rows(events, sql::RECORD_PARAMS + viewers + 1),
-            log_locked()
-        )
-    };
-    Some(format!("WITH inserted AS ({} RETURNING 1){viewed}{logged} SELECT count(*) FROM inserted", sql::INSERT_RECORD))
+
+    async fn fetch_all<O: Row>(&mut self, query: db::Query<'_>) -> Result<Vec<O>, StoreError> {
+        typed::<O>(query).fetch_all(self).await.map_err(db_error)
+    }
+
+    async fn fetch_optional<O: Row>(&mut self, query: db::Query<'_>) -> Result<Option<O>, StoreError> {
+        typed::<O>(query).fetch_optional(self).await.map_err(db_error)
+    }
 }
 
-/// One statement for a transition and its own events: a statement is atomic
-/// on its own, so the pair needs no transaction (no `BEGIN` and `COMMIT`
-/// round trips). The update's row, when it moved, selects the events
-/// (none when it did not). Parameters: the transition's (see
-/// [`sql::transition_sql`]), then the events'. A transition that marks its
-/// conversation due is never fused (ops.rs).
-fn fused_transition_sql(transition: &Transition) -> Option<String> {
-    if transition.events.len() > sql::EVENTS_PER_INSERT {
-        return None;
+impl Reader for PgPool {
+    async fn fetch_all<O: Row>(&self, query: db::Query<'_>) -> Result<Vec<O>, StoreError> {
+        typed::<O>(query).fetch_all(self).await.map_err(db_error)
     }
-    let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
-    let update = sql::transition_sql(transition.guard, lease, votes);
-    if transition.events.is_empty() {
-        return Some(update.to_owned());
+
+    async fn fetch_optional<O: Row>(&self, query: db::Query<'_>) -> Result<Option<O>, StoreError> {
+        typed::<O>(query).fetch_optional(self).await.map_err(db_error)
     }
-    let first = sql::transition_params(transition.guard, lease, votes) + 1;
-    Some(format!(
-        "WITH moved AS ({update}), logged AS (INSERT INTO audit_events ({}) SELECT event.* FROM moved, \
-         (VALUES {}) AS event WHERE {}) SELECT {} FROM moved",
-        sql::EVENT_INSERT_COLUMNS,
-        sql::event_rows(transition.events.len(), first),
-        log_locked(),
-        sql::record_columns!()
-    ))
+}
+
+/// A query of the shared operations as sqlx runs it, each argument bound
+/// with its type (`&str` or `String`, `i64`, or their `None`).
+fn untyped(query: db::Query<'_>) -> sqlx::query::Query<'_, Postgres, PgArguments> {
+    let (text, args) = query.into_parts();
+    args.into_iter().fold(sqlx::query(AssertSqlSafe(text)), |query, arg| match arg {
+        Arg::Text(text) => query.bind(text),
+        Arg::Int(int) => query.bind(int),
+    })
+}
+
+/// [`untyped`], its rows decoded as `O`.
+fn typed<O: Row>(query: db::Query<'_>) -> sqlx::query::QueryAs<'_, Postgres, O, PgArguments> {
+    let (text, args) = query.into_parts();
+    args.into_iter().fold(sqlx::query_as(AssertSqlSafe(text)), |query, arg| match arg {
+        Arg::Text(text) => query.bind(text),
+        Arg::Int(int) => query.bind(int),
+    })
 }
 
 #[cfg(test)]

@@ -11,30 +11,26 @@
 //! own and see the last committed state (WAL readers do not block the
 //! writer). The migrations are sqlx's, run once at open over a connection
 //! that is then closed.
+//!
+//! [`Backend`] is the store's [`SqlBackend`] on SQLite; the shared operations
+//! (`ops.rs`) run their queries here through `db.rs`'s [`Connection`] (the
+//! writing connection, `lite::Conn`) and [`Reader`] (`lite::Readers`),
+//! implemented below over `lite.rs`.
 
-// The shared operations, compiled here with `db` = this backend's query API (see ops.rs).
-#[allow(clippy::duplicate_mod)]
-#[path = "ops.rs"]
-mod ops;
-#[allow(clippy::duplicate_mod)]
-#[path = "outbox_ops.rs"]
-mod outbox_ops;
-
-/// The query API of the shared operations (see ops.rs): lite.rs's, on rusqlite.
-mod db {
-    pub(crate) use crate::lite::{AssertSqlSafe, Conn, QueryAs, db_error, query, query_as, query_scalar};
-}
-
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rusqlite::types::ToSqlOutput;
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use toolgate::ledger::{StoreError, Transition};
 
-use crate::batch::{BatchWriter, WriteFn};
+use crate::backend::{Fused, SqlBackend, WriteFn};
+use crate::batch::BatchWriter;
 use crate::checkpoint::{Checkpointer, LogGuard, WriteLock};
+use crate::db::{self, Arg, Connection, Reader, Row};
 use crate::lite::{self, Conn, Readers, db_error};
 use crate::sql::{self, LeaseWrite, RecordRow, VotesWrite};
 use crate::{DriverError, OpenError, StoreSync};
@@ -72,9 +68,6 @@ const MARK_DUE: &str = concat!(next_generation!(), sql::mark_due_sql!(drawn_gene
 
 /// Marks a conversation due and claims it (see `sql::mark_and_claim_sql!`).
 const MARK_AND_CLAIM: &str = concat!(next_generation!(), sql::mark_and_claim_sql!(drawn_generation!()));
-
-/// Drawing a generation and using it are two statements: they need a transaction.
-const GENERATION_NEEDS_TRANSACTION: bool = true;
 
 /// How the migrating connection (sqlx's) is set up.
 fn connect_options(path: &Path, sync: StoreSync) -> SqliteConnectOptions {
@@ -130,6 +123,25 @@ impl Backend {
         Ok(Self { writer, checkpointer, reader })
     }
 
+    /// Closes the read connections, the checkpoint thread and, after the
+    /// writes already queued, the writer (the last connection to close
+    /// checkpoints the whole log).
+    pub(crate) async fn close(&self) {
+        self.reader.close();
+        self.checkpointer.close().await;
+        self.writer.close().await;
+    }
+}
+
+impl SqlBackend for Backend {
+    type Conn = Conn;
+    type Reader = Readers;
+
+    const MARK_DUE: &'static str = MARK_DUE;
+    const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
+    /// Drawing a generation and using it are two statements: they need a transaction.
+    const GENERATION_NEEDS_TRANSACTION: bool = true;
+
     /// Runs `run` over `data` in a transaction holding the write lock
     /// (shared with the operations queued with it).
     async fn write<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
@@ -154,16 +166,12 @@ impl Backend {
     /// Runs a fused text's `run`: on SQLite several statements, in a
     /// transaction (shared with the operations queued with it, or, alone,
     /// opened and committed by the text itself).
-    async fn write_fused<T, R>(
-        &self,
-        data: ops::Fused<T>,
-        run: WriteFn<Conn, ops::Fused<T>, R>,
-    ) -> Result<R, StoreError>
+    async fn write_fused<T, R>(&self, data: Fused<T>, run: WriteFn<Conn, Fused<T>, R>) -> Result<R, StoreError>
     where
         T: Send + Sync + 'static,
         R: Send + 'static,
     {
-        self.writer.write_self_contained(data, run, ops::Fused::bring_own_transaction).await
+        self.writer.write_self_contained(data, run, Fused::bring_own_transaction).await
     }
 
     fn reader(&self) -> &Readers {
@@ -212,63 +220,54 @@ impl Backend {
         Ok(rows)
     }
 
-    /// Closes the read connections, the checkpoint thread and, after the
-    /// writes already queued, the writer (the last connection to close
-    /// checkpoints the whole log).
-    pub(crate) async fn close(&self) {
-        self.reader.close();
-        self.checkpointer.close().await;
-        self.writer.close().await;
+    /// Appends `count` events; appends are already serialised (the transaction
+    /// holds the write lock).
+    fn insert_events_sql(count: usize) -> String {
+        format!("INSERT INTO audit_events ({}) VALUES {}", sql::EVENT_INSERT_COLUMNS, sql::event_rows(count, 1))
     }
-}
 
-/// Appends `count` events; appends are already serialised (the transaction
-/// holds the write lock).
-fn insert_events_sql(count: usize) -> String {
-    format!("INSERT INTO audit_events ({}) VALUES {}", sql::EVENT_INSERT_COLUMNS, sql::event_rows(count, 1))
-}
+    /// A transition and its own events in one round trip to the connection's
+    /// thread: the update, then the events' insert, which adds them only when
+    /// the update moved the record (`changes()` counts the rows the last
+    /// `INSERT`, `UPDATE` or `DELETE` changed). The writer runs it inside its
+    /// transaction, so the two statements commit together. Parameters: the
+    /// transition's (see [`sql::transition_sql`]), then the events'. A
+    /// transition that marks its conversation due is never fused (ops.rs).
+    fn fused_transition_sql(transition: &Transition) -> Option<String> {
+        let count = transition.events.len();
+        if count > sql::EVENTS_PER_INSERT {
+            return None;
+        }
+        let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
+        let update = sql::transition_sql(transition.guard, lease, votes);
+        if count == 0 {
+            return Some(update.to_owned());
+        }
+        let first = sql::transition_params(transition.guard, lease, votes) + 1;
+        Some(format!("{update}; {}", events_if_changed_sql(count, first, 1)))
+    }
 
-/// A transition and its own events in one round trip to the connection's
-/// thread: the update, then the events' insert, which adds them only when
-/// the update moved the record (`changes()` counts the rows the last
-/// `INSERT`, `UPDATE` or `DELETE` changed). The writer runs it inside its
-/// transaction, so the two statements commit together. Parameters: the
-/// transition's (see [`sql::transition_sql`]), then the events'. A
-/// transition that marks its conversation due is never fused (ops.rs).
-fn fused_transition_sql(transition: &Transition) -> Option<String> {
-    let count = transition.events.len();
-    if count > sql::EVENTS_PER_INSERT {
-        return None;
+    /// An approval, its viewers and its events in one round trip, as
+    /// [`Self::fused_transition_sql`]: the insert returns one row when it inserted the
+    /// approval (none when its id was taken), and the viewers follow only then,
+    /// and the events only after all `viewers` rows were. Parameters: the
+    /// approval's (see [`sql::INSERT_RECORD`]), then the viewers', then the events'.
+    fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
+        if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
+            return None;
+        }
+        let insert = format!("{} RETURNING 1", sql::INSERT_RECORD);
+        let viewed = format!(
+            "INSERT INTO approval_viewers ({}) SELECT * FROM (VALUES {}) WHERE changes() = 1",
+            sql::VIEWER_INSERT_COLUMNS,
+            sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
+        );
+        if events == 0 {
+            return Some(format!("{insert}; {viewed}"));
+        }
+        let logged = events_if_changed_sql(events, sql::RECORD_PARAMS + viewers + 1, viewers);
+        Some(format!("{insert}; {viewed}; {logged}"))
     }
-    let (lease, votes) = (LeaseWrite::of(transition), VotesWrite::of(transition));
-    let update = sql::transition_sql(transition.guard, lease, votes);
-    if count == 0 {
-        return Some(update.to_owned());
-    }
-    let first = sql::transition_params(transition.guard, lease, votes) + 1;
-    Some(format!("{update}; {}", events_if_changed_sql(count, first, 1)))
-}
-
-/// An approval, its viewers and its events in one round trip, as
-/// [`fused_transition_sql`]: the insert returns one row when it inserted the
-/// approval (none when its id was taken), and the viewers follow only then,
-/// and the events only after all `viewers` rows were. Parameters: the
-/// approval's (see [`sql::INSERT_RECORD`]), then the viewers', then the events'.
-fn fused_issue_sql(events: usize, viewers: usize) -> Option<String> {
-    if events > sql::EVENTS_PER_INSERT || viewers > sql::VIEWERS_PER_INSERT || viewers == 0 {
-        return None;
-    }
-    let insert = format!("{} RETURNING 1", sql::INSERT_RECORD);
-    let viewed = format!(
-        "INSERT INTO approval_viewers ({}) SELECT * FROM (VALUES {}) WHERE changes() = 1",
-        sql::VIEWER_INSERT_COLUMNS,
-        sql::record_viewer_rows(viewers, sql::RECORD_PARAMS + 1)
-    );
-    if events == 0 {
-        return Some(format!("{insert}; {viewed}"));
-    }
-    let logged = events_if_changed_sql(events, sql::RECORD_PARAMS + viewers + 1, viewers);
-    Some(format!("{insert}; {viewed}; {logged}"))
 }
 
 /// Inserts `count` events, parameters from `$first`, when the statement
@@ -279,6 +278,51 @@ fn events_if_changed_sql(count: usize, first: usize, changed: usize) -> String {
         sql::EVENT_INSERT_COLUMNS,
         sql::event_rows(count, first)
     )
+}
+
+impl Connection for Conn {
+    async fn execute(&mut self, query: db::Query<'_>) -> Result<u64, StoreError> {
+        let (text, args) = query.into_parts();
+        let query = args.into_iter().fold(lite::query(text), lite::Query::bind);
+        Ok(query.execute(self).await.map_err(db_error)?.rows_affected())
+    }
+
+    async fn fetch_all<O: Row>(&mut self, query: db::Query<'_>) -> Result<Vec<O>, StoreError> {
+        typed::<O>(query).fetch_all(self).await.map_err(db_error)
+    }
+
+    async fn fetch_optional<O: Row>(&mut self, query: db::Query<'_>) -> Result<Option<O>, StoreError> {
+        typed::<O>(query).fetch_optional(self).await.map_err(db_error)
+    }
+}
+
+impl Reader for Readers {
+    async fn fetch_all<O: Row>(&self, query: db::Query<'_>) -> Result<Vec<O>, StoreError> {
+        typed::<O>(query).fetch_all(self).await.map_err(db_error)
+    }
+
+    async fn fetch_optional<O: Row>(&self, query: db::Query<'_>) -> Result<Option<O>, StoreError> {
+        typed::<O>(query).fetch_optional(self).await.map_err(db_error)
+    }
+}
+
+/// A query of the shared operations as lite.rs runs it, its rows decoded as `O`.
+fn typed<O: Row>(query: db::Query<'_>) -> lite::QueryAs<'_, O> {
+    let (text, args) = query.into_parts();
+    args.into_iter().fold(lite::query_as(text), lite::QueryAs::bind)
+}
+
+/// An argument as rusqlite binds it: what lite.rs binds for `&str`, `String`,
+/// `i64` and `None`.
+impl<'q> lite::Bind<'q> for Arg<'q> {
+    fn output(self) -> rusqlite::Result<ToSqlOutput<'q>> {
+        match self {
+            Arg::Text(Some(Cow::Borrowed(text))) => lite::Bind::output(text),
+            Arg::Text(Some(Cow::Owned(text))) => lite::Bind::output(text),
+            Arg::Int(Some(int)) => lite::Bind::output(int),
+            Arg::Text(None) | Arg::Int(None) => lite::Bind::output(None::<i64>),
+        }
+    }
 }
 
 #[cfg(test)]
