@@ -336,6 +336,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_shared_queries_bind_each_argument_with_its_type() {
+        let mut conn = Conn::memory().unwrap();
+        let absent: Option<String> = None;
+        let owner = Some("alice".to_owned());
+        let (types, joined, nulls): (String, String, String) =
+            db::query_as("SELECT typeof($1) || typeof($2) || typeof($3) || typeof($4) || typeof($5), $1 || $2 || $3 || $5, coalesce($4, 'null')")
+                .bind("a")
+                .bind(String::from("b"))
+                .bind(7_i64)
+                .bind(&absent)
+                .bind(&owner)
+                .fetch_optional(&mut conn)
+                .await
+                .unwrap()
+                .unwrap();
+        assert_eq!((types.as_str(), joined.as_str(), nulls.as_str()), ("texttextintegernulltext", "ab7alice", "null"));
+        assert_eq!(db::query("CREATE TABLE t (v INTEGER)").execute(&mut conn).await.unwrap(), 0);
+        let inserted = db::query("INSERT INTO t (v) VALUES ($1), ($2)").bind(1_i64).bind(None::<i64>);
+        assert_eq!(inserted.execute(&mut conn).await.unwrap(), 2);
+        let values: Vec<Option<i64>> =
+            db::query_scalar("SELECT v FROM t ORDER BY v").fetch_all(&mut conn).await.unwrap();
+        assert_eq!(values, [None, Some(1)]);
+    }
+
+    #[tokio::test]
     async fn full_sync_syncs_every_commit() {
         // 1 = NORMAL, 2 = FULL (https://sqlite.org/pragma.html#pragma_synchronous).
         assert_eq!(synchronous(StoreSync::Normal).await, 1);
