@@ -2,7 +2,7 @@
 //!
 //! Without a store the request's history is the conversation (stateless
 //! signed mode). With one, the history is reconciled with the stored
-//! conversation first ([`crate::conversation`]), the run goes on even if the
+//! conversation first ([`crate::run::conversation`]), the run goes on even if the
 //! client disconnects, and the conversation is stored once it ends.
 
 use std::convert::Infallible;
@@ -20,9 +20,9 @@ use toolgate_ui::{ChatRequest, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiRole, into
 
 use crate::app::AppState;
 use crate::caller::Caller;
-use crate::conversation::{self, Reconciled};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
+use crate::run::conversation::{self, Reconciled};
 use crate::run::{StoredRun, encoder, new_message_id, run_stored, start};
 use utoipa::ToSchema;
 
@@ -84,11 +84,11 @@ pub(crate) async fn chat(
 
 /// Chat ids share the store with AG-UI threads, which own the `ag-ui:` prefix.
 fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
-    if chat_id.starts_with(crate::agui::AGUI_PREFIX) {
+    if chat_id.starts_with(crate::run::agui::AGUI_PREFIX) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_chat_id",
-            format!("chat ids may not start with `{}` (the AG-UI threads' namespace)", crate::agui::AGUI_PREFIX),
+            format!("chat ids may not start with `{}` (the AG-UI threads' namespace)", crate::run::agui::AGUI_PREFIX),
         ));
     }
     Ok(())

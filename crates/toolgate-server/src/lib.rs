@@ -32,14 +32,13 @@
 //! [`Caller`] extractor, the sign-in routes ([`oidc`]) and the mapping of
 //! its errors to [`ApiError`].
 
-mod agui;
+mod api;
 mod app;
+mod approval_item;
 mod approvals;
 mod audit;
 mod caller;
 mod chat;
-pub mod continuation;
-mod conversation;
 mod decisions;
 mod error;
 pub mod host;
@@ -51,7 +50,6 @@ pub mod notify;
 pub mod oidc;
 pub mod openapi;
 mod page;
-mod replay;
 mod resume;
 pub mod retention;
 mod routes;
@@ -59,9 +57,11 @@ mod run;
 mod running;
 pub mod timers;
 mod trace;
+mod workers;
 
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig};
-pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT, approval_item};
+pub use approval_item::approval_item;
+pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT};
 pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use caller::Caller;
 pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
@@ -77,3 +77,4 @@ pub use toolgate_auth::{
     SecretError, SecretSource, TokenEntryError, TokenTable, TokensError,
 };
 pub use trace::{PromptTracer, TraceFile, trace_prompts};
+pub use workers::continuation;

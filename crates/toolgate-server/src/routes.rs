@@ -8,8 +8,9 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 use axum::{Router, middleware};
 use tower_http::trace::TraceLayer;
 
+use crate::api::agui;
 use crate::app::AppState;
-use crate::{agui, approvals, audit, chat, decisions, links, me, oidc, openapi, page, resume};
+use crate::{approvals, audit, chat, decisions, links, me, oidc, openapi, page, resume};
 
 /// Which servers serve a route, and behind what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

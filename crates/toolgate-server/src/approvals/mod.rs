@@ -4,7 +4,7 @@
 //! vote ([`lifecycle::cast`]) or withdrawal ([`lifecycle::withdraw`]).
 //!
 //! - `GET /api/approvals?state=pending|decided|all&conversation=ID&limit=N`
-//!   → `{"approvals": [...]}`, newest first ([`approval_item`]): the
+//!   → `{"approvals": [...]}`, newest first ([`crate::approval_item()`]): the
 //!   approvals the caller may see (those they may decide, those of their own
 //!   conversations; everything for admins and single-user servers).
 //! - `GET /api/approvals/{id}`: one item; 404 `unknown_approval` when the
@@ -16,14 +16,12 @@
 //!   server continue the conversation ([`crate::continuation`]).
 //! - `DELETE /api/approvals/{id}`: the requester withdraws their pending
 //!   request; it resolves like a denial ("withdrawn by the requester").
-//! - `GET /api/approvals/stream`: server-sent events ([`stream`]).
+//! - `GET /api/approvals/stream`: server-sent events ([`mod@stream`]).
 
 pub(crate) mod hub;
-pub(crate) mod item;
 mod stream;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -31,19 +29,15 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate::Decision;
-use toolgate::approval::lifecycle::{
-    self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
-};
+use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
-use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 use utoipa::ToSchema;
 
-pub use item::approval_item;
-pub(crate) use item::{ApprovalItem, approval_part};
 pub(crate) use stream::__path_stream;
 pub(crate) use stream::stream;
 
 use crate::app::AppState;
+use crate::approval_item::ApprovalItem;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
@@ -222,7 +216,7 @@ pub(crate) async fn decide(
     if let Decision::Approve { edited_input: Some(edit) } = &decision {
         let record = visible(ledger, &id, &voter).await?;
         lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
-        check_edit(&state, &record, &voter, edit).await?;
+        crate::run::edit::check_edit(&state, &record, &voter, edit).await?;
     }
     let options = VoteOptions { continuation: true, note };
     let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
@@ -279,49 +273,6 @@ async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<Appro
         Some(record) if may_see(&record, voter) => Ok(record),
         _ => Err(VoteRefusal::Unknown(id.to_owned()).into()),
     }
-}
-
-/// An edit must be one the chat would accept, judged by the lifecycle's one
-/// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
-/// passes its schema, the policy (the requester's rules and the tool's own)
-/// does not deny it, and does not route it to approvers `voter` is not.
-pub(crate) async fn check_edit(
-    state: &AppState,
-    record: &ApprovalRecord,
-    voter: &Voter,
-    edit: &Value,
-) -> Result<(), ApiError> {
-    let toolkit = state.toolkit();
-    let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "tool_not_found",
-            format!("tool `{}` is not offered any more", record.tool_name),
-        )
-    })?;
-    let owner = requester(record);
-    let gate = state.gate(&record.conversation_id, owner);
-    let groups = state.configured_groups(owner);
-    let check = EditCheck {
-        tool,
-        edit,
-        requester: GateCaller {
-            gate: Some(&gate),
-            conversation_id: Some(&record.conversation_id),
-            principal: owner,
-            groups: &groups,
-        },
-        context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
-        routed: record.routing.is_some(),
-        voter: Some(voter),
-    };
-    lifecycle::check_edit(check).await.map_err(|refusal| {
-        let status = match refusal {
-            EditRefusal::NeedsApprovers { .. } => StatusCode::FORBIDDEN,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::new(status, refusal.code(), refusal.to_string())
-    })
 }
 
 fn bad_query(message: String) -> ApiError {

@@ -31,8 +31,9 @@ use tokio::sync::broadcast;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter};
 
-use super::{ApprovalItem, MAX_LIMIT};
+use super::MAX_LIMIT;
 use crate::app::AppState;
+use crate::approval_item::ApprovalItem;
 use crate::caller::{Caller, peer_of};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;

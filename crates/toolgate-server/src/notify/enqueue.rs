@@ -27,7 +27,7 @@ use toolgate_notify::{Channel, Event, EventKind, LinkMode, Links, Target};
 use super::Notifications;
 use super::token::{LinkChoice, LinkClaims, nonce};
 use crate::app::AppState;
-use crate::approvals::item::{approval_item, rfc3339};
+use crate::approval_item::{approval_item, rfc3339};
 
 /// Events read per round.
 const BATCH: usize = 256;

@@ -43,7 +43,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::chat::chat,
         crate::resume::resume,
         crate::chat::stored_messages,
-        crate::agui::run,
+        crate::api::agui::run,
         crate::audit::audit,
         crate::me::me,
         crate::decisions::list,
@@ -65,7 +65,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         page::styles,
         page::script,
     ),
-    components(schemas(ErrorBody, crate::approvals::item::ApprovalPart)),
+    components(schemas(ErrorBody, crate::approval_item::ApprovalPart)),
     modifiers(&SecuritySchemes),
     tags(
         (name = "chat", description = "The AI SDK v6 UI message stream, and stored chats."),

@@ -1,9 +1,25 @@
 //! Stored runs: a stored conversation run to its end on the server, whatever
-//! its client does, from a chat request (`chat.rs`) or from the server's own
-//! continuation (`continuation.rs`), and the step whose approvals are decided
-//! outside the chat ([`step`]). The handlers and the continuation worker call
-//! this floor; it imports neither.
+//! its client does, from a chat request (the `POST /api/chat` handler) or
+//! from the server's own continuation ([`continuation`]). Beside it:
+//!
+//! - [`conversation`]: a request's history reconciled with the stored
+//!   conversation, and the conversation saved when the run ends;
+//! - `replay`: the chunks that answer a repeated request from the record,
+//!   and the prefix a client resuming a running response gets first;
+//! - [`step`]: the step whose approvals are decided outside the chat (routed
+//!   to approvers, or decided in the inbox);
+//! - [`edit`]: the one edit check of the server's paths;
+//! - [`continuation`]: a due conversation continued on the server;
+//! - [`agui`]: stored AG-UI threads, run and continued the same way.
+//!
+//! The handlers (`api/`) and the workers (`workers/`) call this floor; it
+//! imports neither.
 
+pub(crate) mod agui;
+pub(crate) mod continuation;
+pub(crate) mod conversation;
+pub(crate) mod edit;
+mod replay;
 pub(crate) mod step;
 
 use std::sync::Arc;
@@ -18,7 +34,6 @@ use toolgate_ui::{
 };
 
 use crate::app::AppState;
-use crate::conversation;
 use crate::error::ApiError;
 
 /// A stored conversation's run, ready to start: from a chat request, or
@@ -38,7 +53,7 @@ pub(crate) struct StoredRun {
     pub messages: Vec<UiMessage>,
     /// The stored version it extends.
     pub version: Option<i64>,
-    /// What the step's routed approvals say (see [`crate::routed`]).
+    /// What the step's routed approvals say (see [`step`]).
     pub step: step::Step,
 }
 
@@ -77,7 +92,7 @@ pub(crate) async fn run_stored(
     let running = state.running().start(&key, principal);
     if !builder.message().parts.is_empty() {
         // A client resuming this continuation gets the message as it stood first (see `resume_prefix`).
-        for chunk in crate::replay::resume_prefix(builder.message()) {
+        for chunk in replay::resume_prefix(builder.message()) {
             running.push(&Bytes::from(sse_frame(&chunk)));
         }
     }

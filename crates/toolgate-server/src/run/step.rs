@@ -30,7 +30,7 @@ use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, U
 
 use super::StoredRun;
 use crate::app::AppState;
-use crate::approvals::approval_part;
+use crate::approval_item::approval_part;
 use crate::error::ApiError;
 
 /// What the step's approvals say about the run.
@@ -119,7 +119,7 @@ pub(crate) async fn settle_step(
     answer_from_records(&mut messages[index], &records);
     let config = &ledger.config;
     let now = config.clock.now();
-    // The server's continuation lease: renewed while the request runs (`chat::run_stored`), so a
+    // The server's continuation lease: renewed while the request runs (`run_stored`), so a
     // request that dies lets the server's continuation take over once it lapses.
     let lease = state.config().continuation_lease;
     let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
@@ -163,7 +163,7 @@ async fn vote_answers(
         let Some(decision) = answers.remove(&record.approval_id) else { continue };
         if let Decision::Approve { edited_input: Some(edit) } = &decision {
             lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
-            crate::approvals::check_edit(state, record, voter, edit).await?;
+            super::edit::check_edit(state, record, voter, edit).await?;
         }
         let options = VoteOptions { continuation: false, note: None };
         lifecycle::cast(config.store.as_ref(), config.clock.as_ref(), &record.approval_id, voter, decision, options)
@@ -227,7 +227,7 @@ pub(crate) async fn waiting(
     let Some(last) = last else {
         return Err(ApiError::new(axum::http::StatusCode::CONFLICT, "approvals_pending", "the step waits for votes"));
     };
-    let prefix = crate::replay::resume_prefix(&last);
+    let prefix = super::replay::resume_prefix(&last);
     let mut builder = UiMessageBuilder::continuing(last);
     let mut chunks = vec![UiChunk::Start { message_id: Some(builder.message().id.clone()) }];
     chunks.extend(report(store.as_ref(), &step.approval_ids()).await);
@@ -237,7 +237,7 @@ pub(crate) async fn waiting(
     }
     messages.push(builder.finish());
     if matches!(step, Step::Waiting { save: true, .. }) {
-        crate::conversation::save(
+        super::conversation::save(
             store.as_ref(),
             (&key, ledger.owner.as_deref()),
             &messages,

@@ -1,16 +1,6 @@
-//! Server-side continuation: when the last pending approval of a
-//! conversation's step is decided out of band (the inbox, a link, the CLI on
-//! the store), the server runs the rest of the step itself, without a client.
+//! Continuing one stored conversation on the server, under the claim the
+//! continuation worker ([`crate::continuation`]) took:
 //!
-//! - A deciding vote marks the conversation due in the store, in the vote's
-//!   transaction ([`toolgate::ledger::Update::continuation`]); so does a
-//!   withdrawal. The mark survives any crash.
-//! - Every process runs [`worker`] (`serve_listener` starts it): it looks
-//!   for due conversations every [`POLL`] (another replica's decision, the
-//!   CLI's) and at once when a decision is made here, and claims each one for
-//!   [`crate::ServerConfig::continuation_lease`] (default [`LEASE`], renewed
-//!   while it runs): two replicas never continue the same conversation at once, and
-//!   a claim whose process died is taken over once it lapses.
 //! - Continuing means: read the stored conversation; if an approval of its
 //!   step is still pending, stop (a later decision marks it again); else turn
 //!   the decisions on record into the step's answers and run it as a chat
@@ -18,93 +8,25 @@
 //!   decisions and ledger claims: each approved call runs exactly once),
 //!   recorded for `GET /api/chat/{id}/stream` and stored at the end. A
 //!   `continued` audit event names the replica.
-//! - The mark is cleared only if no decision came while it ran; otherwise
-//!   the conversation is continued again.
+//! - A step whose approvals are gone from the store is not run: each missing
+//!   one is audited as `interrupted`.
 //! - An AG-UI thread is continued the same way, as a resume of its open
 //!   interrupts with the decisions on record (the `agui` module); its client's
 //!   next run is caught up with what the continuation added (its
 //!   `MESSAGES_SNAPSHOT` carries it).
-
-use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
 use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name};
 use toolgate_ui::parse_ui_messages;
 
+use super::step::{Step, answer_from_records, open_step};
+use super::{StoredRun, run_stored};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::run::step::{Step, answer_from_records, open_step};
-use crate::run::{StoredRun, holder, run_stored};
-
-/// How often a worker looks for conversations decided elsewhere.
-pub const POLL: Duration = Duration::from_millis(500);
-/// How long a continuation claim lasts without renewal (the state's default,
-/// [`crate::ServerConfig::continuation_lease`]).
-pub use crate::app::CONTINUATION_LEASE as LEASE;
-/// Conversations one look claims at most.
-const BATCH: usize = 16;
-
-/// Continues due conversations until the server stops (see the module docs).
-/// `serve_listener` runs it; a server built on [`crate::router`] alone runs it itself.
-pub async fn worker(state: AppState) {
-    let Some(ledger) = state.config().ledger.clone() else { return };
-    let wake = Arc::clone(state.continuations());
-    loop {
-        match ledger.store.due_continuations(ledger.clock.now(), BATCH).await {
-            Ok(due) => {
-                for key in due {
-                    tokio::spawn(continue_one(state.clone(), ledger.clone(), key));
-                }
-            }
-            Err(error) => tracing::warn!(%error, "cannot list the conversations due to continue"),
-        }
-        let _ = tokio::time::timeout(POLL, wake.notified()).await;
-    }
-}
-
-/// Claims one conversation, continues it while renewing the claim, and ends the claim.
-async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
-    let store = &ledger.store;
-    let lease = state.config().continuation_lease;
-    let lease_millis = Millis::try_from(lease.as_millis()).unwrap_or(Millis::MAX);
-    // One holder per attempt: two attempts of this process exclude each other too.
-    let holder = holder(&ledger);
-    let claim = |now: Millis| {
-        let until = now.saturating_add(lease_millis);
-        store.claim_continuation(&key, &holder, until, now, false)
-    };
-    let claimed = match claim(ledger.clock.now()).await {
-        Ok(Some(claimed)) => claimed,
-        Ok(None) => return,
-        Err(error) => return tracing::warn!(%error, conversation = %key, "cannot claim a continuation"),
-    };
-    let renew = async {
-        loop {
-            tokio::time::sleep(lease / 3).await;
-            if let Err(error) = claim(ledger.clock.now()).await {
-                tracing::warn!(%error, conversation = %key, "cannot renew a continuation claim");
-            }
-        }
-    };
-    let outcome = tokio::select! {
-        outcome = continue_conversation(&state, &ledger, &key, &claimed) => outcome,
-        () = renew => unreachable!("the renewal loop never ends"),
-    };
-    if let Err(error) = outcome {
-        tracing::warn!(conversation = %key, %error, "the continuation failed");
-    }
-    match store.finish_continuation(&claimed, &holder).await {
-        Ok(true) => {}
-        // Settled again meanwhile: the next look continues it again.
-        Ok(false) => state.continuations().notify_one(),
-        Err(error) => tracing::warn!(%error, conversation = %key, "cannot end a continuation claim"),
-    }
-}
 
 /// Runs the rest of the conversation's step, if every approval of it is decided.
-async fn continue_conversation(
+pub(crate) async fn continue_conversation(
     state: &AppState,
     ledger: &LedgerConfig,
     key: &str,
@@ -115,8 +37,8 @@ async fn continue_conversation(
     // Whose conversation it is, as stored with it: the run is theirs.
     let owner = stored.owner.clone();
     let name = conversation_name(key, owner.as_deref());
-    if name.starts_with(crate::agui::AGUI_PREFIX) {
-        return crate::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), &stored, claim).await;
+    if name.starts_with(super::agui::AGUI_PREFIX) {
+        return super::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), &stored, claim).await;
     }
     let mut messages = parse_ui_messages(stored.messages).map_err(|error| {
         ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", error.to_string())

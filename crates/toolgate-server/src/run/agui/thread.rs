@@ -33,19 +33,19 @@ const MESSAGES_FIELD: &str = "messages";
 const CONTINUED_FIELD: &str = "continuedAt";
 
 /// A thread as the store holds it.
-pub(super) struct StoredThread {
+pub(crate) struct StoredThread {
     /// The messages the last run left (`None`: a new thread, or one stored
     /// before threads kept their messages).
-    pub(super) messages: Option<Vec<Message>>,
+    pub(crate) messages: Option<Vec<Message>>,
     /// toolgate's part of the last state snapshot.
-    pub(super) interrupts: Option<Value>,
+    pub(crate) interrupts: Option<Value>,
     /// Where the client's view ends, after a continuation on the server.
-    pub(super) continued_at: Option<usize>,
+    pub(crate) continued_at: Option<usize>,
 }
 
 /// What catching a client up did to its run.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum CatchUp {
+pub(crate) enum CatchUp {
     /// The client's view is the thread's (or checked as always).
     Current,
     /// The client was behind: the run goes on from the stored thread with
@@ -57,7 +57,7 @@ pub(super) enum CatchUp {
 
 impl StoredThread {
     /// The thread stored under `key` (an empty one when there is none).
-    pub(super) async fn load(store: &dyn LedgerStore, key: &str) -> Result<Self, ApiError> {
+    pub(crate) async fn load(store: &dyn LedgerStore, key: &str) -> Result<Self, ApiError> {
         match store.conversation(key).await? {
             Some(stored) => Self::read(&stored),
             None => Ok(Self { messages: Some(Vec::new()), interrupts: None, continued_at: None }),
@@ -65,7 +65,7 @@ impl StoredThread {
     }
 
     /// The thread a stored conversation holds.
-    pub(super) fn read(stored: &StoredConversation) -> Result<Self, ApiError> {
+    pub(crate) fn read(stored: &StoredConversation) -> Result<Self, ApiError> {
         let messages = match stored.messages.get(MESSAGES_FIELD) {
             Some(messages) => Some(serde_json::from_value(messages.clone()).map_err(|error| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", format!("thread: {error}"))
@@ -80,7 +80,7 @@ impl StoredThread {
     /// Saves a run's outcome over the latest version (another run may have
     /// saved meanwhile: this run's thread is the newest); `owner` is recorded
     /// when the thread is created.
-    pub(super) async fn save(
+    pub(crate) async fn save(
         store: &dyn LedgerStore,
         (key, owner): (&str, Option<&str>),
         messages: &[Message],
@@ -99,20 +99,20 @@ impl StoredThread {
     }
 
     /// The open interrupts.
-    pub(super) fn pending(&self) -> Vec<PendingApproval> {
+    pub(crate) fn pending(&self) -> Vec<PendingApproval> {
         let state = self.interrupts.as_ref().map(|interrupts| json!({ STATE_KEY: interrupts }));
         pending_approvals(state.as_ref()).unwrap_or_default()
     }
 
     /// Checks the run's messages against the recorded ones ([`check_history`]).
     /// A thread stored before threads kept their messages has nothing to check against.
-    pub(super) fn check(&self, input: &RunAgentInput, toolkit: &Toolkit) -> Result<(), HistoryMismatch> {
+    pub(crate) fn check(&self, input: &RunAgentInput, toolkit: &Toolkit) -> Result<(), HistoryMismatch> {
         let Some(recorded) = &self.messages else { return Ok(()) };
         check_history(recorded, input, &self.pending(), |name| toolkit.get(name).is_some())
     }
 
     /// Gives a resume without toolgate's state the thread's stored interrupts.
-    pub(super) fn restore_interrupts(&self, input: &mut RunAgentInput) {
+    pub(crate) fn restore_interrupts(&self, input: &mut RunAgentInput) {
         let resuming = input.resume.as_ref().is_some_and(|entries| !entries.is_empty());
         let has_state = input.state.as_ref().is_some_and(|state| state.get(STATE_KEY).is_some());
         if !resuming || has_state {
@@ -127,7 +127,7 @@ impl StoredThread {
 
     /// Catches up a client whose view ends where the server continued the
     /// thread without it (see the module docs).
-    pub(super) fn catch_up(&self, input: &mut RunAgentInput) -> CatchUp {
+    pub(crate) fn catch_up(&self, input: &mut RunAgentInput) -> CatchUp {
         let (Some(recorded), Some(at)) = (&self.messages, self.continued_at) else { return CatchUp::Current };
         if at == 0 || at > recorded.len() || input.messages.len() < at {
             return CatchUp::Current;
@@ -162,7 +162,7 @@ impl StoredThread {
     }
 
     /// The state a caught-up client gets: its own, with toolgate's part as stored.
-    pub(super) fn state_for(&self, input: &RunAgentInput) -> Value {
+    pub(crate) fn state_for(&self, input: &RunAgentInput) -> Value {
         let mut state = input.state.clone().unwrap_or_else(|| json!({}));
         if let Value::Object(fields) = &mut state {
             let interrupts = self.interrupts.clone().unwrap_or_else(|| json!({ PENDING_FIELD: [] }));

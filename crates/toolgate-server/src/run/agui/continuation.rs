@@ -13,8 +13,8 @@ use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
 use super::thread::StoredThread;
 use super::{AGUI_PREFIX, ThreadRun, stored_frames};
 use crate::app::AppState;
-use crate::continuation::continued_event;
 use crate::error::ApiError;
+use crate::run::continuation::continued_event;
 
 /// Resumes the thread `stored` of `conversation` (its owner's, as stored)
 /// on the server, when its open interrupts are all decided.

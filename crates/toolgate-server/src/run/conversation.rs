@@ -31,8 +31,7 @@ use toolgate::ledger::{AuditEvent, AuditKind, Ledger, LedgerStore, Millis, Store
 use toolgate::{Decision, Toolkit};
 use toolgate_ui::{ChatRequest, ToolState, UiChunk, UiMessage, UiPart, UiRole, UiToolPart, parse_ui_messages};
 
-use crate::replay::replay_chunks;
-
+use super::replay::replay_chunks;
 use crate::error::ApiError;
 
 /// A request's history after reconciliation, and the stored version it extends.

@@ -1,0 +1,3 @@
+//! The HTTP handlers, one file per resource.
+
+pub(crate) mod agui;
