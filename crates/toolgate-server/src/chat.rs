@@ -107,8 +107,8 @@ async fn stateless_chat(
     let messages = into_model_messages(messages)?;
     tracing::info!(chat = %chat_id, messages = messages.len(), "chat request");
     let engine_request = state.text_request(messages, key, principal.as_deref()).groups(groups);
-    let stream = start(&state, &chat_id, engine_request).await?;
-    let mut encoder = encoder(&state, message_id);
+    let stream = start(state.run_context(), &chat_id, engine_request).await?;
+    let mut encoder = encoder(state.run_context(), message_id);
     let frames = stream
         .flat_map(move |part| futures::stream::iter(encoder.encode(&part)))
         .map(|chunk| Ok::<_, Infallible>(Bytes::from(sse_frame(&chunk))))
@@ -144,14 +144,14 @@ async fn stored_chat(
         return Ok(sse_response(futures::stream::iter(frames), UI_MESSAGE_STREAM_HEADERS));
     }
     let voter = crate::caller::Caller { principal: principal.clone(), groups: groups.clone() }.voter(&state);
-    let step = crate::run::step::settle_step(&state, &ledger, &voter, &mut messages, new_message).await?;
+    let step = crate::run::step::settle_step(state.run_context(), &ledger, &voter, &mut messages, new_message).await?;
     let run = StoredRun { key, principal, groups, ledger, gate: Some(gate), messages, version, step };
     Ok(match run.step {
         crate::run::step::Step::Waiting { .. } => {
-            detached_sse(crate::run::step::waiting(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
+            detached_sse(crate::run::step::waiting(state.run_context(), run).await?, UI_MESSAGE_STREAM_HEADERS)
         }
         crate::run::step::Step::None | crate::run::step::Step::Ready { .. } => {
-            detached_sse(run_stored(&state, run).await?, UI_MESSAGE_STREAM_HEADERS)
+            detached_sse(run_stored(state.run_context(), run).await?, UI_MESSAGE_STREAM_HEADERS)
         }
     })
 }

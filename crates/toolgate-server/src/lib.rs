@@ -55,6 +55,7 @@ pub mod retention;
 mod routes;
 mod run;
 mod running;
+mod signals;
 pub mod timers;
 mod trace;
 mod workers;

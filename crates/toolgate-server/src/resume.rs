@@ -47,7 +47,7 @@ pub(crate) async fn resume(
     Path(chat_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let key = state.conversation_key(principal.as_deref(), &chat_id)?;
-    let running = state.running().get(&key).filter(|log| log.principal == principal);
+    let running = state.run_context().running().get(&key).filter(|log| log.principal == principal);
     let Some(log) = running else {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::NO_CONTENT;

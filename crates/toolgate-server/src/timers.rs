@@ -39,9 +39,9 @@ pub(crate) async fn run(state: AppState) {
                 Ok(Some(fired)) => {
                     tracing::info!(approval = %record.approval_id, ?fired, "approval timer fired");
                     if matches!(fired, Fired::Denied(_) | Fired::Expired) {
-                        state.continuations().notify_one();
+                        state.signals().wake_continuations();
                     }
-                    state.approvals_changed();
+                    state.signals().approvals_changed();
                 }
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, approval = %record.approval_id, "cannot fire an approval timer"),

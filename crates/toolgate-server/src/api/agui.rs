@@ -126,6 +126,6 @@ pub(crate) async fn run(
     let snapshot =
         (caught_up == CatchUp::Rebased).then(|| Event::MessagesSnapshot { messages: input.messages.clone() });
     let run = ThreadRun { key: thread_key, principal, groups, ledger, thread };
-    let frames = stored_frames(state, run, input, snapshot);
+    let frames = stored_frames(state.run_context().clone(), run, input, snapshot);
     Ok(detached_sse(frames, AGUI_STREAM_HEADERS))
 }

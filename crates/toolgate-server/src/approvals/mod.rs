@@ -216,7 +216,7 @@ pub(crate) async fn decide(
     if let Decision::Approve { edited_input: Some(edit) } = &decision {
         let record = visible(ledger, &id, &voter).await?;
         lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
-        crate::run::edit::check_edit(&state, &record, &voter, edit).await?;
+        crate::run::edit::check_edit(state.run_context(), &record, &voter, edit).await?;
     }
     let options = VoteOptions { continuation: true, note };
     let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
@@ -261,9 +261,9 @@ pub(crate) async fn withdraw(
 /// decided approval wakes the continuation worker.
 pub(crate) fn decided(state: &AppState, record: &ApprovalRecord) {
     tracing::info!(approval = %record.approval_id, state = record.state.as_str(), "approval decided out of band");
-    state.approvals_changed();
+    state.signals().approvals_changed();
     if record.state != toolgate::ledger::ApprovalState::Pending {
-        state.continuations().notify_one();
+        state.signals().wake_continuations();
     }
 }
 

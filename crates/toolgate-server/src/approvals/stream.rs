@@ -69,7 +69,7 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
     let mut voter = caller.voter(&state);
     let mut query = inbox_query(&state, &voter);
     // Subscribed before the first read, so nothing between the two is missed.
-    let mut changes = state.inbox_hub().subscribe(&state.watch_approvals(), state.ledger_config()?);
+    let mut changes = state.inbox_hub().subscribe(&state.signals().watch_approvals(), state.ledger_config()?);
     let frames = async_stream::stream! {
         let mut heard = InboxChanges::default();
         let mut refresh = true;

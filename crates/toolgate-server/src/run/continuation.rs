@@ -20,14 +20,14 @@ use serde_json::json;
 use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name};
 use toolgate_ui::parse_ui_messages;
 
+use super::context::RunContext;
 use super::step::{Step, answer_from_records, open_step};
 use super::{StoredRun, run_stored};
-use crate::app::AppState;
 use crate::error::ApiError;
 
 /// Runs the rest of the conversation's step, if every approval of it is decided.
 pub(crate) async fn continue_conversation(
-    state: &AppState,
+    context: &RunContext,
     ledger: &LedgerConfig,
     key: &str,
     claim: &ContinuationClaim,
@@ -38,7 +38,7 @@ pub(crate) async fn continue_conversation(
     let owner = stored.owner.clone();
     let name = conversation_name(key, owner.as_deref());
     if name.starts_with(super::agui::AGUI_PREFIX) {
-        return super::agui::continue_thread(state, ledger.owned(owner.as_deref(), name), &stored, claim).await;
+        return super::agui::continue_thread(context, ledger.owned(owner.as_deref(), name), &stored, claim).await;
     }
     let mut messages = parse_ui_messages(stored.messages).map_err(|error| {
         ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, "corrupt_conversation", error.to_string())
@@ -69,7 +69,7 @@ pub(crate) async fn continue_conversation(
     tracing::info!(conversation = %key, approvals = ids.len(), "continuing the conversation on the server");
     let run = StoredRun {
         key: key.to_owned(),
-        groups: state.configured_groups(principal.as_deref()),
+        groups: context.configured_groups(principal.as_deref()),
         principal,
         ledger: conversation,
         gate: None,
@@ -77,7 +77,7 @@ pub(crate) async fn continue_conversation(
         version: Some(stored.version),
         step: Step::Ready { approval_ids: ids, claim: None },
     };
-    let frames = run_stored(state, run).await?;
+    let frames = run_stored(context, run).await?;
     frames.for_each(|_| async {}).await;
     Ok(())
 }

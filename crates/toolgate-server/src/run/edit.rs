@@ -12,7 +12,7 @@ use toolgate::approval::lifecycle::{self, EditCheck, EditRefusal, Voter, request
 use toolgate::ledger::ApprovalRecord;
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 
-use crate::app::AppState;
+use super::context::RunContext;
 use crate::error::ApiError;
 
 /// An edit must be one the chat would accept, judged by the lifecycle's one
@@ -20,12 +20,12 @@ use crate::error::ApiError;
 /// passes its schema, the policy (the requester's rules and the tool's own)
 /// does not deny it, and does not route it to approvers `voter` is not.
 pub(crate) async fn check_edit(
-    state: &AppState,
+    context: &RunContext,
     record: &ApprovalRecord,
     voter: &Voter,
     edit: &Value,
 ) -> Result<(), ApiError> {
-    let toolkit = state.toolkit();
+    let toolkit = context.toolkit();
     let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -34,8 +34,8 @@ pub(crate) async fn check_edit(
         )
     })?;
     let owner = requester(record);
-    let gate = state.gate(&record.conversation_id, owner);
-    let groups = state.configured_groups(owner);
+    let gate = context.gate(&record.conversation_id, owner);
+    let groups = context.configured_groups(owner);
     let check = EditCheck {
         tool,
         edit,

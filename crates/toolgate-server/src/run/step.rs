@@ -29,7 +29,7 @@ use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger,
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
 use super::StoredRun;
-use crate::app::AppState;
+use super::context::RunContext;
 use crate::approval_item::approval_part;
 use crate::error::ApiError;
 
@@ -79,7 +79,7 @@ pub(crate) fn open_step(messages: &[UiMessage]) -> Option<(usize, Vec<String>)> 
 /// Reads the step against the ledger, counts the requester's answers as
 /// votes, and says how the request goes on (see the module docs).
 pub(crate) async fn settle_step(
-    state: &AppState,
+    context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     messages: &mut [UiMessage],
@@ -105,7 +105,7 @@ pub(crate) async fn settle_step(
         return Err(toolgate::EngineError::ApprovalsPending { pending }.into());
     }
     if !new_message {
-        vote_answers(state, ledger, voter, answers, &records).await?;
+        vote_answers(context, ledger, voter, answers, &records).await?;
     }
     let records = store.approvals(&ids).await?;
     if records.iter().any(|record| record.state == ApprovalState::Pending) {
@@ -121,7 +121,7 @@ pub(crate) async fn settle_step(
     let now = config.clock.now();
     // The server's continuation lease: renewed while the request runs (`run_stored`), so a
     // request that dies lets the server's continuation take over once it lapses.
-    let lease = state.config().continuation_lease;
+    let lease = context.continuation_lease();
     let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
     let holder = super::holder(config);
     match store.claim_continuation(&ledger.conversation_id, &holder, until, now, true).await? {
@@ -152,7 +152,7 @@ fn answers_in(message: &UiMessage) -> HashMap<String, Decision> {
 
 /// Casts the requester's answers to pending approvals as their votes.
 async fn vote_answers(
-    state: &AppState,
+    context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     mut answers: HashMap<String, Decision>,
@@ -163,13 +163,13 @@ async fn vote_answers(
         let Some(decision) = answers.remove(&record.approval_id) else { continue };
         if let Decision::Approve { edited_input: Some(edit) } = &decision {
             lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
-            super::edit::check_edit(state, record, voter, edit).await?;
+            super::edit::check_edit(context, record, voter, edit).await?;
         }
         let options = VoteOptions { continuation: false, note: None };
         lifecycle::cast(config.store.as_ref(), config.clock.as_ref(), &record.approval_id, voter, decision, options)
             .await?;
     }
-    state.approvals_changed();
+    context.signals().approvals_changed();
     Ok(())
 }
 
@@ -218,7 +218,7 @@ pub(crate) async fn report(store: &dyn LedgerStore, approval_ids: &[String]) -> 
 /// The response of a step that waits for votes: where each approval stands,
 /// no model call. The conversation is stored with the requester's answers.
 pub(crate) async fn waiting(
-    state: &AppState,
+    context: &RunContext,
     run: StoredRun,
 ) -> Result<impl futures::Stream<Item = axum::body::Bytes> + Send + 'static, ApiError> {
     let StoredRun { key, principal, ledger, mut messages, version, step, .. } = run;
@@ -253,7 +253,7 @@ pub(crate) async fn waiting(
         .collect();
     // While the server's own continuation runs, its response is the one to resume.
     if matches!(step, Step::Waiting { save: true, .. }) {
-        let running = state.running().start(&key, principal);
+        let running = context.running().start(&key, principal);
         // A client resuming gets the message as it stood first (see `resume_prefix`).
         for chunk in &prefix {
             running.push(&axum::body::Bytes::from(toolgate_ui::sse_frame(chunk)));

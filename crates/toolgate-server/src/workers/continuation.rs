@@ -20,12 +20,12 @@
 //! - The mark is cleared only if no decision came while it ran; otherwise
 //!   the conversation is continued again.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate::ledger::{LedgerConfig, Millis};
 
 use crate::app::AppState;
+use crate::run::context::RunContext;
 use crate::run::continuation::continue_conversation;
 use crate::run::holder;
 
@@ -37,28 +37,36 @@ pub use crate::app::CONTINUATION_LEASE as LEASE;
 /// Conversations one look claims at most.
 const BATCH: usize = 16;
 
-/// Continues due conversations until the server stops (see the module docs).
-/// `serve_listener` runs it; a server built on [`crate::router`] alone runs it itself.
+/// Continues due conversations until the server stops (see the module docs):
+/// [`continue_due`] on the state's ledger and run context (nothing without a
+/// ledger). `serve_listener` runs the loop; a server built on
+/// [`crate::router`] alone runs it itself with this.
 pub async fn worker(state: AppState) {
     let Some(ledger) = state.config().ledger.clone() else { return };
-    let wake = Arc::clone(state.continuations());
+    continue_due(ledger, state.run_context().clone()).await;
+}
+
+/// The worker's loop, on what it needs: the ledger's store and clock, and
+/// what runs a stored conversation (whose signals wake it, and whose lease
+/// its claims last).
+pub(crate) async fn continue_due(ledger: LedgerConfig, context: RunContext) {
     loop {
         match ledger.store.due_continuations(ledger.clock.now(), BATCH).await {
             Ok(due) => {
                 for key in due {
-                    tokio::spawn(continue_one(state.clone(), ledger.clone(), key));
+                    tokio::spawn(continue_one(context.clone(), ledger.clone(), key));
                 }
             }
             Err(error) => tracing::warn!(%error, "cannot list the conversations due to continue"),
         }
-        let _ = tokio::time::timeout(POLL, wake.notified()).await;
+        let _ = tokio::time::timeout(POLL, context.signals().continuations_woken()).await;
     }
 }
 
 /// Claims one conversation, continues it while renewing the claim, and ends the claim.
-async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
+async fn continue_one(context: RunContext, ledger: LedgerConfig, key: String) {
     let store = &ledger.store;
-    let lease = state.config().continuation_lease;
+    let lease = context.continuation_lease();
     let lease_millis = Millis::try_from(lease.as_millis()).unwrap_or(Millis::MAX);
     // One holder per attempt: two attempts of this process exclude each other too.
     let holder = holder(&ledger);
@@ -80,7 +88,7 @@ async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
         }
     };
     let outcome = tokio::select! {
-        outcome = continue_conversation(&state, &ledger, &key, &claimed) => outcome,
+        outcome = continue_conversation(&context, &ledger, &key, &claimed) => outcome,
         () = renew => unreachable!("the renewal loop never ends"),
     };
     if let Err(error) = outcome {
@@ -89,7 +97,7 @@ async fn continue_one(state: AppState, ledger: LedgerConfig, key: String) {
     match store.finish_continuation(&claimed, &holder).await {
         Ok(true) => {}
         // Settled again meanwhile: the next look continues it again.
-        Ok(false) => state.continuations().notify_one(),
+        Ok(false) => context.signals().wake_continuations(),
         Err(error) => tracing::warn!(%error, conversation = %key, "cannot end a continuation claim"),
     }
 }

@@ -12,14 +12,14 @@ use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
 
 use super::thread::StoredThread;
 use super::{AGUI_PREFIX, ThreadRun, stored_frames};
-use crate::app::AppState;
 use crate::error::ApiError;
+use crate::run::context::RunContext;
 use crate::run::continuation::continued_event;
 
 /// Resumes the thread `stored` of `conversation` (its owner's, as stored)
 /// on the server, when its open interrupts are all decided.
 pub(crate) async fn continue_thread(
-    state: &AppState,
+    context: &RunContext,
     mut conversation: Ledger,
     stored: &StoredConversation,
     claim: &ContinuationClaim,
@@ -52,12 +52,12 @@ pub(crate) async fn continue_thread(
     conversation.principal.clone_from(&principal);
     let run = ThreadRun {
         key,
-        groups: state.configured_groups(principal.as_deref()),
+        groups: context.configured_groups(principal.as_deref()),
         principal,
         ledger: conversation,
         thread,
     };
-    stored_frames(state.clone(), run, input, None).for_each(|_| async {}).await;
+    stored_frames(context.clone(), run, input, None).for_each(|_| async {}).await;
     Ok(())
 }
 

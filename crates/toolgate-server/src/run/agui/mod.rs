@@ -14,10 +14,9 @@ use toolgate::ledger::Ledger;
 use toolgate_agui::events::RunOutcome;
 use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_KEY, ThreadRecorder, run_events};
 
+use super::context::RunContext;
 pub(crate) use continuation::continue_thread;
 pub(crate) use thread::{CatchUp, StoredThread};
-
-use crate::app::AppState;
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
 pub(crate) const AGUI_PREFIX: &str = "ag-ui:";
@@ -41,7 +40,7 @@ pub(crate) struct ThreadRun {
 /// resumes as soon as the run finishes must find it). `snapshot` goes out
 /// right after `RUN_STARTED` (a caught-up client's view of the thread).
 pub(crate) fn stored_frames(
-    state: AppState,
+    context: RunContext,
     run: ThreadRun,
     input: RunAgentInput,
     snapshot: Option<Event>,
@@ -52,9 +51,9 @@ pub(crate) fn stored_frames(
     let owner = ledger.owner.clone();
     let mut recorder = ThreadRecorder::new(input.messages.clone());
     let gate_thread = key.clone();
-    let request_state = state.clone();
-    let mut events = Box::pin(run_events(state.model(), input, EncoderOptions::default(), move |messages| {
-        request_state.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger).groups(groups.clone())
+    let request_context = context.clone();
+    let mut events = Box::pin(run_events(context.model(), input, EncoderOptions::default(), move |messages| {
+        request_context.text_request(messages, &gate_thread, principal.as_deref()).ledger(ledger).groups(groups.clone())
     }));
     async_stream::stream! {
         let mut interrupts = thread.interrupts.clone();
