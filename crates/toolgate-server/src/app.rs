@@ -113,7 +113,7 @@ struct Inner {
     run: RunContext,
     trace: Option<TraceFile>,
     /// Follows the store's changes for the inbox streams.
-    inbox_hub: crate::approvals::hub::InboxHub,
+    inbox_hub: crate::workers::inbox_hub::InboxHub,
     /// Signs and verifies one-time approval links.
     links: crate::notify::token::LinkSigner,
 }
@@ -205,7 +205,7 @@ impl AppState {
     }
 
     /// The follower of the store's changes for the inbox streams.
-    pub(crate) fn inbox_hub(&self) -> &crate::approvals::hub::InboxHub {
+    pub(crate) fn inbox_hub(&self) -> &crate::workers::inbox_hub::InboxHub {
         &self.inner.inbox_hub
     }
 

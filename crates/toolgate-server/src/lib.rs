@@ -51,12 +51,10 @@ pub mod oidc;
 pub mod openapi;
 mod page;
 mod resume;
-pub mod retention;
 mod routes;
 mod run;
 mod running;
 mod signals;
-pub mod timers;
 mod trace;
 mod workers;
 
@@ -78,4 +76,4 @@ pub use toolgate_auth::{
     SecretError, SecretSource, TokenEntryError, TokenTable, TokensError,
 };
 pub use trace::{PromptTracer, TraceFile, trace_prompts};
-pub use workers::continuation;
+pub use workers::{continuation, retention, timers};

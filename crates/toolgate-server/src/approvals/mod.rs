@@ -18,7 +18,6 @@
 //!   request; it resolves like a denial ("withdrawn by the requester").
 //! - `GET /api/approvals/stream`: server-sent events ([`mod@stream`]).
 
-pub(crate) mod hub;
 mod stream;
 
 use std::collections::HashMap;

@@ -5,8 +5,8 @@
 //! every pending approval the caller may decide (newest first, at most
 //! [`super::MAX_LIMIT`]), then each one that appears or changes (a vote, a
 //! decision, an execution), as the process's follower of the store finds
-//! them ([`super::hub`]: one read for all streams, at once for a change
-//! made here, within [`super::hub::POLL`] for one made elsewhere). A stream
+//! them ([`crate::workers::inbox_hub`]: one read for all streams, at once for a
+//! change made here, within [`crate::workers::inbox_hub::POLL`] for one made elsewhere). A stream
 //! that falls behind reads its inbox again. `: keep-alive` comments every
 //! [`KEEP_ALIVE`] keep proxies from closing it. A connection holds only the
 //! ids and versions it has sent, at most [`toolgate::ledger::MAX_GIVEN`] of
@@ -69,7 +69,7 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
     let mut voter = caller.voter(&state);
     let mut query = inbox_query(&state, &voter);
     // Subscribed before the first read, so nothing between the two is missed.
-    let mut changes = state.inbox_hub().subscribe(&state.signals().watch_approvals(), state.ledger_config()?);
+    let mut changes = state.inbox_hub().subscribe(&state.signals().watch_approvals(), &state.ledger_config()?.store);
     let frames = async_stream::stream! {
         let mut heard = InboxChanges::default();
         let mut refresh = true;

@@ -37,10 +37,10 @@ pub use crate::app::CONTINUATION_LEASE as LEASE;
 /// Conversations one look claims at most.
 const BATCH: usize = 16;
 
-/// Continues due conversations until the server stops (see the module docs):
-/// [`continue_due`] on the state's ledger and run context (nothing without a
-/// ledger). `serve_listener` runs the loop; a server built on
-/// [`crate::router`] alone runs it itself with this.
+/// Continues due conversations until the server stops (see the module docs),
+/// on the state's ledger (nothing without one). `serve_listener` runs the
+/// same loop on the parts it needs (the ledger and the run context, never
+/// the state); a server built on [`crate::router`] alone runs it itself with this.
 pub async fn worker(state: AppState) {
     let Some(ledger) = state.config().ledger.clone() else { return };
     continue_due(ledger, state.run_context().clone()).await;

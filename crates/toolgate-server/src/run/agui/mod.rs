@@ -100,7 +100,7 @@ pub(crate) fn caught_up_events(thread: &StoredThread, input: &RunAgentInput) -> 
 }
 
 /// The conversation id of an AG-UI thread in the store and the ledger (keyed
-/// with its owner by [`AppState::conversation_key`]).
+/// with its owner by [`crate::AppState::conversation_key`]).
 pub(crate) fn thread_key(thread_id: &str) -> String {
     if thread_id.is_empty() { String::new() } else { format!("{AGUI_PREFIX}{thread_id}") }
 }

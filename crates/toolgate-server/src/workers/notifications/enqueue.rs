@@ -19,15 +19,14 @@ use std::time::Duration;
 
 use toolgate::approval::lifecycle::{GROUP_PREFIX, requester};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, LedgerStore, Millis, Outbound,
+    ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, Clock, LedgerStore, Millis, Outbound,
     StoreError,
 };
 use toolgate_notify::{Channel, Event, EventKind, LinkMode, Links, Target};
 
-use super::Notifications;
-use super::token::{LinkChoice, LinkClaims, nonce};
-use crate::app::AppState;
 use crate::approval_item::{approval_item, rfc3339};
+use crate::notify::Notifications;
+use crate::notify::token::{LinkChoice, LinkClaims, LinkSigner, nonce};
 
 /// Events read per round.
 const BATCH: usize = 256;
@@ -36,10 +35,23 @@ const POLL: Duration = Duration::from_millis(250);
 /// How long a gap in the sequence numbers is waited for.
 pub const GAP_GRACE: Duration = Duration::from_secs(5);
 
+/// What the follower needs: the store and its clock, the configured groups
+/// (whom an e-mail goes to) and the signer of the links it carries.
+pub(crate) struct Follower {
+    /// The store: its audit log, its notification cursor and outbox, its approvals.
+    pub store: Arc<dyn LedgerStore>,
+    /// The ledger's clock.
+    pub clock: Arc<dyn Clock>,
+    /// Groups and their members (`[groups]`).
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// Signs the one-time links.
+    pub links: LinkSigner,
+}
+
 /// Follows the audit log into the outbox until the task is dropped.
-pub(crate) async fn follow(state: AppState, notifications: Arc<Notifications>) {
+pub(crate) async fn follow(follower: Follower, notifications: Arc<Notifications>) {
     loop {
-        match enqueue_once(&state, &notifications).await {
+        match enqueue_once(&follower, &notifications).await {
             Ok(true) => notifications.wake_delivery(),
             Ok(false) => tokio::time::sleep(POLL).await,
             Err(error) => {
@@ -51,14 +63,13 @@ pub(crate) async fn follow(state: AppState, notifications: Arc<Notifications>) {
 }
 
 /// One round: `true` when the cursor moved (here or elsewhere).
-async fn enqueue_once(state: &AppState, notifications: &Notifications) -> Result<bool, StoreError> {
-    let Some(ledger) = &state.config().ledger else { return Ok(false) };
-    let store: &dyn LedgerStore = ledger.store.as_ref();
+async fn enqueue_once(follower: &Follower, notifications: &Notifications) -> Result<bool, StoreError> {
+    let store: &dyn LedgerStore = follower.store.as_ref();
     let cursor = store.notify_cursor().await?;
     let query =
         AuditQuery { after_seq: Some(cursor), limit: Some(BATCH), view: AuditView::All, ..AuditQuery::default() };
     let events = store.audit(&query).await?;
-    let ready = ready_prefix(&events, cursor, state.now());
+    let ready = ready_prefix(&events, cursor, follower.clock.now());
     let Some(last) = ready.last().map(|event| event.seq) else { return Ok(false) };
     let mut ids: Vec<String> =
         ready.iter().filter(|event| event_kind(event.kind).is_some()).map(|e| e.approval_id.clone()).collect();
@@ -69,7 +80,7 @@ async fn enqueue_once(state: &AppState, notifications: &Notifications) -> Result
     let mut outbound = Vec::new();
     for event in ready {
         let (Some(kind), Some(record)) = (event_kind(event.kind), records.get(&event.approval_id)) else { continue };
-        outbound.extend(deliveries(state, notifications, event, kind, record));
+        outbound.extend(deliveries(follower, notifications, event, kind, record));
     }
     store.enqueue(&outbound, cursor, last).await?;
     Ok(true)
@@ -112,7 +123,7 @@ fn event_kind(kind: AuditKind) -> Option<EventKind> {
 /// The deliveries of one event: one per channel that wants it, one per
 /// recipient of an e-mail channel.
 fn deliveries(
-    state: &AppState,
+    follower: &Follower,
     notifications: &Notifications,
     event: &AuditEvent,
     kind: EventKind,
@@ -145,24 +156,24 @@ fn deliveries(
         owner: record.owner.clone(),
         tool_call_id: record.tool_call_id.clone(),
         body: serde_json::to_value(&event).unwrap_or_default(),
-        created_at: state.now(),
+        created_at: follower.clock.now(),
     };
     let mut out = Vec::new();
     for channel in notifications.channels().channels.iter().filter(|channel| channel.wants(kind)) {
         match &channel.target {
             Target::Email(email) => {
-                let approvers = approver_principals(event, kind, record, &state.config().groups);
-                let recipients = email.recipients(&approvers, &state.config().groups, &notifications.channels().emails);
+                let approvers = approver_principals(event, kind, record, &follower.groups);
+                let recipients = email.recipients(&approvers, &follower.groups, &notifications.channels().emails);
                 if !recipients.unmapped.is_empty() {
                     tracing::warn!(channel = %channel.name, unmapped = ?recipients.unmapped, "no e-mail address in [emails]");
                 }
                 for recipient in recipients.to {
-                    let links = links(state, notifications, channel, kind, record, recipient.principal.clone());
+                    let links = links(follower, notifications, channel, kind, record, recipient.principal.clone());
                     out.push(outbound(channel, Some(recipient.address), body(links)));
                 }
             }
             Target::Webhook(_) => {
-                let links = links(state, notifications, channel, kind, record, None);
+                let links = links(follower, notifications, channel, kind, record, None);
                 out.push(outbound(channel, None, body(links)));
             }
             _ => tracing::warn!(channel = %channel.name, "a channel of a kind this server cannot deliver"),
@@ -216,7 +227,7 @@ fn approver_principals(
 /// The links of a message, when the server has a public URL and the event
 /// asks someone to decide a pending approval.
 fn links(
-    state: &AppState,
+    follower: &Follower,
     notifications: &Notifications,
     channel: &Channel,
     kind: EventKind,
@@ -240,7 +251,7 @@ fn links(
             bearer,
             nonce: nonce(),
         };
-        format!("{public}/a/{}", state.link_signer().sign(&claims))
+        format!("{public}/a/{}", follower.links.sign(&claims))
     };
     Some(Links {
         approve: link(LinkChoice::Approve),

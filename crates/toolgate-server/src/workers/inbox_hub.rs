@@ -9,13 +9,14 @@
 //! one query and hands them to every stream ([`InboxHub::subscribe`]), which
 //! keeps those its viewer should hear about
 //! ([`toolgate::ledger::InboxChanges::offer`]). It starts with the first
-//! stream and runs as long as the process.
+//! stream and runs as long as the process, on the store alone (the state
+//! holds the hub; the hub never sees the state).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
-use toolgate::ledger::{ApprovalRecord, AuditQuery, AuditView, LedgerConfig, StoreError};
+use toolgate::ledger::{ApprovalRecord, AuditQuery, AuditView, LedgerStore, StoreError};
 
 /// How often the follower reads changes made elsewhere.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -43,33 +44,34 @@ impl Default for InboxHub {
 }
 
 impl InboxHub {
-    /// A receiver of every later batch of changes; starts the follower the first time.
-    /// `changed` is bumped whenever this process changes an approval (the follower looks at once).
+    /// A receiver of every later batch of changes; starts the follower the
+    /// first time, on `store`. `changed` is bumped whenever this process
+    /// changes an approval (the follower looks at once).
     pub(crate) fn subscribe(
         &self,
         changed: &watch::Receiver<u64>,
-        ledger: &LedgerConfig,
+        store: &Arc<dyn LedgerStore>,
     ) -> broadcast::Receiver<Changes> {
         let receiver = self.sender.subscribe();
         self.started.get_or_init(|| {
-            tokio::spawn(follow(changed.clone(), ledger.clone(), self.sender.clone()));
+            tokio::spawn(follow(changed.clone(), Arc::clone(store), self.sender.clone()));
         });
         receiver
     }
 }
 
 /// Reads the changes of every look and sends them to the streams.
-async fn follow(mut changed: watch::Receiver<u64>, ledger: LedgerConfig, sender: broadcast::Sender<Changes>) {
+async fn follow(mut changed: watch::Receiver<u64>, store: Arc<dyn LedgerStore>, sender: broadcast::Sender<Changes>) {
     // What happened before the first stream, its first read of its inbox shows.
     let mut after = loop {
-        match latest_seq(&ledger).await {
+        match latest_seq(store.as_ref()).await {
             Ok(seq) => break seq,
             Err(error) => tracing::warn!(%error, "the inbox streams cannot read the audit log"),
         }
         tokio::time::sleep(POLL).await;
     };
     loop {
-        match look(&ledger, &mut after).await {
+        match look(store.as_ref(), &mut after).await {
             Ok(records) if !records.is_empty() => {
                 // No stream listening is not an error: the next one reads its inbox first.
                 let _ = sender.send(Arc::new(records));
@@ -84,7 +86,7 @@ async fn follow(mut changed: watch::Receiver<u64>, ledger: LedgerConfig, sender:
 /// The position of the audit log's last event (0 when it is empty), found
 /// by probing positions (each probe one indexed read of at most one event:
 /// about 2·log2(n) of them), since the log is read by position only.
-async fn latest_seq(ledger: &LedgerConfig) -> Result<i64, StoreError> {
+async fn latest_seq(store: &dyn LedgerStore) -> Result<i64, StoreError> {
     let exists_after = |seq: i64| async move {
         let query = AuditQuery {
             conversation_id: None,
@@ -93,7 +95,7 @@ async fn latest_seq(ledger: &LedgerConfig) -> Result<i64, StoreError> {
             limit: Some(1),
             view: AuditView::All,
         };
-        ledger.store.audit(&query).await.map(|events| !events.is_empty())
+        store.audit(&query).await.map(|events| !events.is_empty())
     };
     // The smallest `high` with nothing after it, doubling; then halving between `low` and `high`.
     let (mut low, mut high) = (0_i64, 1_i64);
@@ -109,7 +111,7 @@ async fn latest_seq(ledger: &LedgerConfig) -> Result<i64, StoreError> {
 }
 
 /// The approvals that changed since the last look, as they are now.
-async fn look(ledger: &LedgerConfig, after: &mut i64) -> Result<Vec<ApprovalRecord>, StoreError> {
+async fn look(store: &dyn LedgerStore, after: &mut i64) -> Result<Vec<ApprovalRecord>, StoreError> {
     let mut ids: Vec<String> = Vec::new();
     loop {
         let query = AuditQuery {
@@ -119,7 +121,7 @@ async fn look(ledger: &LedgerConfig, after: &mut i64) -> Result<Vec<ApprovalReco
             limit: Some(PAGE),
             view: AuditView::All,
         };
-        let events = ledger.store.audit(&query).await?;
+        let events = store.audit(&query).await?;
         if let Some(last) = events.last() {
             *after = last.seq;
         }
@@ -133,7 +135,7 @@ async fn look(ledger: &LedgerConfig, after: &mut i64) -> Result<Vec<ApprovalReco
     ids.dedup();
     let mut records = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(CHUNK) {
-        records.extend(ledger.store.approvals(chunk).await?);
+        records.extend(store.approvals(chunk).await?);
     }
     Ok(records)
 }

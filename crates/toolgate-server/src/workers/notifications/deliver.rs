@@ -20,7 +20,7 @@ use toolgate::ledger::{
 };
 use toolgate_notify::{Delivery, Event, GIVE_UP_AFTER, Outcome, backoff};
 
-use super::Notifications;
+use crate::notify::Notifications;
 
 /// How long a claimed delivery is held (longer than any attempt takes).
 pub const CLAIM: Duration = Duration::from_secs(120);
