@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 
+use crate::api::router;
 use crate::app::AppState;
-use crate::routes::router;
 use crate::workers::notifications::Follower;
 use crate::workers::{self, continuation, retention, timers};
 

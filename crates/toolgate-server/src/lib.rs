@@ -35,40 +35,30 @@
 mod api;
 mod app;
 mod approval_item;
-mod approvals;
-mod audit;
 mod caller;
-mod chat;
-mod decisions;
 mod error;
 pub mod host;
 mod http;
 mod launch;
-mod links;
-mod me;
 pub mod notify;
 pub mod oidc;
-pub mod openapi;
-mod page;
-mod resume;
-mod routes;
 mod run;
 mod running;
 mod signals;
 mod trace;
 mod workers;
 
+pub use api::approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT};
+pub use api::audit::{MAX_AUDIT_EVENTS, parse_time};
+pub use api::decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
+pub use api::{openapi, route_table, router};
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig};
 pub use approval_item::approval_item;
-pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT};
-pub use audit::{MAX_AUDIT_EVENTS, parse_time};
 pub use caller::Caller;
-pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
 pub use launch::{serve, serve_listener, shutdown_signal};
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
-pub use routes::{route_table, router};
 /// JWT bearer tokens verified against a JWKS (`--jwt-jwks`): `toolgate-auth`'s.
 pub use toolgate_auth::jwt;
 pub use toolgate_auth::{

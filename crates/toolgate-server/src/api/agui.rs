@@ -50,7 +50,7 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
     path = "/ag-ui",
     operation_id = "runAgUi",
     tag = "ag-ui",
-    request_body = crate::openapi::schemas::RunAgentInputDoc,
+    request_body = crate::api::openapi::schemas::RunAgentInputDoc,
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 200, description = "The run's AG-UI events as server-sent events (`data: <event JSON>`).",

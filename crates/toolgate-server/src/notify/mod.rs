@@ -16,7 +16,7 @@
 //!    day: delivery is at least once, each delivery with one id
 //!    (`toolgate-delivery`) on every attempt.
 //! 3. With `--public-url`, messages that ask for a decision carry one-time
-//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and the `links` routes).
+//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and `api/links/`).
 //!    Without it they carry none: a link must lead somewhere people can
 //!    reach, and the server cannot know that address.
 //!

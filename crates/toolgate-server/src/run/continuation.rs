@@ -11,7 +11,7 @@
 //! - A step whose approvals are gone from the store is not run: each missing
 //!   one is audited as `interrupted`.
 //! - An AG-UI thread is continued the same way, as a resume of its open
-//!   interrupts with the decisions on record (the `agui` module); its client's
+//!   interrupts with the decisions on record ([`super::agui`]); its client's
 //!   next run is caught up with what the continuation added (its
 //!   `MESSAGES_SNAPSHOT` carries it).
 

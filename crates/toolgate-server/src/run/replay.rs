@@ -79,7 +79,7 @@ fn replay(client: Option<&UiMessage>, stored: &UiMessage, answered_requests: boo
     chunks
 }
 
-/// The chunks a client that resumes a running continuation of `message`
+/// The chunks a client that resumes the stream of a running continuation of `message`
 /// needs first: the message as it stood when the continuation started (the
 /// AI SDK's default `resumeStream` treats the resumed stream as a replay of
 /// the whole message and starts it over at its first `start` chunk; the

@@ -1,7 +1,8 @@
 //! Server-side continuation of an AG-UI thread (see [`crate::continuation`]):
 //! once every interrupt the thread paused on is decided out of band, the
-//! server resumes it itself, as its owner's client would, with the decisions
-//! on record as the resume, and stores the thread with the mark of where its
+//! server continues it itself, as its owner's client would with a resume
+//! run (AG-UI's answer to interrupts), the decisions on record as its
+//! resume entries, and stores the thread with the mark of where its
 //! client's view ends (the client's next run is caught up, see
 //! [`super::thread`]).
 

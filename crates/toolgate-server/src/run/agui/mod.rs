@@ -37,7 +37,7 @@ pub(crate) struct ThreadRun {
 
 /// Runs `input` on a stored thread and yields its frames; the thread is
 /// stored when the run ends, before its last event is sent (a client that
-/// resumes as soon as the run finishes must find it). `snapshot` goes out
+/// sends its AG-UI resume as soon as the run finishes must find it). `snapshot` goes out
 /// right after `RUN_STARTED` (a caught-up client's view of the thread).
 pub(crate) fn stored_frames(
     context: RunContext,

@@ -23,7 +23,7 @@
 //!   or one of an approval already decided, gets a 410 page that says which;
 //!   nothing changes.
 
-mod page;
+mod form;
 
 use std::net::SocketAddr;
 
@@ -41,7 +41,7 @@ use toolgate_notify::LinkMode;
 use crate::app::AppState;
 use crate::caller::Caller;
 use crate::notify::token::{LinkChoice, LinkClaims};
-use page::{Notice, confirmation, notice};
+use form::{Notice, confirmation, notice};
 use toolgate_auth::PrincipalSource;
 
 /// The form a link's page posts.
@@ -214,7 +214,7 @@ async fn vote(
     };
     match voted {
         Ok(record) => {
-            crate::approvals::decided(state, &record);
+            crate::api::approvals::decided(state, &record);
             notice(StatusCode::OK, Notice::Recorded { record: Box::new(record), choice: claims.choice })
         }
         Err(error) => {

@@ -42,7 +42,7 @@ pub(crate) const QUERY_PARAMS: [&str; 4] = ["conversation", "since", "after", "l
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 200, description = "The events the requester may see, one JSON object per line.",
-            content_type = "application/x-ndjson", body = crate::openapi::schemas::AuditEventDoc),
+            content_type = "application/x-ndjson", body = crate::api::openapi::schemas::AuditEventDoc),
         (status = 400, description = "A bad query.", body = ErrorBody, extensions(("x-error-codes" = json!(["invalid_query"])))),
         (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
         (status = 500, description = "An event could not be encoded.", body = ErrorBody,

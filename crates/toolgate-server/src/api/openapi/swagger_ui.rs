@@ -12,10 +12,10 @@ use axum::http::header::{
 };
 use axum::response::IntoResponse;
 
-const PAGE: &str = include_str!("../../assets/api-docs.html");
-const SCRIPT: &str = include_str!("../../assets/api-docs.js");
-const BUNDLE: &[u8] = include_bytes!("../../assets/swagger-ui/swagger-ui-bundle.js");
-const STYLES: &[u8] = include_bytes!("../../assets/swagger-ui/swagger-ui.css");
+const PAGE: &str = include_str!("../../../assets/api-docs.html");
+const SCRIPT: &str = include_str!("../../../assets/api-docs.js");
+const BUNDLE: &[u8] = include_bytes!("../../../assets/swagger-ui/swagger-ui-bundle.js");
+const STYLES: &[u8] = include_bytes!("../../../assets/swagger-ui/swagger-ui.css");
 
 /// The page's Content-Security-Policy.
 pub(crate) const CONTENT_SECURITY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \

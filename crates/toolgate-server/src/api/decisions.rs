@@ -83,7 +83,7 @@ enum ScopeKind {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct NewDecision {
     /// Always allow, or never allow.
-    #[schema(schema_with = crate::openapi::schemas::sticky_action)]
+    #[schema(schema_with = crate::api::openapi::schemas::sticky_action)]
     action: StickyAction,
     /// The tool (one the server offers).
     tool: String,
@@ -107,7 +107,7 @@ struct NewDecision {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct DecisionList {
     /// The live decisions, oldest first.
-    #[schema(value_type = Vec<crate::openapi::schemas::StickyDecisionDoc>)]
+    #[schema(value_type = Vec<crate::api::openapi::schemas::StickyDecisionDoc>)]
     decisions: Vec<StickyDecision>,
 }
 
@@ -121,7 +121,7 @@ pub(crate) struct DecisionList {
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 201, description = "Recorded: the decision (a conversation scope names the chat id).",
-            body = crate::openapi::schemas::StickyDecisionDoc),
+            body = crate::api::openapi::schemas::StickyDecisionDoc),
         (status = 400, description = "The decision is refused.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["invalid_decision", "unknown_tool", "invalid_chat_id"])))),
         (status = 403, description = "Global decisions are refused on servers with principals.", body = ErrorBody,

@@ -7,14 +7,11 @@
 
 use std::convert::Infallible;
 
-use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use futures::StreamExt;
-use serde::Serialize;
-use serde_json::Value;
 use toolgate::ledger::Ledger;
 use toolgate_ui::{ChatRequest, SSE_DONE, UI_MESSAGE_STREAM_HEADERS, UiRole, into_model_messages, sse_frame};
 
@@ -24,7 +21,6 @@ use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::run::conversation::{self, Reconciled};
 use crate::run::{StoredRun, encoder, new_message_id, run_stored, start};
-use utoipa::ToSchema;
 
 /// Answers one chat request with a UI message stream (AI SDK v6).
 ///
@@ -37,7 +33,7 @@ use utoipa::ToSchema;
     path = "/api/chat",
     operation_id = "chat",
     tag = "chat",
-    request_body = crate::openapi::schemas::ChatRequestDoc,
+    request_body = crate::api::openapi::schemas::ChatRequestDoc,
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 200, description = "The UI message stream: `data: <chunk JSON>` frames, then `data: [DONE]`.",
@@ -83,7 +79,7 @@ pub(crate) async fn chat(
 }
 
 /// Chat ids share the store with AG-UI threads, which own the `ag-ui:` prefix.
-fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
+pub(crate) fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
     if chat_id.starts_with(crate::run::agui::AGUI_PREFIX) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -154,49 +150,4 @@ async fn stored_chat(
             detached_sse(run_stored(state.run_context(), run).await?, UI_MESSAGE_STREAM_HEADERS)
         }
     })
-}
-
-/// A stored chat (`GET /api/chats/{id}`).
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct StoredChat {
-    /// The chat id.
-    id: String,
-    /// Its UI messages, as the server keeps them.
-    #[schema(value_type = Vec<crate::openapi::schemas::UiMessageDoc>)]
-    messages: Value,
-    /// The stored version (bumped by every save).
-    version: i64,
-}
-
-/// The stored UI messages of one of the requester's chats.
-#[utoipa::path(
-    get,
-    path = "/api/chats/{id}",
-    operation_id = "getChat",
-    tag = "chat",
-    params(("id" = String, Path, description = "The chat id.")),
-    security(("bearer" = []), ("session" = []), ()),
-    responses(
-        (status = 200, description = "The chat.", body = StoredChat),
-        (status = 400, description = "A bad chat id.", body = ErrorBody, extensions(("x-error-codes" = json!(["invalid_chat_id"])))),
-        (status = 404, description = "No such chat of the requester's, or no store.", body = ErrorBody,
-            extensions(("x-error-codes" = json!(["chat_not_found", "no_store"])))),
-        (status = 503, description = "The store failed.", body = ErrorBody,
-            extensions(("x-error-codes" = json!(["store_unavailable"])))),
-    )
-)]
-pub(crate) async fn stored_messages(
-    State(state): State<AppState>,
-    Caller { principal, .. }: Caller,
-    Path(chat_id): Path<String>,
-) -> Result<Json<StoredChat>, ApiError> {
-    check_chat_id(&chat_id)?;
-    let key = state.conversation_key(principal.as_deref(), &chat_id)?;
-    let store = &state.ledger_config()?.store;
-    // Only the requester's own: another principal's chat of that id is not found.
-    let stored = store
-        .conversation(&key)
-        .await?
-        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "chat_not_found", format!("no stored chat `{chat_id}`")))?;
-    Ok(Json(StoredChat { id: chat_id, messages: stored.messages, version: stored.version }))
 }

@@ -1,15 +1,15 @@
 //! The API reference: an OpenAPI 3.1 document generated from the handlers'
 //! `#[utoipa::path]` annotations and their types (`GET /openapi.json`), and
 //! a page that renders it with Swagger UI, served from the binary
-//! (`GET /api-docs`).
+//! (`GET /api-docs`, `swagger_ui.rs`).
 //!
 //! Every route of the router ([`crate::route_table`]) has an operation here;
 //! the server's tests fail when one has not. Error responses list the codes
 //! they can carry, with their meanings ([`errors`]).
 
 pub mod errors;
-pub(crate) mod page;
 pub(crate) mod schemas;
+pub(crate) mod swagger_ui;
 
 use std::sync::OnceLock;
 
@@ -36,34 +36,34 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
 #[openapi(
     info(title = "toolgate", description = DESCRIPTION, license(name = "MIT OR Apache-2.0")),
     paths(
-        crate::page::index,
-        crate::page::script,
-        crate::page::styles,
-        crate::page::healthz,
-        crate::chat::chat,
-        crate::resume::resume,
-        crate::chat::stored_messages,
+        crate::api::web_page::index,
+        crate::api::web_page::script,
+        crate::api::web_page::styles,
+        crate::api::health::healthz,
+        crate::api::chat::chat,
+        crate::api::stream_resume::resume,
+        crate::api::chats::stored_messages,
         crate::api::agui::run,
-        crate::audit::audit,
-        crate::me::me,
-        crate::decisions::list,
-        crate::decisions::add,
-        crate::decisions::revoke,
-        crate::approvals::list,
-        crate::approvals::stream,
-        crate::approvals::show,
-        crate::approvals::decide,
-        crate::approvals::withdraw,
-        crate::links::view,
-        crate::links::show,
-        crate::links::decide,
-        crate::oidc::routes::callback,
-        crate::oidc::routes::logout,
+        crate::api::audit::audit,
+        crate::api::me::me,
+        crate::api::decisions::list,
+        crate::api::decisions::add,
+        crate::api::decisions::revoke,
+        crate::api::approvals::list,
+        crate::api::approvals::stream,
+        crate::api::approvals::show,
+        crate::api::approvals::decide,
+        crate::api::approvals::withdraw,
+        crate::api::links::view,
+        crate::api::links::show,
+        crate::api::links::decide,
+        crate::api::sign_in::callback,
+        crate::api::sign_in::logout,
         document,
-        page::page,
-        page::bundle,
-        page::styles,
-        page::script,
+        swagger_ui::page,
+        swagger_ui::bundle,
+        swagger_ui::styles,
+        swagger_ui::script,
     ),
     components(schemas(ErrorBody, crate::approval_item::ApprovalPart)),
     modifiers(&SecuritySchemes),
@@ -165,10 +165,10 @@ mod tests {
     fn the_documented_query_parameters_are_the_ones_the_handlers_take() {
         let document = openapi();
         let taken: [(&str, &str, &[&str]); 4] = [
-            ("/api/audit", "get", &crate::audit::QUERY_PARAMS),
-            ("/api/approvals", "get", &crate::approvals::LIST_PARAMS),
-            ("/api/decisions", "get", &crate::decisions::QUERY_PARAMS),
-            ("/api/decisions/{id}", "delete", &crate::decisions::QUERY_PARAMS),
+            ("/api/audit", "get", &crate::api::audit::QUERY_PARAMS),
+            ("/api/approvals", "get", &crate::api::approvals::LIST_PARAMS),
+            ("/api/decisions", "get", &crate::api::decisions::QUERY_PARAMS),
+            ("/api/decisions/{id}", "delete", &crate::api::decisions::QUERY_PARAMS),
         ];
         for (path, method, names) in taken {
             let mut names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();

@@ -4,7 +4,7 @@
 //! The sign-in itself (the provider, the signed session and login cookies,
 //! the signed-out sessions, the origin check) is `toolgate-auth`'s
 //! [`toolgate_auth::oidc`], whose docs state the contract; every item of it
-//! is re-exported here. This module adds the HTTP side, in `routes`:
+//! is re-exported here. The server adds the HTTP side, in `api/sign_in.rs`:
 //! `GET /auth/callback` and `POST /auth/logout`, the guard of the page (302
 //! to the provider without a valid session), and the guard of every route
 //! (403 `cross_origin_request` for a cookie-authenticated request that
@@ -12,8 +12,6 @@
 //! 401). The sign-in's errors become [`crate::ApiError`]s with the statuses
 //! and codes the contract names.
 
-pub(crate) mod routes;
-
 pub use toolgate_auth::oidc::*;
 
-pub use self::routes::SIGN_IN_HEADER;
+pub use crate::api::sign_in::SIGN_IN_HEADER;

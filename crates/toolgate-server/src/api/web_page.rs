@@ -1,11 +1,12 @@
-//! The web page, served from the binary (no build step), and the liveness probe.
+//! `GET /`, `/app.js`, `/app.css`: the web page (chat, approvals, the
+//! inbox), served from the binary as `assets/` holds it (no build step).
 
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 
-const INDEX: &str = include_str!("../assets/index.html");
-const SCRIPT: &str = include_str!("../assets/app.js");
-const STYLES: &str = include_str!("../assets/app.css");
+const INDEX: &str = include_str!("../../assets/index.html");
+const SCRIPT: &str = include_str!("../../assets/app.js");
+const STYLES: &str = include_str!("../../assets/app.css");
 
 /// The web page: chat, approve, deny with a reason, edit an input; the inbox.
 ///
@@ -47,16 +48,4 @@ pub(crate) async fn script() -> impl IntoResponse {
 )]
 pub(crate) async fn styles() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLES)
-}
-
-/// Liveness: the server answers.
-#[utoipa::path(
-    get,
-    path = "/healthz",
-    operation_id = "health",
-    tag = "health",
-    responses((status = 200, description = "`ok`.", content_type = "text/plain", body = String, example = "ok"))
-)]
-pub(crate) async fn healthz() -> &'static str {
-    "ok"
 }
