@@ -31,6 +31,46 @@
 //! the paths the server always had; the server keeps the HTTP glue: the
 //! [`Caller`] extractor, the sign-in routes ([`oidc`]) and the mapping of
 //! its errors to [`ApiError`].
+//!
+//! # Floors
+//!
+//! The crate is built in floors; a file imports only files of its own floor
+//! or below, and no file imports one that imports it back
+//! (`scripts/file-circles.py`):
+//!
+//! 1. The launcher (`launch.rs`: [`serve`], [`serve_listener`]): binds the
+//!    listener, serves the router behind the `Host` guard ([`host`]), starts
+//!    each background worker with the parts of the state it needs, and stops
+//!    them at shutdown.
+//! 2. The handlers (`api/`): one file per resource, thin (they read the
+//!    request, ask the state for the conversation's ledger, call the stored
+//!    runs or the store, shape the response), with the route table
+//!    ([`router`], [`route_table`]) and the API reference ([`openapi`])
+//!    beside them; their HTTP glue is the [`Caller`] extractor (`caller.rs`)
+//!    and `http.rs` (JSON bodies, server-sent events).
+//! 3. The state (`app.rs`: [`AppState`], [`ServerConfig`]): the
+//!    configuration, the run context, the inbox hub and the link signer.
+//! 4. The background workers (`workers/`): the server-side [`continuation`],
+//!    the approvals' [`timers`], [`retention`], the notification follower
+//!    and delivery, and the inbox streams' follower of the store. They take
+//!    the store, their settings and the run context, never the state (but
+//!    [`continuation::worker`], the public entry for a server built on the
+//!    router alone, which hands the loop its parts).
+//! 5. The stored runs (`run/`): a stored conversation run to its end
+//!    whatever its client does, its reconciliation and replay, the step whose
+//!    approvals are decided elsewhere, the one edit check, a due conversation
+//!    continued on the server, and the AG-UI threads; all on a run context
+//!    (`run/context.rs`: the model, the tools, the rules, the store of sticky
+//!    decisions, the clock, the running responses, the signals).
+//! 6. The ground, which imports nothing above it: an approval as the wire
+//!    shows it ([`approval_item()`]), [`ApiError`], the process's signals,
+//!    the running responses, the notification channels and link tokens
+//!    ([`notify`]), the prompt trace ([`TraceFile`]) and the `Host` guard.
+//!
+//! Words: a client *resumes* a stream (`GET /api/chat/{id}/stream`, the AI
+//! SDK's resumable streams; an AG-UI client's resume is that protocol's
+//! answer to interrupts); the server *continues* a run (a conversation whose
+//! approvals were decided out of band).
 
 mod api;
 mod app;
