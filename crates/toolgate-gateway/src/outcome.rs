@@ -82,7 +82,8 @@ pub fn pending(record: &ApprovalRecord, public_url: Option<&str>) -> CallToolRes
 /// record is not final.
 pub fn from_record(record: &ApprovalRecord) -> Option<CallToolResult> {
     match record.state {
-        ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Executing => None,
+        // A superseded approval's successor (the edited call) decides it.
+        ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Executing | ApprovalState::Superseded => None,
         ApprovalState::Denied | ApprovalState::Withdrawn => Some(denied(record)),
         ApprovalState::Executed | ApprovalState::Failed | ApprovalState::Expired | ApprovalState::Interrupted => {
             Some(stored_output(record))

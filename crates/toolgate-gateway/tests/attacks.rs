@@ -1,13 +1,14 @@
 //! The attacker's suite for the gateway (see `docs/src/threat-model.md`):
 //! a client name crafted to forge the requester, and an out-of-band edit
-//! past a routed rule. Each failed before its fix.
+//! past a routed rule. Each failed before its fix. And the way such an edit
+//! does run: as a new approval its approvers decide.
 
 mod support;
 
 use serde_json::json;
 use support::{Client, Setup, call, connect, text, try_connect};
-use toolgate::approval::lifecycle::{Decision, VoteOptions, Voter, cast};
-use toolgate::ledger::{AuditKind, AuditQuery, AuditStore, SystemClock};
+use toolgate::approval::lifecycle::{self, Decision, EditRoute, Route, VoteOptions, Voter, cast};
+use toolgate::ledger::{ApprovalStore, AuditKind, AuditQuery, AuditStore, LedgerConfig, SystemClock};
 
 /// Attack 2: the conversation is `mcp:<principal>:<client>`, and a client
 /// name holding the owner separator made the requester read as someone
@@ -24,19 +25,21 @@ async fn a_client_name_with_a_control_character_is_refused_at_initialize() {
     assert!(try_connect(&setup.gateway, fine, "alice").await.is_ok());
 }
 
+/// Bumps labelled `prod*` wait for carol.
+const PROD_BUMPS: &str = r#"
+    [[rule]]
+    name = "prod-bumps"
+    action = "ask"
+    tool = "count__bump"
+    approvers = ["carol"]
+    input = { "/label" = { glob = "prod*" } }
+"#;
+
 /// Attack 1 (gateway): an edit decided out of band that the rules route to
 /// other approvers does not run, even when the vote skipped the check.
 #[tokio::test]
 async fn an_out_of_band_edit_past_a_routed_rule_does_not_run() {
-    let rules = r#"
-        [[rule]]
-        name = "prod-bumps"
-        action = "ask"
-        tool = "count__bump"
-        approvers = ["carol"]
-        input = { "/label" = { glob = "prod*" } }
-    "#;
-    let setup = Setup::new(rules, |_| {}).await;
+    let setup = Setup::new(PROD_BUMPS, |_| {}).await;
     let session = connect(&setup.gateway, Client::default(), "alice").await;
     let pending = call(&session, "count__bump", json!({"label": "dev"})).await;
     let id = pending["_meta"]["toolgate/approval"]["id"].as_str().unwrap().to_owned();
@@ -50,6 +53,42 @@ async fn an_out_of_band_edit_past_a_routed_rule_does_not_run() {
     assert_eq!(setup.counter.count(), 0, "the edited call never reached the upstream server");
     let events = setup.store.audit(&AuditQuery::default()).await.unwrap();
     assert!(events.iter().any(|event| event.kind == AuditKind::Failed), "the refusal is on record");
+}
+
+/// An edit that needs other approvers, superseded as the inbox supersedes
+/// it: the held call follows the link, waits for Carol's vote on the new
+/// approval, and then runs once, with the edited input.
+#[tokio::test]
+async fn a_held_call_follows_its_superseding_approval_and_runs_the_edit() {
+    let setup = Setup::new(PROD_BUMPS, |_| {}).await;
+    let session = connect(&setup.gateway, Client::default(), "alice").await;
+    let pending = call(&session, "count__bump", json!({"label": "dev"})).await;
+    let id = pending["_meta"]["toolgate/approval"]["id"].as_str().unwrap().to_owned();
+    let record = setup.store.approvals(std::slice::from_ref(&id)).await.unwrap().pop().unwrap();
+    let config = LedgerConfig::new(setup.store.clone());
+    let route = Route { approvers: vec!["carol".to_owned()], quorum: 1, ..Route::default() };
+    let why = EditRoute { route: &route, reason: "rule `prod-bumps` matched" };
+    let alice = Voter::new(Some("alice".to_owned()));
+    let edit = json!({"label": "prod-1"});
+    let superseded = lifecycle::supersede(&config, &record, &alice, &edit, why).await.unwrap();
+    let successor = superseded.successor.approval_id.clone();
+    // The retry holds the new approval: it waits for Carol.
+    let waiting = call(&session, "count__bump", json!({"label": "dev"})).await;
+    assert_eq!(waiting["_meta"]["toolgate/approval"]["id"], json!(successor), "{waiting}");
+    assert_eq!(waiting["_meta"]["toolgate/approval"]["state"], json!("pending"), "{waiting}");
+    assert_eq!(setup.counter.count(), 0);
+    let carol = Voter::new(Some("carol".to_owned()));
+    cast(&*setup.store, &SystemClock, &successor, &carol, Decision::APPROVE, VoteOptions::default()).await.unwrap();
+    let result = call(&session, "count__bump", json!({"label": "dev"})).await;
+    assert_ne!(result["isError"], json!(true), "{result}");
+    assert_eq!(setup.counter.count(), 1, "ran once");
+    let events = setup.store.audit(&AuditQuery::default()).await.unwrap();
+    let executed: Vec<_> = events.iter().filter(|event| event.kind == AuditKind::Executed).collect();
+    assert_eq!(executed.len(), 1, "{events:?}");
+    assert_eq!((executed[0].approval_id.as_str(), &executed[0].data["input"]), (successor.as_str(), &edit));
+    // Once more: the outcome on record, nothing runs again.
+    call(&session, "count__bump", json!({"label": "dev"})).await;
+    assert_eq!(setup.counter.count(), 1);
 }
 
 /// Item 9: a client could open unlimited held calls; past `max_held_calls`

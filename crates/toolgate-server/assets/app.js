@@ -888,13 +888,15 @@ function routingFor(message, part) {
   const id = part.approval?.id;
   if (!id || !message) return null;
   const reason = message.parts.find((other) => other.type === REASON_PART && other.id === part.toolCallId)?.data;
-  const reported = message.parts.findLast((other) => other.type === APPROVAL_PART && other.id === id)?.data;
+  const lookup = (key) =>
+    liveApprovals.get(key) ?? message.parts.findLast((other) => other.type === APPROVAL_PART && other.id === key)?.data;
+  const standing = standingApproval(id, lookup);
   const routedByRule = Array.isArray(reason?.approvers);
   const source =
-    liveApprovals.get(id) ??
-    reported ??
-    (routedByRule ? { approvers: reason.approvers, quorum: reason.quorum, votes: [], state: 'pending' } : null);
+    standing ?? (routedByRule ? { approvers: reason.approvers, quorum: reason.quorum, votes: [], state: 'pending' } : null);
   if (!source) return null;
+  // An edit that needed other approvers made a new approval of the call: it is the one that stands.
+  const superseded = Boolean(standing) && (standing.id ?? standing.approvalId) !== id;
   const approvers = Array.isArray(source.approvers) ? source.approvers : [];
   const quorum = Number(source.quorum) || 1;
   const votes = Array.isArray(source.votes) ? source.votes : [];
@@ -905,9 +907,23 @@ function routingFor(message, part) {
     quorum,
     votes,
     state: source.state ?? 'pending',
-    waitingFor: source === reported && typeof reported.waitingFor === 'string' ? reported.waitingFor : waitingText(approvers, quorum, votes),
+    waitingFor: typeof source.waitingFor === 'string' ? source.waitingFor : waitingText(approvers, quorum, votes),
     canDecide: mayVote(approvers, votes),
+    superseded,
   };
+}
+
+// The approval that stands for `id` now, by `lookup` (an inbox item or a data
+// part): itself, or the new approval an edit superseded it with (followed a few
+// times at most).
+function standingApproval(id, lookup) {
+  let approval = lookup(id);
+  for (let hops = 0; approval?.state === 'superseded' && approval.supersededBy && hops < 8; hops += 1) {
+    const next = lookup(approval.supersededBy);
+    if (!next) break;
+    approval = next;
+  }
+  return approval;
 }
 
 // ``group finance (1 of 2)``, as the server words it.
@@ -939,8 +955,10 @@ function mayVote(approvers, votes) {
 
 // An approval request this person does not answer here: routed to others, or decided outside this page.
 function inOtherHands(message, part) {
-  if (part.state !== 'approval-requested') return false;
   const routing = routingFor(message, part);
+  // An answer whose edit was superseded by a new approval waits for that one's approvers.
+  if (part.state === 'approval-responded') return Boolean(routing?.superseded);
+  if (part.state !== 'approval-requested') return false;
   return Boolean(routing) && (routing.state !== 'pending' || (routing.routed && !routing.canDecide));
 }
 
@@ -975,7 +993,8 @@ function awaitingServer() {
 // Every approval of the step is decided on the server, and this page has not run it: the server does.
 function decidedOnServer() {
   const ids = stepApprovalIds();
-  return ids.length > 0 && ids.every((id) => (liveApprovals.get(id)?.state ?? 'pending') !== 'pending');
+  const live = (key) => liveApprovals.get(key);
+  return ids.length > 0 && ids.every((id) => (standingApproval(id, live)?.state ?? 'pending') !== 'pending');
 }
 
 // An inbox item changes its chat card when others decide it, or once it is decided
@@ -1377,6 +1396,7 @@ function describe(part, context) {
     case 'approval-requested':
       return context.othersDecide ? describeRouted(context.routing) : { label: 'Waiting for approval', tone: 'waiting' };
     case 'approval-responded':
+      if (context.othersDecide) return describeRouted(context.routing);
       return approval.approved
         ? { label: approval.editedInput !== undefined ? 'Approved with edits' : 'Approved', tone: 'approved', spinner: context.busy }
         : { label: 'Denied', tone: 'denied' };
@@ -1415,6 +1435,7 @@ const ROUTED_LABEL = {
   executed: 'Ran',
   failed: 'Failed',
   interrupted: 'Interrupted',
+  superseded: 'Edited: asked again',
 };
 
 function toolCard(part, context) {
@@ -1603,6 +1624,7 @@ function actionSection(part, context) {
   if (part.state === 'approval-requested') {
     return context.othersDecide ? routedStatus(part, context) : approvalActions(part, context);
   }
+  if (part.state === 'approval-responded' && context.othersDecide) return routedStatus(part, context);
   if (part.state === 'approval-responded' && !context.busy && context.sent) {
     return el(
       'div',

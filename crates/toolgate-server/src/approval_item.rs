@@ -55,6 +55,13 @@ pub(crate) struct ApprovalItem {
     /// When it expires unless decided (RFC 3339).
     #[schema(format = DateTime)]
     expires_at: Option<String>,
+    /// The approval this one replaced: an edit of that one's input needed
+    /// this one's approvers (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supersedes: Option<String>,
+    /// The approval that replaced this one (state `superseded`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    superseded_by: Option<String>,
 }
 
 /// One vote on an approval.
@@ -101,6 +108,12 @@ pub(crate) struct ApprovalPart {
     votes: Vec<VoteItem>,
     /// Who it waits for, in words (``group finance (1 of 2)``).
     waiting_for: String,
+    /// The approval this one replaced (an edit needed this one's approvers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supersedes: Option<String>,
+    /// The approval that replaced this one (state `superseded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    superseded_by: Option<String>,
 }
 
 /// The schema of an approval's state: one of [`ApprovalState::ALL`].
@@ -154,6 +167,8 @@ impl ApprovalItem {
             state: record.state.as_str(),
             created_at: timestamp(record.issued_at),
             expires_at: timestamp(record.expires_at),
+            supersedes: record.supersedes.clone(),
+            superseded_by: record.superseded_by.clone(),
         }
     }
 }
@@ -174,6 +189,8 @@ pub(crate) fn approval_part(record: &ApprovalRecord) -> Value {
         quorum: quorum(record),
         votes: votes(record),
         waiting_for: waiting_label(record),
+        supersedes: record.supersedes.clone(),
+        superseded_by: record.superseded_by.clone(),
     };
     serde_json::to_value(part).unwrap_or_default()
 }

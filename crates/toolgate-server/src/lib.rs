@@ -58,8 +58,9 @@
 //!    router alone, which hands the loop its parts).
 //! 5. The stored runs (`run/`): a stored conversation run to its end
 //!    whatever its client does, its reconciliation and replay, the step whose
-//!    approvals are decided elsewhere, the one edit check, a due conversation
-//!    continued on the server, and the AG-UI threads; all on a run context
+//!    approvals are decided elsewhere, every path's vote and the one edit
+//!    check, a due conversation continued on the server, and the AG-UI
+//!    threads; all on a run context
 //!    (`run/context.rs`: the model, the tools, the rules, the store of sticky
 //!    decisions, the clock, the running responses, the signals).
 //! 6. The ground, which imports nothing above it: an approval as the wire

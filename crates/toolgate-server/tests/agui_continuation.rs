@@ -28,11 +28,16 @@ struct Thread {
 
 impl Thread {
     async fn start() -> Self {
+        Self::start_with(RULE).await
+    }
+
+    /// A thread on a server with these rules.
+    async fn start_with(rules: &'static str) -> Self {
         let runs = Arc::new(AtomicUsize::new(0));
         let toolkit = counting_toolkit(runs.clone());
         let server = start_configured(agui_script(), move |config| {
             config.toolkit = toolkit;
-            config.policy = PolicyHandle::new(Policy::from_toml_str(RULE).unwrap());
+            config.policy = PolicyHandle::new(Policy::from_toml_str(rules).unwrap());
             config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
             config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
         })
@@ -124,4 +129,55 @@ async fn a_new_message_after_the_server_continued_goes_on_from_the_stored_thread
     assert_eq!(text, "Nothing else to do.");
     assert_eq!(last_event(&events, "RUN_FINISHED")["outcome"]["type"], "success");
     assert_eq!(thread.runs.load(Ordering::SeqCst), 1, "the call did not run again");
+}
+
+/// An AG-UI resume whose `editedArgs` the rules route to bob: alice's own
+/// interrupt is superseded by a new approval routed to him, the run reports
+/// the interrupt and runs nothing, and once bob approves, the server
+/// continues the thread and the edited call runs once.
+#[tokio::test]
+async fn a_resumed_edit_past_a_routed_rule_waits_for_its_approver_then_runs_once() {
+    let rule = "[[rule]]\nname = \"etc-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\napprovers = [\"bob\"]\n\
+                [rule.input]\n\"/path\" = { glob = \"/etc/*\" }\n";
+    let thread = Thread::start_with(rule).await;
+    let first = thread.run(input("r1", json!([{"id": "m1", "role": "user", "content": "delete notes.txt"}]))).await;
+    let interrupt = last_event(&first, "RUN_FINISHED")["outcome"]["interrupts"][0]["id"].clone();
+    let held = last_event(&first, "MESSAGES_SNAPSHOT")["messages"].clone();
+    let mut resume = input("r2", held);
+    resume["resume"] = json!([{"interruptId": interrupt, "status": "resolved",
+        "payload": {"approved": true, "editedArgs": {"path": "/etc/passwd"}}}]);
+    let events = thread.run(resume).await;
+    assert_eq!(kinds(&events), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"], "{events:#?}");
+    assert_eq!(thread.runs.load(Ordering::SeqCst), 0, "nothing ran on alice's edit");
+    let original = send(
+        &thread.server,
+        "GET",
+        &format!("/api/approvals/{}", interrupt.as_str().unwrap()),
+        &[("x-user", "alice")],
+        b"",
+    )
+    .await
+    .json();
+    assert_eq!(original["state"], "superseded", "{original}");
+    let successor = original["supersededBy"].as_str().unwrap().to_owned();
+    let headers = [("content-type", "application/json"), ("x-user", "bob")];
+    let vote =
+        send(&thread.server, "POST", &format!("/api/approvals/{successor}"), &headers, br#"{"decision":"approve"}"#)
+            .await;
+    assert_eq!(vote.status, 200, "{}", vote.body);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while thread.runs.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the server did not continue the thread");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stored = send(&thread.server, "GET", "/api/audit", &[("x-user", "alice")], b"").await;
+    let executed: Vec<Value> = stored
+        .body
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["kind"] == "executed")
+        .collect();
+    assert_eq!(executed.len(), 1, "{}", stored.body);
+    assert_eq!(executed[0]["data"]["input"], json!({"path": "/etc/passwd"}), "the edit ran, as bob approved it");
+    assert_eq!(thread.runs.load(Ordering::SeqCst), 1);
 }

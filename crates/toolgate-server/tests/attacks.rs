@@ -87,27 +87,64 @@ async fn audit_kinds(server: &Server) -> Vec<AuditKind> {
 }
 
 /// Attack 1 (inbox): the requester approves her own 2,000 transfer with an
-/// edit to 5,000,000 to mallory, which the rules route to finance.
+/// edit to 5,000,000 to mallory, which the rules route to finance. The edit
+/// does not run on her vote: it becomes a new approval routed to finance
+/// (the original ends `superseded`, naming it), and it runs only once Bob,
+/// in finance, approves it.
 #[tokio::test]
-async fn an_edit_past_a_routed_rule_is_refused_in_the_inbox() {
+async fn an_edit_past_a_routed_rule_becomes_a_new_approval_in_the_inbox() {
     let server = server().await;
     let id = ask(&server).await;
     let edit = json!({"decision": "approve", "editedInput": {"amount": 5_000_000, "to": "mallory"}});
     let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &edit).await;
-    assert_eq!((reply.status, code(&reply).as_str()), (403, "edit_not_allowed"), "{}", reply.body);
-    let message = reply.json()["error"]["message"].as_str().unwrap().to_owned();
-    assert!(message.contains("big-transfers") && message.contains("group `finance`"), "{message}");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let item = reply.json();
+    assert_eq!(item["state"], "superseded", "{item}");
+    let successor = item["supersededBy"].as_str().expect("the new approval's id").to_owned();
     let kinds = audit_kinds(&server).await;
     assert!(!kinds.contains(&AuditKind::Approved) && !kinds.contains(&AuditKind::Executed), "{kinds:?}");
-    // Within what she may approve herself, her edit stands.
-    let within = json!({"decision": "approve", "editedInput": {"amount": 3000, "to": "x"}});
-    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &within).await;
+    assert!(kinds.contains(&AuditKind::Superseded), "{kinds:?}");
+    // The new approval: the edited input, routed to finance; alice is no approver of it.
+    let shown = call(&server, "GET", &format!("/api/approvals/{successor}"), "bob", &Value::Null).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    let shown = shown.json();
+    assert_eq!((shown["state"].as_str(), shown["supersedes"].as_str()), (Some("pending"), Some(id.as_str())));
+    assert_eq!(shown["input"], json!({"amount": 5_000_000, "to": "mallory"}));
+    let approve = json!({"decision": "approve"});
+    let reply = call(&server, "POST", &format!("/api/approvals/{successor}"), "alice", &approve).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (403, "not_an_approver"), "{}", reply.body);
+    // The original cannot be decided any more.
+    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &approve).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (409, "approval_already_decided"), "{}", reply.body);
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Executed));
+    // Bob decides; the server continues the run with the edited input.
+    let reply = call(&server, "POST", &format!("/api/approvals/{successor}"), "bob", &approve).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
+    let executed = executed_input(&server).await;
+    assert_eq!(executed, json!({"amount": 5_000_000, "to": "mallory"}));
 }
 
-/// Attack 1 (chat): the same edit as the chat's `tool-approval-response`.
+/// The input of the one `executed` event, once the server has continued the run.
+async fn executed_input(server: &Server) -> Value {
+    let store = server.state.config().ledger.as_ref().unwrap().store.clone();
+    for _ in 0..100 {
+        let events = store.audit(&AuditQuery::default()).await.unwrap();
+        let executed: Vec<_> = events.iter().filter(|event| event.kind == AuditKind::Executed).collect();
+        assert!(executed.len() <= 1, "ran once: {executed:?}");
+        if let [event] = executed.as_slice() {
+            return event.data["input"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let events = store.audit(&AuditQuery::default()).await.unwrap();
+    panic!("the server did not run the approved call within 5 s: {events:#?}");
+}
+
+/// Attack 1 (chat): the same edit as the chat's `tool-approval-response`:
+/// the step waits for finance instead of running it, and a bigger edit
+/// Alice sends afterwards is refused as contradicting the decision on record.
 #[tokio::test]
-async fn an_edit_past_a_routed_rule_is_refused_in_the_chat() {
+async fn an_edit_past_a_routed_rule_becomes_a_new_approval_in_the_chat() {
     let server = server().await;
     let (id, message_id) = asked(&server).await;
     let answered = |input: Value| {
@@ -123,12 +160,39 @@ async fn an_edit_past_a_routed_rule_is_refused_in_the_chat() {
     };
     let reply =
         call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 5_000_000, "to": "mallory"}))).await;
-    assert_eq!((reply.status, code(&reply).as_str()), (403, "edit_not_allowed"), "{}", reply.body);
-    assert!(reply.body.contains("big-transfers"), "{}", reply.body);
-    assert!(!audit_kinds(&server).await.contains(&AuditKind::Executed));
-    let reply = call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 3000, "to": "x"}))).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert!(reply.body.contains("\"transferred\":3000"), "{}", reply.body);
+    let reported: Vec<Value> =
+        reply.chunks().into_iter().filter(|chunk| chunk["type"] == "data-toolgate-approval").collect();
+    let waiting = reported.iter().find(|chunk| chunk["data"]["supersedes"] == json!(id)).expect("the new approval");
+    assert_eq!(waiting["data"]["state"], "pending", "{waiting}");
+    let successor = waiting["data"]["approvalId"].as_str().unwrap().to_owned();
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Executed));
+    // Sending the answer again is no vote on the new approval, and runs nothing.
+    let reply =
+        call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 5_000_000, "to": "mallory"}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!audit_kinds(&server).await.contains(&AuditKind::Executed));
+    let approve = json!({"decision": "approve"});
+    let reply = call(&server, "POST", &format!("/api/approvals/{successor}"), "bob", &approve).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(executed_input(&server).await, json!({"amount": 5_000_000, "to": "mallory"}));
+    // A bigger edit of the same answer afterwards: the decision on record stands, nothing runs again.
+    let reply =
+        call(&server, "POST", "/api/chat", "alice", &answered(json!({"amount": 9_000_000, "to": "mallory"}))).await;
+    assert_eq!((reply.status, code(&reply).as_str()), (409, "approval_already_decided"), "{}", reply.body);
+    assert_eq!(executed_input(&server).await, json!({"amount": 5_000_000, "to": "mallory"}));
+}
+
+/// Within what the requester may approve herself, her edit runs at once.
+#[tokio::test]
+async fn an_edit_within_the_requesters_reach_runs_on_her_answer() {
+    let server = server().await;
+    let id = ask(&server).await;
+    let within = json!({"decision": "approve", "editedInput": {"amount": 3000, "to": "x"}});
+    let reply = call(&server, "POST", &format!("/api/approvals/{id}"), "alice", &within).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["state"], "approved");
+    assert_eq!(executed_input(&server).await, json!({"amount": 3000, "to": "x"}));
 }
 
 /// Attack 7: a principal literally named `group:finance` is no principal.

@@ -36,6 +36,8 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
         routing: None,
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     }
 }
 

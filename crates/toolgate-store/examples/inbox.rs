@@ -120,6 +120,8 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
         }),
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     }
 }
 

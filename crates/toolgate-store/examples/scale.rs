@@ -118,6 +118,8 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
         routing: None,
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     }
 }
 

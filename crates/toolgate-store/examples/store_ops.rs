@@ -37,6 +37,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         routing: None,
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     };
     let ids: Vec<String> = (0..n).map(|i| format!("apr-{run}-{i}")).collect();
     let started = Instant::now();

@@ -52,6 +52,7 @@ impl Chain {
             && second.update.decision.is_none()
             && second.update.output.is_none()
             && second.update.votes.is_none()
+            && second.update.superseded_by.is_none()
             && !first.update.continuation
             && !second.update.continuation
             && LeaseWrite::of(first) != LeaseWrite::Keep
@@ -71,6 +72,7 @@ impl Chain {
                 lease: second.update.lease.clone(),
                 votes: first.update.votes.clone(),
                 continuation: false,
+                superseded_by: first.update.superseded_by.clone(),
             },
             at: second.at,
             events: first.events.iter().chain(&second.events).cloned().collect(),

@@ -68,6 +68,8 @@ macro_rules! bind_record {
             .bind(&record.reason)
             .bind(&record.owner)
             .bind(&record.client)
+            .bind(&record.supersedes)
+            .bind(&record.superseded_by)
             .bind(params.vote_count)
             .bind(params.timer_at)
     }};
@@ -690,7 +692,8 @@ fn bind_transition<'q>(
         .bind(transition.to.as_str())
         .bind(transition.at)
         .bind(&columns.decision)
-        .bind(&columns.output);
+        .bind(&columns.output)
+        .bind(&transition.update.superseded_by);
     for value in sql::guard_values(transition.guard).into_iter().flatten() {
         query = query.bind(value);
     }

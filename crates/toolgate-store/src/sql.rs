@@ -20,7 +20,8 @@ use toolgate_protocol::ToolResultOutput;
 macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
-         state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client"
+         state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client, \
+         supersedes, superseded_by"
     };
 }
 
@@ -46,11 +47,11 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
     ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-     $18, $19, $20, $21) ON CONFLICT (approval_id) DO NOTHING"
+     $18, $19, $20, $21, $22, $23) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 21;
+pub(crate) const RECORD_PARAMS: usize = 23;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -124,10 +125,14 @@ pub(crate) const PRUNE_EVENTS: &str = "DELETE FROM audit_events WHERE seq IN (SE
      (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
 /// Prunes up to [`PRUNE_CHUNK`] approvals in a final state last changed
-/// before `$1`; returns their ids (their viewers go in the same transaction).
+/// before `$1` (a superseded one only once its successor is no longer open:
+/// the call is found through it); returns their ids (their viewers go in the
+/// same transaction).
 pub(crate) const PRUNE_APPROVALS: &str = "DELETE FROM approvals WHERE approval_id IN (SELECT approval_id \
      FROM approvals WHERE updated_at < $1 \
-     AND state IN ('denied', 'expired', 'executed', 'failed', 'interrupted', 'withdrawn') LIMIT $2) \
+     AND (state IN ('denied', 'expired', 'executed', 'failed', 'interrupted', 'withdrawn') \
+     OR (state = 'superseded' AND superseded_by NOT IN \
+     (SELECT approval_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')))) LIMIT $2) \
      RETURNING approval_id";
 
 /// Prunes up to [`PRUNE_CHUNK`] conversations last saved before `$1` that hold no open approval.
@@ -390,7 +395,7 @@ const GUARDS: [Guard; 5] = [
 
 /// The conditional update of one transition. Parameters: `$1` approval id,
 /// `$2` from, `$3` to, `$4` at, `$5` decision or NULL, `$6` output or NULL,
-/// then the guard's values ([`guard_values`]), then the lease executor and
+/// `$7` the successor (`superseded_by`) or NULL, then the guard's values ([`guard_values`]), then the lease executor and
 /// until when it sets one, then the votes and their count when it writes
 /// them. Returns the updated row. Each of the thirty guard, lease and votes
 /// shapes is written once per process.
@@ -424,7 +429,7 @@ pub(crate) fn transition_sql(guard: Guard, lease: LeaseWrite, votes: VotesWrite)
 }
 
 fn write_transition_sql(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> String {
-    let mut next = 7;
+    let mut next = 8;
     let mut param = || {
         let name = format!("${next}");
         next += 1;
@@ -454,14 +459,14 @@ fn write_transition_sql(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> S
     };
     format!(
         "UPDATE approvals SET state = $3, updated_at = $4, decision = COALESCE($5, decision), \
-         output = COALESCE($6, output), {lease}{votes} WHERE approval_id = $1 AND state = $2{guard} RETURNING {}",
+         output = COALESCE($6, output), superseded_by = COALESCE($7, superseded_by), {lease}{votes} WHERE approval_id = $1 AND state = $2{guard} RETURNING {}",
         record_columns!()
     )
 }
 
 /// How many parameters [`transition_sql`] takes.
 pub(crate) fn transition_params(guard: Guard, lease: LeaseWrite, votes: VotesWrite) -> usize {
-    6 + guard_values(guard).iter().flatten().count()
+    7 + guard_values(guard).iter().flatten().count()
         + if lease == LeaseWrite::Set { 2 } else { 0 }
         + if votes == VotesWrite::Set { 2 } else { 0 }
 }
@@ -609,6 +614,8 @@ pub(crate) struct RecordRow {
     reason: Option<String>,
     owner: Option<String>,
     client: Option<String>,
+    supersedes: Option<String>,
+    superseded_by: Option<String>,
 }
 
 crate::lite::from_lite_row!(RecordRow {
@@ -630,7 +637,9 @@ crate::lite::from_lite_row!(RecordRow {
     votes,
     reason,
     owner,
-    client
+    client,
+    supersedes,
+    superseded_by
 });
 
 impl RecordRow {
@@ -671,6 +680,8 @@ impl RecordRow {
             routing,
             votes,
             reason: self.reason,
+            supersedes: self.supersedes,
+            superseded_by: self.superseded_by,
         })
     }
 }

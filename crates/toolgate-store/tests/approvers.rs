@@ -418,6 +418,10 @@ async fn the_inbox_lists_as_the_reference_store_does(stores: &Stores) {
             if random.below(2) == 0 {
                 record.state = ApprovalState::ALL[random.below(ApprovalState::ALL.len() as u64) as usize];
             }
+            // A superseded approval names its successor (the stores' CHECK).
+            if record.state == ApprovalState::Superseded {
+                record.superseded_by = Some(format!("{}_next", record.approval_id));
+            }
             record
         })
         .collect();

@@ -155,6 +155,7 @@ async fn updates_keep_overwrite_and_clear(stores: &Stores) {
         lease: Some(lease("exe_2", 70)),
         votes: None,
         continuation: false,
+        superseded_by: None,
     };
     let now = record_of(&check(store, overwrite).await).clone();
     assert_eq!((now.decision, now.output.as_ref(), now.lease), (Some(second), Some(&failed), Some(lease("exe_2", 70))));
@@ -743,8 +744,93 @@ async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     assert_eq!(ids, ["owned", "plain"]);
 }
 
+/// An edit that needs other approvers: the successor is issued with the
+/// edited input and its route, the original ends `superseded` naming it,
+/// both links read back through the other handle, and the call's approval
+/// is read as the successor. A vote that raced the edit wins: the successor
+/// is withdrawn and nothing is superseded.
+async fn an_edit_supersedes_its_approval_and_the_link_is_followed(stores: &Stores) {
+    use toolgate::approval::lifecycle::{self, EditRoute, Route, VoteOptions, VoteRefusal, Voter};
+    let groups = std::collections::BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned()])]);
+    let config = toolgate::ledger::LedgerConfig::new(stores.a.clone()).groups(groups);
+    let mut original = record("ap_orig", "conv");
+    original.owner = Some("alice".to_owned());
+    original.expires_at = i64::MAX / 2;
+    let mut raced = record("ap_raced", "conv");
+    raced.expires_at = i64::MAX / 2;
+    config.store.issue(&[original.clone(), raced.clone()], &[]).await.unwrap();
+    let route = Route { approvers: vec!["group:finance".to_owned()], quorum: 1, ..Route::default() };
+    let why = EditRoute { route: &route, reason: "rule `big-transfers` matched" };
+    let alice = Voter::new(Some("alice".to_owned()));
+    let edit = json!({"to": "mallory@example.com", "body": "all of it"});
+
+    let done = lifecycle::supersede(&config, &original, &alice, &edit, why).await.unwrap();
+    let successor_id = done.successor.approval_id.clone();
+    let read = stores.b.approvals(&["ap_orig".to_owned(), successor_id.clone()]).await.unwrap();
+    assert_eq!(read, vec![done.original.clone(), done.successor.clone()], "both read back as written");
+    let (old, new) = (&read[0], &read[1]);
+    assert_eq!((old.state, old.superseded_by.as_deref()), (ApprovalState::Superseded, Some(successor_id.as_str())));
+    assert_eq!((new.state, new.supersedes.as_deref()), (Pending, Some("ap_orig")));
+    assert_eq!((&new.input, &new.tool_call_id, &new.conversation_id), (&edit, &old.tool_call_id, &old.conversation_id));
+    assert_eq!(new.owner.as_deref(), Some("alice"));
+    assert_eq!(new.routing.as_ref().map(|routing| routing.members.clone()), Some(vec!["bob".to_owned()]));
+    let current = lifecycle::current(&*stores.b, &["ap_orig".to_owned(), "ap_raced".to_owned()]).await.unwrap();
+    assert_eq!(current["ap_orig"].approval_id, successor_id, "the call's approval is the successor");
+    assert_eq!(current["ap_raced"].approval_id, "ap_raced");
+    let kinds: Vec<(AuditKind, String)> =
+        all_events(&*stores.a).await.into_iter().map(|event| (event.kind, event.approval_id)).collect();
+    assert_eq!(kinds, [(AuditKind::Issued, successor_id.clone()), (AuditKind::Superseded, "ap_orig".to_owned())]);
+    let again = lifecycle::supersede(&config, &done.original, &alice, &edit, why).await.unwrap_err();
+    assert!(matches!(again, lifecycle::VoteError::Refused(VoteRefusal::AlreadyDecided { .. })), "{again:?}");
+
+    // A vote decides the original after the edit read it: the vote stands.
+    let options = VoteOptions::default();
+    lifecycle::cast(
+        &*config.store,
+        &*config.clock,
+        "ap_raced",
+        &Voter::new(None),
+        toolgate::Decision::APPROVE,
+        options,
+    )
+    .await
+    .unwrap();
+    let lost = lifecycle::supersede(&config, &raced, &alice, &edit, why).await.unwrap_err();
+    assert!(matches!(lost, lifecycle::VoteError::Refused(VoteRefusal::AlreadyDecided { .. })), "{lost:?}");
+    let current = lifecycle::current(&*stores.b, &["ap_raced".to_owned()]).await.unwrap();
+    assert_eq!(current["ap_raced"].state, Approved, "nothing superseded");
+    let events = all_events(&*stores.a).await;
+    let orphan = events.iter().rev().find(|event| event.kind == AuditKind::Issued).unwrap().approval_id.clone();
+    let orphan = stores.b.approvals(&[orphan]).await.unwrap().pop().unwrap();
+    assert_eq!((orphan.state, orphan.supersedes.as_deref()), (ApprovalState::Withdrawn, Some("ap_raced")));
+}
+
+/// A superseded approval is pruned like any final one, but not while its
+/// successor is open: the call is found through it.
+async fn a_superseded_approval_stays_while_its_successor_is_open(stores: &Stores) {
+    let store = &*stores.a;
+    let superseded = |id: &str, successor: &str| {
+        let mut record = record(id, "conv");
+        record.state = ApprovalState::Superseded;
+        record.superseded_by = Some(successor.to_owned());
+        record
+    };
+    let mut open = record("ap_open", "conv");
+    open.supersedes = Some("ap_a".to_owned());
+    let mut done = record("ap_done", "conv");
+    done.state = Denied;
+    done.supersedes = Some("ap_b".to_owned());
+    store.issue(&[superseded("ap_a", "ap_open"), superseded("ap_b", "ap_done"), open, done], &[]).await.unwrap();
+    let pruned = store.prune(10_000).await.unwrap();
+    assert_eq!(pruned.approvals, 2, "ap_b and ap_done");
+    let ids = ["ap_a", "ap_b", "ap_open", "ap_done"].map(str::to_owned);
+    let left: Vec<String> = stores.b.approvals(&ids).await.unwrap().into_iter().map(|r| r.approval_id).collect();
+    assert_eq!(left, ["ap_a", "ap_open"]);
+}
+
 suite!(
     issue_and_read_back,
+    a_superseded_approval_stays_while_its_successor_is_open,
     a_conversation_name_matches_by_the_stored_owner,
     duplicate_issue_is_rejected_and_nothing_is_inserted,
     guards_hold_and_fail,
@@ -769,4 +855,5 @@ suite!(
     decision_bodies_read_back_exactly,
     decisions_are_listed_oldest_first,
     a_conversation_and_its_decisions_are_read_together,
+    an_edit_supersedes_its_approval_and_the_link_is_followed,
 );

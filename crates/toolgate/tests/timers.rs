@@ -110,6 +110,8 @@ impl Fixture {
             routing: None,
             votes: Vec::new(),
             reason: Some("ops decides".to_owned()),
+            supersedes: None,
+            superseded_by: None,
         }
     }
 

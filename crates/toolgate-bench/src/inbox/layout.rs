@@ -131,6 +131,8 @@ impl Layout {
                 self.quorum,
                 Self::group_name(group)
             )),
+            supersedes: None,
+            superseded_by: None,
         }
     }
 

@@ -106,5 +106,7 @@ pub fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, rou
         }),
         votes: Vec::new(),
         reason: Some("transfers over 1000 need approval".to_owned()),
+        supersedes: None,
+        superseded_by: None,
     }
 }

@@ -18,7 +18,9 @@
 //! `state: {}`) is matched against the stored interrupts; a state the client
 //! does send is used as it came, and the ledger checks every answer either
 //! way. The run goes on when the client disconnects, and the thread is stored
-//! when it ends, before its last event is sent.
+//! when it ends, before its last event is sent. A resume whose edit the rules
+//! route to other approvers supersedes its approval and runs nothing
+//! (`run/agui/edits.rs`).
 
 use std::convert::Infallible;
 
@@ -32,7 +34,9 @@ use crate::app::AppState;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
-use crate::run::agui::{CatchUp, StoredThread, ThreadRun, caught_up_events, stored_frames, thread_key};
+use crate::run::agui::{
+    CatchUp, StoredThread, ThreadRun, caught_up_events, stored_frames, supersede_resumed_edits, thread_key,
+};
 
 /// The headers of an AG-UI event stream.
 const AGUI_STREAM_HEADERS: &[(&str, &str)] =
@@ -78,9 +82,11 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
 )]
 pub(crate) async fn run(
     State(state): State<AppState>,
-    Caller { principal, groups }: Caller,
+    caller: Caller,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
+    let voter = caller.voter(&state);
+    let Caller { principal, groups } = caller;
     let mut input = RunAgentInput::from_json(&body)?;
     // The requester's own thread of that id.
     let thread_key = state.conversation_key(principal.as_deref(), &thread_key(&input.thread_id))?;
@@ -106,7 +112,10 @@ pub(crate) async fn run(
         let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
         return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
     }
-    if caught_up == CatchUp::NothingToRun {
+    // An edit that needs other approvers waits for them (see `run/agui/edits.rs`): report the interrupts, run nothing.
+    if caught_up == CatchUp::NothingToRun
+        || supersede_resumed_edits(state.run_context(), &ledger, &voter, &input).await?
+    {
         let events = caught_up_events(&thread, &input);
         StoredThread::save(
             store.as_ref(),

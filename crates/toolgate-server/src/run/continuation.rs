@@ -47,7 +47,8 @@ pub(crate) async fn continue_conversation(
     let Some((index, ids)) = open_step(&messages).filter(|(index, _)| index + 1 == messages.len()) else {
         return Ok(());
     };
-    let records = store.approvals(&ids).await?;
+    // Each as it stands now: a superseded approval as its successor.
+    let records = crate::run::step::current(store.as_ref(), &ids).await?;
     if records.len() != ids.len() {
         // Pruned, or never issued here: nothing can be continued; say so instead of guessing.
         let conversation = ledger.owned(owner.as_deref(), name);
@@ -56,7 +57,7 @@ pub(crate) async fn continue_conversation(
         store.append(&events).await?;
         return Ok(());
     }
-    if records.iter().any(|record| record.state == toolgate::ledger::ApprovalState::Pending) {
+    if records.iter().any(|(_, record)| record.state == toolgate::ledger::ApprovalState::Pending) {
         return Ok(());
     }
     answer_from_records(&mut messages[index], &records);
@@ -65,7 +66,7 @@ pub(crate) async fn continue_conversation(
     let principal = owner;
     let first = &records[0];
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
-    store.append(&[continued_event(first, &principal, ledger.clock.now(), data)]).await?;
+    store.append(&[continued_event(&first.1, &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(conversation = %key, approvals = ids.len(), "continuing the conversation on the server");
     let run = StoredRun {
         key: key.to_owned(),
@@ -87,7 +88,7 @@ fn missing(
     conversation: &toolgate::ledger::Ledger,
     step: &toolgate_ui::UiMessage,
     ids: &[String],
-    records: &[toolgate::ledger::ApprovalRecord],
+    records: &[(String, toolgate::ledger::ApprovalRecord)],
     at: Millis,
 ) -> Vec<AuditEvent> {
     let call_of = |id: &str| {
@@ -99,7 +100,7 @@ fn missing(
         })
     };
     ids.iter()
-        .filter(|id| !records.iter().any(|record| &record.approval_id == *id))
+        .filter(|id| !records.iter().any(|(asked, _)| asked == *id))
         .map(|id| {
             let data = json!({"reason": "the step's approval is gone from the store, so the step was not continued"});
             conversation.event(AuditKind::Interrupted, id, &call_of(id).unwrap_or_default(), at, data)

@@ -8,7 +8,7 @@
 //!   and the prefix a client resuming a running response gets first;
 //! - [`step`]: the step whose approvals are decided outside the chat (routed
 //!   to approvers, or decided in the inbox);
-//! - [`edit`]: the one edit check of the server's paths;
+//! - [`vote`]: every path's one way to vote, and the one edit check;
 //! - [`continuation`]: a due conversation continued on the server;
 //! - [`agui`]: stored AG-UI threads, run and continued the same way.
 //!
@@ -19,9 +19,9 @@ pub(crate) mod agui;
 pub(crate) mod context;
 pub(crate) mod continuation;
 pub(crate) mod conversation;
-pub(crate) mod edit;
 mod replay;
 pub(crate) mod step;
+pub(crate) mod vote;
 
 use std::sync::Arc;
 

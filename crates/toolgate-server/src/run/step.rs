@@ -12,6 +12,11 @@
 //!   their own approvals they decide; on routed ones the routing's checks
 //!   apply (403 `not_an_approver`, `self_approval_forbidden`, 409
 //!   `already_voted`, ...). Nothing runs yet.
+//! - An answer whose edit the rules route to other approvers supersedes its
+//!   approval ([`lifecycle::supersede`]), its own or a routed one: the step
+//!   then waits for the new approval like any routed one. Every approval is
+//!   read as it stands now, a superseded one as its successor
+//!   ([`lifecycle::current`]).
 //! - While any approval of the step is pending the response only reports
 //!   where each approval stands ([`Step::Waiting`]: `data-toolgate-approval`
 //!   parts, no model call); the conversation is stored with the answers.
@@ -25,7 +30,7 @@ use std::collections::HashMap;
 use serde_json::json;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{self, VoteOptions, Voter, waiting_for};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger, LedgerStore};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger, LedgerStore, StoreError};
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
 use super::StoredRun;
@@ -87,17 +92,22 @@ pub(crate) async fn settle_step(
 ) -> Result<Step, ApiError> {
     let Some((index, ids)) = open_step(messages) else { return Ok(Step::None) };
     let store = ledger.config.store.as_ref();
-    let records = store.approvals(&ids).await?;
     let answers = answers_in(&messages[index]);
-    let involved = records.iter().any(|record| {
+    if !new_message {
+        supersede_edits(context, ledger, voter, &answers, &ids).await?;
+    }
+    let records = current(store, &ids).await?;
+    let involved = records.iter().any(|(asked, record)| {
         record.routing.is_some()
-            || (record.state != ApprovalState::Pending && !answers.contains_key(&record.approval_id))
+            || record.supersedes.is_some()
+            || (record.state != ApprovalState::Pending && !answers.contains_key(asked))
     });
     if !involved {
         return Ok(Step::None);
     }
     let pending: Vec<String> = records
         .iter()
+        .map(|(_, record)| record)
         .filter(|record| record.state == ApprovalState::Pending && record.routing.is_some())
         .map(|record| format!("`{}` ({}) waits for {}", record.approval_id, record.tool_name, waiting_for(record)))
         .collect();
@@ -107,8 +117,8 @@ pub(crate) async fn settle_step(
     if !new_message {
         vote_answers(context, ledger, voter, answers, &records).await?;
     }
-    let records = store.approvals(&ids).await?;
-    if records.iter().any(|record| record.state == ApprovalState::Pending) {
+    let records = current(store, &ids).await?;
+    if records.iter().any(|(_, record)| record.state == ApprovalState::Pending) {
         if new_message {
             // Only unrouted approvals are pending: the engine denies them as unanswered.
             answer_from_records(&mut messages[index], &records);
@@ -150,24 +160,72 @@ fn answers_in(message: &UiMessage) -> HashMap<String, Decision> {
         .collect()
 }
 
-/// Casts the requester's answers to pending approvals as their votes.
+/// The step's approvals as they stand now, each with the id the step names
+/// it by, in the order asked: a superseded one as its successor
+/// ([`lifecycle::current`]); unknown ids left out.
+pub(crate) async fn current(
+    store: &dyn LedgerStore,
+    ids: &[String],
+) -> Result<Vec<(String, ApprovalRecord)>, StoreError> {
+    let mut found = lifecycle::current(store, ids).await?;
+    Ok(ids.iter().filter_map(|id| found.remove(id).map(|record| (id.clone(), record))).collect())
+}
+
+/// The requester's own pending approvals (not routed) whose answer edits
+/// the input into one the rules route to others: each is superseded by a
+/// new approval routed to them (through [`super::vote::vote`]), before
+/// the step is read. The engine would otherwise refuse the edit.
+async fn supersede_edits(
+    context: &RunContext,
+    ledger: &Ledger,
+    voter: &Voter,
+    answers: &HashMap<String, Decision>,
+    ids: &[String],
+) -> Result<(), ApiError> {
+    let edited: Vec<String> = ids
+        .iter()
+        .filter(|id| matches!(answers.get(*id), Some(Decision::Approve { edited_input: Some(_) })))
+        .cloned()
+        .collect();
+    let config = &ledger.config;
+    let mut superseded = false;
+    for record in config.store.approvals(&edited).await? {
+        if record.state != ApprovalState::Pending || record.routing.is_some() {
+            continue;
+        }
+        let Some(Decision::Approve { edited_input: Some(edit) }) = answers.get(&record.approval_id) else { continue };
+        if let Some(refusal) = super::vote::check_edit(context, &record, voter, edit).await?
+            && let Some(route) = refusal.edit_route()
+        {
+            lifecycle::supersede(config, &record, voter, edit, route).await?;
+            superseded = true;
+        }
+    }
+    if superseded {
+        context.signals().approvals_changed();
+    }
+    Ok(())
+}
+
+/// Casts the requester's answers to pending approvals as their votes. A
+/// successor gets none: the answer in the message is the edit that made it,
+/// spoken to the original (the requester withdraws a successor in the inbox).
 async fn vote_answers(
     context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     mut answers: HashMap<String, Decision>,
-    records: &[ApprovalRecord],
+    records: &[(String, ApprovalRecord)],
 ) -> Result<(), ApiError> {
     let config = &ledger.config;
-    for record in records.iter().filter(|record| record.state == ApprovalState::Pending) {
+    let pending = records
+        .iter()
+        .map(|(_, record)| record)
+        .filter(|record| record.state == ApprovalState::Pending && record.supersedes.is_none());
+    for record in pending {
         let Some(decision) = answers.remove(&record.approval_id) else { continue };
-        if let Decision::Approve { edited_input: Some(edit) } = &decision {
-            lifecycle::check_vote(record, voter, &decision, config.clock.now())?;
-            super::edit::check_edit(context, record, voter, edit).await?;
-        }
         let options = VoteOptions { continuation: false, note: None };
-        lifecycle::cast(config.store.as_ref(), config.clock.as_ref(), &record.approval_id, voter, decision, options)
-            .await?;
+        super::vote::vote(context, config, &record.approval_id, voter, decision, options).await?;
     }
     context.signals().approvals_changed();
     Ok(())
@@ -176,9 +234,12 @@ async fn vote_answers(
 /// Writes the decisions on record into the step's tool parts as their
 /// answers (what the engine settles: approved ones run under the ledger's
 /// claim, denied and withdrawn ones are denied with their reason).
-pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[ApprovalRecord]) {
+///
+/// `records` pairs each approval the message names with its record now (a
+/// superseded one's successor, whose input, the edit, is the answer's).
+pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[(String, ApprovalRecord)]) {
     let records: HashMap<&str, &ApprovalRecord> =
-        records.iter().map(|record| (record.approval_id.as_str(), record)).collect();
+        records.iter().map(|(asked, record)| (asked.as_str(), record)).collect();
     for part in &mut message.parts {
         let UiPart::Tool(tool) = part else { continue };
         if !matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) {
@@ -192,18 +253,31 @@ pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[ApprovalRe
             approved: Some(decided.approved),
             reason: decided.reason.clone(),
             signature: approval.signature.clone(),
-            edited_input: decided.edited_input.clone(),
+            edited_input: match record.supersedes {
+                None => decided.edited_input.clone(),
+                Some(_) => decided.edited_input.clone().or_else(|| Some(record.input.clone())),
+            },
         };
         tool.state = ToolState::ApprovalResponded;
     }
 }
 
-/// `data-toolgate-approval` chunks for these approvals as they are now.
+/// `data-toolgate-approval` chunks for these approvals as they are now, and
+/// for the successors of those an edit superseded.
 pub(crate) async fn report(store: &dyn LedgerStore, approval_ids: &[String]) -> Vec<UiChunk> {
     if approval_ids.is_empty() {
         return Vec::new();
     }
-    match store.approvals(approval_ids).await {
+    let read = async {
+        let mut records = store.approvals(approval_ids).await?;
+        for (_, successor) in current(store, approval_ids).await? {
+            if !records.iter().any(|record| record.approval_id == successor.approval_id) {
+                records.push(successor);
+            }
+        }
+        Ok::<_, StoreError>(records)
+    };
+    match read.await {
         Ok(records) => records
             .iter()
             .map(|record| UiChunk::Approval { id: record.approval_id.clone(), data: approval_part(record) })

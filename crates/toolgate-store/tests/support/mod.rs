@@ -139,6 +139,8 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
         routing: None,
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     }
 }
 

@@ -80,6 +80,10 @@ impl Resolved {
 pub(crate) struct Plan {
     pub actions: Vec<Resolved>,
     pub approvals: Vec<ResolvedApproval>,
+    /// Approved edits the rules route to approvers the answer does not
+    /// satisfy, by approval id (with a ledger only): the claim runs them only
+    /// on a successor those approvers decided ([`super::lifecycle::supersede`]).
+    pub routed_edits: HashMap<String, EditRefusal>,
 }
 
 /// What the resolver needs besides the history.
@@ -134,6 +138,7 @@ pub(crate) async fn resolve(
 struct PlanBuilder {
     entries: Vec<((usize, usize), Resolved)>,
     approvals: Vec<((usize, usize), ResolvedApproval)>,
+    routed_edits: HashMap<String, EditRefusal>,
 }
 
 impl PlanBuilder {
@@ -221,7 +226,14 @@ impl PlanBuilder {
                 routed: options.ledger && verdict.route.is_some(),
                 voter: None,
             };
-            check_edit(check).await.map_err(|refusal| edit_refused(request, call, refusal))?;
+            match check_edit(check).await {
+                Ok(()) => {}
+                // With a ledger the claim decides: it runs only on a successor the route's approvers decided.
+                Err(refusal @ EditRefusal::NeedsApprovers { .. }) if options.ledger => {
+                    self.routed_edits.insert(request.approval_id.clone(), refusal);
+                }
+                Err(refusal) => return Err(edit_refused(request, call, refusal)),
+            }
             run.input = edited.clone();
         }
         let outcome = ApprovalOutcome::Approved { edited_input: edited_input.cloned() };
@@ -286,6 +298,7 @@ impl PlanBuilder {
         Plan {
             actions: self.entries.into_iter().map(|(_, resolved)| resolved).collect(),
             approvals: self.approvals.into_iter().map(|(_, record)| record).collect(),
+            routed_edits: self.routed_edits,
         }
     }
 }

@@ -47,7 +47,7 @@ pub(crate) async fn drive<M: LanguageModel>(
     cancellation: CancellationToken,
     out: Emitter,
 ) -> Result<TextResult, EngineError> {
-    let Prepared { request, history, plan: Plan { actions, approvals }, warnings } = prepared;
+    let Prepared { request, history, plan: Plan { actions, approvals, .. }, warnings } = prepared;
     out.emit(StreamPart::Start).await;
     for warning in warnings {
         out.emit(warning).await;

@@ -244,7 +244,12 @@ impl AuditStore for MemoryStore {
             let events = inner.audit.len();
             inner.audit.retain(|event| event.at >= before || open_ids.contains(event.approval_id.as_str()));
             let approvals = inner.approvals.len();
-            inner.approvals.retain(|_, record| !(record.state.is_final() && record.updated_at < before));
+            // A superseded approval stays while its successor is open: the call is found through it.
+            let open_successor =
+                |record: &ApprovalRecord| record.superseded_by.as_deref().is_some_and(|id| open_ids.contains(id));
+            inner.approvals.retain(|_, record| {
+                !(record.state.is_final() && record.updated_at < before && !open_successor(record))
+            });
             let approvals_left = &inner.approvals;
             inner.by_call.retain(|_, approval_id| approvals_left.contains_key(approval_id));
             let conversations = inner.conversations.len();

@@ -112,6 +112,14 @@ pub struct ApprovalRecord {
     /// Why a person is asked (the rule or tool policy that asked), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The approval this one replaced: an approver edited that one's input
+    /// into this one's, and the rules route the edit to other approvers
+    /// ([`crate::approval::lifecycle::supersede`]). Same call, same conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    /// The approval that replaced this one (set when it moves to `superseded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
 }
 
 impl ApprovalRecord {
@@ -158,6 +166,8 @@ pub struct Update {
     /// marks it in the same transaction (see
     /// [`crate::ledger::ContinuationStore::claim_continuation`]).
     pub continuation: bool,
+    /// The approval that replaces this one (with `to = superseded`).
+    pub superseded_by: Option<String>,
 }
 
 /// One conditional state change: applied only when the record is in `from`
@@ -231,6 +241,9 @@ pub enum AuditKind {
     /// The server continued the conversation's run itself after the last
     /// decision; the data names the replica (`executor`).
     Continued,
+    /// An approver's edit needed other approvers; the data names the new
+    /// approval (`supersededBy`), the edited input and whom it waits for.
+    Superseded,
     /// An escalation step added approvers; the data names them.
     Escalated,
     /// The approvers were reminded of a pending approval.
@@ -244,7 +257,7 @@ pub enum AuditKind {
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -257,6 +270,7 @@ impl AuditKind {
         Self::Voted,
         Self::Withdrawn,
         Self::Continued,
+        Self::Superseded,
         Self::Escalated,
         Self::Reminded,
         Self::Notified,
@@ -278,6 +292,7 @@ impl AuditKind {
             Self::Voted => "voted",
             Self::Withdrawn => "withdrawn",
             Self::Continued => "continued",
+            Self::Superseded => "superseded",
             Self::Escalated => "escalated",
             Self::Reminded => "reminded",
             Self::Notified => "notified",
@@ -394,6 +409,9 @@ impl Transition {
         if let Some(votes) = &self.update.votes {
             record.votes = votes.clone();
         }
+        if let Some(successor) = &self.update.superseded_by {
+            record.superseded_by = Some(successor.clone());
+        }
         if self.update.lease.is_some() {
             record.lease = self.update.lease.clone();
         } else if self.to != ApprovalState::Executing {
@@ -424,5 +442,7 @@ pub(crate) fn pending_record(approval_id: String, issued_at: Millis, expires_at:
         routing: None,
         votes: Vec::new(),
         reason: None,
+        supersedes: None,
+        superseded_by: None,
     }
 }

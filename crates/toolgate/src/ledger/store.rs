@@ -96,9 +96,10 @@ pub trait AuditStore: Send + Sync + std::fmt::Debug {
 
     /// Removes what finished before `before` (the
     /// retention setting, `toolgate serve --retain`): approval records in a
-    /// final state (denied, expired, executed, failed, interrupted, withdrawn) last
-    /// changed before it; audit events recorded before it, except those of an
-    /// approval still open (pending, approved, executing); conversations last
+    /// final state (denied, expired, executed, failed, interrupted, withdrawn,
+    /// and superseded once its successor is not open) last changed before it;
+    /// audit events recorded before it, except those of an approval still open
+    /// (pending, approved, executing); conversations last
     /// saved before it that hold no open approval; deliveries delivered or
     /// failed before it, and link uses whose link expired before it. Nothing open is ever
     /// removed, and sticky decisions are not touched. A store may remove in

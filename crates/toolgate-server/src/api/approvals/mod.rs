@@ -12,8 +12,11 @@
 //! - `POST /api/approvals/{id}` `{"decision": "approve"|"deny", "reason"?,
 //!   "editedInput"?}`: a vote; 200 with the item in its new state. An edit
 //!   passes the same checks as in the chat (the tool allows edits, the input
-//!   schema, the policy) before the vote counts. A deciding vote makes the
-//!   server continue the conversation ([`crate::continuation`]).
+//!   schema, the policy) before the vote counts; one the rules route to
+//!   approvers this vote does not satisfy becomes a new approval routed to
+//!   them, and the answer is the original in the state `superseded`, naming
+//!   it (`supersededBy`). A deciding vote makes the server continue the
+//!   conversation ([`crate::continuation`]).
 //! - `DELETE /api/approvals/{id}`: the requester withdraws their pending
 //!   request; it resolves like a denial ("withdrawn by the requester").
 //! - `GET /api/approvals/stream`: server-sent events ([`mod@stream`]).
@@ -28,8 +31,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate::Decision;
-use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter, may_see};
-use toolgate::ledger::{ApprovalQuery, ApprovalRecord, LedgerConfig, StateFilter};
+use toolgate::approval::lifecycle::{self, VoteOptions, may_see};
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, StateFilter};
 use utoipa::ToSchema;
 
 pub(crate) use stream::__path_stream;
@@ -40,6 +43,7 @@ use crate::approval_item::ApprovalItem;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
+use crate::run::vote::{visible, vote};
 
 /// A listing holds this many approvals unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -212,13 +216,8 @@ pub(crate) async fn decide(
         }
     };
     let voter = caller.voter(&state);
-    if let Decision::Approve { edited_input: Some(edit) } = &decision {
-        let record = visible(ledger, &id, &voter).await?;
-        lifecycle::check_vote(&record, &voter, &decision, ledger.clock.now())?;
-        crate::run::edit::check_edit(state.run_context(), &record, &voter, edit).await?;
-    }
     let options = VoteOptions { continuation: true, note };
-    let record = lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), &id, &voter, decision, options).await?;
+    let record = vote(state.run_context(), ledger, &id, &voter, decision, options).await?;
     decided(&state, &record);
     Ok(Json(ApprovalItem::of(&record)))
 }
@@ -263,14 +262,6 @@ pub(crate) fn decided(state: &AppState, record: &ApprovalRecord) {
     state.signals().approvals_changed();
     if record.state != toolgate::ledger::ApprovalState::Pending {
         state.signals().wake_continuations();
-    }
-}
-
-/// The record, if `voter` may see it; else 404 `unknown_approval`.
-async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<ApprovalRecord, ApiError> {
-    match ledger.store.approvals(&[id.to_owned()]).await?.pop() {
-        Some(record) if may_see(&record, voter) => Ok(record),
-        _ => Err(VoteRefusal::Unknown(id.to_owned()).into()),
     }
 }
 

@@ -35,8 +35,9 @@ pub(crate) async fn continue_thread(
         return Ok(());
     }
     let ids: Vec<String> = pending.iter().map(|approval| approval.interrupt_id.clone()).collect();
-    let records = store.approvals(&ids).await?;
-    if records.len() != ids.len() || records.iter().any(|record| record.state == ApprovalState::Pending) {
+    // Each as it stands now: a superseded approval as its successor.
+    let records = crate::run::step::current(store.as_ref(), &ids).await?;
+    if records.len() != ids.len() || records.iter().any(|(_, record)| record.state == ApprovalState::Pending) {
         return Ok(());
     }
     let id = conversation.name();
@@ -46,7 +47,7 @@ pub(crate) async fn continue_thread(
     input.resume = Some(records.iter().map(resume_entry).collect());
     let principal = conversation.owner.clone();
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
-    store.append(&[continued_event(&records[0], &principal, ledger.clock.now(), data)]).await?;
+    store.append(&[continued_event(&records[0].1, &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(thread = %key, approvals = ids.len(), "continuing the AG-UI thread on the server");
     // The client's view ends where it paused, unless an earlier continuation already marked it.
     thread.continued_at = thread.continued_at.or(Some(input.messages.len()));
@@ -65,11 +66,13 @@ pub(crate) async fn continue_thread(
 /// The resume entry of a decided approval: its decision on record (an
 /// approval with none, e.g. expired, is answered with a denial the ledger
 /// then settles as it stands).
-fn resume_entry(record: &ApprovalRecord) -> ResumeEntry {
+fn resume_entry((interrupt_id, record): &(String, ApprovalRecord)) -> ResumeEntry {
     let payload = match &record.decision {
         Some(decision) if decision.approved => {
             let mut payload = json!({"approved": true});
-            if let Some(edit) = &decision.edited_input {
+            // A successor's input is the edit that superseded the interrupt's approval.
+            let edit = decision.edited_input.as_ref().or(record.supersedes.as_ref().map(|_| &record.input));
+            if let Some(edit) = edit {
                 payload["editedArgs"] = edit.clone();
             }
             payload
@@ -79,5 +82,5 @@ fn resume_entry(record: &ApprovalRecord) -> ResumeEntry {
         }
         None => json!({"approved": false, "reason": record.state.as_str()}),
     };
-    ResumeEntry::resolved(record.approval_id.clone(), payload)
+    ResumeEntry::resolved(interrupt_id.clone(), payload)
 }

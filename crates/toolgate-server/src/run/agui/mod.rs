@@ -5,6 +5,7 @@
 //! continuation worker call this; it imports neither.
 
 mod continuation;
+mod edits;
 mod thread;
 
 use axum::body::Bytes;
@@ -16,6 +17,7 @@ use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_K
 
 use super::context::RunContext;
 pub(crate) use continuation::continue_thread;
+pub(crate) use edits::supersede_resumed_edits;
 pub(crate) use thread::{CatchUp, StoredThread};
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).

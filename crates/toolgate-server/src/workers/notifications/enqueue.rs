@@ -115,6 +115,8 @@ fn event_kind(kind: AuditKind) -> Option<EventKind> {
         | AuditKind::Voted
         | AuditKind::Withdrawn
         | AuditKind::Continued
+        // The successor's own `issued` event asks its approvers.
+        | AuditKind::Superseded
         | AuditKind::Notified
         | AuditKind::NotificationFailed => None,
     }

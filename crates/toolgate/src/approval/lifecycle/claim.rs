@@ -19,6 +19,13 @@
 //!    an error (claims of this request already happened): the recorded
 //!    decision stands, with a warning.
 //!
+//! An approval superseded by an edit ([`super::supersede`]) is read as its
+//! successor: the answer must carry the successor's input (the edit) or
+//! deny, and what runs is claimed, and recorded, on the successor. An edit
+//! the rules route to other approvers (the plan names it) runs only on such
+//! a successor, decided by them; on the original it is refused
+//! (`edit_not_allowed`).
+//!
 //! Held calls and provider-executed answers are not in the ledger.
 
 use std::collections::HashMap;
@@ -26,9 +33,9 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput};
 
-use super::{ApprovalState, Decision, transition};
+use super::{ApprovalState, Decision, EditRefusal, transition};
 use crate::EngineError;
-use crate::approval::{ApprovalOutcome, NO_ANSWER_REASON, Plan, Resolved, ResolvedApproval, input_digest};
+use crate::approval::{ApprovalOutcome, NO_ANSWER_REASON, Plan, Resolved, input_digest};
 use crate::ledger::{
     ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, INTERRUPTED_TEXT, Ledger, Millis, RecordedDecision,
     Transition, TransitionOutcome, WARNING_ALREADY_DECIDED, WARNING_EXPIRED, WARNING_INTERRUPTED,
@@ -54,6 +61,9 @@ struct Entry {
     decision: Decision,
     source: Source,
     idempotent: bool,
+    /// The edit needs approvers the original approval does not have: it may
+    /// run only on a successor they decided.
+    needs_route: Option<EditRefusal>,
 }
 
 impl Entry {
@@ -65,8 +75,9 @@ impl Entry {
 
 /// What an approval means for this request.
 enum Effect {
-    /// Claimed by this request: run it.
-    Run,
+    /// Claimed by this request (the approval with this id: the entry's, or
+    /// its successor's): run it.
+    Run(String),
     /// Denied (now or on record), with the reason.
     Deny(Option<String>),
     /// Outcome on record; nothing runs.
@@ -115,7 +126,7 @@ pub(crate) async fn settle(
     ledger: &Ledger,
     toolkit: Option<&Toolkit>,
 ) -> Result<(Plan, Vec<StreamPart>), EngineError> {
-    let entries = entries(&plan.approvals, toolkit);
+    let entries = entries(&plan, toolkit);
     if entries.is_empty() {
         return Ok((plan, Vec::new()));
     }
@@ -128,8 +139,9 @@ pub(crate) async fn settle(
     // claim (pending as issued, unexpired): if its state is stale, the claim
     // does not move and the next round reads the store. Anything else reads
     // the store first, as if nothing were kept.
+    // An edit that needs other approvers is settled on the store's record: its successor, if any.
     let mut kept = match ids.as_slice() {
-        [id] => ledger.config.issued.take(id),
+        [id] if plan.routed_edits.is_empty() => ledger.config.issued.take(id),
         _ => None,
     };
     loop {
@@ -140,9 +152,7 @@ pub(crate) async fn settle(
         });
         let mut records: HashMap<String, ApprovalRecord> = match claimable {
             Some(record) => HashMap::from([(record.approval_id.clone(), record)]),
-            None => {
-                store.approvals(&ids).await?.into_iter().map(|record| (record.approval_id.clone(), record)).collect()
-            }
+            None => super::current(store.as_ref(), &ids).await?,
         };
         let mut rejected = Vec::new();
         let (claims, claimants) = match check(&entries, &records, ledger, now, &mut rejected) {
@@ -173,10 +183,10 @@ pub(crate) async fn settle(
                 TransitionOutcome::Moved(record) if first || won[position] => {
                     won[position] = true;
                     settled[position] = Some(moved_effect(&record, &entries[position]));
-                    records.insert(record.approval_id.clone(), record);
+                    records.insert(entries[position].approval_id.clone(), record);
                 }
                 TransitionOutcome::Unmoved(record) if first => {
-                    records.insert(record.approval_id.clone(), record);
+                    records.insert(entries[position].approval_id.clone(), record);
                 }
                 TransitionOutcome::Unmoved(record) if won[position] => {
                     // Approved but not executing: cannot happen on a row this transaction holds.
@@ -362,7 +372,7 @@ async fn settle_unclaimed(
                 TransitionOutcome::Missing => busy(entry, ApprovalState::Pending),
             });
             if let TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) = outcome {
-                records.insert(record.approval_id.clone(), record);
+                records.insert(entry.approval_id.clone(), record);
             }
         }
     }
@@ -371,7 +381,7 @@ async fn settle_unclaimed(
         .zip(settled)
         .zip(won.iter())
         .map(|((entry, effect), won)| match effect {
-            Some(Effect::Run) if !won => busy(entry, ApprovalState::Executing),
+            Some(Effect::Run(_)) if !won => busy(entry, ApprovalState::Executing),
             Some(effect) => effect,
             None => busy(entry, ApprovalState::Pending),
         })
@@ -380,8 +390,8 @@ async fn settle_unclaimed(
 }
 
 /// The ledger-relevant approvals of a plan (provider-executed ones are not recorded here).
-fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Entry> {
-    approvals
+fn entries(plan: &Plan, toolkit: Option<&Toolkit>) -> Vec<Entry> {
+    plan.approvals
         .iter()
         .enumerate()
         .filter_map(|(index, approval)| {
@@ -411,14 +421,25 @@ fn entries(approvals: &[ResolvedApproval], toolkit: Option<&Toolkit>) -> Vec<Ent
                 decision,
                 source,
                 idempotent,
+                needs_route: plan.routed_edits.get(&approval.approval_id).cloned(),
             })
         })
         .collect()
 }
 
-/// Fails when the record was issued for another conversation, call, tool or input.
+/// Fails when the record was issued for another conversation, call, tool or
+/// input (for a successor: when the answer does not carry its input), or
+/// when an edit that needs other approvers would run without them.
 fn check_binding(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger) -> Result<(), EngineError> {
-    let digest = input_digest(&entry.call.input).unwrap_or_default();
+    if let Some(refusal) = &entry.needs_route
+        && record.supersedes.is_none()
+    {
+        return Err(EngineError::EditNeedsApprovers {
+            approval_id: entry.approval_id.clone(),
+            tool_name: entry.call.tool_name.clone(),
+            refusal: refusal.clone(),
+        });
+    }
     let detail = if record.conversation_id != ledger.conversation_id {
         // Named as the client named it: the key's owner half is the ledger's, not the client's.
         Some(format!("it was issued in another conversation, not `{}`", ledger.name()))
@@ -426,8 +447,15 @@ fn check_binding(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger) -> Res
         Some(format!("it was issued for tool call `{}`, not `{}`", record.tool_call_id, entry.call.tool_call_id))
     } else if record.tool_name != entry.call.tool_name {
         Some(format!("it was issued for tool `{}`, not `{}`", record.tool_name, entry.call.tool_name))
-    } else if record.input_digest != digest {
+    } else if record.supersedes.is_none() && record.input_digest != input_digest(&entry.call.input).unwrap_or_default()
+    {
         Some("the call's input differs from the input it was issued for".to_owned())
+    } else if answer_on(record, entry).is_none() {
+        // A successor's input is the edit, which the answer must carry.
+        Some(format!(
+            "it was superseded by an edit (approval `{}`): the call runs only with the edited input",
+            record.approval_id
+        ))
     } else {
         None
     };
@@ -478,12 +506,23 @@ fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -
     vec![transition::decide(record, entry.decision.clone(), ledger, now, events)]
 }
 
+/// The entry's answer as a decision on `record`: itself, or for a successor
+/// its answer rebased onto the successor's input (`None`: it does not carry
+/// that input; see [`super::on_successor`]).
+fn answer_on(record: &ApprovalRecord, entry: &Entry) -> Option<Decision> {
+    match record.supersedes {
+        None => Some(entry.decision.clone()),
+        Some(_) => super::on_successor(record, &entry.decision),
+    }
+}
+
 /// What a record that is not pending (or did not move) means for this answer.
 fn reading(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Reading {
-    if let (Some(recorded), Some(received)) = (record.decision.as_ref().map(RecordedDecision::decision), entry.given())
-        && recorded.contradicts(received)
+    let received = entry.given().and(answer_on(record, entry));
+    if let (Some(recorded), Some(received)) = (record.decision.as_ref().map(RecordedDecision::decision), received)
+        && recorded.contradicts(&received)
     {
-        return Reading::Conflict(recorded, received.clone());
+        return Reading::Conflict(recorded, received);
     }
     match record.state {
         ApprovalState::Pending if record.expires_at <= now => {
@@ -513,14 +552,15 @@ fn reading(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis)
         | ApprovalState::Executed
         | ApprovalState::Failed
         | ApprovalState::Interrupted
-        | ApprovalState::Withdrawn => Reading::Settled(recorded_effect(record, entry)),
+        | ApprovalState::Withdrawn
+        | ApprovalState::Superseded => Reading::Settled(recorded_effect(record, entry)),
     }
 }
 
 /// What a transition this request made means: run under its lease, or the stored outcome.
 fn moved_effect(record: &ApprovalRecord, entry: &Entry) -> Effect {
     match record.state {
-        ApprovalState::Executing => Effect::Run,
+        ApprovalState::Executing => Effect::Run(record.approval_id.clone()),
         _ => recorded_effect(record, entry),
     }
 }
@@ -543,6 +583,12 @@ fn recorded_effect(record: &ApprovalRecord, entry: &Entry) -> Effect {
         ApprovalState::Denied | ApprovalState::Withdrawn => {
             Effect::Deny(record.decision.as_ref().and_then(|d| d.reason.clone()))
         }
+        // A chain of edits longer than `MAX_SUPERSEDED`, read to its limit: it settles nothing.
+        ApprovalState::Superseded => Effect::Deny(Some(format!(
+            "approval `{}` was superseded more than {} times; ask for the call again",
+            entry.approval_id,
+            super::MAX_SUPERSEDED
+        ))),
         ApprovalState::Expired => Effect::Stored(stored(EXPIRED_TEXT), ApprovalOutcome::Expired),
         ApprovalState::Interrupted => Effect::Stored(stored(INTERRUPTED_TEXT), ApprovalOutcome::Interrupted),
         ApprovalState::Executed | ApprovalState::Failed => {
@@ -558,7 +604,11 @@ fn apply_effect(plan: &mut Plan, entry: &Entry, effect: Effect, won: bool) {
     let action = plan.actions.iter_mut().find(|action| action.call().tool_call_id == entry.call.tool_call_id);
     let record = &mut plan.approvals[entry.index];
     match effect {
-        Effect::Run => {}
+        Effect::Run(claimed) => {
+            if let Some(Resolved::Run { approval_id, .. }) = action {
+                *approval_id = Some(claimed);
+            }
+        }
         Effect::Deny(reason) => {
             if !won {
                 record.outcome = ApprovalOutcome::Replayed { state: ApprovalState::Denied };

@@ -16,9 +16,11 @@
 //!    approval being decided already satisfies that route: the person
 //!    approving with the edit is one of the route's approvers (the requester
 //!    only where the route allows self-approval), and the route needs one
-//!    approval. Otherwise the edit is refused, naming the rule and whom it
-//!    waits for ([`EditRefusal::NeedsApprovers`], `edit_not_allowed`): an edit
-//!    never lowers the bar the rules set for its input.
+//!    approval. Otherwise the edit may not run on this approval
+//!    ([`EditRefusal::NeedsApprovers`], naming the rule, whom it waits for,
+//!    and the route): with a ledger it becomes a new approval routed that way
+//!    ([`super::supersede`]); without one it is refused (`edit_not_allowed`).
+//!    An edit never lowers the bar the rules set for its input.
 //!
 //! Where the approver is not known (the engine settling an approval that was
 //! decided out of band by votes), only a routed approval can be in that
@@ -72,10 +74,21 @@ pub enum EditRefusal {
         reason: String,
         /// Whom the edited input would wait for, in words.
         waiting_for: String,
+        /// The route the rules give the edited input.
+        route: Box<Route>,
     },
 }
 
 impl EditRefusal {
+    /// The route and reason of an edit that needs other approvers: what a
+    /// new approval of it is routed by ([`super::supersede`]).
+    pub fn edit_route(&self) -> Option<super::EditRoute<'_>> {
+        match self {
+            Self::NeedsApprovers { reason, route, .. } => Some(super::EditRoute { route, reason }),
+            _ => None,
+        }
+    }
+
     /// The stable code: `edit_not_allowed`, `invalid_tool_input` or `edit_denied`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -112,7 +125,8 @@ pub async fn check_edit(check: EditCheck<'_>) -> Result<(), EditRefusal> {
             if satisfies(route, &approver, requester.principal) {
                 Ok(())
             } else {
-                Err(EditRefusal::NeedsApprovers { reason: reason(), waiting_for: route_in_words(route) })
+                let waiting_for = route_in_words(route);
+                Err(EditRefusal::NeedsApprovers { reason: reason(), waiting_for, route: Box::new(route.clone()) })
             }
         }
     }

@@ -225,6 +225,8 @@ pub(crate) fn pending_record(
         routing: call.route.map(|route| route.resolve(|group| ledger.config.group_members(group))),
         votes: Vec::new(),
         reason: call.reason.map(str::to_owned),
+        supersedes: None,
+        superseded_by: None,
     }
 }
 
@@ -370,7 +372,8 @@ pub enum Driven {
     /// Approved, and this process holds the claim: run it now (the record's
     /// decision may carry an edited input), then [`finish`] it.
     Run(ApprovalRecord),
-    /// Final: denied, withdrawn, expired, interrupted, or run (its outcome stored).
+    /// Final: denied, withdrawn, expired, interrupted, or run (its outcome
+    /// stored); superseded only when its successor is gone.
     Final(ApprovalRecord),
     /// Still pending (or running elsewhere) when the hold ended.
     Waiting(ApprovalRecord),
@@ -433,6 +436,11 @@ where
                 let state = record.state;
                 record = wait(ledger, &record.approval_id, &[state], until, hold.poll).await?;
             }
+            // An edit made it a new approval: hold that one (same call, the edited input).
+            ApprovalState::Superseded => match successor(ledger, &record).await? {
+                Some(successor) => record = successor,
+                None => return Ok(Driven::Final(record)),
+            },
             ApprovalState::Denied
             | ApprovalState::Withdrawn
             | ApprovalState::Expired
@@ -441,6 +449,12 @@ where
             | ApprovalState::Interrupted => return Ok(Driven::Final(record)),
         }
     }
+}
+
+/// The approval that superseded `record`, if it names one the store has.
+pub async fn successor(ledger: &Ledger, record: &ApprovalRecord) -> Result<Option<ApprovalRecord>, HeldError> {
+    let Some(id) = &record.superseded_by else { return Ok(None) };
+    Ok(ledger.config.store.approvals(std::slice::from_ref(id)).await?.pop())
 }
 
 /// Runs `work` while renewing this process's execution leases every third

@@ -19,6 +19,7 @@
 //! | `pending` | `denied` | an escalation step with `action = "deny"` is due (a vote by [`TIMER_PRINCIPAL`]) | the server's timer | [`timer::fire`] |
 //! | `pending` | `expired` | a routed approval reaches `expires_at` | the server's timer | [`timer::fire`] |
 //! | `pending` | `withdrawn` | the requester takes the request back | the requester | [`withdraw`] |
+//! | `pending` | `superseded` | an approver's edit needs other approvers: a new `pending` approval of the edited input, routed as the rules say, takes its place (same call, linked both ways) | whoever approved with the edit | [`supersede`] |
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
 //! | `approved` | `executing` | the step of an approval decided out of band continues | whoever continues the step (the server, or the requester's next request), under its process's lease | `claim` via `transition::start_execution` |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
@@ -31,7 +32,7 @@
 //! once, finished.
 //!
 //! Nothing moves back, and `denied`, `expired`, `executed`, `failed`,
-//! `interrupted` and `withdrawn` are final ([`ApprovalState::can_move_to`],
+//! `interrupted`, `withdrawn` and `superseded` are final ([`ApprovalState::can_move_to`],
 //! [`ApprovalState::is_final`]). A decision, once recorded, stands: a later
 //! answer that contradicts it is refused (`approval_already_decided`), one
 //! that repeats it gets the recorded outcome and runs nothing.
@@ -65,6 +66,7 @@ pub mod held;
 pub mod route;
 mod schedule;
 mod state;
+mod supersede;
 pub mod timer;
 mod transition;
 pub(crate) mod verify;
@@ -76,6 +78,8 @@ pub use route::{
     requester, tally, viewers, waiting_for,
 };
 pub use state::{ApprovalState, Decision};
+pub(crate) use supersede::on_successor;
+pub use supersede::{EditRoute, MAX_SUPERSEDED, Superseded, current, supersede};
 pub use timer::{Escalation, Fired, Schedule, TIMER_PRINCIPAL, TimerAdvance, fire, next_due};
 pub(crate) use transition::finish;
 pub use vote::{VoteError, VoteOptions, WITHDRAWN_REASON, cast, withdraw};

@@ -27,11 +27,14 @@ pub enum ApprovalState {
     Interrupted,
     /// The requester withdrew it before it was decided.
     Withdrawn,
+    /// An approver's edit needed other approvers: a new approval of the
+    /// edited input took its place ([`crate::ledger::ApprovalRecord::superseded_by`]).
+    Superseded,
 }
 
 impl ApprovalState {
     /// Every state, in life order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Pending,
         Self::Approved,
         Self::Denied,
@@ -41,6 +44,7 @@ impl ApprovalState {
         Self::Failed,
         Self::Interrupted,
         Self::Withdrawn,
+        Self::Superseded,
     ];
 
     /// The name stored and shown (`pending`, `approved`, ...).
@@ -55,6 +59,7 @@ impl ApprovalState {
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
             Self::Withdrawn => "withdrawn",
+            Self::Superseded => "superseded",
         }
     }
 
@@ -69,10 +74,12 @@ impl ApprovalState {
     /// table in [`crate::approval::lifecycle`]). Stores apply only the
     /// transitions the engine builds, and the engine builds only these.
     pub fn can_move_to(self, to: Self) -> bool {
-        use ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending, Withdrawn};
+        use ApprovalState::{
+            Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending, Superseded, Withdrawn,
+        };
         matches!(
             (self, to),
-            (Pending, Pending | Approved | Denied | Expired | Withdrawn | Executing)
+            (Pending, Pending | Approved | Denied | Expired | Withdrawn | Superseded | Executing)
                 | (Approved, Executing)
                 | (Executing, Executing | Executed | Failed | Interrupted)
         )
@@ -150,7 +157,11 @@ mod tests {
         }
         assert!(Pending.can_move_to(Pending), "a vote that does not decide keeps it pending");
         let finals: Vec<ApprovalState> = ApprovalState::ALL.into_iter().filter(|s| s.is_final()).collect();
-        assert_eq!(finals, [Denied, Expired, Executed, Failed, Interrupted, Withdrawn]);
+        assert_eq!(finals, [Denied, Expired, Executed, Failed, Interrupted, Withdrawn, Superseded]);
+        assert!(
+            Pending.can_move_to(Superseded) && !Approved.can_move_to(Superseded),
+            "only a pending one is superseded"
+        );
         assert!(Executing.can_move_to(Executing), "an idempotent call's lapsed lease is claimed again");
         assert!(!Approved.can_move_to(Denied) && !Denied.can_move_to(Approved), "a decision stands");
     }

@@ -12,7 +12,8 @@
 //! - denied: the result must be an `execution-denied`;
 //! - executed, failed, expired, interrupted: the result must be the recorded
 //!   one (text that is JSON compares as that JSON, as clients carry outputs
-//!   back as text).
+//!   back as text);
+//! - superseded: its successor (a record of the same call) judges the result.
 //!
 //! Calls without a record (ungated calls, provider-executed ones) are not
 //! the ledger's to judge.
@@ -71,6 +72,7 @@ fn contradiction(record: &ApprovalRecord, output: &ToolResultOutput) -> Option<S
         )),
         ApprovalState::Denied | ApprovalState::Withdrawn => (!output.is_denied())
             .then(|| format!("approval `{}` was denied; the call has no other result", record.approval_id)),
+        ApprovalState::Superseded => None,
         ApprovalState::Executed | ApprovalState::Failed | ApprovalState::Expired | ApprovalState::Interrupted => {
             let recorded = record.output.as_ref().map(comparable);
             (recorded != Some(comparable(output)))
