@@ -1,12 +1,15 @@
-//! The shared state every handler and worker reads: the configuration, the model, the store, and the signals
-//! between them. The launcher that serves it is `launch.rs`; the router is [`crate::router`].
+//! The shared state the handlers read: the configuration, what runs a stored
+//! conversation (the run context of `run/context.rs`: the model, the tools,
+//! the rules, the store of sticky decisions, the clock, the signals), the
+//! inbox streams' follower of the store, and the link signer. The workers
+//! never take it whole: the launcher (`launch.rs`) hands each the parts it
+//! needs. The router is [`crate::router`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
-use toolgate::approval::ApprovalSigner;
 use toolgate::approval::lifecycle::Voter;
 use toolgate::ledger::{
     AuditView, Clock, Ledger, LedgerConfig, LedgerStore, MemoryStore, Millis, SystemClock, check_conversation_id,
@@ -18,7 +21,8 @@ use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 
 use crate::error::ApiError;
-use crate::running::RunningResponses;
+use crate::run::context::{RunContext, RunParts};
+use crate::signals::Signals;
 use crate::trace::TraceFile;
 use toolgate_auth::ApprovalSecret;
 use toolgate_auth::PrincipalSource;
@@ -104,20 +108,12 @@ pub struct AppState {
 
 struct Inner {
     config: ServerConfig,
-    model: SharedModel,
-    signer: ApprovalSigner,
+    /// What runs a stored conversation: the model, the tools, the rules, the
+    /// signals (a clone goes to the continuation worker).
+    run: RunContext,
     trace: Option<TraceFile>,
-    running: Arc<RunningResponses>,
-    toolkit: RwLock<Toolkit>,
-    /// Where sticky decisions live: the ledger's store, else this process's memory.
-    decisions: Arc<dyn LedgerStore>,
-    clock: Arc<dyn Clock>,
-    /// Bumped whenever this process changes an approval (inbox streams look again).
-    approvals_changed: tokio::sync::watch::Sender<u64>,
-    /// Wakes the continuation worker (a decision here made a conversation due).
-    continuations: Arc<tokio::sync::Notify>,
     /// Follows the store's changes for the inbox streams.
-    inbox_hub: crate::approvals::hub::InboxHub,
+    inbox_hub: crate::workers::inbox_hub::InboxHub,
     /// Signs and verifies one-time approval links.
     links: crate::notify::token::LinkSigner,
 }
@@ -138,52 +134,51 @@ impl AppState {
         };
         let signer = config.secret.signer().clone().with_signature_field(config.signature_field);
         let links = crate::notify::token::LinkSigner::new(&config.secret);
-        let running = Arc::default();
-        let toolkit = RwLock::new(config.toolkit.clone());
         let (decisions, clock): (Arc<dyn LedgerStore>, Arc<dyn Clock>) = match &config.ledger {
             Some(ledger) => (Arc::clone(&ledger.store), Arc::clone(&ledger.clock)),
             None => (Arc::new(MemoryStore::new()), Arc::new(SystemClock)),
         };
-        let inner = Inner {
-            config,
+        let run = RunContext::new(RunParts {
             model,
+            toolkit: config.toolkit.clone(),
+            policy: config.policy.clone(),
             signer,
-            trace,
-            running,
-            toolkit,
             decisions,
             clock,
-            approvals_changed: tokio::sync::watch::Sender::new(0),
-            continuations: Arc::default(),
-            inbox_hub: Default::default(),
-            links,
-        };
+            signals: Signals::default(),
+            max_steps: config.max_steps,
+            system: config.system.clone(),
+            signature_field: config.signature_field,
+            groups: config.groups.clone(),
+            continuation_lease: config.continuation_lease,
+        });
+        let inner = Inner { config, run, trace, inbox_hub: Default::default(), links };
         Ok(Self { inner: Arc::new(inner) })
     }
 
     /// The tools offered now.
     pub fn toolkit(&self) -> Toolkit {
-        self.inner.toolkit.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.inner.run.toolkit()
     }
 
     /// Offers other tools from the next request on (e.g. after an MCP server's tool list changed).
     pub fn set_toolkit(&self, toolkit: Toolkit) {
-        *self.inner.toolkit.write().unwrap_or_else(std::sync::PoisonError::into_inner) = toolkit;
+        self.inner.run.set_toolkit(toolkit);
+    }
+
+    /// What runs a stored conversation (see [`RunContext`]).
+    pub(crate) fn run_context(&self) -> &RunContext {
+        &self.inner.run
     }
 
     /// Where sticky decisions are kept.
     pub(crate) fn decision_store(&self) -> &Arc<dyn LedgerStore> {
-        &self.inner.decisions
+        self.inner.run.decision_store()
     }
 
     /// The time, by the ledger's clock when there is one.
     pub(crate) fn now(&self) -> Millis {
-        self.inner.clock.now()
-    }
-
-    /// The clock [`Self::now`] reads.
-    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
-        Arc::clone(&self.inner.clock)
+        self.inner.run.now()
     }
 
     /// Waits until every prompt traced so far is in the trace file (no-op without `--trace-prompts`).
@@ -204,39 +199,19 @@ impl AppState {
         }
     }
 
-    /// The groups the config gives `principal` (`[groups]`).
-    pub(crate) fn configured_groups(&self, principal: Option<&str>) -> Vec<String> {
-        principal.map_or_else(Vec::new, |principal| toolgate::ledger::groups_listing(&self.config().groups, principal))
-    }
-
-    /// Tells inbox streams that approvals changed here.
-    pub(crate) fn approvals_changed(&self) {
-        self.inner.approvals_changed.send_modify(|version| *version = version.wrapping_add(1));
-    }
-
-    /// A receiver that wakes when approvals change here.
-    pub(crate) fn watch_approvals(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.approvals_changed.subscribe()
+    /// The process's signals (approvals changed here; a conversation may be due).
+    pub(crate) fn signals(&self) -> &Signals {
+        self.inner.run.signals()
     }
 
     /// The follower of the store's changes for the inbox streams.
-    pub(crate) fn inbox_hub(&self) -> &crate::approvals::hub::InboxHub {
+    pub(crate) fn inbox_hub(&self) -> &crate::workers::inbox_hub::InboxHub {
         &self.inner.inbox_hub
     }
 
     /// Signs and verifies one-time approval links.
     pub(crate) fn link_signer(&self) -> &crate::notify::token::LinkSigner {
         &self.inner.links
-    }
-
-    /// Wakes the continuation worker.
-    pub(crate) fn continuations(&self) -> &Arc<tokio::sync::Notify> {
-        &self.inner.continuations
-    }
-
-    /// The stored chats' responses running now (for `GET /api/chat/{id}/stream`).
-    pub(crate) fn running(&self) -> &Arc<RunningResponses> {
-        &self.inner.running
     }
 
     /// The configuration.
@@ -246,7 +221,7 @@ impl AppState {
 
     /// The model (traced when configured).
     pub fn model(&self) -> SharedModel {
-        Arc::clone(&self.inner.model)
+        self.inner.run.model()
     }
 
     /// The ledger key of the requester's conversation `id` (see
@@ -303,20 +278,14 @@ impl AppState {
         conversation_id: &str,
         principal: Option<&str>,
     ) -> TextRequest {
-        self.gated_text_request(messages, conversation_id, principal, self.gate(conversation_id, principal))
+        self.inner.run.text_request(messages, conversation_id, principal)
     }
 
     /// The gate of one request: the rules and the sticky decisions that apply
     /// to this conversation and principal now (read when first needed, or
     /// given with [`StoredGate::with_decisions`]).
     pub fn gate(&self, conversation_id: &str, principal: Option<&str>) -> StoredGate {
-        StoredGate::new(
-            self.config().policy.current(),
-            Arc::clone(&self.inner.decisions),
-            Some(conversation_id.to_owned()),
-            principal.map(str::to_owned),
-            self.now(),
-        )
+        self.inner.run.gate(conversation_id, principal)
     }
 
     /// [`Self::text_request`] with its gate given (see [`Self::gate`]).
@@ -327,20 +296,7 @@ impl AppState {
         principal: Option<&str>,
         gate: StoredGate,
     ) -> TextRequest {
-        let config = self.config();
-        let mut request = TextRequest::new(messages)
-            .toolkit(self.toolkit())
-            .max_steps(config.max_steps)
-            .approval_signer(self.inner.signer.clone())
-            .gate(Arc::new(gate))
-            .conversation_id(conversation_id);
-        if let Some(principal) = principal {
-            request = request.principal(principal);
-        }
-        if let Some(system) = &config.system {
-            request = request.system(system.clone());
-        }
-        request
+        self.inner.run.gated_text_request(messages, conversation_id, principal, gate)
     }
 }
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 
+use crate::api::router;
 use crate::app::AppState;
-use crate::continuation;
-use crate::routes::router;
+use crate::workers::notifications::Follower;
+use crate::workers::{self, continuation, retention, timers};
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.
 pub async fn shutdown_signal() {
@@ -71,23 +72,31 @@ pub async fn serve_listener(
     let app = router(state.clone())
         .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
         .into_make_service_with_connect_info::<SocketAddr>();
-    let pruning = match (&state.config().ledger, state.config().retain) {
-        (Some(ledger), Some(retain)) => {
-            let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
-            Some(tokio::spawn(crate::retention::prune_loop(store, clock, retain)))
-        }
-        _ => None,
-    };
-    let mut background: Vec<tokio::task::JoinHandle<()>> = pruning.into_iter().collect();
-    if state.config().ledger.is_some() {
-        background.push(tokio::spawn(continuation::worker(state.clone())));
-        background.push(tokio::spawn(crate::timers::run(state.clone())));
-        background.extend(crate::notify::start(&state));
-    }
+    let background = spawn_workers(&state);
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     for task in background {
         task.abort();
     }
     state.flush_trace();
     served
+}
+
+/// Starts the background workers (none without a ledger), each on the parts
+/// of the state it needs: retention (with `--retain`), the continuation, the
+/// timers, and the notifications (with `[[notify]]` channels).
+fn spawn_workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
+    let config = state.config();
+    let Some(ledger) = &config.ledger else { return Vec::new() };
+    let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
+    let mut tasks = Vec::new();
+    if let Some(retain) = config.retain {
+        tasks.push(tokio::spawn(retention::prune_loop(Arc::clone(&store), Arc::clone(&clock), retain)));
+    }
+    tasks.push(tokio::spawn(continuation::continue_due(ledger.clone(), state.run_context().clone())));
+    tasks.push(tokio::spawn(timers::fire_due(ledger.clone(), config.groups.clone(), state.signals().clone())));
+    if let Some(notifications) = &config.notifications {
+        let follower = Follower { store, clock, groups: config.groups.clone(), links: state.link_signer().clone() };
+        tasks.extend(workers::notifications::start(follower, notifications));
+    }
+    tasks
 }

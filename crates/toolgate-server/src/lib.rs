@@ -31,45 +31,75 @@
 //! the paths the server always had; the server keeps the HTTP glue: the
 //! [`Caller`] extractor, the sign-in routes ([`oidc`]) and the mapping of
 //! its errors to [`ApiError`].
+//!
+//! # Floors
+//!
+//! The crate is built in floors; a file imports only files of its own floor
+//! or below, and no file imports one that imports it back
+//! (`scripts/file-circles.py`):
+//!
+//! 1. The launcher (`launch.rs`: [`serve`], [`serve_listener`]): binds the
+//!    listener, serves the router behind the `Host` guard ([`host`]), starts
+//!    each background worker with the parts of the state it needs, and stops
+//!    them at shutdown.
+//! 2. The handlers (`api/`): one file per resource, thin (they read the
+//!    request, ask the state for the conversation's ledger, call the stored
+//!    runs or the store, shape the response), with the route table
+//!    ([`router`], [`route_table`]) and the API reference ([`openapi`])
+//!    beside them; their HTTP glue is the [`Caller`] extractor (`caller.rs`)
+//!    and `http.rs` (JSON bodies, server-sent events).
+//! 3. The state (`app.rs`: [`AppState`], [`ServerConfig`]): the
+//!    configuration, the run context, the inbox hub and the link signer.
+//! 4. The background workers (`workers/`): the server-side [`continuation`],
+//!    the approvals' [`timers`], [`retention`], the notification follower
+//!    and delivery, and the inbox streams' follower of the store. They take
+//!    the store, their settings and the run context, never the state (but
+//!    [`continuation::worker`], the public entry for a server built on the
+//!    router alone, which hands the loop its parts).
+//! 5. The stored runs (`run/`): a stored conversation run to its end
+//!    whatever its client does, its reconciliation and replay, the step whose
+//!    approvals are decided elsewhere, every path's vote and the one edit
+//!    check, a due conversation continued on the server, and the AG-UI
+//!    threads; all on a run context
+//!    (`run/context.rs`: the model, the tools, the rules, the store of sticky
+//!    decisions, the clock, the running responses, the signals).
+//! 6. The ground, which imports nothing above it: an approval as the wire
+//!    shows it ([`approval_item()`]), [`ApiError`], the process's signals,
+//!    the running responses, the notification channels and link tokens
+//!    ([`notify`]), the prompt trace ([`TraceFile`]) and the `Host` guard.
+//!
+//! Words: a client *resumes* a stream (`GET /api/chat/{id}/stream`, the AI
+//! SDK's resumable streams; an AG-UI client's resume is that protocol's
+//! answer to interrupts); the server *continues* a run (a conversation whose
+//! approvals were decided out of band).
 
-mod agui;
+mod api;
 mod app;
-mod approvals;
-mod audit;
+mod approval_item;
 mod caller;
-mod chat;
-pub mod continuation;
-mod conversation;
-mod decisions;
 mod error;
 pub mod host;
 mod http;
 mod launch;
-mod links;
-mod me;
 pub mod notify;
 pub mod oidc;
-pub mod openapi;
-mod page;
-mod replay;
-mod resume;
-pub mod retention;
-mod routes;
 mod run;
 mod running;
-pub mod timers;
+mod signals;
 mod trace;
+mod workers;
 
+pub use api::approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT};
+pub use api::audit::{MAX_AUDIT_EVENTS, parse_time};
+pub use api::decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
+pub use api::{openapi, route_table, router};
 pub use app::{AppState, DEFAULT_MAX_BODY_BYTES, ServerConfig};
-pub use approvals::{DEFAULT_LIMIT as DEFAULT_APPROVALS_LIMIT, MAX_LIMIT as MAX_APPROVALS_LIMIT, approval_item};
-pub use audit::{MAX_AUDIT_EVENTS, parse_time};
+pub use approval_item::approval_item;
 pub use caller::Caller;
-pub use decisions::{MAX_DECISION_INPUT_BYTES, MAX_DECISIONS_IN_SCOPE, MAX_DECISIONS_PER_SCOPE};
 pub use error::ApiError;
 pub use launch::{serve, serve_listener, shutdown_signal};
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
-pub use routes::{route_table, router};
 /// JWT bearer tokens verified against a JWKS (`--jwt-jwks`): `toolgate-auth`'s.
 pub use toolgate_auth::jwt;
 pub use toolgate_auth::{
@@ -77,3 +107,4 @@ pub use toolgate_auth::{
     SecretError, SecretSource, TokenEntryError, TokenTable, TokensError,
 };
 pub use trace::{PromptTracer, TraceFile, trace_prompts};
+pub use workers::{continuation, retention, timers};

@@ -1,6 +1,6 @@
 //! The responses running now, by chat: each one's frames, kept while it runs
 //! so a client that lost its connection can reattach (`GET
-//! /api/chat/{id}/stream`, in `resume.rs`). The state holds one registry;
+//! /api/chat/{id}/stream`, in `api/stream_resume.rs`). The run context (`run/context.rs`) holds one registry;
 //! this file imports nothing of the server.
 
 use std::collections::HashMap;

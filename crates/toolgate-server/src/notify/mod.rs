@@ -5,24 +5,27 @@
 //! records them: requested, decided, escalated, reminded, expired, executed.
 //! The path of an event:
 //!
-//! 1. `enqueue`: every process follows the audit log from the store's
-//!    notification cursor and turns each event into deliveries in the
-//!    store's outbox, moving the cursor in the same write (an event is
-//!    enqueued once, whichever process saw it; a restart loses none).
-//! 2. `deliver`: every process claims due deliveries, sends them, and
-//!    records the outcome (`notified`, `notification_failed`), retrying with
-//!    backoff for up to a day: delivery is at least once, each delivery with
-//!    one id (`toolgate-delivery`) on every attempt.
+//! 1. Enqueue (the worker in `workers/notifications/enqueue.rs`): every
+//!    process follows the audit log from the store's notification cursor and
+//!    turns each event into deliveries in the store's outbox, moving the
+//!    cursor in the same write (an event is enqueued once, whichever process
+//!    saw it; a restart loses none).
+//! 2. Deliver (the worker in `workers/notifications/deliver.rs`): every
+//!    process claims due deliveries, sends them, and records the outcome
+//!    (`notified`, `notification_failed`), retrying with backoff for up to a
+//!    day: delivery is at least once, each delivery with one id
+//!    (`toolgate-delivery`) on every attempt.
 //! 3. With `--public-url`, messages that ask for a decision carry one-time
-//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and the `links` routes).
+//!    links (`PUBLIC_URL/a/{token}`, see [`token`] and `api/links/`).
 //!    Without it they carry none: a link must lead somewhere people can
 //!    reach, and the server cannot know that address.
+//!
+//! This module holds what the configuration and the handlers share with
+//! those workers: the channels ([`Notifications`]) and the link tokens
+//! ([`token`]). It imports nothing of the server.
 
-pub(crate) mod deliver;
-pub(crate) mod enqueue;
 pub mod token;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -78,17 +81,4 @@ impl Notifications {
     pub(crate) async fn delivery_woken(&self) {
         self.wake.notified().await;
     }
-}
-
-/// Starts this process's notification tasks: the outbox follower and the
-/// delivery worker (with a store and channels; else none).
-pub(crate) fn start(state: &crate::AppState) -> Vec<tokio::task::JoinHandle<()>> {
-    let (Some(ledger), Some(notifications)) = (&state.config().ledger, &state.config().notifications) else {
-        return Vec::new();
-    };
-    let (store, clock) = (Arc::clone(&ledger.store), Arc::clone(&ledger.clock));
-    vec![
-        tokio::spawn(enqueue::follow(state.clone(), Arc::clone(notifications))),
-        tokio::spawn(deliver::deliver(store, clock, Arc::clone(notifications))),
-    ]
 }

@@ -1,10 +1,27 @@
 //! Stored runs: a stored conversation run to its end on the server, whatever
-//! its client does, from a chat request (`chat.rs`) or from the server's own
-//! continuation (`continuation.rs`), and the step whose approvals are decided
-//! outside the chat ([`step`]). The handlers and the continuation worker call
-//! this floor; it imports neither.
+//! its client does, from a chat request (the `POST /api/chat` handler) or
+//! from the server's own continuation ([`continuation`]). Beside it:
+//!
+//! - [`conversation`]: a request's history reconciled with the stored
+//!   conversation, and the conversation saved when the run ends;
+//! - `replay`: the chunks that answer a repeated request from the record,
+//!   and the prefix a client resuming a running response gets first;
+//! - [`step`]: the step whose approvals are decided outside the chat (routed
+//!   to approvers, or decided in the inbox);
+//! - [`vote`]: every path's one way to vote, and the one edit check;
+//! - [`continuation`]: a due conversation continued on the server;
+//! - [`agui`]: stored AG-UI threads, run and continued the same way.
+//!
+//! The handlers (`api/`) and the workers (`workers/`) call this floor; it
+//! imports neither.
 
+pub(crate) mod agui;
+pub(crate) mod context;
+pub(crate) mod continuation;
+pub(crate) mod conversation;
+mod replay;
 pub(crate) mod step;
+pub(crate) mod vote;
 
 use std::sync::Arc;
 
@@ -17,9 +34,8 @@ use toolgate_ui::{
     sse_frame,
 };
 
-use crate::app::AppState;
-use crate::conversation;
 use crate::error::ApiError;
+use context::RunContext;
 
 /// A stored conversation's run, ready to start: from a chat request, or
 /// the server's own continuation ([`crate::continuation`]).
@@ -38,14 +54,14 @@ pub(crate) struct StoredRun {
     pub messages: Vec<UiMessage>,
     /// The stored version it extends.
     pub version: Option<i64>,
-    /// What the step's routed approvals say (see [`crate::routed`]).
+    /// What the step's routed approvals say (see [`step`]).
     pub step: step::Step,
 }
 
 /// Runs a stored conversation to its end, whatever its client does, and
 /// stores it; the frames of the response (recorded for `GET /api/chat/{id}/stream`).
 pub(crate) async fn run_stored(
-    state: &AppState,
+    context: &RunContext,
     run: StoredRun,
 ) -> Result<impl futures::Stream<Item = Bytes> + Send + 'static, ApiError> {
     let StoredRun { key, principal, groups, ledger, gate, messages, version, step } = run;
@@ -54,10 +70,10 @@ pub(crate) async fn run_stored(
     let model_messages = convert_to_model_messages(&messages)?;
     tracing::info!(conversation = %key, messages = model_messages.len(), stored = ?version, "chat request");
     let clock = ledger.config.clock.clone();
-    let gate = gate.unwrap_or_else(|| state.gate(&key, principal.as_deref()));
+    let gate = gate.unwrap_or_else(|| context.gate(&key, principal.as_deref()));
     let engine_request =
-        state.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger).groups(groups);
-    let stream = start(state, &key, engine_request).await?;
+        context.gated_text_request(model_messages, &key, principal.as_deref(), gate).ledger(ledger).groups(groups);
+    let stream = start(context, &key, engine_request).await?;
     let reported = step.approval_ids();
     let claim = match step {
         step::Step::Ready { claim, .. } => claim,
@@ -73,17 +89,17 @@ pub(crate) async fn run_stored(
         }
         None => UiMessageBuilder::new(new_message_id()),
     };
-    let mut encoder = encoder(state, builder.message().id.clone());
-    let running = state.running().start(&key, principal);
+    let mut encoder = encoder(context, builder.message().id.clone());
+    let running = context.running().start(&key, principal);
     if !builder.message().parts.is_empty() {
         // A client resuming this continuation gets the message as it stood first (see `resume_prefix`).
-        for chunk in crate::replay::resume_prefix(builder.message()) {
+        for chunk in replay::resume_prefix(builder.message()) {
             running.push(&Bytes::from(sse_frame(&chunk)));
         }
     }
     // Renewed while the run goes on; ends with the stream, however it ends.
-    let renewal = claim.as_ref().map(|(claim, holder)| renew_claim(state, store.clone(), claim, holder));
-    let state = state.clone();
+    let renewal = claim.as_ref().map(|(claim, holder)| renew_claim(context, store.clone(), claim, holder));
+    let context = context.clone();
     Ok(async_stream::stream! {
         let renewal = renewal;
         let mut stream = stream;
@@ -112,7 +128,7 @@ pub(crate) async fn run_stored(
         history.push(builder.finish());
         conversation::save(store.as_ref(), (&key, owner.as_deref()), &history, version, clock.now()).await;
         if !reported.is_empty() {
-            state.approvals_changed();
+            context.signals().approvals_changed();
         }
         // No renewal may take the claim back once it is ended.
         drop(renewal);
@@ -120,7 +136,7 @@ pub(crate) async fn run_stored(
             // A decision made while this ran bumped the mark: the worker continues from here.
             match store.finish_continuation(claim, holder).await {
                 Ok(true) => {}
-                Ok(false) => state.continuations().notify_one(),
+                Ok(false) => context.signals().wake_continuations(),
                 Err(error) => tracing::warn!(%error, conversation = %key, "cannot end the continuation claim"),
             }
         }
@@ -134,13 +150,13 @@ pub(crate) async fn run_stored(
 /// A task renewing a request's continuation claim every third of the lease;
 /// aborted when the returned guard drops.
 fn renew_claim(
-    state: &AppState,
+    context: &RunContext,
     store: Arc<dyn toolgate::ledger::ContinuationStore>,
     claim: &toolgate::ledger::ContinuationClaim,
     holder: &str,
 ) -> AbortOnDrop {
     let (key, holder) = (claim.conversation_id.clone(), holder.to_owned());
-    let (lease, clock) = (state.config().continuation_lease, state.clock());
+    let (lease, clock) = (context.continuation_lease(), context.clock());
     AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::time::sleep(lease / 3).await;
@@ -168,18 +184,18 @@ pub(crate) fn holder(ledger: &LedgerConfig) -> String {
 }
 
 pub(crate) async fn start<'a>(
-    state: &AppState,
+    context: &RunContext,
     chat_id: &str,
     request: toolgate::TextRequest,
 ) -> Result<TextStream<'a>, ApiError> {
-    stream_text(state.model(), request).await.map_err(|error| {
+    stream_text(context.model(), request).await.map_err(|error| {
         tracing::warn!(chat = %chat_id, %error, "chat request rejected");
         ApiError::from(error)
     })
 }
 
-pub(crate) fn encoder(state: &AppState, message_id: String) -> UiStreamEncoder {
-    UiStreamEncoder::new(EncoderOptions { message_id, signature_field: state.config().signature_field })
+pub(crate) fn encoder(context: &RunContext, message_id: String) -> UiStreamEncoder {
+    UiStreamEncoder::new(EncoderOptions { message_id, signature_field: context.signature_field() })
 }
 
 pub(crate) fn new_message_id() -> String {

@@ -34,8 +34,8 @@ use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger,
 use toolgate_ui::{ToolState, UiApproval, UiChunk, UiMessage, UiMessageBuilder, UiPart, UiRole};
 
 use super::StoredRun;
-use crate::app::AppState;
-use crate::approvals::approval_part;
+use super::context::RunContext;
+use crate::approval_item::approval_part;
 use crate::error::ApiError;
 
 /// What the step's approvals say about the run.
@@ -84,7 +84,7 @@ pub(crate) fn open_step(messages: &[UiMessage]) -> Option<(usize, Vec<String>)> 
 /// Reads the step against the ledger, counts the requester's answers as
 /// votes, and says how the request goes on (see the module docs).
 pub(crate) async fn settle_step(
-    state: &AppState,
+    context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     messages: &mut [UiMessage],
@@ -94,7 +94,7 @@ pub(crate) async fn settle_step(
     let store = ledger.config.store.as_ref();
     let answers = answers_in(&messages[index]);
     if !new_message {
-        supersede_edits(state, ledger, voter, &answers, &ids).await?;
+        supersede_edits(context, ledger, voter, &answers, &ids).await?;
     }
     let records = current(store, &ids).await?;
     let involved = records.iter().any(|(asked, record)| {
@@ -115,7 +115,7 @@ pub(crate) async fn settle_step(
         return Err(toolgate::EngineError::ApprovalsPending { pending }.into());
     }
     if !new_message {
-        vote_answers(state, ledger, voter, answers, &records).await?;
+        vote_answers(context, ledger, voter, answers, &records).await?;
     }
     let records = current(store, &ids).await?;
     if records.iter().any(|(_, record)| record.state == ApprovalState::Pending) {
@@ -129,9 +129,9 @@ pub(crate) async fn settle_step(
     answer_from_records(&mut messages[index], &records);
     let config = &ledger.config;
     let now = config.clock.now();
-    // The server's continuation lease: renewed while the request runs (`chat::run_stored`), so a
+    // The server's continuation lease: renewed while the request runs (`run_stored`), so a
     // request that dies lets the server's continuation take over once it lapses.
-    let lease = state.config().continuation_lease;
+    let lease = context.continuation_lease();
     let until = now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
     let holder = super::holder(config);
     match store.claim_continuation(&ledger.conversation_id, &holder, until, now, true).await? {
@@ -173,10 +173,10 @@ pub(crate) async fn current(
 
 /// The requester's own pending approvals (not routed) whose answer edits
 /// the input into one the rules route to others: each is superseded by a
-/// new approval routed to them (through [`crate::approvals::vote`]), before
+/// new approval routed to them (through [`super::vote::vote`]), before
 /// the step is read. The engine would otherwise refuse the edit.
 async fn supersede_edits(
-    state: &AppState,
+    context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     answers: &HashMap<String, Decision>,
@@ -194,7 +194,7 @@ async fn supersede_edits(
             continue;
         }
         let Some(Decision::Approve { edited_input: Some(edit) }) = answers.get(&record.approval_id) else { continue };
-        if let Some(refusal) = crate::approvals::check_edit(state, &record, voter, edit).await?
+        if let Some(refusal) = super::vote::check_edit(context, &record, voter, edit).await?
             && let Some(route) = refusal.edit_route()
         {
             lifecycle::supersede(config, &record, voter, edit, route).await?;
@@ -202,7 +202,7 @@ async fn supersede_edits(
         }
     }
     if superseded {
-        state.approvals_changed();
+        context.signals().approvals_changed();
     }
     Ok(())
 }
@@ -211,7 +211,7 @@ async fn supersede_edits(
 /// successor gets none: the answer in the message is the edit that made it,
 /// spoken to the original (the requester withdraws a successor in the inbox).
 async fn vote_answers(
-    state: &AppState,
+    context: &RunContext,
     ledger: &Ledger,
     voter: &Voter,
     mut answers: HashMap<String, Decision>,
@@ -225,9 +225,9 @@ async fn vote_answers(
     for record in pending {
         let Some(decision) = answers.remove(&record.approval_id) else { continue };
         let options = VoteOptions { continuation: false, note: None };
-        crate::approvals::vote(state, config, &record.approval_id, voter, decision, options).await?;
+        super::vote::vote(context, config, &record.approval_id, voter, decision, options).await?;
     }
-    state.approvals_changed();
+    context.signals().approvals_changed();
     Ok(())
 }
 
@@ -292,7 +292,7 @@ pub(crate) async fn report(store: &dyn LedgerStore, approval_ids: &[String]) -> 
 /// The response of a step that waits for votes: where each approval stands,
 /// no model call. The conversation is stored with the requester's answers.
 pub(crate) async fn waiting(
-    state: &AppState,
+    context: &RunContext,
     run: StoredRun,
 ) -> Result<impl futures::Stream<Item = axum::body::Bytes> + Send + 'static, ApiError> {
     let StoredRun { key, principal, ledger, mut messages, version, step, .. } = run;
@@ -301,7 +301,7 @@ pub(crate) async fn waiting(
     let Some(last) = last else {
         return Err(ApiError::new(axum::http::StatusCode::CONFLICT, "approvals_pending", "the step waits for votes"));
     };
-    let prefix = crate::replay::resume_prefix(&last);
+    let prefix = super::replay::resume_prefix(&last);
     let mut builder = UiMessageBuilder::continuing(last);
     let mut chunks = vec![UiChunk::Start { message_id: Some(builder.message().id.clone()) }];
     chunks.extend(report(store.as_ref(), &step.approval_ids()).await);
@@ -311,7 +311,7 @@ pub(crate) async fn waiting(
     }
     messages.push(builder.finish());
     if matches!(step, Step::Waiting { save: true, .. }) {
-        crate::conversation::save(
+        super::conversation::save(
             store.as_ref(),
             (&key, ledger.owner.as_deref()),
             &messages,
@@ -327,7 +327,7 @@ pub(crate) async fn waiting(
         .collect();
     // While the server's own continuation runs, its response is the one to resume.
     if matches!(step, Step::Waiting { save: true, .. }) {
-        let running = state.running().start(&key, principal);
+        let running = context.running().start(&key, principal);
         // A client resuming gets the message as it stood first (see `resume_prefix`).
         for chunk in &prefix {
             running.push(&axum::body::Bytes::from(toolgate_ui::sse_frame(chunk)));

@@ -1,0 +1,112 @@
+//! Votes, every path's one way in (the inbox, a link, the requester's answers
+//! in a chat or an AG-UI resume that waits for others): [`vote`], and the
+//! one edit check it judges an edit by ([`check_edit`]: the approval
+//! lifecycle's [`lifecycle::check_edit`] with the tools offered now, the
+//! requester's gate and their configured groups). An edit that needs other
+//! approvers supersedes the approval ([`lifecycle::supersede`]); other
+//! refusals are [`ApiError`]s (403 when the edit needs approvers, else 400).
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use toolgate::Decision;
+use toolgate::approval::lifecycle::{
+    self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
+};
+use toolgate::ledger::{ApprovalRecord, LedgerConfig};
+use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
+
+use super::context::RunContext;
+use crate::error::ApiError;
+
+/// An edit must be one the chat would accept, judged by the lifecycle's one
+/// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
+/// passes its schema, the policy (the requester's rules and the tool's own)
+/// does not deny it. `Ok(None)`: it may run on this vote; `Ok(Some(..))`:
+/// the rules route it to approvers `voter` is not
+/// ([`EditRefusal::NeedsApprovers`]: a new approval supersedes this one).
+pub(crate) async fn check_edit(
+    context: &RunContext,
+    record: &ApprovalRecord,
+    voter: &Voter,
+    edit: &Value,
+) -> Result<Option<EditRefusal>, ApiError> {
+    let toolkit = context.toolkit();
+    let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "tool_not_found",
+            format!("tool `{}` is not offered any more", record.tool_name),
+        )
+    })?;
+    let owner = requester(record);
+    let gate = context.gate(&record.conversation_id, owner);
+    let groups = context.configured_groups(owner);
+    let check = EditCheck {
+        tool,
+        edit,
+        requester: GateCaller {
+            gate: Some(&gate),
+            conversation_id: Some(&record.conversation_id),
+            principal: owner,
+            groups: &groups,
+        },
+        context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
+        routed: record.routing.is_some(),
+        voter: Some(voter),
+    };
+    match lifecycle::check_edit(check).await {
+        Ok(()) => Ok(None),
+        Err(refusal @ EditRefusal::NeedsApprovers { .. }) => Ok(Some(refusal)),
+        Err(refusal) => Err(edit_refused(refusal)),
+    }
+}
+
+/// An edit that may not run, as the API's error: 403 when it needs
+/// approvers, 400 for the rest.
+fn edit_refused(refusal: EditRefusal) -> ApiError {
+    let status = match refusal {
+        EditRefusal::NeedsApprovers { .. } => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, refusal.code(), refusal.to_string())
+}
+
+/// Casts `voter`'s vote on approval `id`, every path's one way in (the
+/// inbox, the requester's answers in a chat that waits for others). An
+/// edit is judged first ([`check_edit`]); one that the rules route to
+/// approvers this vote does not satisfy supersedes the approval
+/// ([`lifecycle::supersede`]): the record returned is then the original,
+/// `superseded`, naming its successor.
+pub(crate) async fn vote(
+    context: &RunContext,
+    ledger: &LedgerConfig,
+    id: &str,
+    voter: &Voter,
+    decision: Decision,
+    options: VoteOptions,
+) -> Result<ApprovalRecord, ApiError> {
+    if let Decision::Approve { edited_input: Some(edit) } = &decision {
+        let record = visible(ledger, id, voter).await?;
+        lifecycle::check_vote(&record, voter, &decision, ledger.clock.now())?;
+        if let Some(refusal) = check_edit(context, &record, voter, edit).await? {
+            let route = refusal.edit_route().ok_or_else(|| edit_refused(refusal.clone()))?;
+            let superseded = lifecycle::supersede(ledger, &record, voter, edit, route).await?;
+            tracing::info!(
+                approval = %record.approval_id, successor = %superseded.successor.approval_id,
+                "an edit needs other approvers: a new approval supersedes it"
+            );
+            return Ok(superseded.original);
+        }
+    }
+    Ok(lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), id, voter, decision, options).await?)
+}
+
+/// The record, if `voter` may see it; else 404 `unknown_approval`.
+pub(crate) async fn visible(ledger: &LedgerConfig, id: &str, voter: &Voter) -> Result<ApprovalRecord, ApiError> {
+    match ledger.store.approvals(&[id.to_owned()]).await?.pop() {
+        Some(record) if may_see(&record, voter) => Ok(record),
+        _ => Err(VoteRefusal::Unknown(id.to_owned()).into()),
+    }
+}
