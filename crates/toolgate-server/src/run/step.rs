@@ -94,7 +94,9 @@ pub(crate) async fn settle_step(
     let store = ledger.config.store.as_ref();
     let answers = answers_in(&messages[index]);
     if !new_message {
-        supersede_edits(context, ledger, voter, &answers, &ids).await?;
+        let answered: Vec<(String, Decision)> =
+            ids.iter().filter_map(|id| answers.get(id).map(|decision| (id.clone(), decision.clone()))).collect();
+        super::vote::supersede_own_edits(context, &ledger.config, voter, &answered).await?;
     }
     let records = current(store, &ids).await?;
     let involved = records.iter().any(|(asked, record)| {
@@ -169,42 +171,6 @@ pub(crate) async fn current(
 ) -> Result<Vec<(String, ApprovalRecord)>, StoreError> {
     let mut found = lifecycle::current(store, ids).await?;
     Ok(ids.iter().filter_map(|id| found.remove(id).map(|record| (id.clone(), record))).collect())
-}
-
-/// The requester's own pending approvals (not routed) whose answer edits
-/// the input into one the rules route to others: each is superseded by a
-/// new approval routed to them (through [`super::vote::vote`]), before
-/// the step is read. The engine would otherwise refuse the edit.
-async fn supersede_edits(
-    context: &RunContext,
-    ledger: &Ledger,
-    voter: &Voter,
-    answers: &HashMap<String, Decision>,
-    ids: &[String],
-) -> Result<(), ApiError> {
-    let edited: Vec<String> = ids
-        .iter()
-        .filter(|id| matches!(answers.get(*id), Some(Decision::Approve { edited_input: Some(_) })))
-        .cloned()
-        .collect();
-    let config = &ledger.config;
-    let mut superseded = false;
-    for record in config.store.approvals(&edited).await? {
-        if record.state != ApprovalState::Pending || record.routing.is_some() {
-            continue;
-        }
-        let Some(Decision::Approve { edited_input: Some(edit) }) = answers.get(&record.approval_id) else { continue };
-        if let Some(refusal) = super::vote::check_edit(context, &record, voter, edit).await?
-            && let Some(route) = refusal.edit_route()
-        {
-            lifecycle::supersede(config, &record, voter, edit, route).await?;
-            superseded = true;
-        }
-    }
-    if superseded {
-        context.signals().approvals_changed();
-    }
-    Ok(())
 }
 
 /// Casts the requester's answers to pending approvals as their votes. A

@@ -6,6 +6,7 @@
 //! approvers supersedes the approval ([`lifecycle::supersede`]); other
 //! refusals are [`ApiError`]s (403 when the edit needs approvers, else 400).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -14,7 +15,7 @@ use toolgate::Decision;
 use toolgate::approval::lifecycle::{
     self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
-use toolgate::ledger::{ApprovalRecord, LedgerConfig};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig};
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 
 use super::context::RunContext;
@@ -101,6 +102,46 @@ pub(crate) async fn vote(
         }
     }
     Ok(lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), id, voter, decision, options).await?)
+}
+
+/// Supersedes the requester's own pending approvals (not routed) among
+/// `answers` whose edit the rules route to others ([`lifecycle::supersede`]),
+/// before a chat step or an AG-UI resume is read against the ledger (the
+/// engine would refuse such an edit); returns the ids superseded.
+pub(crate) async fn supersede_own_edits(
+    context: &RunContext,
+    ledger: &LedgerConfig,
+    voter: &Voter,
+    answers: &[(String, Decision)],
+) -> Result<Vec<String>, ApiError> {
+    let edits: HashMap<&str, &Value> = answers
+        .iter()
+        .filter_map(|(id, decision)| match decision {
+            Decision::Approve { edited_input: Some(edit) } => Some((id.as_str(), edit)),
+            _ => None,
+        })
+        .collect();
+    if edits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = edits.keys().map(|id| (*id).to_owned()).collect();
+    let mut superseded = Vec::new();
+    for record in ledger.store.approvals(&ids).await? {
+        let Some(edit) = edits.get(record.approval_id.as_str()) else { continue };
+        if record.state != ApprovalState::Pending || record.routing.is_some() {
+            continue;
+        }
+        if let Some(refusal) = check_edit(context, &record, voter, edit).await?
+            && let Some(route) = refusal.edit_route()
+        {
+            lifecycle::supersede(ledger, &record, voter, edit, route).await?;
+            superseded.push(record.approval_id);
+        }
+    }
+    if !superseded.is_empty() {
+        context.signals().approvals_changed();
+    }
+    Ok(superseded)
 }
 
 /// The record, if `voter` may see it; else 404 `unknown_approval`.

@@ -12,7 +12,7 @@
 
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{VoteOptions, Voter};
-use toolgate::ledger::{ApprovalState, Ledger};
+use toolgate::ledger::Ledger;
 use toolgate_agui::resume::{self, decide};
 use toolgate_agui::{ResumeEntry, RunAgentInput};
 
@@ -33,32 +33,8 @@ pub(crate) async fn supersede_resumed_edits(
     let Some(resume) = input.resume.as_deref().filter(|resume| !resume.is_empty()) else { return Ok(false) };
     let answers: Vec<(String, Decision)> =
         resume.iter().enumerate().map(|(index, entry)| (entry.interrupt_id.clone(), answer(index, entry))).collect();
-    let edited: Vec<String> = answers
-        .iter()
-        .filter(|(_, decision)| matches!(decision, Decision::Approve { edited_input: Some(_) }))
-        .map(|(id, _)| id.clone())
-        .collect();
-    if edited.is_empty() {
-        return Ok(false);
-    }
     let config = &ledger.config;
-    let mut superseded = Vec::new();
-    for record in config.store.approvals(&edited).await? {
-        if record.state != ApprovalState::Pending || record.routing.is_some() {
-            continue;
-        }
-        let Some((_, Decision::Approve { edited_input: Some(edit) })) =
-            answers.iter().find(|(id, _)| *id == record.approval_id)
-        else {
-            continue;
-        };
-        if let Some(refusal) = crate::run::vote::check_edit(context, &record, voter, edit).await?
-            && let Some(route) = refusal.edit_route()
-        {
-            toolgate::approval::lifecycle::supersede(config, &record, voter, edit, route).await?;
-            superseded.push(record.approval_id.clone());
-        }
-    }
+    let superseded = crate::run::vote::supersede_own_edits(context, config, voter, &answers).await?;
     if superseded.is_empty() {
         return Ok(false);
     }
