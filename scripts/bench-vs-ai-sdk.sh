@@ -92,8 +92,8 @@ cat >"$WORK/round-trip.json" <<'EOF'
 ]}
 EOF
 SECRET="bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-# The serving line (toolgate_server::app) is needed to learn the port, whatever TOOLGATE_LOG says.
-export TOOLGATE_LOG="${TOOLGATE_LOG:-info},toolgate_server::app=info"
+# The serving line (toolgate_server::launch) is needed to learn the port, whatever TOOLGATE_LOG says.
+export TOOLGATE_LOG="${TOOLGATE_LOG:-info},toolgate_server::launch=info"
 export NO_COLOR=1
 
 # wait_for FILE REGEX PID NAME: prints the first match of REGEX in FILE once it appears.

@@ -61,7 +61,7 @@ impl Server {
             .arg("--config")
             .arg(options.config)
             .args(["--approval-secret", &secret])
-            .env("TOOLGATE_LOG", format!("{filter},toolgate_server::app=info"))
+            .env("TOOLGATE_LOG", format!("{filter},toolgate_server::launch=info"))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
