@@ -27,15 +27,17 @@
 # package, which took about 13 minutes of CI's run on a 2-core machine; type-checking the same sources
 # with the same features and dependency versions finds the same missing files, features and
 # dependencies. Build scripts still compile and run (llama.cpp and the bundled C libraries are still
-# compiled). What only codegen or linking would find (a missing native library at link time, a
-# post-monomorphization error) is left to the workspace's own build and tests, which CI runs next.
+# compiled, or, in a target directory shared with the workspace's build, reused: see below). What only
+# codegen or linking would find (a missing native library at link time, a post-monomorphization error) is
+# left to the workspace's own build and tests, which CI runs next.
 #
 # The packaging tolerates a dirty git tree (`--allow-dirty`): CI runs in a copy without `.git`, where
 # cargo has no VCS state to check, and a local run checks what is in the working tree. The throwaway
 # workspace lives in a temp directory outside the checkout, so the repository's `.cargo/config.toml`
-# does not apply to it (a crates.io user does not have it). Temp files are removed on every exit; the
-# target directory is left for the caller (CI removes it afterwards). Needs cargo, python3 (to read
-# `cargo metadata`), tar and sha256sum.
+# does not apply to it (a crates.io user does not have it; with a shared target directory its [env] table
+# does, see below). Temp files are removed on every exit; the target directory is left for the caller (CI
+# removes it afterwards). Needs cargo, python3 (to read
+# `cargo metadata`; 3.11 or later with a shared target, to read TOML), tar and sha256sum.
 set -euo pipefail
 
 # The target directory, made absolute before moving to the checkout's root (a relative argument is relative
@@ -47,14 +49,27 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 # llama.cpp (toolgate-local's llama-cpp-sys-2) is compiled by its build script, which `cargo check` still
-# runs, in CMake's Release mode (-O3) unless told otherwise, and twice here: once per feature set of its
-# build dependencies (toolgate-cli's, toolgate-local's). Nothing links it in a check, so the optimizer is
-# wasted: CMake's `None` build type compiles it at -O0 without debug info (Debug's -g made each build
-# 1.2 GB instead of 0.5 GB). This changes no flag of any Rust crate, only how the C++ library is compiled.
-# With TOOLGATE_PACKAGE_CHECK_SHARED_TARGET=1 (CI, whose one target directory also holds the real build) the
-# profile is left as it is: llama.cpp's build script reruns whenever LLAMA_LIB_PROFILE changes, in the same
-# output directory, so a check at `None` would make the next `cargo test` compile llama.cpp again.
-if [ "${TOOLGATE_PACKAGE_CHECK_SHARED_TARGET:-}" != 1 ]; then
+# runs, in CMake's Release mode (-O3) unless told otherwise. Into a target directory of its own (a local run),
+# nothing links it, so the optimizer is wasted: CMake's `None` build type compiles it at -O0 without debug info
+# (Debug's -g made each build 1.2 GB instead of 0.5 GB). This changes no flag of any Rust crate, only how the
+# C++ library is compiled.
+#
+# With TOOLGATE_PACKAGE_CHECK_SHARED_TARGET=1 (CI, whose one target directory also holds the workspace's build,
+# made before this check) the checks reuse the workspace's llama.cpp instead of compiling it again. Cargo keys
+# a build script's output directory by the features and the profile of it and of its build dependencies:
+#  - the features: checked alone, toolgate-local and toolgate-cli resolve the same features for llama.cpp's build
+#    dependencies as the workspace (toolgate-local's [build-dependencies] see to that);
+#  - the profile: the throwaway workspace gets the repository's [profile.*] tables (a workspace's profiles
+#    come from its root manifest only; without them the build scripts were built with other `strip`
+#    settings). Profiles change how code is compiled, not what type-checks.
+# In that directory the build script reruns when an environment variable it watches differs from the last
+# run's, and would then compile llama.cpp again, in that directory, with those values, which the test build
+# after this check would keep (no variable it reads changes back). So the build keeps the workspace's inputs:
+# LLAMA_LIB_PROFILE as it is, and the [env] table of the repository's .cargo/config.toml (llama.cpp's SIMD
+# switches, GGML_*), which cargo would not apply in the throwaway workspace outside the checkout: it is
+# written into a .cargo/config.toml above that workspace (nothing else of the repository's configuration).
+shared_target=${TOOLGATE_PACKAGE_CHECK_SHARED_TARGET:-}
+if [ "$shared_target" != 1 ]; then
   export LLAMA_LIB_PROFILE=${LLAMA_LIB_PROFILE:-None}
 fi
 
@@ -86,7 +101,15 @@ for name in $unpublished; do exclude+=(--exclude "$name"); done
 say "not published (skipped): $(echo $unpublished)"
 rm -rf "$target/package"
 say "packaging the published crates"
-cargo package --workspace "${exclude[@]}" --no-verify --locked --allow-dirty --target-dir "$target"
+# Offline first: cargo resolves each package's lockfile from the registry's index, which it otherwise fetches
+# again for every package (80 s of a 2-core machine's run, against 5 s offline, with byte-identical .crate
+# files); the build that ran before has the index entries the lockfile names in cargo's cache. When some are
+# missing (nothing was built yet), the packaging runs again online.
+if ! cargo package --workspace "${exclude[@]}" --no-verify --locked --allow-dirty --offline --target-dir "$target"; then
+  say "packaging offline failed (above): again, online"
+  rm -rf "$target/package"
+  cargo package --workspace "${exclude[@]}" --no-verify --locked --allow-dirty --target-dir "$target"
+fi
 
 shopt -s nullglob
 tarballs=("$target"/package/*.crate)
@@ -133,6 +156,28 @@ say "packaged: ${names[*]}"
       echo "${names[$i]} = { path = \"${dirs[$i]}\" }"
     fi
   done
+  # The repository's profiles, with the shared target (see the top).
+  if [ "$shared_target" = 1 ]; then
+    python3 - "$root/Cargo.toml" <<'PY'
+import json, sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    profiles = tomllib.load(f).get("profile", {})
+def key(k):
+    return k if k.replace("-", "").replace("_", "").isalnum() else json.dumps(k)
+def table(path, entries):
+    values = {k: v for k, v in entries.items() if not isinstance(v, dict)}
+    if values or len(values) == len(entries):
+        print()
+        print("[" + ".".join(key(p) for p in path) + "]")
+        for k, v in values.items():
+            print(f"{key(k)} = {json.dumps(v)}")
+    for k, v in entries.items():
+        if isinstance(v, dict):
+            table(path + [k], v)
+for name, entries in profiles.items():
+    table(["profile", name], entries)
+PY
+  fi
 } >"$ws/Cargo.toml"
 
 # 3. The lockfile. The repository's Cargo.lock also lists the unpublished crates (bench, book, testkit, the
@@ -167,18 +212,48 @@ for name in "${names[@]}"; do
   fi
 done
 
+# The repository's [env] table (see the top), with the shared target only: in $work, above the workspace, so
+# the sums below do not see it. A path marked `relative` is made absolute (it was relative to the repository).
+if [ "$shared_target" = 1 ] && [ -f "$root/.cargo/config.toml" ]; then
+  mkdir -p "$work/.cargo"
+  python3 - "$root" >"$work/.cargo/config.toml" <<'PY'
+import json, os, sys, tomllib
+root = sys.argv[1]
+with open(os.path.join(root, ".cargo", "config.toml"), "rb") as f:
+    env = tomllib.load(f).get("env", {})
+print("[env]")
+for key, value in env.items():
+    if isinstance(value, dict):
+        if value.pop("relative", False):
+            value["value"] = os.path.join(root, value["value"])
+        value = "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }"
+    else:
+        value = json.dumps(value)
+    print(f"{json.dumps(key)} = {value}")
+PY
+fi
+
 # 4. Check each crate alone, all into one target directory, then compare the sources with the tarballs'.
+# With the shared target, compiling llama.cpp again means a check missed the workspace's build (see the top):
+# not an error, but said at the end, with the crates whose checks did it.
 sums() { (cd "$ws" && find "${dirs[@]}" -type f -print0 | sort -z | xargs -0 sha256sum); }
 sums >"$work/before"
+recompiled=()
 for name in "${names[@]}"; do
   say "cargo check -p $name (alone, its own features)"
-  if ! (cd "$ws" && cargo check -p "$name" --locked --target-dir "$target"); then
+  if ! (cd "$ws" && cargo check -p "$name" --locked --target-dir "$target") 2>&1 | tee "$work/check.log"; then
     fail "$name, as packaged, does not compile alone (above): a file left out of its package, or a feature
 of a dependency it uses that only a sibling turns on?"
   fi
+  if grep -qE '^ *Compiling llama-cpp-sys-2 ' "$work/check.log"; then recompiled+=("$name"); fi
 done
 sums >"$work/after"
 if ! diff -u "$work/before" "$work/after" >&2; then
   fail "compiling modified the packaged sources (above)"
+fi
+if [ "$shared_target" = 1 ] && [ "${#recompiled[@]}" -gt 0 ]; then
+  say "NOTICE: llama.cpp's build script ran again in the checks of ${recompiled[*]}: the build did not reuse the
+workspace's (minutes lost): the features or the profile of its build dependencies differ between the workspace
+and a crate checked alone (docs/src/testing.md, \"llama.cpp in the package check\", tells how to find which)."
 fi
 say "ok: ${#names[@]} crates package and compile alone"
