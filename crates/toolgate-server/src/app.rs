@@ -21,6 +21,9 @@ use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::metrics::model::TimedModel;
+use crate::metrics::store::MeteredStore;
 use crate::run::context::{RunContext, RunParts};
 use crate::signals::Signals;
 use crate::trace::TraceFile;
@@ -121,13 +124,19 @@ struct Inner {
 impl AppState {
     /// State for this configuration and model; opens the prompt trace file if one is configured.
     pub fn new(mut config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
-        // Approvals routed to a configured group record its members when issued.
-        config.ledger = config.ledger.take().map(|ledger| ledger.groups(config.groups.clone()));
+        let metrics = Arc::new(Metrics::new());
+        // Approvals routed to a configured group record its members when issued; every
+        // store operation is metered.
+        config.ledger = config.ledger.take().map(|mut ledger| {
+            ledger.store = Arc::new(MeteredStore::new(ledger.store, metrics.clone()));
+            ledger.groups(config.groups.clone())
+        });
         // Signed-out sessions are recorded where every replica on the store reads them.
         if let (Some(oidc), Some(ledger)) = (config.principals.oidc(), &config.ledger) {
             oidc.keep_revocations_in(ledger.store.clone());
         }
         let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
+        let model: SharedModel = Arc::new(TimedModel::new(model, metrics.clone()));
         let model: SharedModel = match &trace {
             Some(trace) => Arc::new(ObservedModel::with_observer(model, trace.clone())),
             None => model,
@@ -151,6 +160,7 @@ impl AppState {
             signature_field: config.signature_field,
             groups: config.groups.clone(),
             continuation_lease: config.continuation_lease,
+            metrics,
         });
         let inner = Inner { config, run, trace, inbox_hub: Default::default(), links };
         Ok(Self { inner: Arc::new(inner) })
@@ -164,6 +174,11 @@ impl AppState {
     /// Offers other tools from the next request on (e.g. after an MCP server's tool list changed).
     pub fn set_toolkit(&self, toolkit: Toolkit) {
         self.inner.run.set_toolkit(toolkit);
+    }
+
+    /// The server's metrics (`GET /metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        self.inner.run.metrics()
     }
 
     /// What runs a stored conversation (see [`RunContext`]).

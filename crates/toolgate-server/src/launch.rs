@@ -95,7 +95,8 @@ fn spawn_workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     tasks.push(tokio::spawn(continuation::continue_due(ledger.clone(), state.run_context().clone())));
     tasks.push(tokio::spawn(timers::fire_due(ledger.clone(), config.groups.clone(), state.signals().clone())));
     if let Some(notifications) = &config.notifications {
-        let follower = Follower { store, clock, groups: config.groups.clone(), links: state.link_signer().clone() };
+        let (groups, links, metrics) = (config.groups.clone(), state.link_signer().clone(), state.metrics().clone());
+        let follower = Follower { store, clock, groups, links, metrics };
         tasks.extend(workers::notifications::start(follower, notifications));
     }
     tasks

@@ -81,6 +81,7 @@ mod error;
 pub mod host;
 mod http;
 mod launch;
+pub mod metrics;
 pub mod notify;
 pub mod oidc;
 mod run;
@@ -98,6 +99,7 @@ pub use approval_item::approval_item;
 pub use caller::Caller;
 pub use error::ApiError;
 pub use launch::{serve, serve_listener, shutdown_signal};
+pub use metrics::Metrics;
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
 /// JWT bearer tokens verified against a JWKS (`--jwt-jwks`): `toolgate-auth`'s.

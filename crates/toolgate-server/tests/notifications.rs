@@ -256,6 +256,14 @@ async fn failed_attempts_are_retried_with_the_same_delivery_id_honouring_retry_a
     let kinds = kinds(&setup.store, &id).await;
     assert_eq!(kinds.iter().filter(|kind| **kind == AuditKind::NotificationFailed).count(), 2);
     assert_eq!(kinds.iter().filter(|kind| **kind == AuditKind::Notified).count(), 1);
+    // Every attempt is counted once it is recorded: two failed, one delivered.
+    let failed = "toolgate_notifications_total{channel=\"ops\",outcome=\"failed\"} 2";
+    let delivered = "toolgate_notifications_total{channel=\"ops\",outcome=\"delivered\"} 1";
+    eventually("the attempts counted", || async {
+        let text = server.state.metrics().render();
+        text.lines().any(|line| line == failed) && text.lines().any(|line| line == delivered)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -277,6 +285,18 @@ async fn a_receiver_that_is_down_slows_nothing_and_its_events_wait() {
     })
     .await;
     assert!(kinds(&setup.store, &id).await.contains(&AuditKind::NotificationFailed));
+    // What waits is counted in the store: the outbox's deliveries (all pending here), and no approval.
+    let store = server.state.config().ledger.as_ref().unwrap().store.clone();
+    eventually("the waiting deliveries counted", || async {
+        let query = OutboxQuery { limit: 100, ..Default::default() };
+        let waiting = setup.store.deliveries(&query).await.unwrap().len();
+        let text = server.state.metrics().scrape(Some(store.as_ref())).await;
+        waiting >= 1
+            && setup.store.count_pending_deliveries().await.unwrap() == waiting as u64
+            && text.lines().any(|line| line == format!("toolgate_outbox_pending {waiting}"))
+            && text.lines().any(|line| line == "toolgate_approvals_pending 0")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -107,6 +107,10 @@ impl InboxStore for SlowSaves {
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         self.0.list_approvals(query)
     }
+
+    fn count_pending(&self) -> StoreFuture<'_, u64> {
+        self.0.count_pending()
+    }
 }
 
 impl ContinuationStore for SlowSaves {
@@ -133,6 +137,10 @@ impl ContinuationStore for SlowSaves {
 impl OutboxStore for SlowSaves {
     fn notify_cursor(&self) -> StoreFuture<'_, i64> {
         self.0.notify_cursor()
+    }
+
+    fn count_pending_deliveries(&self) -> StoreFuture<'_, u64> {
+        self.0.count_pending_deliveries()
     }
 
     fn enqueue<'a>(&'a self, deliveries: &'a [Outbound], from: i64, to: i64) -> StoreFuture<'a, bool> {

@@ -293,6 +293,10 @@ impl InboxStore for SqlStore {
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         Box::pin(async move { on_backend!(self, backend => backend.list_approvals(query)) })
     }
+
+    fn count_pending(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { on_backend!(self, backend => backend.count(sql::COUNT_PENDING)) })
+    }
 }
 
 impl ContinuationStore for SqlStore {
@@ -343,6 +347,10 @@ impl OutboxStore for SqlStore {
 
     fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>> {
         Box::pin(async move { on_backend!(self, backend => backend.deliveries(query)) })
+    }
+
+    fn count_pending_deliveries(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { on_backend!(self, backend => backend.count(outbox_sql::COUNT_PENDING_DELIVERIES)) })
     }
 }
 

@@ -295,6 +295,12 @@ impl<B: SqlBackend> Operations<B> {
     }
 
     /// The inbox listing (see [`sql::list_sql`]): one statement, one snapshot.
+    /// The one number a `SELECT COUNT(*)` text gives.
+    pub(crate) async fn count(&self, text: &'static str) -> Result<u64, StoreError> {
+        let count = db::query_scalar::<i64>(text).fetch_optional(self.backend().reader()).await?;
+        Ok(u64::try_from(count.unwrap_or_default()).unwrap_or_default())
+    }
+
     pub(crate) async fn list_approvals(&self, query: &ApprovalQuery) -> Result<Vec<ApprovalRecord>, StoreError> {
         let keys: Option<Vec<&String>> = query.viewer_keys.as_ref().map(|keys| {
             let mut keys: Vec<&String> = keys.iter().collect();

@@ -182,3 +182,6 @@ impl DeliveryRow {
         })
     }
 }
+
+/// How many deliveries wait for an attempt or a retry.
+pub(crate) const COUNT_PENDING_DELIVERIES: &str = "SELECT COUNT(*) FROM notifications WHERE state = 'pending'";

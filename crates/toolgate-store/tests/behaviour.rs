@@ -828,8 +828,21 @@ async fn a_superseded_approval_stays_while_its_successor_is_open(stores: &Stores
     assert_eq!(left, ["ap_a", "ap_open"]);
 }
 
+/// The pending approvals are counted in the store, whoever owns them.
+async fn pending_approvals_are_counted(stores: &Stores) {
+    let store = &*stores.a;
+    assert_eq!(store.count_pending().await.unwrap(), 0);
+    let mut denied = record("ap_3", "c2");
+    denied.state = Denied;
+    let mut owned = record("ap_2", "alice\u{1f}c1");
+    owned.owner = Some("alice".to_owned());
+    store.issue(&[record("ap_1", "c1"), owned, denied], &[]).await.unwrap();
+    assert_eq!(stores.b.count_pending().await.unwrap(), 2);
+}
+
 suite!(
     issue_and_read_back,
+    pending_approvals_are_counted,
     a_superseded_approval_stays_while_its_successor_is_open,
     a_conversation_name_matches_by_the_stored_owner,
     duplicate_issue_is_rejected_and_nothing_is_inserted,

@@ -17,6 +17,7 @@
 //! |---|---|
 //! | `web_page.rs` | `GET /`, `/app.js`, `/app.css`: the web page |
 //! | `health.rs` | `GET /healthz` |
+//! | `metrics.rs` | `GET /metrics` |
 //! | `chat.rs` | `POST /api/chat` |
 //! | `stream_resume.rs` | `GET /api/chat/{id}/stream`: a client resumes a running response |
 //! | `chats.rs` | `GET /api/chats/{id}`: a stored chat |
@@ -38,6 +39,7 @@ pub(crate) mod decisions;
 pub(crate) mod health;
 pub(crate) mod links;
 pub(crate) mod me;
+pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod sign_in;
 pub(crate) mod stream_resume;
@@ -91,6 +93,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/app.js", web_page::script, Open),
     route!(GET "/app.css", web_page::styles, Open),
     route!(GET "/healthz", health::healthz, Open),
+    route!(GET "/metrics", metrics::metrics, Open),
     route!(POST "/api/chat", chat::chat, Open),
     route!(GET "/api/chat/{id}/stream", stream_resume::resume, Open),
     route!(POST "/ag-ui", agui::run, Open),
@@ -138,5 +141,10 @@ pub fn router(state: AppState) -> Router {
     if oidc {
         routes = routes.layer(middleware::from_fn_with_state(state.clone(), sign_in::guard));
     }
-    routes.layer(axum::extract::DefaultBodyLimit::max(limit)).layer(TraceLayer::new_for_http()).with_state(state)
+    let metrics = state.metrics().clone();
+    routes
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(metrics, crate::metrics::http::track))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
 }

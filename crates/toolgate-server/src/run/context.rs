@@ -17,6 +17,7 @@ use toolgate::{SharedModel, TextRequest, Toolkit};
 use toolgate_policy::{PolicyHandle, StoredGate};
 use toolgate_protocol::ModelMessage;
 
+use crate::metrics::Metrics;
 use crate::running::RunningResponses;
 use crate::signals::Signals;
 
@@ -58,6 +59,8 @@ pub(crate) struct RunParts {
     pub groups: BTreeMap<String, Vec<String>>,
     /// How long a continuation claim lasts without renewal.
     pub continuation_lease: Duration,
+    /// The server's metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 impl RunContext {
@@ -95,6 +98,11 @@ impl RunContext {
     /// The clock [`Self::now`] reads.
     pub(crate) fn clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.inner.parts.clock)
+    }
+
+    /// The server's metrics.
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.parts.metrics
     }
 
     /// The process's signals.

@@ -17,7 +17,9 @@
 
 use futures::StreamExt;
 use serde_json::json;
-use toolgate::ledger::{AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name};
+use toolgate::ledger::{
+    ApprovalRecord, AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name,
+};
 use toolgate_ui::parse_ui_messages;
 
 use super::context::RunContext;
@@ -61,6 +63,7 @@ pub(crate) async fn continue_conversation(
         return Ok(());
     }
     answer_from_records(&mut messages[index], &records);
+    observe_lag(context, &records);
     let mut conversation = ledger.owned(owner.as_deref(), name);
     conversation.principal.clone_from(&owner);
     let principal = owner;
@@ -106,6 +109,16 @@ fn missing(
             conversation.event(AuditKind::Interrupted, id, &call_of(id).unwrap_or_default(), at, data)
         })
         .collect()
+}
+
+/// Reports how long after its step's last decision a continuation starts
+/// (`toolgate_continuation_seconds`).
+pub(crate) fn observe_lag(context: &RunContext, records: &[(String, ApprovalRecord)]) {
+    let decided = records.iter().filter_map(|(_, record)| record.decision.as_ref().map(|decision| decision.decided_at));
+    if let Some(last) = decided.max() {
+        let lag = u64::try_from(context.now().saturating_sub(last)).unwrap_or(0);
+        context.metrics().continued(std::time::Duration::from_millis(lag));
+    }
 }
 
 /// The `continued` event of a continuation, on the step's first approval.

@@ -173,6 +173,10 @@ impl InboxChanges {
 pub trait InboxStore: Send + Sync + std::fmt::Debug {
     /// Approvals as an inbox lists them (see [`ApprovalQuery`]), newest first.
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>>;
+
+    /// How many approvals are `pending`, all owners together (what every
+    /// replica reports as waiting: the store's count, not its own).
+    fn count_pending(&self) -> StoreFuture<'_, u64>;
 }
 
 /// Conversations due to continue on the server, claimed by one replica at a time.

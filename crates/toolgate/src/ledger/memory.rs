@@ -338,6 +338,14 @@ impl ConversationStore for MemoryStore {
 }
 
 impl InboxStore for MemoryStore {
+    fn count_pending(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let pending = inner.approvals.values().filter(|record| record.state == ApprovalState::Pending).count();
+            Ok(u64::try_from(pending).unwrap_or(u64::MAX))
+        })
+    }
+
     fn list_approvals<'a>(&'a self, query: &'a ApprovalQuery) -> StoreFuture<'a, Vec<ApprovalRecord>> {
         Box::pin(async move {
             let inner = self.lock();
@@ -507,6 +515,14 @@ impl OutboxStore for MemoryStore {
             }
             inner.append(&end.events);
             Ok(true)
+        })
+    }
+
+    fn count_pending_deliveries(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let pending = inner.outbox.iter().filter(|(delivery, _)| delivery.state == DeliveryState::Pending).count();
+            Ok(u64::try_from(pending).unwrap_or(u64::MAX))
         })
     }
 

@@ -164,6 +164,9 @@ pub trait OutboxStore: Send + Sync + std::fmt::Debug {
 
     /// Deliveries the query selects, newest first.
     fn deliveries<'a>(&'a self, query: &'a OutboxQuery) -> StoreFuture<'a, Vec<Delivery>>;
+
+    /// How many deliveries are still `pending` (waiting for an attempt or a retry).
+    fn count_pending_deliveries(&self) -> StoreFuture<'_, u64>;
 }
 
 /// One-time links (and revoked sign-in sessions): each use recorded once, until it expires.

@@ -79,9 +79,14 @@ pub const CODES: &[(&str, &str)] = &[
     ("approval_in_progress", "The approved call is running in another request; retry for its outcome."),
     ("approvals_pending", "Approvals routed to others are pending: the step waits for their votes."),
     ("approval_expired", "The approval expired before it was decided."),
-    ("edit_not_allowed", "The tool does not allow edited inputs."),
+    (
+        "edit_not_allowed",
+        "The tool does not allow edited inputs, or (without a store to hold a new approval) the edit needs approvers \
+         the answer does not satisfy.",
+    ),
     ("edit_denied", "The policy denies the edited input."),
     ("edit_not_supported", "An edit of a provider-executed call, which the provider cannot take."),
+    ("admin_only", "Only admins (`--admin`) may read this."),
     // Votes.
     ("not_an_approver", "The caller may see the approval but is not among its approvers."),
     ("self_approval_forbidden", "The requester may not approve their own request under its rule."),

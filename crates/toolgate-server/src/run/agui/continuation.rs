@@ -15,7 +15,7 @@ use super::thread::StoredThread;
 use super::{AGUI_PREFIX, ThreadRun, stored_frames};
 use crate::error::ApiError;
 use crate::run::context::RunContext;
-use crate::run::continuation::continued_event;
+use crate::run::continuation::{continued_event, observe_lag};
 
 /// Resumes the thread `stored` of `conversation` (its owner's, as stored)
 /// on the server, when its open interrupts are all decided.
@@ -47,6 +47,7 @@ pub(crate) async fn continue_thread(
     input.resume = Some(records.iter().map(resume_entry).collect());
     let principal = conversation.owner.clone();
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
+    observe_lag(context, &records);
     store.append(&[continued_event(&records[0].1, &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(thread = %key, approvals = ids.len(), "continuing the AG-UI thread on the server");
     // The client's view ends where it paused, unless an earlier continuation already marked it.

@@ -20,6 +20,7 @@ use toolgate::ledger::{
 };
 use toolgate_notify::{Delivery, Event, GIVE_UP_AFTER, Outcome, backoff};
 
+use crate::metrics::Metrics;
 use crate::notify::Notifications;
 
 /// How long a claimed delivery is held (longer than any attempt takes).
@@ -30,7 +31,12 @@ pub const IN_FLIGHT: usize = 32;
 const POLL: Duration = Duration::from_millis(500);
 
 /// Delivers from the outbox until the task is dropped.
-pub(crate) async fn deliver(store: Arc<dyn LedgerStore>, clock: Arc<dyn Clock>, notifications: Arc<Notifications>) {
+pub(crate) async fn deliver(
+    store: Arc<dyn LedgerStore>,
+    clock: Arc<dyn Clock>,
+    notifications: Arc<Notifications>,
+    metrics: Arc<Metrics>,
+) {
     let executor = format!("notify-{}", uuid::Uuid::now_v7().simple());
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     loop {
@@ -51,8 +57,14 @@ pub(crate) async fn deliver(store: Arc<dyn LedgerStore>, clock: Arc<dyn Clock>, 
             let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
             let (store, clock, notifications, executor) =
                 (Arc::clone(&store), Arc::clone(&clock), Arc::clone(&notifications), executor.clone());
+            let metrics = Arc::clone(&metrics);
             tokio::spawn(async move {
-                attempt(store.as_ref(), clock.as_ref(), &notifications, &executor, delivery).await;
+                let channel = delivery.outbound.channel.clone();
+                if let Some(delivered) =
+                    attempt(store.as_ref(), clock.as_ref(), &notifications, &executor, delivery).await
+                {
+                    metrics.notification(&channel, delivered);
+                }
                 drop(permit);
             });
         }
@@ -65,14 +77,15 @@ pub(crate) async fn deliver(store: Arc<dyn LedgerStore>, clock: Arc<dyn Clock>, 
     }
 }
 
-/// Sends one claimed delivery and records how it went.
+/// Sends one claimed delivery and records how it went; whether it was
+/// delivered, once recorded (`None`: the record failed, or the claim lapsed).
 async fn attempt(
     store: &dyn LedgerStore,
     clock: &dyn Clock,
     notifications: &Notifications,
     executor: &str,
     stored: StoredDelivery,
-) {
+) -> Option<bool> {
     let outbound = &stored.outbound;
     let outcome =
         match (notifications.channels().get(&outbound.channel), serde_json::from_value::<Event>(outbound.body.clone()))
@@ -98,12 +111,17 @@ async fn attempt(
         result,
         at: now,
     };
+    let delivered = end.result == AttemptResult::Delivered;
     match store.finish_attempt(&end).await {
-        Ok(true) => {}
+        Ok(true) => Some(delivered),
         Ok(false) => {
-            tracing::warn!(delivery = %outbound.delivery_id, "a notification's claim lapsed during its attempt")
+            tracing::warn!(delivery = %outbound.delivery_id, "a notification's claim lapsed during its attempt");
+            None
         }
-        Err(error) => tracing::warn!(%error, delivery = %outbound.delivery_id, "cannot record a notification attempt"),
+        Err(error) => {
+            tracing::warn!(%error, delivery = %outbound.delivery_id, "cannot record a notification attempt");
+            None
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use toolgate::ledger::{
 use toolgate_notify::{Channel, Event, EventKind, LinkMode, Links, Target};
 
 use crate::approval_item::{approval_item, rfc3339};
+use crate::metrics::Metrics;
 use crate::notify::Notifications;
 use crate::notify::token::{LinkChoice, LinkClaims, LinkSigner, nonce};
 
@@ -46,6 +47,8 @@ pub(crate) struct Follower {
     pub groups: BTreeMap<String, Vec<String>>,
     /// Signs the one-time links.
     pub links: LinkSigner,
+    /// Where delivery attempts are counted (`toolgate_notifications_total`).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Follows the audit log into the outbox until the task is dropped.

@@ -17,8 +17,9 @@ use crate::notify::Notifications;
 /// delivery worker.
 pub(crate) fn start(follower: Follower, notifications: &Arc<Notifications>) -> Vec<tokio::task::JoinHandle<()>> {
     let (store, clock) = (Arc::clone(&follower.store), Arc::clone(&follower.clock));
+    let metrics = Arc::clone(&follower.metrics);
     vec![
         tokio::spawn(enqueue::follow(follower, Arc::clone(notifications))),
-        tokio::spawn(deliver::deliver(store, clock, Arc::clone(notifications))),
+        tokio::spawn(deliver::deliver(store, clock, Arc::clone(notifications), metrics)),
     ]
 }

@@ -1,0 +1,40 @@
+//! `GET /metrics`: the server's metrics in the Prometheus text format
+//! ([`crate::metrics`]). Without a principal source (single-user mode) it is
+//! open like every other route; with one, only admins (`--admin`) read it:
+//! the series name tools, routes and outcomes, which are not everyone's to
+//! see.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::app::AppState;
+use crate::caller::Caller;
+use crate::error::{ApiError, ErrorBody};
+
+/// The content type of the Prometheus text format.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The metrics, as Prometheus scrapes them.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "health",
+    security(("bearer" = []), ("session" = []), ()),
+    responses(
+        (status = 200, description = "Every series in the Prometheus text format (version 0.0.4).",
+            content_type = "text/plain", body = String),
+        (status = 403, description = "A principal source is configured and the caller is no admin.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["admin_only"])))),
+    )
+)]
+pub(crate) async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    let config = state.config();
+    let admin = caller.principal.as_ref().is_some_and(|principal| config.admins.contains(principal));
+    if config.principals.is_configured() && !admin {
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "admin_only", "the metrics are for admins (`--admin`)"));
+    }
+    let store = config.ledger.as_ref().map(|ledger| ledger.store.as_ref() as &dyn toolgate::ledger::LedgerStore);
+    Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], state.metrics().scrape(store).await).into_response())
+}
