@@ -100,6 +100,10 @@ pub struct ServeArgs {
     /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
     #[arg(long = "allowed-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
+    /// Also serve GET /metrics alone, without sign-in, on this address (e.g. 127.0.0.1:9464), for
+    /// Prometheus scrapers: whoever reaches it reads the metrics (on --addr they are for admins only).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     /// Serve a non-loopback --addr without sign-in: only on a network nobody else reaches (anyone who
     /// reaches it could read every conversation and approve any call).
     #[arg(long)]
@@ -169,6 +173,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     anonymous_addr_refused(args.addr, config.principals.is_configured(), args.insecure_anonymous)?;
     config.allowed_hosts = allowed_hosts(&args.allowed_hosts, args.public_url.as_deref());
+    config.metrics_addr = args.metrics_addr;
     toolgate_server::host::HostGuard::new(args.addr, &config.allowed_hosts)
         .map_err(|detail| anyhow::anyhow!("--allowed-host: {detail}"))?;
     let state = AppState::new(config, model).context("cannot open the --trace-prompts file")?;

@@ -73,6 +73,9 @@ pub struct ServerConfig {
     /// `Host` names answered besides loopback (`--allowed-host`, and the
     /// `--public-url`'s host): `NAME` or `NAME:PORT` (see [`crate::host`]).
     pub allowed_hosts: Vec<String>,
+    /// Also serve `GET /metrics` alone, without sign-in, on this address
+    /// (`--metrics-addr`): a listener for scrapers (see [`crate::metrics`]).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -96,6 +99,7 @@ impl ServerConfig {
             continuation_lease: CONTINUATION_LEASE,
             notifications: None,
             allowed_hosts: Vec::new(),
+            metrics_addr: None,
         }
     }
 }

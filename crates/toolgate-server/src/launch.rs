@@ -72,13 +72,35 @@ pub async fn serve_listener(
     let app = router(state.clone())
         .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
         .into_make_service_with_connect_info::<SocketAddr>();
-    let background = spawn_workers(&state);
+    let mut background = spawn_workers(&state);
+    if let Some(addr) = state.config().metrics_addr {
+        background.push(serve_metrics(addr, state.clone()).await?);
+    }
     let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
     for task in background {
         task.abort();
     }
     state.flush_trace();
     served
+}
+
+/// Serves `GET /metrics` alone on `addr` (`--metrics-addr`), behind the same
+/// `Host` guard as the main listener (a web page cannot read it through a
+/// rebound name); stops with the server.
+async fn serve_metrics(addr: SocketAddr, state: AppState) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let hosts = crate::host::HostGuard::new(bound, &state.config().allowed_hosts)
+        .map_err(|detail| std::io::Error::new(std::io::ErrorKind::InvalidInput, detail))?;
+    tracing::info!(addr = %bound, "metrics for scrapers on http://{bound}/metrics");
+    let app = crate::api::metrics::scrape_only(state)
+        .layer(axum::middleware::from_fn_with_state(Arc::new(hosts), crate::host::guard))
+        .into_make_service_with_connect_info::<SocketAddr>();
+    Ok(tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::error!(%error, "the metrics listener stopped");
+        }
+    }))
 }
 
 /// Starts the background workers (none without a ledger), each on the parts

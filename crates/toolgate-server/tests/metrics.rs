@@ -136,3 +136,38 @@ async fn a_single_user_server_serves_its_metrics_to_its_user() {
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(sample(&reply.body, "toolgate_approvals_decided_total", &[("outcome", "approved")]), 0.0);
 }
+
+/// `--metrics-addr`: the metrics alone, without sign-in, on a listener of
+/// their own; nothing else is served there, and a rebound `Host` is refused.
+#[tokio::test]
+async fn the_metrics_listener_serves_the_metrics_alone_to_scrapers() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = free.local_addr().unwrap();
+    drop(free);
+    let server = start_configured(default_script(), move |config: &mut ServerConfig| {
+        config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
+        config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+        config.metrics_addr = Some(metrics_addr);
+    })
+    .await;
+    ask(&server, "chat-1").await;
+    assert_eq!(call(&server, "GET", "/metrics", "alice", None).await.status, 403, "on --addr: admins only");
+    let client = reqwest::Client::new();
+    let url = format!("http://{metrics_addr}/metrics");
+    let mut scraped = None;
+    for _ in 0..100 {
+        if let Ok(response) = client.get(&url).send().await {
+            scraped = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let scraped = scraped.expect("the metrics listener answers");
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.unwrap();
+    assert_eq!(sample(&text, "toolgate_approvals_pending", &[]), 1.0);
+    let elsewhere = client.get(format!("http://{metrics_addr}/api/approvals")).send().await.unwrap();
+    assert_eq!(elsewhere.status(), 404, "nothing but the metrics");
+    let rebound = client.get(&url).header("host", "evil.example").send().await.unwrap();
+    assert_eq!(rebound.status(), 421);
+}
