@@ -171,3 +171,30 @@ async fn the_metrics_listener_serves_the_metrics_alone_to_scrapers() {
     let rebound = client.get(&url).header("host", "evil.example").send().await.unwrap();
     assert_eq!(rebound.status(), 421);
 }
+
+/// `GET /readyz`: ready on a store at this build's schema; 503 `not_ready`
+/// naming the migrations when the schema is behind; ready again once it is
+/// current. `/healthz` answers throughout.
+#[tokio::test]
+async fn readiness_follows_the_stores_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let store = toolgate_store::open_store(&toolgate_store::StoreSpec::Sqlite(path.clone())).await.unwrap().unwrap();
+    let server = start_configured(default_script(), move |config: &mut ServerConfig| {
+        config.ledger = Some(LedgerConfig::new(store));
+    })
+    .await;
+    let ready = get(&server, "/readyz").await;
+    assert_eq!((ready.status, ready.body.as_str()), (200, "ready"));
+    // Take the newest migration's row away, as an older build's database would be.
+    let sqlite = rusqlite::Connection::open(&path).unwrap();
+    let newest: i64 = sqlite.query_row("SELECT MAX(version) FROM _sqlx_migrations", [], |row| row.get(0)).unwrap();
+    sqlite.execute("UPDATE _sqlx_migrations SET success = 0 WHERE version = ?1", [newest]).unwrap();
+    let behind = get(&server, "/readyz").await;
+    assert_eq!(behind.status, 503, "{}", behind.body);
+    assert_eq!(behind.json()["error"]["code"], "not_ready");
+    assert!(behind.json()["error"]["message"].as_str().unwrap().contains(&format!("this build's is {newest}")));
+    assert_eq!(get(&server, "/healthz").await.status, 200, "alive all the same");
+    sqlite.execute("UPDATE _sqlx_migrations SET success = 1 WHERE version = ?1", [newest]).unwrap();
+    assert_eq!(get(&server, "/readyz").await.status, 200);
+}

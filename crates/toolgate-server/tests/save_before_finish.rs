@@ -69,6 +69,10 @@ impl AuditStore for SlowSaves {
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
         self.0.prune(before)
     }
+
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        self.0.ready()
+    }
 }
 
 impl ConversationStore for SlowSaves {

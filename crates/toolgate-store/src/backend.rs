@@ -54,6 +54,10 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// transaction; a sequence (Postgres) draws it within the one statement.
     const GENERATION_NEEDS_TRANSACTION: bool;
 
+    /// The newest schema migration this build carries (the store is ready
+    /// only at it: [`toolgate::ledger::AuditStore::ready`]).
+    fn newest_migration() -> i64;
+
     /// The read connections (a read sees the last committed state).
     fn reader(&self) -> &Self::Reader;
 

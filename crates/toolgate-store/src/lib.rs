@@ -246,6 +246,10 @@ impl AuditStore for SqlStore {
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
         Box::pin(async move { on_backend!(self, backend => backend.prune(before)) })
     }
+
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { on_backend!(self, backend => backend.ready()) })
+    }
 }
 
 impl ConversationStore for SqlStore {

@@ -295,6 +295,18 @@ impl<B: SqlBackend> Operations<B> {
     }
 
     /// The inbox listing (see [`sql::list_sql`]): one statement, one snapshot.
+    /// Whether the store answers and its schema is this build's (see `AuditStore::ready`).
+    pub(crate) async fn ready(&self) -> Result<(), StoreError> {
+        let applied = db::query_scalar::<i64>(sql::NEWEST_MIGRATION).fetch_optional(self.backend().reader()).await?;
+        let (applied, newest) = (applied.unwrap_or_default(), B::newest_migration());
+        if applied == newest {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable(format!(
+            "the store's schema is at migration {applied}, and this build's is {newest}: run the matching toolgate"
+        )))
+    }
+
     /// The one number a `SELECT COUNT(*)` text gives.
     pub(crate) async fn count(&self, text: &'static str) -> Result<u64, StoreError> {
         let count = db::query_scalar::<i64>(text).fetch_optional(self.backend().reader()).await?;

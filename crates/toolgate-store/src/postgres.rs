@@ -148,6 +148,10 @@ impl SqlBackend for Backend {
     /// A sequence draws a generation within the one statement that uses it.
     const GENERATION_NEEDS_TRANSACTION: bool = false;
 
+    fn newest_migration() -> i64 {
+        MIGRATOR.iter().map(|migration| migration.version).max().unwrap_or_default()
+    }
+
     /// Runs `run` over `data` in a READ COMMITTED transaction of its own.
     async fn write<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
     where

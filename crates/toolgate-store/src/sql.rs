@@ -140,6 +140,9 @@ pub(crate) const PRUNE_CONVERSATIONS: &str = "DELETE FROM conversations WHERE co
      (SELECT conversation_id FROM conversations WHERE updated_at < $1 AND conversation_id NOT IN \
      (SELECT conversation_id FROM approvals WHERE state IN ('pending', 'approved', 'executing')) LIMIT $2)";
 
+/// The newest schema migration applied (sqlx's own table, on both databases).
+pub(crate) const NEWEST_MIGRATION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+
 /// How many approvals are pending (the partial index on pending ones serves it).
 pub(crate) const COUNT_PENDING: &str = "SELECT COUNT(*) FROM approvals WHERE state = 'pending'";
 

@@ -142,6 +142,10 @@ impl SqlBackend for Backend {
     /// Drawing a generation and using it are two statements: they need a transaction.
     const GENERATION_NEEDS_TRANSACTION: bool = true;
 
+    fn newest_migration() -> i64 {
+        MIGRATOR.iter().map(|migration| migration.version).max().unwrap_or_default()
+    }
+
     /// Runs `run` over `data` in a transaction holding the write lock
     /// (shared with the operations queued with it).
     async fn write<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>

@@ -840,8 +840,15 @@ async fn pending_approvals_are_counted(stores: &Stores) {
     assert_eq!(stores.b.count_pending().await.unwrap(), 2);
 }
 
+/// A store just opened (and migrated) is ready, through either handle.
+async fn a_migrated_store_is_ready(stores: &Stores) {
+    stores.a.ready().await.unwrap();
+    stores.b.ready().await.unwrap();
+}
+
 suite!(
     issue_and_read_back,
+    a_migrated_store_is_ready,
     pending_approvals_are_counted,
     a_superseded_approval_stays_while_its_successor_is_open,
     a_conversation_name_matches_by_the_stored_owner,

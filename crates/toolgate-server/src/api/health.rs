@@ -1,5 +1,15 @@
 //! `GET /healthz`: liveness. It answers `ok` whenever the server answers at
 //! all; it reads nothing (not the store, not the model).
+//!
+//! `GET /readyz`: readiness, for load balancers. 200 `ready` when the store
+//! answers and its schema is this build's (or there is no store); else 503
+//! `not_ready` with the reason.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use crate::app::AppState;
+use crate::error::{ApiError, ErrorBody};
 
 /// Liveness: the server answers.
 #[utoipa::path(
@@ -11,4 +21,25 @@
 )]
 pub(crate) async fn healthz() -> &'static str {
     "ok"
+}
+
+/// Readiness: the store answers, at this build's schema.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "ready",
+    tag = "health",
+    responses(
+        (status = 200, description = "`ready`.", content_type = "text/plain", body = String, example = "ready"),
+        (status = 503, description = "The store does not answer, or its schema is not this build's.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["not_ready"])))),
+    )
+)]
+pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
+    let Some(ledger) = &state.config().ledger else { return Ok("ready") };
+    ledger.store.ready().await.map_err(|error| {
+        tracing::warn!(%error, "not ready");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", error.to_string())
+    })?;
+    Ok("ready")
 }

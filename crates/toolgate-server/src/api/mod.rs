@@ -16,7 +16,7 @@
 //! | file | routes |
 //! |---|---|
 //! | `web_page.rs` | `GET /`, `/app.js`, `/app.css`: the web page |
-//! | `health.rs` | `GET /healthz` |
+//! | `health.rs` | `GET /healthz`, `GET /readyz` |
 //! | `metrics.rs` | `GET /metrics` |
 //! | `chat.rs` | `POST /api/chat` |
 //! | `stream_resume.rs` | `GET /api/chat/{id}/stream`: a client resumes a running response |
@@ -93,6 +93,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/app.js", web_page::script, Open),
     route!(GET "/app.css", web_page::styles, Open),
     route!(GET "/healthz", health::healthz, Open),
+    route!(GET "/readyz", health::readyz, Open),
     route!(GET "/metrics", metrics::metrics, Open),
     route!(POST "/api/chat", chat::chat, Open),
     route!(GET "/api/chat/{id}/stream", stream_resume::resume, Open),

@@ -140,6 +140,10 @@ impl AuditStore for MeteredStore {
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
         Box::pin(async move { timed!(self, "prune", self.inner.prune(before)) })
     }
+
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move { timed!(self, "ready", self.inner.ready()) })
+    }
 }
 
 impl ConversationStore for MeteredStore {

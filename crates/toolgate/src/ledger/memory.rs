@@ -207,6 +207,10 @@ impl ApprovalStore for MemoryStore {
 }
 
 impl AuditStore for MemoryStore {
+    fn ready(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
+
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>> {
         Box::pin(async move {
             let inner = self.lock();

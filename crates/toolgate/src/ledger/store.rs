@@ -89,7 +89,8 @@ pub trait ApprovalStore: Send + Sync + std::fmt::Debug {
     fn advance_timer<'a>(&'a self, advance: &'a TimerAdvance) -> StoreFuture<'a, bool>;
 }
 
-/// The audit log as people read it, and retention: what is kept and for how long.
+/// What operators ask of the store: the audit log as people read it,
+/// retention (what is kept and for how long), and readiness.
 pub trait AuditStore: Send + Sync + std::fmt::Debug {
     /// Audit events matching the query, oldest first.
     fn audit<'a>(&'a self, query: &'a AuditQuery) -> StoreFuture<'a, Vec<AuditEvent>>;
@@ -106,6 +107,11 @@ pub trait AuditStore: Send + Sync + std::fmt::Debug {
     /// several transactions (the SQL stores do, a few thousand rows each, so
     /// writers never wait for a whole prune); what is removed stays removed.
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned>;
+
+    /// `Ok` when the store answers and its schema is the one this build
+    /// writes (every migration applied, none newer); else why not
+    /// ([`StoreError::Unavailable`]). `GET /readyz` asks it.
+    fn ready(&self) -> StoreFuture<'_, ()>;
 }
 
 /// Everything a ledger keeps, every role at once: what a server, the CLI or the

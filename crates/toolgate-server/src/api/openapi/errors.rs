@@ -87,6 +87,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("edit_denied", "The policy denies the edited input."),
     ("edit_not_supported", "An edit of a provider-executed call, which the provider cannot take."),
     ("admin_only", "Only admins (`--admin`) may read this."),
+    ("not_ready", "The store does not answer, or its schema is not this build's (the message says which)."),
     // Votes.
     ("not_an_approver", "The caller may see the approval but is not among its approvers."),
     ("self_approval_forbidden", "The requester may not approve their own request under its rule."),

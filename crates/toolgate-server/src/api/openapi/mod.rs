@@ -40,6 +40,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::web_page::script,
         crate::api::web_page::styles,
         crate::api::health::healthz,
+        crate::api::health::readyz,
         crate::api::metrics::metrics,
         crate::api::chat::chat,
         crate::api::stream_resume::resume,
@@ -78,7 +79,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         (name = "auth", description = "Who the requester is, and OpenID Connect sign-in."),
         (name = "page", description = "The web page."),
         (name = "docs", description = "This reference."),
-        (name = "health", description = "Liveness and metrics."),
+        (name = "health", description = "Liveness, readiness and metrics."),
     )
 )]
 struct ApiDoc;
