@@ -127,6 +127,10 @@ async fn a_scripted_day_shows_in_every_series_and_only_admins_read_them() {
     assert!(sample(&text, "toolgate_store_operation_seconds_count", &[("op", "issue")]) >= 2.0);
     assert_eq!(sample(&text, "toolgate_approvals_pending", &[]), 0.0);
     assert_eq!(sample(&text, "toolgate_outbox_pending", &[]), 0.0);
+    // Every series is there (notifications aside: this server has no channel).
+    for name in toolgate_server::metrics::SERIES.iter().filter(|name| **name != "toolgate_notifications_total") {
+        assert!(text.contains(&format!("# TYPE {name} ")), "`{name}` is missing:\n{text}");
+    }
 }
 
 #[tokio::test]
@@ -197,4 +201,26 @@ async fn readiness_follows_the_stores_schema() {
     assert_eq!(get(&server, "/healthz").await.status, 200, "alive all the same");
     sqlite.execute("UPDATE _sqlx_migrations SET success = 1 WHERE version = ?1", [newest]).unwrap();
     assert_eq!(get(&server, "/readyz").await.status, 200);
+}
+
+/// The dashboard in `examples/grafana` charts every series the server
+/// exports, and nothing the server does not export.
+#[test]
+fn the_dashboard_charts_every_series_and_no_other() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/grafana/toolgate.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut charted = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("toolgate_") {
+                let name: String = expr[at..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+                let name = name.trim_end_matches("_bucket").to_owned();
+                charted.insert(name);
+            }
+        }
+    }
+    let exported: std::collections::BTreeSet<String> =
+        toolgate_server::metrics::SERIES.iter().map(|name| (*name).to_owned()).collect();
+    assert_eq!(charted, exported);
 }

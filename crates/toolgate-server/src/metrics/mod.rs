@@ -34,6 +34,22 @@ use std::time::Duration;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 use toolgate::ledger::LedgerStore;
 
+/// Every series the server exports, by name (`examples/grafana/toolgate.json`
+/// charts each of them; a test holds the two together).
+pub const SERIES: [&str; 11] = [
+    "toolgate_approvals_pending",
+    "toolgate_approvals_decided_total",
+    "toolgate_approval_decision_seconds",
+    "toolgate_continuation_seconds",
+    "toolgate_tool_calls_total",
+    "toolgate_notifications_total",
+    "toolgate_outbox_pending",
+    "toolgate_http_requests_total",
+    "toolgate_http_request_duration_seconds",
+    "toolgate_model_request_seconds",
+    "toolgate_store_operation_seconds",
+];
+
 /// How a decided approval ended, as `toolgate_approvals_decided_total` labels it.
 pub(crate) const DECIDED: [&str; 4] = ["approved", "denied", "expired", "withdrawn"];
 
