@@ -128,7 +128,7 @@ struct Inner {
 impl AppState {
     /// State for this configuration and model; opens the prompt trace file if one is configured.
     pub fn new(mut config: ServerConfig, model: SharedModel) -> std::io::Result<Self> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new().map_err(std::io::Error::other)?);
         // Approvals routed to a configured group record its members when issued; every
         // store operation is metered.
         config.ledger = config.ledger.take().map(|mut ledger| {

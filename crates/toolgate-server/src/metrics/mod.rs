@@ -70,71 +70,67 @@ pub struct Metrics {
     outbox_pending: IntGauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
-    /// A registry with every series, each at zero.
-    pub fn new() -> Self {
+    /// A registry with every series, each at zero. Fails only if a series
+    /// is defined wrongly (a name, a label or buckets), which every test run
+    /// would show.
+    pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
         let human = vec![1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14_400.0, 86_400.0];
         let store = vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
         let model = vec![0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
         let metrics = Self {
-            http_requests: counter("toolgate_http_requests_total", "HTTP requests answered.", &["route", "status"]),
+            http_requests: counter("toolgate_http_requests_total", "HTTP requests answered.", &["route", "status"])?,
             http_duration: histogram_vec(
                 "toolgate_http_request_duration_seconds",
                 "How long an HTTP request took to answer (its headers; a stream goes on after).",
                 &["route"],
                 prometheus::DEFAULT_BUCKETS.to_vec(),
-            ),
+            )?,
             store_seconds: histogram_vec(
                 "toolgate_store_operation_seconds",
                 "How long a ledger store operation took.",
                 &["op"],
                 store,
-            ),
-            decided: counter("toolgate_approvals_decided_total", "Approvals decided, by outcome.", &["outcome"]),
+            )?,
+            decided: counter("toolgate_approvals_decided_total", "Approvals decided, by outcome.", &["outcome"])?,
             decision_seconds: histogram(
                 "toolgate_approval_decision_seconds",
                 "From an approval's issue to its decision: how long people take.",
                 human.clone(),
-            ),
+            )?,
             continuation_seconds: histogram(
                 "toolgate_continuation_seconds",
                 "From the last decision of a step to the server's continued run.",
                 human,
-            ),
-            tool_calls: counter("toolgate_tool_calls_total", "Gated tool calls, by outcome.", &["tool", "outcome"]),
+            )?,
+            tool_calls: counter("toolgate_tool_calls_total", "Gated tool calls, by outcome.", &["tool", "outcome"])?,
             model_seconds: histogram_vec(
                 "toolgate_model_request_seconds",
                 "How long a model request took, to the end of its answer.",
                 &["provider", "model"],
                 model,
-            ),
+            )?,
             notifications: counter(
                 "toolgate_notifications_total",
                 "Notification delivery attempts, by channel and outcome (a failed attempt that is retried counts too).",
                 &["channel", "outcome"],
-            ),
+            )?,
             approvals_pending: gauge(
                 "toolgate_approvals_pending",
                 "Approvals waiting for a decision, in the whole store (every replica reports the same).",
-            ),
-            outbox_pending: gauge("toolgate_outbox_pending", "Notifications waiting for an attempt or a retry."),
+            )?,
+            outbox_pending: gauge("toolgate_outbox_pending", "Notifications waiting for an attempt or a retry.")?,
             registry,
         };
-        metrics.register();
+        metrics.register()?;
         for outcome in DECIDED {
             metrics.decided.with_label_values(&[outcome]);
         }
-        metrics
+        Ok(metrics)
     }
 
-    fn register(&self) {
+    fn register(&self) -> Result<(), prometheus::Error> {
         let collectors: [Box<dyn prometheus::core::Collector>; 11] = [
             Box::new(self.approvals_pending.clone()),
             Box::new(self.outbox_pending.clone()),
@@ -148,12 +144,7 @@ impl Metrics {
             Box::new(self.tool_calls.clone()),
             Box::new(self.model_seconds.clone()),
         ];
-        for collector in collectors {
-            // Each name is registered once, on a registry of our own: this cannot collide.
-            if let Err(error) = self.registry.register(collector) {
-                tracing::error!(%error, "a metric could not be registered");
-            }
-        }
+        collectors.into_iter().try_for_each(|collector| self.registry.register(collector))
     }
 
     /// Every series in the Prometheus text format, the store's gauges read
@@ -219,25 +210,18 @@ impl Metrics {
     }
 }
 
-fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|error| invalid(name, &error))
+fn counter(name: &str, help: &str, labels: &[&str]) -> prometheus::Result<IntCounterVec> {
+    IntCounterVec::new(Opts::new(name, help), labels)
 }
 
-fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
+fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> prometheus::Result<HistogramVec> {
     HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
-        .unwrap_or_else(|error| invalid(name, &error))
 }
 
-fn gauge(name: &str, help: &str) -> IntGauge {
-    IntGauge::new(name, help).unwrap_or_else(|error| invalid(name, &error))
+fn gauge(name: &str, help: &str) -> prometheus::Result<IntGauge> {
+    IntGauge::new(name, help)
 }
 
-fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
-    Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).unwrap_or_else(|error| invalid(name, &error))
-}
-
-/// The names, helps, labels and buckets above are constants that the tests
-/// render: an invalid one is a programming error caught by every test run.
-fn invalid<T>(name: &str, error: &prometheus::Error) -> T {
-    panic!("metric `{name}` is defined wrongly: {error}")
+fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> prometheus::Result<Histogram> {
+    Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
 }
