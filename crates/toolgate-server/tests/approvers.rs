@@ -34,12 +34,6 @@ async fn server(rules: &str, runs: Arc<AtomicUsize>) -> Server {
     .await
 }
 
-async fn call(server: &Server, method: &str, path: &str, user: &str, body: Option<Value>) -> Reply {
-    let body = body.map(|body| body.to_string()).unwrap_or_default();
-    let headers = [("content-type", "application/json"), ("x-user", user)];
-    send(server, method, path, &headers, body.as_bytes()).await
-}
-
 /// Alice's first turn; returns the approval id of the `delete_file` call and the chunks.
 async fn ask(server: &Server) -> (String, Vec<Value>) {
     let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",

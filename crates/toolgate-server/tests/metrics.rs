@@ -26,12 +26,6 @@ async fn server() -> Server {
     .await
 }
 
-async fn call(server: &Server, method: &str, path: &str, user: &str, body: Option<Value>) -> Reply {
-    let body = body.map(|body| body.to_string()).unwrap_or_default();
-    let headers = [("content-type", "application/json"), ("x-user", user)];
-    send(server, method, path, &headers, body.as_bytes()).await
-}
-
 /// Alice asks in chat `chat`; the approval's id.
 async fn ask(server: &Server, chat: &str) -> String {
     let body = json!({"id": chat, "messages": [{"id": "u1", "role": "user",

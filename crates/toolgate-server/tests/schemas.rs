@@ -46,12 +46,6 @@ fn assert_valid(validator: &jsonschema::Validator, instance: &Value) {
 }
 
 /// A JSON request as `user` (principals come from `x-user`).
-async fn call(server: &Server, method: &str, path: &str, user: &str, body: Option<Value>) -> Reply {
-    let body = body.map(|body| body.to_string()).unwrap_or_default();
-    let headers = [("content-type", "application/json"), ("x-user", user)];
-    send(server, method, path, &headers, body.as_bytes()).await
-}
-
 /// Waits until `check` holds (or fails after 15 s).
 async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
     let deadline = Instant::now() + Duration::from_secs(15);

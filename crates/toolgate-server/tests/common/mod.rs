@@ -165,6 +165,13 @@ pub async fn post_with(server: &Server, path: &str, headers: &[(&str, &str)], bo
     send(server, "POST", path, headers, body).await
 }
 
+/// A JSON request as `user` (the `x-user` header), with an optional body.
+pub async fn call(server: &Server, method: &str, path: &str, user: &str, body: Option<Value>) -> Reply {
+    let body = body.map(|body| body.to_string()).unwrap_or_default();
+    let headers = [("content-type", "application/json"), ("x-user", user)];
+    send(server, method, path, &headers, body.as_bytes()).await
+}
+
 /// A request with any method, these headers and this body.
 pub async fn send(server: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
