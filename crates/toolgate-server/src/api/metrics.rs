@@ -35,9 +35,7 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
     )
 )]
 pub(crate) async fn metrics(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    let config = state.config();
-    let admin = caller.principal.as_ref().is_some_and(|principal| config.admins.contains(principal));
-    if config.principals.is_configured() && !admin {
+    if state.config().principals.is_configured() && !caller.voter(&state).admin {
         return Err(ApiError::new(StatusCode::FORBIDDEN, "admin_only", "the metrics are for admins (`--admin`)"));
     }
     Ok(scraped(&state).await)

@@ -4,15 +4,15 @@
 //! Where each series is fed:
 //! - `toolgate_http_requests_total{route, status}` and
 //!   `toolgate_http_request_duration_seconds{route}`: the router's middleware
-//!   ([`http::track`]), by route template (never a raw path, so the labels
+//!   (`http::track`), by route template (never a raw path, so the labels
 //!   stay bounded);
 //! - `toolgate_store_operation_seconds{op}`, `toolgate_approvals_decided_total{outcome}`,
 //!   `toolgate_approval_decision_seconds` and `toolgate_tool_calls_total{tool, outcome}`:
-//!   the store every path writes through ([`store::MeteredStore`]), from the
+//!   the store every path writes through (`store::MeteredStore`), from the
 //!   transitions it applies, whichever path decided (the chat's claim, a
 //!   vote, a timer, a withdrawal) and whichever replica;
 //! - `toolgate_model_request_seconds{provider, model}`: the model every run calls
-//!   ([`model::TimedModel`]), until its answer (or its stream) ends;
+//!   (`model::TimedModel`), until its answer (or its stream) ends;
 //! - `toolgate_continuation_seconds`: the continuation of a conversation,
 //!   from the last decision of its step to the continued run's start;
 //! - `toolgate_notifications_total{channel, outcome}`: the delivery worker,
