@@ -90,18 +90,36 @@ pub(crate) async fn vote(
 ) -> Result<ApprovalRecord, ApiError> {
     if let Decision::Approve { edited_input: Some(edit) } = &decision {
         let record = visible(ledger, id, voter).await?;
-        lifecycle::check_vote(&record, voter, &decision, ledger.clock.now())?;
-        if let Some(refusal) = check_edit(context, &record, voter, edit).await? {
-            let route = refusal.edit_route().ok_or_else(|| edit_refused(refusal.clone()))?;
-            let superseded = lifecycle::supersede(ledger, &record, voter, edit, route).await?;
-            tracing::info!(
-                approval = %record.approval_id, successor = %superseded.successor.approval_id,
-                "an edit needs other approvers: a new approval supersedes it"
-            );
-            return Ok(superseded.original);
+        if let Some(original) = supersede_if_routed(context, ledger, &record, voter, edit).await? {
+            return Ok(original);
         }
     }
     Ok(lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), id, voter, decision, options).await?)
+}
+
+/// `voter`'s edit of `record`, as a vote: checked like any vote on it
+/// ([`lifecycle::check_vote`]: a voter who may not decide it supersedes
+/// nothing), then judged ([`check_edit`]). When the rules route the edit to
+/// approvers this vote does not satisfy, the approval is superseded
+/// ([`lifecycle::supersede`]) and the original, `superseded`, is returned;
+/// `None` when the edit may run on this vote.
+async fn supersede_if_routed(
+    context: &RunContext,
+    ledger: &LedgerConfig,
+    record: &ApprovalRecord,
+    voter: &Voter,
+    edit: &Value,
+) -> Result<Option<ApprovalRecord>, ApiError> {
+    let decision = Decision::Approve { edited_input: Some(edit.clone()) };
+    lifecycle::check_vote(record, voter, &decision, ledger.clock.now())?;
+    let Some(refusal) = check_edit(context, record, voter, edit).await? else { return Ok(None) };
+    let route = refusal.edit_route().ok_or_else(|| edit_refused(refusal.clone()))?;
+    let superseded = lifecycle::supersede(ledger, record, voter, edit, route).await?;
+    tracing::info!(
+        approval = %record.approval_id, successor = %superseded.successor.approval_id,
+        "an edit needs other approvers: a new approval supersedes it"
+    );
+    Ok(Some(superseded.original))
 }
 
 /// Supersedes the requester's own pending approvals (not routed) among
@@ -131,10 +149,10 @@ pub(crate) async fn supersede_own_edits(
         if record.state != ApprovalState::Pending || record.routing.is_some() {
             continue;
         }
-        if let Some(refusal) = check_edit(context, &record, voter, edit).await?
-            && let Some(route) = refusal.edit_route()
-        {
-            lifecycle::supersede(ledger, &record, voter, edit, route).await?;
+        if !may_see(&record, voter) {
+            return Err(VoteRefusal::Unknown(record.approval_id).into());
+        }
+        if supersede_if_routed(context, ledger, &record, voter, edit).await?.is_some() {
             superseded.push(record.approval_id);
         }
     }
