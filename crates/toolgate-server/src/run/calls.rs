@@ -311,7 +311,7 @@ pub(crate) async fn submit(
     };
     let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
     if let held::Attached::Issued(record) = &attached {
-        tracing::info!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
+        tracing::debug!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
         context.signals().approvals_changed();
     }
     let record = attached.into_record();
