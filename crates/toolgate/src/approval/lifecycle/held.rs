@@ -1,14 +1,17 @@
 //! Calls held for approval outside a chat: the path of a gateway that sits
-//! in front of tools the engine does not run itself (`toolgate mcp-gateway`).
+//! in front of tools the engine does not run itself (`toolgate mcp-gateway`),
+//! and of the server's call-gating API (`POST /api/calls`), whose agents run
+//! their tools themselves.
 //!
 //! A chat binds an approval to a tool call the model made in a stored
 //! conversation; a gateway sees only a stream of `tools/call` requests, each
 //! of which may be a retry of an earlier one (the client timed out, the
 //! gateway restarted). So a held call is identified by what it asks, not by
 //! a transport id: its conversation key (the gateway's
-//! `mcp:<principal>:<client>`), its tool and its canonical input. Its
-//! [`held_call_id`] is a digest of the three, and every approval issued for
-//! it carries that id as its tool call id.
+//! `mcp:<principal>:<client>`, the API's `api:<conversation>` of its
+//! principal), its tool and its canonical input, or the caller's own name for
+//! it ([`HeldCall::key`], [`keyed_call_id`]). Its [`held_call_id`] is a digest
+//! of them, and every approval issued for it carries that id as its tool call id.
 //!
 //! The contract, in the order a gateway uses it:
 //! 1. [`attach`] finds the newest approval of the same call: one still open
