@@ -273,3 +273,58 @@ async fn what_the_server_answers_matches_the_documented_schemas() {
         assert!(listed[&code].is_string(), "{method} {path}: `{code}` ({}) is listed: {listed}", reply.status);
     }
 }
+
+#[tokio::test]
+async fn the_call_gating_api_answers_as_documented() {
+    let server = start_configured(default_script(), |config| {
+        config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+        config.policy = toolgate_policy::PolicyHandle::new(
+            toolgate_policy::Policy::from_toml_str(
+                "[[rule]]\nname = \"reads\"\naction = \"allow\"\ntool = \"read_file\"\n\n\
+                 [[rule]]\nname = \"drops\"\naction = \"deny\"\ntool = \"drop\"\nreason = \"never\"\n",
+            )
+            .unwrap(),
+        );
+    })
+    .await;
+    let document = document(&server).await;
+    let json = [("content-type", "application/json")];
+    let call = |method: &'static str, path: String, body: Value| {
+        let server = &server;
+        async move { send(server, method, &path, &json, body.to_string().as_bytes()).await }
+    };
+    let allowed = call("POST", "/api/calls".into(), json!({"tool": "read_file", "input": {"path": "a"}})).await;
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+    check(&document, "post", "/api/calls", &allowed);
+    let denied = call("POST", "/api/calls".into(), json!({"tool": "drop", "input": {}})).await;
+    check(&document, "post", "/api/calls", &denied);
+    let pending = call("POST", "/api/calls".into(), json!({"tool": "mail", "input": {}, "description": "sends"})).await;
+    assert_eq!(pending.status, 202, "{}", pending.body);
+    check(&document, "post", "/api/calls", &pending);
+    let validator = documented(&document, "post", "/api/calls", 202, "application/json");
+    assert!(!validator.is_valid(&json!({"callId": "x", "decision": "allow"})), "the check has teeth");
+    let id = allowed.json()["callId"].as_str().unwrap().to_owned();
+    check(&document, "get", "/api/calls/{id}", &get(&server, &format!("/api/calls/{id}")).await);
+    check(
+        &document,
+        "post",
+        "/api/calls/{id}/start",
+        &call("POST", format!("/api/calls/{id}/start"), Value::Null).await,
+    );
+    let finished = call("POST", format!("/api/calls/{id}/finish"), json!({"output": {"ok": true}})).await;
+    check(&document, "post", "/api/calls/{id}/finish", &finished);
+    check(&document, "get", "/api/calls/{id}", &get(&server, &format!("/api/calls/{id}")).await);
+    for (method, path, route, body) in [
+        ("post", "/api/calls/nope/start".to_owned(), "/api/calls/{id}/start", Value::Null),
+        ("post", format!("/api/calls/{id}/start"), "/api/calls/{id}/start", Value::Null),
+        ("post", format!("/api/calls/{id}/finish"), "/api/calls/{id}/finish", json!({"output": 1})),
+        ("post", "/api/calls".to_owned(), "/api/calls", json!({"tool": "", "input": {}})),
+        ("get", format!("/api/calls/{id}?wait=2m"), "/api/calls/{id}", Value::Null),
+    ] {
+        let reply = call(if method == "get" { "GET" } else { "POST" }, path.clone(), body).await;
+        check(&document, method, route, &reply);
+        let code = reply.json()["error"]["code"].as_str().unwrap().to_owned();
+        let listed = &document["paths"][route][method]["responses"][reply.status.to_string()]["x-error-codes"];
+        assert!(listed[&code].is_string(), "{method} {path}: `{code}` ({}) is listed: {listed}", reply.status);
+    }
+}
