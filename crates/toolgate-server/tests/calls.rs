@@ -313,6 +313,17 @@ async fn a_start_not_finished_within_the_lease_is_interrupted() {
     assert_eq!((late.status, code(&late)), (409, "call_not_started".to_owned()));
     let restart = call(&server, "POST", &format!("/api/calls/{id}/start"), "alice", None).await;
     assert_eq!((restart.status, code(&restart)), (409, "call_already_started".to_owned()));
+
+    // A start may ask for a longer lease.
+    let allowed = gate(&server, "alice", json!({"tool": "read_file", "input": {"path": "g.txt"}})).await.json();
+    let id = text(&allowed, "callId");
+    let started =
+        call(&server, "POST", &format!("/api/calls/{id}/start"), "alice", Some(json!({"lease": "10m"}))).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    clock.advance(Duration::from_secs(5 * 60));
+    assert_eq!(text(&status(&server, "alice", id).await.json(), "state"), "started");
+    clock.advance(Duration::from_secs(5 * 60 + 1));
+    assert_eq!(text(&status(&server, "alice", id).await.json(), "state"), "interrupted");
 }
 
 #[tokio::test]

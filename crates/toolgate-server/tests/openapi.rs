@@ -305,25 +305,25 @@ async fn the_call_gating_api_answers_as_documented() {
     assert!(!validator.is_valid(&json!({"callId": "x", "decision": "allow"})), "the check has teeth");
     let id = allowed.json()["callId"].as_str().unwrap().to_owned();
     check(&document, "get", "/api/calls/{id}", &get(&server, &format!("/api/calls/{id}")).await);
-    check(
-        &document,
-        "post",
-        "/api/calls/{id}/start",
-        &call("POST", format!("/api/calls/{id}/start"), Value::Null).await,
-    );
+    let started = call("POST", format!("/api/calls/{id}/start"), json!({"lease": "5m"})).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    check(&document, "post", "/api/calls/{id}/start", &started);
     let finished = call("POST", format!("/api/calls/{id}/finish"), json!({"output": {"ok": true}})).await;
+    assert_eq!(finished.status, 200, "{}", finished.body);
     check(&document, "post", "/api/calls/{id}/finish", &finished);
     check(&document, "get", "/api/calls/{id}", &get(&server, &format!("/api/calls/{id}")).await);
     for (method, path, route, body) in [
-        ("post", "/api/calls/nope/start".to_owned(), "/api/calls/{id}/start", Value::Null),
-        ("post", format!("/api/calls/{id}/start"), "/api/calls/{id}/start", Value::Null),
+        ("post", "/api/calls/nope/start".to_owned(), "/api/calls/{id}/start", json!({})),
+        ("post", format!("/api/calls/{id}/start"), "/api/calls/{id}/start", json!({})),
+        ("post", format!("/api/calls/{id}/start"), "/api/calls/{id}/start", json!({"lease": "2d"})),
         ("post", format!("/api/calls/{id}/finish"), "/api/calls/{id}/finish", json!({"output": 1})),
         ("post", "/api/calls".to_owned(), "/api/calls", json!({"tool": "", "input": {}})),
         ("get", format!("/api/calls/{id}?wait=2m"), "/api/calls/{id}", Value::Null),
     ] {
         let reply = call(if method == "get" { "GET" } else { "POST" }, path.clone(), body).await;
         check(&document, method, route, &reply);
-        let code = reply.json()["error"]["code"].as_str().unwrap().to_owned();
+        let code =
+            reply.json()["error"]["code"].as_str().unwrap_or_else(|| panic!("{path}: {}", reply.body)).to_owned();
         let listed = &document["paths"][route][method]["responses"][reply.status.to_string()]["x-error-codes"];
         assert!(listed[&code].is_string(), "{method} {path}: `{code}` ({}) is listed: {listed}", reply.status);
     }

@@ -130,7 +130,7 @@ pub(crate) struct CallStatus {
     input: Value,
     /// Whether `input` is an approver's edit.
     edited: bool,
-    /// Why it is asked (pending), or why it was denied (denied).
+    /// Why: the reason of the rule that decided or asked, or the denial's reason.
     reason: Option<String>,
     /// The approval people decide (after an edit that needed other approvers, the new one).
     approval_id: String,
@@ -373,19 +373,33 @@ pub(crate) async fn show(
     Ok(Json(CallStatus::of(&id, &record)))
 }
 
+/// How long a started call may run before it counts as interrupted.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StartRequest {
+    /// The lease (`30s`, `5m`; at most `24h`); default the server's execution lease (30 seconds).
+    #[serde(default)]
+    #[schema(example = "5m")]
+    lease: Option<String>,
+}
+
 /// Claims an approved call before running it, exactly once.
 ///
-/// Only the first start succeeds; the call must then finish within the
-/// server's execution lease (`--lease`), else it is `interrupted`.
+/// Only the first start succeeds; the call must then finish within its
+/// lease (the body's `lease`, else the server's 30 seconds), else it is
+/// `interrupted`. The body is optional.
 #[utoipa::path(
     post,
     path = "/api/calls/{id}/start",
     operation_id = "startCall",
     tag = "calls",
     params(("id" = String, Path, description = "The call's id.")),
+    request_body(content = Option<StartRequest>, description = "Optional: the lease.", content_type = "application/json"),
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 200, description = "Started: run it with `input`, then finish it.", body = CallStatus),
+        (status = 400, description = "A bad body.", body = ErrorBody,
+            extensions(("x-error-codes" = json!(["invalid_json", "invalid_body"])))),
         (status = 404, description = "No such call of the caller's, or no store.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["unknown_call", "no_store"])))),
         (status = 409, description = "Started before, or not approved.", body = ErrorBody,
@@ -398,11 +412,31 @@ pub(crate) async fn start(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Json<CallStatus>, ApiError> {
     let config = state.ledger_config()?;
+    let body: StartRequest = match body.iter().all(u8::is_ascii_whitespace) {
+        true => StartRequest::default(),
+        false => serde_json::from_slice(&body).map_err(|error| {
+            let code = if error.is_syntax() || error.is_eof() { "invalid_json" } else { "invalid_body" };
+            ApiError::new(StatusCode::BAD_REQUEST, code, error.to_string())
+        })?,
+    };
+    let lease = body.lease.as_deref().map(parse_lease).transpose()?;
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
-    let record = calls::start(state.run_context(), config, requester, &id).await?;
+    let record = calls::start(state.run_context(), config, requester, &id, lease).await?;
     Ok(Json(CallStatus::of(&id, &record)))
+}
+
+/// A start's `lease`: a duration from one second to [`calls::MAX_LEASE`].
+fn parse_lease(text: &str) -> Result<Duration, ApiError> {
+    let invalid = |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", message);
+    let lease =
+        humantime::parse_duration(text.trim()).map_err(|error| invalid(format!("`lease` `{text}`: {error}")))?;
+    if lease < Duration::from_secs(1) || lease > calls::MAX_LEASE {
+        return Err(invalid(format!("`lease` must be from 1s to 24h, got `{text}`")));
+    }
+    Ok(lease)
 }
 
 /// Records how a started call ended: `{output}` or `{error}`.

@@ -52,6 +52,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
 /// The longest idempotency key, in bytes.
 pub const MAX_KEY_LEN: usize = 256;
+/// The longest lease a start may ask for.
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest tool name, in bytes.
 pub const MAX_TOOL_NAME_LEN: usize = 256;
 
@@ -433,7 +435,8 @@ async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>
     }
 }
 
-/// Claims the requester's approved call `id` before it runs (exactly once):
+/// Claims the requester's approved call `id` before it runs (exactly once),
+/// for `lease` (default: the ledger's execution lease):
 /// 409 `call_already_started` when it was started before (or finished, or
 /// interrupted), 409 `call_not_approved` when it is not approved.
 pub(crate) async fn start(
@@ -441,12 +444,16 @@ pub(crate) async fn start(
     config: &LedgerConfig,
     requester: Requester<'_>,
     id: &str,
+    lease: Option<Duration>,
 ) -> Result<ApprovalRecord, ApiError> {
     let record = find(config, requester, id).await?;
     if record.state != ApprovalState::Approved {
         return Err(not_startable(&record));
     }
-    let ledger = ledger_of(config, &record);
+    let mut ledger = ledger_of(config, &record);
+    if let Some(lease) = lease {
+        ledger.config.lease = lease;
+    }
     let started = held::start(&ledger, &record, false).await.map_err(held_error)?;
     context.signals().approvals_changed();
     match started {
