@@ -124,6 +124,8 @@ struct Inner {
     trace: Option<TraceFile>,
     /// Follows the store's changes for the inbox streams.
     inbox_hub: crate::workers::inbox_hub::InboxHub,
+    /// The requests waiting on single calls (`/api/calls`).
+    call_waiters: crate::workers::call_waiters::CallWaiters,
     /// Signs and verifies one-time approval links.
     links: crate::notify::token::LinkSigner,
 }
@@ -169,7 +171,8 @@ impl AppState {
             continuation_lease: config.continuation_lease,
             metrics,
         });
-        let inner = Inner { config, run, trace, inbox_hub: Default::default(), links };
+        let inner =
+            Inner { config, run, trace, inbox_hub: Default::default(), call_waiters: Default::default(), links };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -229,6 +232,13 @@ impl AppState {
     /// The follower of the store's changes for the inbox streams.
     pub(crate) fn inbox_hub(&self) -> &crate::workers::inbox_hub::InboxHub {
         &self.inner.inbox_hub
+    }
+
+    /// A registration for a request waiting on the call whose tool call id is `call`.
+    pub(crate) fn watch_call(&self, call: &str) -> Result<crate::workers::call_waiters::CallWatch, ApiError> {
+        let store = &self.ledger_config()?.store;
+        let changed = self.signals().watch_approvals();
+        Ok(self.inner.call_waiters.watch(call, &self.inner.inbox_hub, &changed, store))
     }
 
     /// Signs and verifies one-time approval links.

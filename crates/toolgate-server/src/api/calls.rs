@@ -260,10 +260,10 @@ fn parse_wait(text: &str) -> Result<Duration, String> {
 async fn waited(state: &AppState, record: ApprovalRecord, wait: Option<Duration>) -> Result<ApprovalRecord, ApiError> {
     let Some(wait) = wait.filter(|wait| !wait.is_zero() && !calls::settled(&record)) else { return Ok(record) };
     let config = state.ledger_config()?;
-    let mut changes = state.inbox_hub().subscribe(&state.signals().watch_approvals(), &config.store);
-    // Read again after subscribing: a change between the first read and now is not missed.
+    let watch = state.watch_call(&record.tool_call_id)?;
+    // Read again after registering: a change between the first read and now is not missed.
     let fresh = config.store.approvals(std::slice::from_ref(&record.approval_id)).await?.pop().unwrap_or(record);
-    calls::wait(config, &mut changes, fresh, tokio::time::Instant::now() + wait).await
+    calls::wait(config, watch.notify(), fresh, tokio::time::Instant::now() + wait).await
 }
 
 /// Gates a call for an agent.

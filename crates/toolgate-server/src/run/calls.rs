@@ -24,12 +24,10 @@
 //!   `interrupted`.
 //! - Another principal's call is unknown (404 `unknown_call`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use tokio::sync::broadcast;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
 use toolgate::approval::lifecycle::{self, Route};
@@ -384,12 +382,13 @@ pub(crate) fn settled(record: &ApprovalRecord) -> bool {
 }
 
 /// Waits until the call `record` is settled ([`settled`]) or `until` passes,
-/// woken by `changes` (the process's follower of the store: a vote here
-/// answers at once, one on another replica within its poll) and by the
-/// record's own expiry or lease (the ledger clock's). Returns it as it stands.
+/// woken by `changed` (notified when the process's follower of the store
+/// sees a change to the call: a vote here answers at once, one on another
+/// replica within its poll) and by the record's own expiry or lease (the
+/// ledger clock's). Returns it as it stands.
 pub(crate) async fn wait(
     config: &LedgerConfig,
-    changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>,
+    changed: &tokio::sync::Notify,
     mut record: ApprovalRecord,
     until: tokio::time::Instant,
 ) -> Result<ApprovalRecord, ApiError> {
@@ -403,34 +402,11 @@ pub(crate) async fn wait(
             now + Duration::from_millis(left.max(1))
         });
         let wake = due.map_or(until, |due| due.min(until));
-        let woken = tokio::time::timeout_at(wake, next_change(changes, &record)).await;
+        let woken = tokio::time::timeout_at(wake, changed.notified()).await;
         if woken.is_ok() || due.is_some_and(|due| due <= tokio::time::Instant::now()) {
             let id = record.approval_id.clone();
             let fresh = config.store.approvals(std::slice::from_ref(&id)).await?.pop().ok_or_else(|| unknown(&id))?;
             record = current(config, fresh).await?;
-        }
-    }
-}
-
-/// Completes when a batch of changes names `record`'s call, or the
-/// follower fell behind (read it again).
-async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>, record: &ApprovalRecord) {
-    loop {
-        match changes.recv().await {
-            Ok(batch) => {
-                let same_call = |changed: &ApprovalRecord| {
-                    changed.approval_id == record.approval_id
-                        || (changed.tool_call_id == record.tool_call_id
-                            && changed.conversation_id == record.conversation_id)
-                };
-                if batch.iter().any(same_call) {
-                    return;
-                }
-            }
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => {
-                std::future::pending::<()>().await;
-            }
         }
     }
 }

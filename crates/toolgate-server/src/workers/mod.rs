@@ -11,10 +11,12 @@
 //!   store and its clock.
 //! - [`notifications`]: follows the audit log into the outbox and delivers
 //!   it, on the store, its clock, the groups and the link signer.
+//! - [`call_waiters`]: the requests waiting on single calls of the call-gating API, woken by the hub's changes;
 //! - [`inbox_hub`]: one follower of the store's changes for all the inbox
 //!   streams, on the store and the "approvals changed here" signal; the
 //!   state holds it and the first stream starts it.
 
+pub(crate) mod call_waiters;
 pub mod continuation;
 pub(crate) mod inbox_hub;
 pub(crate) mod notifications;
