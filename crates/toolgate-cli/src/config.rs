@@ -242,6 +242,20 @@ mod tests {
     }
 
     #[test]
+    fn the_calls_table_names_the_default_of_a_tool_no_rule_names() {
+        assert_eq!(parse("").unwrap().calls.default, toolgate_server::CallsDefault::Ask);
+        assert_eq!(parse("[calls]\ndefault = \"deny\"\n").unwrap().calls.default, toolgate_server::CallsDefault::Deny);
+        assert_eq!(
+            parse("[calls]\ndefault = \"allow\"\n").unwrap().calls.default,
+            toolgate_server::CallsDefault::Allow
+        );
+        let error = format!("{:#}", parse("[calls]\ndefault = \"maybe\"\n").unwrap_err());
+        assert!(error.contains("maybe"), "{error}");
+        let error = format!("{:#}", parse("[calls]\nwait = \"1s\"\n").unwrap_err());
+        assert!(error.contains("wait"), "{error}");
+    }
+
+    #[test]
     fn servers_must_have_distinct_valid_names() {
         let twice = "[[mcp]]\nname = \"fs\"\ncommand = \"a\"\n[[mcp]]\nname = \"fs\"\ncommand = \"b\"\n";
         assert!(format!("{:#}", parse(twice).unwrap_err()).contains("two [[mcp]] servers are named `fs`"));
