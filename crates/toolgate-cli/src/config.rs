@@ -1,5 +1,5 @@
 //! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`), the
-//! MCP gateway's settings (`[gateway]`), notifications (`[[notify]]`, `[emails]`) and
+//! MCP gateway's settings (`[gateway]`), the call-gating API's (`[calls]`), notifications (`[[notify]]`, `[emails]`) and
 //! the server's admins (`admins = ["..."]`, who see every owner's audit
 //! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
 //!
@@ -47,6 +47,17 @@ struct ConfigFile {
     emails: BTreeMap<String, String>,
     #[serde(default)]
     gateway: GatewaySection,
+    #[serde(default)]
+    calls: CallsSection,
+}
+
+/// The `[calls]` table: the call-gating API's settings.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallsSection {
+    /// What decides a call that no rule or sticky decision names: `ask` (the default), `allow` or `deny`.
+    #[serde(default)]
+    pub default: toolgate_server::CallsDefault,
 }
 
 /// A checked config file.
@@ -66,15 +77,17 @@ pub struct Config {
     pub notify: Channels,
     /// The `[gateway]` table (`toolgate mcp-gateway`).
     pub gateway: GatewaySection,
+    /// The `[calls]` table (`serve`'s call-gating API).
+    pub calls: CallsSection,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins, groups, notify, gateway } =
+        let Parsed { mcp, policy, admins, groups, notify, gateway, calls } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway, calls })
     }
 }
 
@@ -93,6 +106,8 @@ pub struct Parsed {
     pub notify: Channels,
     /// The `[gateway]` table.
     pub gateway: GatewaySection,
+    /// The `[calls]` table.
+    pub calls: CallsSection,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -117,7 +132,15 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
     let notify = Channels::from_config(&file.notify, &file.emails, |name| std::env::var(name).ok())?;
-    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify, gateway: file.gateway })
+    Ok(Parsed {
+        mcp: file.mcp,
+        policy,
+        admins: file.admins,
+        groups: file.groups,
+        notify,
+        gateway: file.gateway,
+        calls: file.calls,
+    })
 }
 
 /// Every rule's approvers must be able to decide: a configured group they

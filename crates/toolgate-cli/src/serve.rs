@@ -96,6 +96,10 @@ pub struct ServeArgs {
     /// PUBLIC_URL/auth/callback (the session cookie is `Secure` when it is https).
     #[arg(long, value_name = "URL", value_parser = parse_public_url)]
     public_url: Option<String>,
+    /// How long after its final state an identical call to POST /api/calls (same tool and input, no
+    /// idempotencyKey) still attaches to it instead of being gated again.
+    #[arg(long, value_name = "DURATION", value_parser = parse_retain, default_value = "10m")]
+    retry_window: Duration,
     /// Also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback names and the
     /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -156,6 +160,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.retain = args.retain;
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.groups = setup.groups();
+    config.calls = toolgate_server::CallsConfig {
+        default: setup.calls().default,
+        retry_window: args.retry_window,
+        public_url: args.public_url.clone(),
+    };
     config.notifications = notifications(setup.notify(), config.ledger.is_some(), args.public_url.as_deref())?;
     let principals = match (&args.principal_header, &args.tokens_file) {
         _ if let Some(verifier) = jwt => PrincipalSource::Jwt(verifier),

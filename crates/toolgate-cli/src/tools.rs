@@ -71,6 +71,11 @@ impl ToolSetup {
         self.config.as_ref().map(|config| config.groups.clone()).unwrap_or_default()
     }
 
+    /// The config file's `[calls]` table (the defaults without a config file).
+    pub fn calls(&self) -> crate::config::CallsSection {
+        self.config.as_ref().map(|config| config.calls).unwrap_or_default()
+    }
+
     /// The config file's notification channels (none without a config file).
     pub fn notify(&self) -> toolgate_notify::Channels {
         self.config.as_ref().map(|config| config.notify.clone()).unwrap_or_default()

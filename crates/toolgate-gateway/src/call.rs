@@ -48,6 +48,9 @@ pub async fn call(
                 route: verdict.route.as_ref(),
                 ttl: tool.tool.approval_ttl_override(),
                 single_use: false,
+                key: None,
+                decided: None,
+                note: None,
             };
             match hold(gateway, session, request, tool, held_call, &reason).await {
                 Ok(result) => result,

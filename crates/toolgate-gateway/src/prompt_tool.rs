@@ -107,6 +107,9 @@ pub async fn call(
                 route: route.as_ref(),
                 ttl: None,
                 single_use: true,
+                key: None,
+                decided: None,
+                note: None,
             };
             match hold(gateway, session, request, held_call).await {
                 Ok(value) => answer(&value),

@@ -76,6 +76,8 @@ pub struct ServerConfig {
     /// Also serve `GET /metrics` alone, without sign-in, on this address
     /// (`--metrics-addr`): a listener for scrapers (see [`crate::metrics`]).
     pub metrics_addr: Option<SocketAddr>,
+    /// The call-gating API's settings (`[calls]`, `--retry-window`; see [`crate::CallsConfig`]).
+    pub calls: crate::run::calls::CallsConfig,
 }
 
 impl ServerConfig {
@@ -100,6 +102,7 @@ impl ServerConfig {
             notifications: None,
             allowed_hosts: Vec::new(),
             metrics_addr: None,
+            calls: crate::run::calls::CallsConfig::default(),
         }
     }
 }

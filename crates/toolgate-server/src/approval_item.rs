@@ -16,7 +16,7 @@ pub(crate) fn rfc3339(millis: Millis) -> Value {
 }
 
 /// [`rfc3339`] as text (`None` out of the calendar's range).
-fn timestamp(millis: Millis) -> Option<String> {
+pub(crate) fn timestamp(millis: Millis) -> Option<String> {
     chrono::DateTime::from_timestamp_millis(millis)
         .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
@@ -127,14 +127,14 @@ pub(crate) fn approval_state_schema() -> RefOr<Schema> {
 }
 
 /// Who decides, as configured: the rule's approvers, or the requester alone.
-fn approvers(record: &ApprovalRecord) -> Vec<String> {
+pub(crate) fn approvers(record: &ApprovalRecord) -> Vec<String> {
     match &record.routing {
         Some(routing) => routing.approvers.clone(),
         None => requester(record).map(str::to_owned).into_iter().collect(),
     }
 }
 
-fn quorum(record: &ApprovalRecord) -> u32 {
+pub(crate) fn quorum(record: &ApprovalRecord) -> u32 {
     record.routing.as_ref().map_or(1, |routing| routing.quorum)
 }
 

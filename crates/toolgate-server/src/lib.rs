@@ -102,6 +102,9 @@ pub use launch::{serve, serve_listener, shutdown_signal};
 pub use metrics::Metrics;
 pub use notify::Notifications;
 pub use oidc::{OidcConfig, OidcError, OidcSignIn};
+pub use run::calls::{
+    CALLS_PREFIX, CallState, CallsConfig, CallsDefault, DEFAULT_RETRY_WINDOW, MAX_KEY_LEN, MAX_TOOL_NAME_LEN, MAX_WAIT,
+};
 /// JWT bearer tokens verified against a JWKS (`--jwt-jwks`): `toolgate-auth`'s.
 pub use toolgate_auth::jwt;
 pub use toolgate_auth::{

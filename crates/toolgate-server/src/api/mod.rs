@@ -25,6 +25,7 @@
 //! | `audit.rs` | `GET /api/audit` |
 //! | `me.rs` | `GET /api/me` |
 //! | `decisions.rs` | `GET|POST /api/decisions`, `DELETE /api/decisions/{id}` |
+//! | `calls.rs` | `POST /api/calls`, `GET /api/calls/{id}`, `POST /api/calls/{id}/start|finish`, `GET /api/calls/stream`: the call-gating API |
 //! | `approvals/` | `/api/approvals[/{id}]`, `/api/approvals/stream`: the inbox |
 //! | `links/` | `/a/{token}`, `/approvals/{id}`: one-time links and their pages (`links/form.rs`) |
 //! | `openapi/` | `/openapi.json`, `/api-docs` (the Swagger UI page, `openapi/swagger_ui.rs`) |
@@ -33,6 +34,7 @@
 pub(crate) mod agui;
 pub(crate) mod approvals;
 pub(crate) mod audit;
+pub(crate) mod calls;
 pub(crate) mod chat;
 pub(crate) mod chats;
 pub(crate) mod decisions;
@@ -109,6 +111,11 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/approvals/{id}", approvals::show, Open),
     route!(POST "/api/approvals/{id}", approvals::decide, Open),
     route!(DELETE "/api/approvals/{id}", approvals::withdraw, Open),
+    route!(POST "/api/calls", calls::create, Open),
+    route!(GET "/api/calls/stream", calls::stream, Open),
+    route!(GET "/api/calls/{id}", calls::show, Open),
+    route!(POST "/api/calls/{id}/start", calls::start, Open),
+    route!(POST "/api/calls/{id}/finish", calls::finish, Open),
     route!(GET "/approvals/{id}", links::view, Open),
     route!(GET "/a/{token}", links::show, Open),
     route!(POST "/a/{token}", links::decide, Open),

@@ -10,12 +10,14 @@
 //!   to approvers, or decided in the inbox);
 //! - [`vote`]: every path's one way to vote, and the one edit check;
 //! - [`continuation`]: a due conversation continued on the server;
-//! - [`agui`]: stored AG-UI threads, run and continued the same way.
+//! - [`agui`]: stored AG-UI threads, run and continued the same way;
+//! - [`calls`]: the call-gating API's calls, held on the approval lifecycle's held-call path.
 //!
 //! The handlers (`api/`) and the workers (`workers/`) call this floor; it
 //! imports neither.
 
 pub(crate) mod agui;
+pub(crate) mod calls;
 pub(crate) mod context;
 pub(crate) mod continuation;
 pub(crate) mod conversation;

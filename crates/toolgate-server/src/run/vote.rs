@@ -12,6 +12,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::Value;
 use toolgate::Decision;
+use toolgate::approval::lifecycle::held::HELD_CALL_PREFIX;
 use toolgate::approval::lifecycle::{
     self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
@@ -34,13 +35,23 @@ pub(crate) async fn check_edit(
     edit: &Value,
 ) -> Result<Option<EditRefusal>, ApiError> {
     let toolkit = context.toolkit();
-    let tool = toolkit.get(&record.tool_name).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "tool_not_found",
-            format!("tool `{}` is not offered any more", record.tool_name),
-        )
-    })?;
+    // A held call (the gateway's, the call-gating API's) names a tool the
+    // server does not run: a stand-in without a policy of its own, so the rules judge the edit.
+    let stand_in;
+    let tool = match toolkit.get(&record.tool_name) {
+        Some(tool) => tool,
+        None if record.tool_call_id.starts_with(HELD_CALL_PREFIX) => {
+            stand_in = toolgate::Tool::dynamic(record.tool_name.clone(), serde_json::json!({}));
+            &stand_in
+        }
+        None => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "tool_not_found",
+                format!("tool `{}` is not offered any more", record.tool_name),
+            ));
+        }
+    };
     let owner = requester(record);
     let gate = context.gate(&record.conversation_id, owner);
     let groups = context.configured_groups(owner);

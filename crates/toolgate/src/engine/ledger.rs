@@ -43,6 +43,9 @@ pub(crate) async fn record_issued(
             route: request.route.as_ref(),
             ttl: Some(ttl),
             single_use: false,
+            key: None,
+            decided: None,
+            note: None,
         };
         let ids = (request.approval_id.clone(), call.tool_call_id.clone());
         let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);

@@ -106,6 +106,13 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     ("too_many_decisions", "The scope holds as many live decisions as it may: revoke some first."),
     ("unknown_decision", "No such sticky decision visible to the requester."),
+    // The call-gating API.
+    ("unknown_call", "No such call of the caller's (another principal's call is unknown too)."),
+    ("idempotency_key_reused", "The `idempotencyKey` already names a call of another tool or input."),
+    ("call_already_started", "The call was started before (it is started, finished or interrupted): it runs once."),
+    ("call_not_approved", "The call is not approved (pending, denied or expired): it may not start."),
+    ("call_not_started", "The call is not started (or its lease lapsed and it is interrupted): it cannot finish."),
+    ("call_already_finished", "The call's outcome was recorded before."),
     // The audit log.
     ("encoding_failed", "An audit event could not be encoded."),
     // AG-UI runs.

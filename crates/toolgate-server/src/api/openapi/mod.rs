@@ -23,7 +23,7 @@ use crate::error::ErrorBody;
 
 /// The document's description (Markdown).
 const DESCRIPTION: &str = "Human-in-the-loop approval of LLM tool calls: the AI SDK UI message stream \
-(`POST /api/chat`), AG-UI runs (`POST /ag-ui`), the approvals inbox, sticky decisions, the audit log, one-time \
+(`POST /api/chat`), AG-UI runs (`POST /ag-ui`), the call-gating API for any agent (`/api/calls`), the approvals inbox, sticky decisions, the audit log, one-time \
 approval links and sign-in.\n\n\
 Errors are JSON, `{\"error\": {\"code\", \"message\"}}`, with a stable `code`: each response lists the codes it can \
 carry (`x-error-codes`, code → meaning). An AG-UI run reports problems after the stream started as `RUN_ERROR` events \
@@ -56,6 +56,11 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::approvals::show,
         crate::api::approvals::decide,
         crate::api::approvals::withdraw,
+        crate::api::calls::create,
+        crate::api::calls::stream,
+        crate::api::calls::show,
+        crate::api::calls::start,
+        crate::api::calls::finish,
         crate::api::links::view,
         crate::api::links::show,
         crate::api::links::decide,
@@ -73,6 +78,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         (name = "chat", description = "The AI SDK v6 UI message stream, and stored chats."),
         (name = "ag-ui", description = "AG-UI 1.0 runs with interrupt and resume approvals."),
         (name = "approvals", description = "The inbox: approvals listed, shown and decided out of band."),
+        (name = "calls", description = "The call-gating API: any agent's tool calls gated, decided, started once and finished."),
         (name = "decisions", description = "Sticky decisions: always or never allow a tool."),
         (name = "audit", description = "The approval audit log."),
         (name = "links", description = "One-time approval links from notifications (HTML pages)."),

@@ -83,6 +83,10 @@ async fn enqueue_once(follower: &Follower, notifications: &Notifications) -> Res
     let mut outbound = Vec::new();
     for event in ready {
         let (Some(kind), Some(record)) = (event_kind(event.kind), records.get(&event.approval_id)) else { continue };
+        // A call a rule decided asked nobody: nobody is told about it.
+        if toolgate::approval::lifecycle::held::decided_by_rule(record) {
+            continue;
+        }
         outbound.extend(deliveries(follower, notifications, event, kind, record));
     }
     store.enqueue(&outbound, cursor, last).await?;

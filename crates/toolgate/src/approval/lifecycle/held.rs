@@ -73,6 +73,32 @@ pub struct HeldCall<'a> {
     /// approval (a permission prompt, whose "allow" lets the client run the
     /// call itself each time it is given).
     pub single_use: bool,
+    /// The caller's name for this call (the call-gating API's
+    /// `idempotencyKey`): the call is identified by it instead of by its
+    /// tool and input ([`keyed_call_id`]), and [`attach`] attaches to its
+    /// approval whatever its age; a key sent again with another tool or
+    /// input is [`HeldError::KeyReused`].
+    pub key: Option<&'a str>,
+    /// Decided before anyone is asked (a rule allowed or denied it, as the
+    /// call-gating API records every call it answers): the record is issued
+    /// `approved` or `denied` at once, decided by [`RULES_PRINCIPAL`], so
+    /// its claim and outcome take the same moves as a person's approval.
+    pub decided: Option<&'a Decision>,
+    /// What the caller said of the call besides its input (the API's
+    /// `description` and `inputSchema`), kept as `call` in the data of its
+    /// first audit event.
+    pub note: Option<&'a Value>,
+}
+
+/// Who decides a call that a rule decided before anyone was asked
+/// ([`HeldCall::decided`]); see [`decided_by_rule`].
+pub const RULES_PRINCIPAL: &str = super::TIMER_PRINCIPAL;
+
+/// Whether `record` was decided by a rule when it was issued (nobody was
+/// asked, so nobody is told): decided by [`RULES_PRINCIPAL`] without a vote.
+pub fn decided_by_rule(record: &ApprovalRecord) -> bool {
+    record.votes.is_empty()
+        && record.decision.as_ref().is_some_and(|decision| decision.principal.as_deref() == Some(RULES_PRINCIPAL))
 }
 
 /// Why a held call could not be recorded or moved.
@@ -93,6 +119,12 @@ pub enum HeldError {
     /// The approval disappeared from the store (pruned, or never issued).
     #[error("approval `{0}` is not in the store")]
     Missing(String),
+    /// An idempotency key already names a call of another tool or input.
+    #[error("the idempotency key `{key}` already names another call (another tool or input)")]
+    KeyReused {
+        /// The key.
+        key: String,
+    },
 }
 
 /// What [`attach`] found.
@@ -148,6 +180,14 @@ pub fn held_call_id(conversation_key: &str, tool_name: &str, input_digest: &str)
     id
 }
 
+/// The held call id of the call named `key` in the conversation
+/// `conversation_key` (whatever its tool and input): [`held_call_id`] with
+/// no tool name and `key:` and the key for the digest (which no input
+/// digest, all hex, can equal).
+pub fn keyed_call_id(conversation_key: &str, key: &str) -> String {
+    held_call_id(conversation_key, "", &format!("key:{key}"))
+}
+
 /// The held call id of `tool_name` called with `input` in the conversation
 /// `conversation_key` ([`held_call_id`] of the input's canonical digest).
 pub fn call_id_of(conversation_key: &str, tool_name: &str, input: &Value) -> Result<String, HeldError> {
@@ -158,20 +198,30 @@ pub fn call_id_of(conversation_key: &str, tool_name: &str, input: &Value) -> Res
 
 /// Finds the approval of this call in the ledger's conversation, or issues
 /// one (see the module docs). `retry_window` is how long after a final state
-/// an identical call still gets that outcome.
+/// an identical call still gets that outcome (a keyed call gets it always).
 pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration) -> Result<Attached, HeldError> {
     let canonical = canonical_json(call.input)
         .map_err(|source| HeldError::Input { tool_name: call.tool_name.to_owned(), source })?;
     let digest = canonical_digest(&canonical);
-    let call_id = held_call_id(&ledger.conversation_id, call.tool_name, &digest);
+    let call_id = match call.key {
+        Some(key) => keyed_call_id(&ledger.conversation_id, key),
+        None => held_call_id(&ledger.conversation_id, call.tool_name, &digest),
+    };
     let store = &ledger.config.store;
     for _ in 0..MAX_ATTEMPTS {
         let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+        if let Some(key) = call.key
+            && !records.is_empty()
+            && !records.iter().any(|record| record.tool_name == call.tool_name && record.input_digest == digest)
+        {
+            return Err(HeldError::KeyReused { key: key.to_owned() });
+        }
         let now = ledger.config.clock.now();
         let newest = records.iter().max_by_key(|record| (record.issued_at, generation(&record.approval_id)));
         let used = |record: &ApprovalRecord| call.single_use && record.state == ApprovalState::Executed;
+        let recent = |record: &ApprovalRecord| now.saturating_sub(record.updated_at) <= millis(retry_window);
         if let Some(record) = newest
-            && (!record.state.is_final() || now.saturating_sub(record.updated_at) <= millis(retry_window))
+            && (!record.state.is_final() || call.key.is_some() || recent(record))
             && !used(record)
         {
             return Ok(Attached::Existing(record.clone()));
@@ -179,15 +229,66 @@ pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration)
         let next = records.iter().map(|record| generation(&record.approval_id)).max().unwrap_or(0) + 1;
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
         let ids = (format!("{call_id}_{next}"), call_id.clone());
-        let record = pending_record(ledger, ids, call, (input, digest.clone()), now);
-        let event = issued_event(ledger, &record, now);
-        match store.issue(std::slice::from_ref(&record), std::slice::from_ref(&event)).await {
+        let mut record = pending_record(ledger, ids, call, (input, digest.clone()), now);
+        let mut events = match call.decided {
+            Some(decision) => decided_by_rule_now(ledger, &mut record, decision, now),
+            None => vec![issued_event(ledger, &record, now)],
+        };
+        if let (Some(note), Some(event)) = (call.note, events.first_mut()) {
+            event.data["call"] = note.clone();
+        }
+        match store.issue(std::slice::from_ref(&record), &events).await {
             Ok(()) => return Ok(Attached::Issued(record)),
             Err(StoreError::DuplicateApproval(_)) => continue,
             Err(error) => return Err(error.into()),
         }
     }
     Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
+}
+
+/// Makes a new record one a rule decided as it was issued
+/// (`(none) → approved | denied`, by [`RULES_PRINCIPAL`]); its one event,
+/// `approved` or `denied`, holds what `issued` would and `"byRule": true`.
+fn decided_by_rule_now(
+    ledger: &Ledger,
+    record: &mut ApprovalRecord,
+    decision: &Decision,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let mut data = json!({"toolName": record.tool_name, "input": record.input, "byRule": true});
+    if let Some(reason) = &record.reason {
+        data["reason"] = json!(reason);
+    }
+    let kind = match decision {
+        Decision::Approve { .. } => {
+            record.state = ApprovalState::Approved;
+            AuditKind::Approved
+        }
+        Decision::Deny { .. } => {
+            record.state = ApprovalState::Denied;
+            record.output = Some(ToolResultOutput::error_text(record.reason.clone().unwrap_or_default()));
+            AuditKind::Denied
+        }
+    };
+    let recorded = crate::ledger::RecordedDecision::new(decision.clone(), Some(RULES_PRINCIPAL.to_owned()), now);
+    record.decision = Some(recorded);
+    vec![ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data)]
+}
+
+/// Settles what time alone decides about `record`, as a reader finds it: a
+/// pending approval past `expires_at` is `expired`, a call `executing` whose
+/// lease lapsed with no outcome is `interrupted` (a held call is never run
+/// again by a reader). Returns the record as it is after.
+pub async fn observe(ledger: &Ledger, record: ApprovalRecord) -> Result<ApprovalRecord, HeldError> {
+    let now = ledger.config.clock.now();
+    let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
+    match record.state {
+        ApprovalState::Pending if record.expires_at <= now => expire(ledger, &record).await,
+        ApprovalState::Executing if lapsed => match start(ledger, &record, false).await? {
+            Started::Run(record) | Started::Elsewhere(record) => Ok(record),
+        },
+        _ => Ok(record),
+    }
 }
 
 /// The generation of a held approval id (`<call id>_<n>`; 0 when it has none).

@@ -12,6 +12,7 @@
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
 //! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
+//! | (none) | `approved` / `denied` | a rule decided a call of the call-gating API before anyone was asked (recorded so its claim and outcome take the moves below; nobody is notified) | the server, as [`held::RULES_PRINCIPAL`] | [`held::attach`] with [`held::HeldCall::decided`] |
 //! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
 //! | `pending` | `pending` | a vote that does not reach the quorum | an approver ([`check_vote`]) | [`cast`] |
 //! | `pending` | `approved` / `denied` | the vote that reaches the quorum, or the first denial | an approver; the owner for an unrouted approval decided out of band | [`cast`] |
@@ -28,8 +29,9 @@
 //!
 //! A call held outside a chat (a gateway in front of tools the engine does
 //! not run) takes the same moves through [`held`]: issued or attached to by
-//! what it asks, decided by the client's answer or out of band, claimed
-//! once, finished.
+//! what it asks (or the caller's idempotency key), decided by the client's
+//! answer or out of band, claimed once, finished; the call-gating API
+//! (`POST /api/calls`) holds its calls the same way.
 //!
 //! Nothing moves back, and `denied`, `expired`, `executed`, `failed`,
 //! `interrupted`, `withdrawn` and `superseded` are final ([`ApprovalState::can_move_to`],

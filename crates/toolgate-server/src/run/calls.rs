@@ -1,0 +1,574 @@
+//! Calls gated for any agent (`/api/calls`): the call-gating API's logic,
+//! on the approval lifecycle's held-call path
+//! ([`toolgate::approval::lifecycle::held`], the one the MCP gateway uses).
+//!
+//! The contract:
+//! - A call is its requester's: it lives in the conversation
+//!   `api:<conversationId>` (`api:default` without one) of their principal,
+//!   and is identified by its idempotency key, else by its canonical tool and
+//!   input ([`held::attach`]): a retry attaches to the same call (a keyed one
+//!   always, an unkeyed one while it is open or within the retry window).
+//! - It is decided by the gate every other path uses: the rules and sticky
+//!   decisions ([`toolgate_policy::StoredGate`]) under the requester's
+//!   principal and groups; a call nothing speaks to is decided by
+//!   `[calls] default` ([`CallsDefault`]). An allowed or denied call is
+//!   recorded decided ([`held::HeldCall::decided`]); an asked one is a
+//!   pending approval in the inbox, routed, notified, escalated and expired
+//!   as any other, and decided by the same votes.
+//! - Its state ([`CallState`]) is read from its record as it stands (a
+//!   superseded approval as its successor), after time has settled it
+//!   ([`held::observe`]: expired, interrupted).
+//! - [`start`] claims an approved call once ([`held::start`], under a lease
+//!   of the ledger's length that nobody renews); [`finish`] records its
+//!   outcome ([`held::finish`]). A start not finished within the lease is
+//!   `interrupted`.
+//! - Another principal's call is unknown (404 `unknown_call`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use toolgate::Decision;
+use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
+use toolgate::approval::lifecycle::{self, Route};
+use toolgate::ledger::{
+    ApprovalRecord, ApprovalState, Ledger, LedgerConfig, Millis, check_conversation_id, conversation_name,
+};
+use toolgate::tool::{GateAction, GateCall, Verdict};
+use toolgate_protocol::ToolResultOutput;
+
+use super::context::RunContext;
+use crate::error::ApiError;
+
+/// The prefix of the conversations the API's calls live in.
+pub const CALLS_PREFIX: &str = "api:";
+/// The conversation of a call sent without `conversationId`.
+pub const DEFAULT_CONVERSATION: &str = "default";
+/// The longest a request may wait for a decision (`wait`).
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// How long after its final state an identical unkeyed call still attaches to it, unless configured.
+pub const DEFAULT_RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
+/// The longest idempotency key, in bytes.
+pub const MAX_KEY_LEN: usize = 256;
+/// The longest tool name, in bytes.
+pub const MAX_TOOL_NAME_LEN: usize = 256;
+
+/// What decides a call that no rule, grant or sticky decision names (`[calls] default`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum CallsDefault {
+    /// Its owner is asked (the default: a call the server knows nothing about waits).
+    #[default]
+    Ask,
+    /// It is allowed.
+    Allow,
+    /// It is denied.
+    Deny,
+}
+
+/// The call-gating API's settings.
+#[derive(Debug, Clone)]
+pub struct CallsConfig {
+    /// What decides a call nothing names (`[calls] default`).
+    pub default: CallsDefault,
+    /// How long after its final state an identical unkeyed call attaches to it (`--retry-window`).
+    pub retry_window: Duration,
+    /// Where people reach the server (`--public-url`): a pending call's `url` is absolute with it.
+    pub public_url: Option<String>,
+}
+
+impl Default for CallsConfig {
+    fn default() -> Self {
+        Self { default: CallsDefault::Ask, retry_window: DEFAULT_RETRY_WINDOW, public_url: None }
+    }
+}
+
+/// Who sends a request: their principal (`None`: single-user mode) and groups.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Requester<'a> {
+    /// The principal.
+    pub principal: Option<&'a str>,
+    /// Their groups.
+    pub groups: &'a [String],
+}
+
+/// A call to gate, as `POST /api/calls` takes it.
+#[derive(Debug, Clone)]
+pub(crate) struct NewCall {
+    /// The tool's name.
+    pub tool: String,
+    /// Its input.
+    pub input: Value,
+    /// The caller's conversation (`None`: `default`).
+    pub conversation_id: Option<String>,
+    /// The caller's name for the call.
+    pub idempotency_key: Option<String>,
+    /// What the tool does, for the approvers (recorded in the audit log).
+    pub description: Option<String>,
+    /// The JSON Schema the input must satisfy.
+    pub input_schema: Option<Value>,
+}
+
+/// A call's state, as the API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallState {
+    /// Waiting for a person.
+    Pending,
+    /// Approved (by a rule or a person), not started.
+    Approved,
+    /// Denied (or withdrawn by its requester).
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+    /// Started, not finished.
+    Started,
+    /// Finished, with an output or an error.
+    Finished,
+    /// Started but not finished within the lease: whether it took effect is unknown.
+    Interrupted,
+}
+
+impl CallState {
+    /// The state of a call whose current record is `record`.
+    pub fn of(record: &ApprovalRecord) -> Self {
+        match record.state {
+            ApprovalState::Pending => Self::Pending,
+            ApprovalState::Approved => Self::Approved,
+            ApprovalState::Denied | ApprovalState::Withdrawn => Self::Denied,
+            ApprovalState::Executing => Self::Started,
+            ApprovalState::Executed | ApprovalState::Failed => Self::Finished,
+            ApprovalState::Interrupted => Self::Interrupted,
+            // A superseded approval whose successor is gone, and expiry itself.
+            ApprovalState::Expired | ApprovalState::Superseded => Self::Expired,
+        }
+    }
+
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Started => "started",
+            Self::Finished => "finished",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// The input a decided call runs with: the approver's edit, else its own.
+pub(crate) fn input_to_run(record: &ApprovalRecord) -> &Value {
+    record.decision.as_ref().and_then(|decision| decision.edited_input.as_ref()).unwrap_or(&record.input)
+}
+
+/// Why a call was denied (or is asked), as recorded.
+pub(crate) fn reason_of(record: &ApprovalRecord) -> Option<String> {
+    match record.state {
+        ApprovalState::Denied | ApprovalState::Withdrawn => record
+            .decision
+            .as_ref()
+            .and_then(|decision| decision.reason.clone())
+            .or_else(|| record.reason.clone())
+            .or_else(|| Some("denied".to_owned())),
+        _ => record.reason.clone(),
+    }
+}
+
+/// A held call's error as the API answers it.
+fn held_error(error: HeldError) -> ApiError {
+    match error {
+        HeldError::Input { .. } => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", error.to_string()),
+        HeldError::KeyReused { .. } => ApiError::new(StatusCode::CONFLICT, "idempotency_key_reused", error.to_string()),
+        HeldError::Store(error) => error.into(),
+        HeldError::Missing(id) => unknown(&id),
+        _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", error.to_string()),
+    }
+}
+
+/// 404 `unknown_call`.
+pub(crate) fn unknown(id: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "unknown_call", format!("no call `{id}` of yours"))
+}
+
+/// A bad request body: 400 `invalid_body`.
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", message)
+}
+
+/// Checks what a call names before anything is recorded.
+fn check_new_call(call: &NewCall) -> Result<(), ApiError> {
+    let control = |text: &str| text.chars().any(char::is_control);
+    if call.tool.is_empty() || call.tool.len() > MAX_TOOL_NAME_LEN || control(&call.tool) {
+        return Err(invalid(format!("`tool` must be 1 to {MAX_TOOL_NAME_LEN} bytes without control characters")));
+    }
+    if let Some(key) = &call.idempotency_key
+        && (key.is_empty() || key.len() > MAX_KEY_LEN || control(key))
+    {
+        return Err(invalid(format!("`idempotencyKey` must be 1 to {MAX_KEY_LEN} bytes without control characters")));
+    }
+    if let Some(id) = &call.conversation_id {
+        check_conversation_id(id).map_err(|error| invalid(format!("`conversationId`: {error}")))?;
+    }
+    if let Some(schema) = &call.input_schema {
+        let tool = toolgate::Tool::dynamic(call.tool.clone(), schema.clone());
+        tool.validate_input(&call.input).map_err(|detail| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_tool_input",
+                format!("`input` fails `inputSchema`: {detail}"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The ledger of `requester`'s API conversation `id`, answered by them.
+fn ledger(config: &LedgerConfig, requester: Requester<'_>, id: Option<&str>) -> Ledger {
+    let name = format!("{CALLS_PREFIX}{}", id.unwrap_or(DEFAULT_CONVERSATION));
+    let mut ledger = config.owned(requester.principal, &name);
+    ledger.principal = requester.principal.map(str::to_owned);
+    ledger
+}
+
+/// The ledger a call's record is moved under: its owner's, with an executor
+/// of its own, so no renewal of this process's leases keeps its claim alive.
+fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
+    let owner = record.owner.as_deref();
+    let mut ledger = config.owned(owner, conversation_name(&record.conversation_id, owner));
+    ledger.principal = owner.map(str::to_owned);
+    ledger.config.executor = format!("api/{}", record.approval_id);
+    ledger
+}
+
+/// What the gate says about a call: the rules and sticky decisions under the
+/// requester's identity, else `[calls] default`.
+async fn verdict(
+    context: &RunContext,
+    settings: &CallsConfig,
+    ledger: &Ledger,
+    requester: Requester<'_>,
+    call: &NewCall,
+    call_id: &str,
+) -> Verdict {
+    let gate = context.gate(&ledger.conversation_id, requester.principal);
+    let gate_call = GateCall {
+        tool_name: &call.tool,
+        input: &call.input,
+        tool_call_id: call_id,
+        conversation_id: Some(&ledger.conversation_id),
+        principal: requester.principal,
+        groups: requester.groups,
+    };
+    let named = toolgate::tool::CallGate::check(&gate, gate_call).await;
+    named.unwrap_or_else(|| match settings.default {
+        CallsDefault::Allow => Verdict::allow(),
+        CallsDefault::Deny => Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool)),
+        CallsDefault::Ask => {
+            Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool))
+        }
+    })
+}
+
+/// Gates a call: finds the call it retries, or decides and records a new
+/// one (see the module docs). Returns its call id and its record as it stands.
+pub(crate) async fn submit(
+    context: &RunContext,
+    config: &LedgerConfig,
+    settings: &CallsConfig,
+    requester: Requester<'_>,
+    call: NewCall,
+) -> Result<(String, ApprovalRecord), ApiError> {
+    check_new_call(&call)?;
+    let ledger = ledger(config, requester, call.conversation_id.as_deref());
+    let call_id = match &call.idempotency_key {
+        Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
+        None => held::call_id_of(&ledger.conversation_id, &call.tool, &call.input).map_err(held_error)?,
+    };
+    let verdict = verdict(context, settings, &ledger, requester, &call, &call_id).await;
+    let decided = match verdict.action {
+        GateAction::Allow => Some(Decision::APPROVE),
+        GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
+        _ => None,
+    };
+    let route: Option<&Route> = verdict.route.as_ref();
+    let note = (call.description.is_some() || call.input_schema.is_some())
+        .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
+    let held_call = HeldCall {
+        tool_name: &call.tool,
+        input: &call.input,
+        reason: verdict.reason.as_deref(),
+        route,
+        ttl: None,
+        single_use: false,
+        key: call.idempotency_key.as_deref(),
+        decided: decided.as_ref(),
+        note: note.as_ref(),
+    };
+    let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
+    if let held::Attached::Issued(record) = &attached {
+        tracing::info!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
+        context.signals().approvals_changed();
+    }
+    let record = attached.into_record();
+    let call_id = root_id(config, &record).await?;
+    Ok((call_id, current(config, record).await?))
+}
+
+/// The call id of `record`: its own id, or, for an approval that superseded
+/// another (an edit that needed other approvers), the id of the held
+/// approval it descends from (its call's newest `held_` one).
+async fn root_id(config: &LedgerConfig, record: &ApprovalRecord) -> Result<String, ApiError> {
+    if record.approval_id.starts_with(HELD_CALL_PREFIX) {
+        return Ok(record.approval_id.clone());
+    }
+    let ids = std::slice::from_ref(&record.tool_call_id);
+    let records = config.store.approvals_for_calls(&record.conversation_id, ids).await?;
+    let held = records.into_iter().filter(|record| record.approval_id.starts_with(HELD_CALL_PREFIX));
+    let newest = held.max_by_key(|record| record.issued_at).map(|record| record.approval_id);
+    Ok(newest.unwrap_or_else(|| record.approval_id.clone()))
+}
+
+/// `record` as it stands: its successor when superseded, settled by time ([`held::observe`]).
+async fn current(config: &LedgerConfig, record: ApprovalRecord) -> Result<ApprovalRecord, ApiError> {
+    let record = match record.state {
+        ApprovalState::Superseded => {
+            let id = record.approval_id.clone();
+            lifecycle::current(config.store.as_ref(), std::slice::from_ref(&id)).await?.remove(&id).unwrap_or(record)
+        }
+        _ => record,
+    };
+    let ledger = ledger_of(config, &record);
+    held::observe(&ledger, record).await.map_err(held_error)
+}
+
+/// Whether `record` is one of `requester`'s API calls.
+fn is_own_call(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
+    let owner = record.owner.as_deref();
+    record.owner.as_deref() == requester.principal
+        && record.approval_id.starts_with(HELD_CALL_PREFIX)
+        && conversation_name(&record.conversation_id, owner).starts_with(CALLS_PREFIX)
+}
+
+/// The requester's call `id` as it stands, or 404 `unknown_call`.
+pub(crate) async fn find(
+    config: &LedgerConfig,
+    requester: Requester<'_>,
+    id: &str,
+) -> Result<ApprovalRecord, ApiError> {
+    match config.store.approvals(&[id.to_owned()]).await?.pop() {
+        Some(record) if is_own_call(&record, requester) => current(config, record).await,
+        _ => Err(unknown(id)),
+    }
+}
+
+/// When a wait on `record` must look again by itself: when it expires
+/// (pending) or its lease lapses (started), if before `deadline`.
+fn wake_at(record: &ApprovalRecord, deadline: Millis) -> Millis {
+    let due = match record.state {
+        ApprovalState::Pending => record.expires_at,
+        ApprovalState::Executing => record.lease.as_ref().map_or(deadline, |lease| lease.until),
+        _ => deadline,
+    };
+    due.min(deadline)
+}
+
+/// Whether a wait on a call stops at this state: anything but pending or started.
+pub(crate) fn settled(record: &ApprovalRecord) -> bool {
+    !matches!(record.state, ApprovalState::Pending | ApprovalState::Executing)
+}
+
+/// Waits until the call `record` is settled ([`settled`]) or `deadline` (the
+/// ledger clock's time) passes, woken by `changes` (the process's follower
+/// of the store: a vote here answers at once, one on another replica within
+/// its poll) and by the record's own expiry or lease. Returns it as it stands.
+pub(crate) async fn wait(
+    config: &LedgerConfig,
+    changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>,
+    mut record: ApprovalRecord,
+    deadline: Millis,
+) -> Result<ApprovalRecord, ApiError> {
+    loop {
+        let now = config.clock.now();
+        if settled(&record) || now >= deadline {
+            return Ok(record);
+        }
+        let sleep = Duration::from_millis(u64::try_from(wake_at(&record, deadline) - now).unwrap_or(0).max(1));
+        let woken = tokio::time::timeout(sleep, next_change(changes, &record)).await;
+        let id = record.approval_id.clone();
+        if woken.is_err() || woken.is_ok_and(|changed| changed) {
+            let fresh = config.store.approvals(std::slice::from_ref(&id)).await?.pop().ok_or_else(|| unknown(&id))?;
+            record = current(config, fresh).await?;
+        }
+    }
+}
+
+/// Completes when a batch of changes names `record`'s call (`true`), or the
+/// follower is lost or fell behind (`true`: read it again).
+async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>, record: &ApprovalRecord) -> bool {
+    loop {
+        match changes.recv().await {
+            Ok(batch) => {
+                let same_call = |changed: &ApprovalRecord| {
+                    changed.approval_id == record.approval_id
+                        || (changed.tool_call_id == record.tool_call_id
+                            && changed.conversation_id == record.conversation_id)
+                };
+                if batch.iter().any(same_call) {
+                    return true;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => return true,
+            Err(broadcast::error::RecvError::Closed) => {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// Claims the requester's approved call `id` before it runs (exactly once):
+/// 409 `call_already_started` when it was started before (or finished, or
+/// interrupted), 409 `call_not_approved` when it is not approved.
+pub(crate) async fn start(
+    context: &RunContext,
+    config: &LedgerConfig,
+    requester: Requester<'_>,
+    id: &str,
+) -> Result<ApprovalRecord, ApiError> {
+    let record = find(config, requester, id).await?;
+    if record.state != ApprovalState::Approved {
+        return Err(not_startable(&record));
+    }
+    let ledger = ledger_of(config, &record);
+    let started = held::start(&ledger, &record, false).await.map_err(held_error)?;
+    context.signals().approvals_changed();
+    match started {
+        Started::Run(record) => Ok(record),
+        Started::Elsewhere(record) => Err(not_startable(&record)),
+    }
+}
+
+/// Why a call cannot start now.
+fn not_startable(record: &ApprovalRecord) -> ApiError {
+    let state = CallState::of(record);
+    match state {
+        CallState::Started | CallState::Finished | CallState::Interrupted => ApiError::new(
+            StatusCode::CONFLICT,
+            "call_already_started",
+            format!("call `{}` was already started (it is {})", record.approval_id, state.as_str()),
+        ),
+        _ => ApiError::new(
+            StatusCode::CONFLICT,
+            "call_not_approved",
+            format!("call `{}` is {}, not approved: it may not run", record.approval_id, state.as_str()),
+        ),
+    }
+}
+
+/// How a started call ended, as its runner reports it.
+#[derive(Debug, Clone)]
+pub(crate) enum Outcome {
+    /// It ran; its output.
+    Output(Value),
+    /// It failed; the error.
+    Error(Value),
+}
+
+/// Records the outcome of the requester's started call `id`: 409
+/// `call_not_started` when it is not started (never, or its lease lapsed:
+/// then it is `interrupted`), 409 `call_already_finished` when it has an outcome.
+pub(crate) async fn finish(
+    context: &RunContext,
+    config: &LedgerConfig,
+    requester: Requester<'_>,
+    id: &str,
+    outcome: Outcome,
+) -> Result<ApprovalRecord, ApiError> {
+    let record = find(config, requester, id).await?;
+    if record.state != ApprovalState::Executing {
+        return Err(not_finishable(&record));
+    }
+    let ledger = ledger_of(config, &record);
+    let (output, failed, detail) = match outcome {
+        Outcome::Output(value) => (ToolResultOutput::json(value.clone()), false, value),
+        Outcome::Error(Value::String(text)) => (ToolResultOutput::error_text(text.clone()), true, Value::String(text)),
+        Outcome::Error(value) => (ToolResultOutput::error_json(value.clone()), true, value),
+    };
+    let moved = held::finish(&ledger, &record, output, failed, detail).await.map_err(held_error)?;
+    context.signals().approvals_changed();
+    match moved {
+        toolgate::ledger::TransitionOutcome::Moved(record) => Ok(record),
+        toolgate::ledger::TransitionOutcome::Unmoved(record) => Err(not_finishable(&record)),
+        toolgate::ledger::TransitionOutcome::Missing => Err(unknown(id)),
+    }
+}
+
+/// Why a call cannot finish now.
+fn not_finishable(record: &ApprovalRecord) -> ApiError {
+    let state = CallState::of(record);
+    let id = &record.approval_id;
+    match state {
+        CallState::Finished => {
+            ApiError::new(StatusCode::CONFLICT, "call_already_finished", format!("call `{id}` already has its outcome"))
+        }
+        CallState::Interrupted => ApiError::new(
+            StatusCode::CONFLICT,
+            "call_not_started",
+            format!("call `{id}` is interrupted: its lease lapsed before it finished, so its outcome is unknown"),
+        ),
+        _ => ApiError::new(
+            StatusCode::CONFLICT,
+            "call_not_started",
+            format!("call `{id}` is {}: only a started call finishes", state.as_str()),
+        ),
+    }
+}
+
+/// What a finished call's record holds: its output, or its error.
+pub(crate) fn outcome_of(record: &ApprovalRecord) -> Option<Outcome> {
+    if record.state != ApprovalState::Executed && record.state != ApprovalState::Failed {
+        return None;
+    }
+    Some(match record.output.as_ref()? {
+        ToolResultOutput::Json { value, .. } if record.state == ApprovalState::Executed => {
+            Outcome::Output(value.clone())
+        }
+        ToolResultOutput::Text { value, .. } if record.state == ApprovalState::Executed => {
+            Outcome::Output(Value::String(value.clone()))
+        }
+        ToolResultOutput::ErrorText { value, .. } => Outcome::Error(Value::String(value.clone())),
+        ToolResultOutput::ErrorJson { value, .. } => Outcome::Error(value.clone()),
+        other => {
+            let value = serde_json::to_value(other).unwrap_or(Value::Null);
+            if record.state == ApprovalState::Executed { Outcome::Output(value) } else { Outcome::Error(value) }
+        }
+    })
+}
+
+/// The requester's calls among `ids`, as they stand (unknown ones left out).
+pub(crate) async fn find_many(
+    config: &LedgerConfig,
+    requester: Requester<'_>,
+    ids: &[String],
+) -> Result<Vec<ApprovalRecord>, ApiError> {
+    let mut found = Vec::with_capacity(ids.len());
+    for record in config.store.approvals(ids).await? {
+        if is_own_call(&record, requester) {
+            found.push(current(config, record).await?);
+        }
+    }
+    Ok(found)
+}
+
+/// Whether a changed record is one of `requester`'s API calls (the stream's filter).
+pub(crate) fn is_call_of(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
+    is_own_call(record, requester)
+        || (record.supersedes.is_some()
+            && record.tool_call_id.starts_with(HELD_CALL_PREFIX)
+            && record.owner.as_deref() == requester.principal
+            && conversation_name(&record.conversation_id, record.owner.as_deref()).starts_with(CALLS_PREFIX))
+}
