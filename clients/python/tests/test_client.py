@@ -130,7 +130,7 @@ def test_gated_runs_the_approved_input_and_records_the_output() -> None:
         calls.append((request.method, request.url.path, body))
         path = request.url.path
         if path == "/api/calls":
-            return httpx.Response(200, json={"callId": "call_1", "decision": "allow", "reason": "rule"})
+            return httpx.Response(202, json={"callId": "call_1", "decision": "pending", "state": "pending"})
         if path == "/api/calls/call_1":
             return httpx.Response(200, json={"callId": "call_1", "state": "approved", "input": {"amount": 7}})
         return httpx.Response(200, json={"callId": "call_1", "state": "started" if path.endswith("start") else "finished"})
@@ -177,3 +177,17 @@ def test_a_failing_function_is_finished_with_its_error() -> None:
     with pytest.raises(RuntimeError):
         asyncio.run(gate.run("t", {}, boom))
     assert bodies[-1] == {"error": "RuntimeError: bank offline"}
+
+
+def test_an_allowed_call_runs_without_asking_again() -> None:
+    allowed = {"callId": "c", "decision": "allow", "state": "approved", "input": {"n": 1}, "reason": None}
+    gate, seen = gate_with(lambda _: httpx.Response(200, json=allowed))
+    assert gate.check("t", {"n": 1}) == {"n": 1}
+    assert len(seen) == 1
+
+
+def test_an_expired_call_is_expired_not_denied() -> None:
+    expired = {"callId": "c", "decision": "deny", "state": "expired", "reason": "expired", "input": None}
+    gate, _ = gate_with(lambda _: httpx.Response(200, json=expired))
+    with pytest.raises(Expired):
+        gate.check("t", {})

@@ -66,7 +66,10 @@ export function settle(state: CallState): Approved | Finished | undefined {
     case "expired":
       throw new Expired(state.callId, state.reason ?? null);
     case "finished":
-      if (state.error != null) throw new Failed(state.callId, state.error, state.output);
+      if (state.error != null) {
+        const error = typeof state.error === "string" ? state.error : JSON.stringify(state.error);
+        throw new Failed(state.callId, error, state.output);
+      }
       return { kind: "finished", callId: state.callId, output: state.output };
     case "started":
       throw new AlreadyStarted(state.callId, "the call is running elsewhere");
@@ -149,7 +152,7 @@ export class Gate {
   /** `POST /api/calls/{id}/start`: the claim before the side effect; a second one throws `AlreadyStarted`. */
   async start(callId: string): Promise<CallState> {
     try {
-      return callObject<CallState>(await this.#request("POST", `/api/calls/${encodeURIComponent(callId)}/start`, {}));
+      return callObject<CallState>(await this.#request("POST", `/api/calls/${encodeURIComponent(callId)}/start`));
     } catch (error) {
       if (error instanceof ToolgateError && error.code === "call_already_started") {
         throw new AlreadyStarted(callId, error.message);
@@ -181,7 +184,13 @@ export class Gate {
   /** Submits and waits: `Approved` to run, `Finished` when an earlier attempt ran it; throws otherwise. */
   async decide(tool: string, input: unknown, options: WaitOptions = {}): Promise<Approved | Finished> {
     const decision = await this.submit(tool, input, options);
-    if (decision.decision === "deny") throw new Denied(decision.callId, decision.reason ?? null);
+    if (decision.decision === "deny") {
+      if (decision.state === "expired") throw new Expired(decision.callId, decision.reason ?? null);
+      throw new Denied(decision.callId, decision.reason ?? null);
+    }
+    if (decision.decision === "allow" && decision.state === "approved") {
+      return { kind: "approved", callId: decision.callId, input: decision.input };
+    }
     for (;;) {
       const outcome = settle(await this.wait(decision.callId, options));
       if (outcome) return outcome;
@@ -224,11 +233,16 @@ export class Gate {
     return (input: I) => this.run(tool, input, fn, { ...rest, idempotencyKey: key?.(input) });
   }
 
-  /** `GET /api/calls/stream`: each server-sent event's JSON data, as calls change, until `signal` aborts. */
-  async *stream(signal?: AbortSignal): AsyncGenerator<unknown> {
+  /**
+   * `GET /api/calls/stream`: the calls named by `ids` (default: all the caller's) as they stand, then each
+   * change, until `signal` aborts.
+   */
+  async *stream(options: { ids?: string[]; signal?: AbortSignal } = {}): AsyncGenerator<CallState> {
+    const { ids, signal } = options;
     const headers: Record<string, string> = { accept: "text/event-stream" };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
-    const response = await this.#fetch(`${this.url}/api/calls/stream`, { headers, signal });
+    const query = ids?.length ? `?ids=${encodeURIComponent(ids.join(","))}` : "";
+    const response = await this.#fetch(`${this.url}/api/calls/stream${query}`, { headers, signal });
     if (!response.ok || !response.body) {
       const text = await response.text();
       throw errorFromResponse(response.status, safeJson(text), text);
@@ -241,7 +255,7 @@ export class Gate {
       while ((newline = buffer.indexOf("\n")) >= 0) {
         const line = buffer.slice(0, newline).replace(/\r$/, "");
         buffer = buffer.slice(newline + 1);
-        if (line.startsWith("data:")) yield JSON.parse(line.slice(5).trim());
+        if (line.startsWith("data:")) yield callObject<CallState>(JSON.parse(line.slice(5).trim()));
       }
     }
   }

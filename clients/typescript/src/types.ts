@@ -20,27 +20,42 @@ export interface CallRequest {
   wait?: string;
 }
 
-/** The answer of `POST /api/calls`: 200 with `allow`/`deny`, or 202 with `pending` and who decides. */
-export interface CallDecision {
+/** The answer of `POST /api/calls`: 200 `CallDecided` (`allow`/`deny`) or 202 `CallPending`. */
+export type CallDecision = CallDecided | CallPending;
+
+/** A decided call: `allow` (start, run and finish it) or `deny`. */
+export interface CallDecided {
   callId: string;
-  decision: Decision;
+  decision: "allow" | "deny";
+  state: State;
   reason?: string | null;
-  approvalId?: string | null;
-  approvers?: string[] | null;
-  quorum?: number | null;
-  expiresAt?: string | null;
-  url?: string | null;
+  input?: unknown;
 }
 
-/** A call's state: `input` is what to run once approved (edited or not). */
+/** A call waiting for a person. */
+export interface CallPending {
+  callId: string;
+  decision: "pending";
+  state: State;
+  approvalId: string;
+  approvers: string[];
+  quorum: number;
+  expiresAt?: string | null;
+  url: string;
+}
+
+/** A call as it stands (`CallStatus`): `input` is what to run once approved (`edited` by an approver or not). */
 export interface CallState {
   callId: string;
   state: State;
-  tool?: string | null;
-  input?: unknown;
+  tool: string;
+  input: unknown;
+  edited: boolean;
   reason?: string | null;
-  output?: unknown;
-  error?: string | null;
-  approvalId?: string | null;
+  approvalId: string;
+  approvers: string[];
+  quorum: number;
   expiresAt?: string | null;
+  output?: unknown;
+  error?: unknown;
 }

@@ -104,7 +104,7 @@ class AsyncGate:
     async def start(self, call_id: str) -> CallState:
         """`POST /api/calls/{id}/start`: the claim before the side effect; a second is `AlreadyStarted`."""
         try:
-            return parse(CallState, await self._request("POST", f"/api/calls/{call_id}/start", json_body={}))
+            return parse(CallState, await self._request("POST", f"/api/calls/{call_id}/start"))
         except ToolgateError as e:
             if e.code == "call_already_started":
                 raise AlreadyStarted(call_id, e.message) from e
@@ -131,7 +131,9 @@ class AsyncGate:
         """Submits and waits: `Approved` to run, `Finished` when a previous attempt ran it; raises `Denied`,
         `Expired` or `AlreadyStarted`. `options` are `submit`'s."""
         decision = await self.submit(tool, input, **options)
-        settle_decision(decision)
+        approved = settle_decision(decision)
+        if approved is not None:
+            return approved
         while True:
             outcome = settle(await self.wait(decision.call_id, timeout=timeout))
             if outcome is not None:
@@ -186,17 +188,29 @@ class AsyncGate:
 
         return decorate
 
-    async def stream(self) -> AsyncIterator[dict[str, Any]]:
-        """`GET /api/calls/stream`: each server-sent event's JSON data, as calls change, until closed."""
+    async def stream(self, ids: list[str] | None = None) -> AsyncIterator[CallState]:
+        """`GET /api/calls/stream`: the calls named by `ids` (default: all the caller's) as they stand, then each
+        change, until closed."""
         async with self._http.stream(
-            "GET", self.url + "/api/calls/stream", headers=self._headers, timeout=httpx.Timeout(self._timeout, read=None)
+            "GET",
+            self.url + "/api/calls/stream",
+            params={"ids": ",".join(ids)} if ids else None,
+            headers=self._headers,
+            timeout=httpx.Timeout(self._timeout, read=None),
         ) as response:
             if response.status_code >= 400:
                 await response.aread()
-                raise from_response(response.status_code, None, response.text)
+                raise from_response(response.status_code, _json_or_none(response.text), response.text)
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
                     try:
-                        yield json.loads(line[5:].strip())
+                        yield parse(CallState, json.loads(line[5:].strip()))
                     except json.JSONDecodeError as e:
                         raise ProtocolError(f"an event that is not JSON: {line[:200]}") from e
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None

@@ -44,7 +44,7 @@ def settle(state: CallState) -> Approved | Finished | None:
             raise Expired(state.call_id, state.reason)
         case "finished":
             if state.error is not None:
-                raise Failed(state.call_id, state.error, state.output)
+                raise Failed(state.call_id, error_text(state.error), state.output)
             return Finished(state.call_id, state.output)
         case "started":
             raise AlreadyStarted(state.call_id, "the call is running elsewhere")
@@ -53,11 +53,22 @@ def settle(state: CallState) -> Approved | Finished | None:
     raise ProtocolError(f"unknown call state {state.state!r}")
 
 
-def settle_decision(decision: CallDecision) -> None:
-    """A `deny` raises at once; `allow` and `pending` are read from the call's state (a retry that attached to an
-    earlier call may find it approved with an edited input, or already run)."""
+def settle_decision(decision: CallDecision) -> Approved | None:
+    """What `POST /api/calls` settles at once: `deny` raises (`Expired` for an expired call); `allow` of an
+    approved call is `Approved` with its input; anything else is read from the call's state (a retry that
+    attached to an earlier call may find it started or already run)."""
     if decision.decision == "deny":
+        if decision.state == "expired":
+            raise Expired(decision.call_id, decision.reason)
         raise Denied(decision.call_id, decision.reason)
+    if decision.decision == "allow" and decision.state == "approved":
+        return Approved(decision.call_id, decision.input)
+    return None
+
+
+def error_text(error: Any) -> str:
+    """A recorded error (any JSON) as text."""
+    return error if isinstance(error, str) else json.dumps(error)
 
 
 def bind_input(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -49,11 +49,14 @@ class CallRequest:
 
 @dataclass(frozen=True)
 class CallDecision:
-    """The answer of `POST /api/calls`: 200 with `allow`/`deny`, or 202 with `pending` and who decides."""
+    """The answer of `POST /api/calls`: 200 `CallDecided` (`allow`/`deny`, with the state and the input to run)
+    or 202 `CallPending` (`pending`, with the approval and who decides)."""
 
     call_id: str = _wire("callId", "")
     decision: Decision = _wire("decision", "pending")
+    state: State = _wire("state", "pending")
     reason: str | None = _wire("reason")
+    input: Any = _wire("input")
     approval_id: str | None = _wire("approvalId")
     approvers: list[str] | None = _wire("approvers")
     quorum: int | None = _wire("quorum")
@@ -64,17 +67,21 @@ class CallDecision:
 
 @dataclass(frozen=True)
 class CallState:
-    """A call's state (`GET /api/calls/{id}`): `input` is what to run once approved (edited or not)."""
+    """A call as it stands (`CallStatus`): `input` is what to run once approved (`edited` when an approver
+    changed it); a finished call has its `output` or its `error` (any JSON)."""
 
     call_id: str = _wire("callId", "")
     state: State = _wire("state", "pending")
     tool: str | None = _wire("tool")
     input: Any = _wire("input")
+    edited: bool = _wire("edited", False)
     reason: str | None = _wire("reason")
-    output: Any = _wire("output")
-    error: str | None = _wire("error")
     approval_id: str | None = _wire("approvalId")
+    approvers: list[str] | None = _wire("approvers")
+    quorum: int | None = _wire("quorum")
     expires_at: str | None = _wire("expiresAt")
+    output: Any = _wire("output")
+    error: Any = _wire("error")
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
