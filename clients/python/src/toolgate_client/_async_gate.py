@@ -134,8 +134,12 @@ class AsyncGate:
         approved = settle_decision(decision)
         if approved is not None:
             return approved
+        return await self.outcome(decision.call_id, timeout=timeout)
+
+    async def outcome(self, call_id: str, *, timeout: float | None = None) -> Approved | Finished:
+        """Waits for a call submitted before: `Approved` to run, `Finished` when it ran; raises when it must not run."""
         while True:
-            outcome = settle(await self.wait(decision.call_id, timeout=timeout))
+            outcome = settle(await self.wait(call_id, timeout=timeout))
             if outcome is not None:
                 return outcome
 

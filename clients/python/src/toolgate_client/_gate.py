@@ -133,8 +133,12 @@ class Gate:
         approved = settle_decision(decision)
         if approved is not None:
             return approved
+        return self.outcome(decision.call_id, timeout=timeout)
+
+    def outcome(self, call_id: str, *, timeout: float | None = None) -> Approved | Finished:
+        """Waits for a call submitted before: `Approved` to run, `Finished` when it ran; raises when it must not run."""
         while True:
-            outcome = settle(self.wait(decision.call_id, timeout=timeout))
+            outcome = settle(self.wait(call_id, timeout=timeout))
             if outcome is not None:
                 return outcome
 

@@ -23,6 +23,9 @@ from ._flow import Finished, output_json
 from ._text import denial_text
 from .errors import NotRun
 
+#: The metadata key that carries toolgate's call id from the deferral to the approved run.
+CALL_ID = "toolgateCallId"
+
 P = ParamSpec("P")
 R = TypeVar("R")
 Tool = Callable[Concatenate[RunContext[Any], P], Awaitable[R]]
@@ -44,12 +47,16 @@ def gated(
             if not ctx.tool_call_id:
                 return f"The call to `{tool}` was not run: it has no tool call id to gate it by"
             key = key_prefix + ctx.tool_call_id
-            if not ctx.tool_call_approved:
-                decision = await gate.submit(tool, input, idempotency_key=key)
-                if decision.decision == "pending":
-                    raise ApprovalRequired(metadata={"toolgateCallId": decision.call_id})
+            call_id = (ctx.tool_call_metadata or {}).get(CALL_ID) if ctx.tool_call_approved else None
             try:
-                outcome = await gate.decide(tool, input, idempotency_key=key)
+                if isinstance(call_id, str):
+                    # Approved in `resolve_deferred`: the call toolgate approved, whatever the arguments now are.
+                    outcome = await gate.outcome(call_id)
+                else:
+                    decision = await gate.submit(tool, input, idempotency_key=key)
+                    if decision.decision == "pending":
+                        raise ApprovalRequired(metadata={CALL_ID: decision.call_id})
+                    outcome = await gate.decide(tool, input, idempotency_key=key)
             except NotRun as e:
                 return denial_text(tool, e)
             if isinstance(outcome, Finished):
@@ -84,4 +91,5 @@ async def resolve_deferred(
             continue
         edited = None if isinstance(outcome, Finished) or outcome.input == input else outcome.input
         results.approvals[call.tool_call_id] = ToolApproved(override_args=edited)
+        results.metadata[call.tool_call_id] = {CALL_ID: outcome.call_id}
     return results
