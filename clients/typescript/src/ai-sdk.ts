@@ -35,7 +35,10 @@ export function gateTool<T extends AiSdkTool>(gate: Gate, name: string, tool: T,
   if (!execute) throw new TypeError(`gateTool: the tool ${name} has no execute function to gate`);
   return {
     ...tool,
-    needsApproval: async (input: unknown, call: { toolCallId: string }) => {
+    needsApproval: async (input: unknown, call: { toolCallId: string; messages?: ReadonlyArray<unknown> }) => {
+      // A call that was held for approvers stays one that needs approval when the SDK asks again on resuming
+      // (it checks the approval response against this answer), even though toolgate has approved it by then.
+      if (askedBefore(call.messages, call.toolCallId)) return true;
       const decision = await gate.submit(name, input, { ...wait, idempotencyKey: keyPrefix + call.toolCallId });
       return decision.decision !== "allow";
     },
@@ -64,6 +67,17 @@ export function gateTool<T extends AiSdkTool>(gate: Gate, name: string, tool: T,
       return result;
     },
   };
+}
+
+/** Whether `messages` hold an approval request for the tool call `toolCallId`. */
+function askedBefore(messages: ReadonlyArray<unknown> | undefined, toolCallId: string): boolean {
+  return (messages ?? []).some((message) => {
+    const content = (message as { content?: unknown }).content;
+    return (
+      Array.isArray(content) &&
+      content.some((part: { type?: string; toolCallId?: string }) => part?.type === "tool-approval-request" && part.toolCallId === toolCallId)
+    );
+  });
 }
 
 /** The `tool-approval-request` part of a step's content (ai 6), as far as this adapter reads it. */

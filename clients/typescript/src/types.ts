@@ -1,61 +1,32 @@
 /**
- * The call-gating API's bodies. They mirror the schemas of the server's `/openapi.json`; the end-to-end suite
- * regenerates `openapi.ts` from a running server and type-checks these against it, so they cannot drift.
+ * The call-gating API's bodies, taken from `openapi.ts`, which `scripts/generate.mjs` generates from the
+ * server's `/openapi.json` (the agent-clients suite regenerates it from a running server and fails on any
+ * difference), so these cannot drift from the server.
  */
+import type { components } from "./openapi.js";
 
-/** What `POST /api/calls` answers: decided at once, or waiting for approvers. */
-export type Decision = "allow" | "deny" | "pending";
-
-/** Where a call stands (`GET /api/calls/{id}`). */
-export type State = "pending" | "approved" | "denied" | "expired" | "started" | "finished" | "interrupted";
+type Schemas = components["schemas"];
 
 /** The body of `POST /api/calls`. */
-export interface CallRequest {
-  tool: string;
-  input: unknown;
-  conversationId?: string;
-  idempotencyKey?: string;
-  description?: string;
-  inputSchema?: Record<string, unknown>;
-  wait?: string;
-}
+export type CallRequest = Schemas["CallRequest"];
 
-/** The answer of `POST /api/calls`: 200 `CallDecided` (`allow`/`deny`) or 202 `CallPending`. */
+/** A decided call (200): `allow` (start, run and finish it) or `deny`. */
+export type CallDecided = Schemas["CallDecided"];
+
+/** A call waiting for a person (202). */
+export type CallPending = Schemas["CallPending"];
+
+/** The answer of `POST /api/calls`. */
 export type CallDecision = CallDecided | CallPending;
 
-/** A decided call: `allow` (start, run and finish it) or `deny`. */
-export interface CallDecided {
-  callId: string;
-  decision: "allow" | "deny";
-  state: State;
-  reason?: string | null;
-  input?: unknown;
-}
-
-/** A call waiting for a person. */
-export interface CallPending {
-  callId: string;
-  decision: "pending";
-  state: State;
-  approvalId: string;
-  approvers: string[];
-  quorum: number;
-  expiresAt?: string | null;
-  url: string;
-}
-
 /** A call as it stands (`CallStatus`): `input` is what to run once approved (`edited` by an approver or not). */
-export interface CallState {
-  callId: string;
-  state: State;
-  tool: string;
-  input: unknown;
-  edited: boolean;
-  reason?: string | null;
-  approvalId: string;
-  approvers: string[];
-  quorum: number;
-  expiresAt?: string | null;
-  output?: unknown;
-  error?: unknown;
-}
+export type CallState = Schemas["CallStatus"];
+
+/** The body of `POST /api/calls/{id}/finish`. */
+export type FinishRequest = Schemas["FinishRequest"];
+
+/** What `POST /api/calls` answers: decided at once, or waiting for approvers. */
+export type Decision = CallDecision["decision"];
+
+/** Where a call stands. */
+export type State = CallState["state"];

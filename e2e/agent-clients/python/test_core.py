@@ -81,7 +81,7 @@ def test_a_quorum_of_two_decides_and_an_edit_is_what_runs(memo: str, inbox: Inbo
 
         other = f"{memo}-edit"
         join = inbox.decide_when_asked(other, [("bob", "approve")], editedInput={"amount": 10, "memo": other})
-        assert gate.check("transfer_money", {"amount": 5000, "memo": other}, timeout=30) == {"amount": 10, "memo": other}
+        assert gate.check("transfer_money", {"amount": 500, "memo": other}, timeout=30) == {"amount": 10, "memo": other}
         join()
 
 
