@@ -76,6 +76,11 @@ pub struct Mcp;
 #[cfg(doctest)]
 pub struct McpGateway;
 
+/// `docs/src/calls.md`: any agent, the call-gating API.
+#[doc = include_str!("../../../docs/src/calls.md")]
+#[cfg(doctest)]
+pub struct Calls;
+
 /// `docs/src/clients.md`: chat clients.
 #[doc = include_str!("../../../docs/src/clients.md")]
 #[cfg(doctest)]
