@@ -76,3 +76,21 @@ test("a killed process resumes on the same approval: one approval, one run", asy
   assert.deepEqual(readFileSync(runs, "utf8").trim().split("\n"), [memo]);
   assert.equal((await approvals(memo)).length, 1);
 });
+
+test("the stream follows a call until it is decided", async () => {
+  const memo = newMemo();
+  const gate = alice();
+  const decision = await gate.submit("transfer_money", { memo }, { idempotencyKey: memo });
+  const abort = new AbortController();
+  const events = gate.stream({ ids: [decision.callId], signal: abort.signal });
+  const first = await events.next();
+  assert.equal(first.value.state, "pending");
+  assert.equal(await vote((await waitFor(memo)).id, "bob", "approve"), 200);
+  let later = (await events.next()).value;
+  while (later.state === "pending") later = (await events.next()).value;
+  await events.return(); // closes the response
+  abort.abort();
+  assert.equal(later.callId, decision.callId);
+  assert.equal(later.state, "approved");
+  assert.deepEqual(later.input, { memo });
+});

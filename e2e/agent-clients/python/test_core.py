@@ -129,3 +129,17 @@ def test_the_client_types_match_the_servers_openapi_document() -> None:
     decisions = set(schemas["CallDecided"]["properties"]["decision"]["enum"])
     decisions |= set(schemas["CallPending"]["properties"]["decision"]["enum"])
     assert set(typing.get_args(typing.get_type_hints(CallDecision)["decision"])) == decisions
+
+
+def test_the_stream_follows_a_call_until_it_is_decided(memo: str, inbox: Inbox) -> None:
+    with alice() as gate:
+        decision = gate.submit("transfer_money", {"memo": memo}, idempotency_key=memo)
+        events = gate.stream(ids=[decision.call_id])
+        first = next(events)  # the call as it stands
+        assert (first.call_id, first.state) == (decision.call_id, "pending")
+        assert inbox.vote(inbox.wait_for(memo)["id"], "bob", "approve").status_code == 200
+        later = next(events)
+        while not later.decided:
+            later = next(events)
+        events.close()
+    assert (later.call_id, later.state, later.input) == (decision.call_id, "approved", {"memo": memo})
