@@ -11,8 +11,9 @@
 # 2. `cargo build -p toolgate-cli` (or $TOOLGATE_BIN, when set).
 # 3. One `toolgate serve` on a free 127.0.0.1 port, with e2e/agent-clients/server/config.toml (who approves
 #    what), a tokens file of four users and a SQLite store in the run directory; a bounded wait on /healthz.
-# 4. The tests: clients/python's unit tests; e2e/agent-clients/python (pytest: the client, LangChain/LangGraph
-#    on GenericFakeChatModel, the OpenAI Agents SDK on a scripted Model, Pydantic AI on FunctionModel);
+# 4. The tests: clients/python's unit tests and `mypy --strict`; e2e/agent-clients/python (pytest: the client,
+#    LangChain/LangGraph on GenericFakeChatModel, the OpenAI Agents SDK on a scripted Model, Pydantic AI on
+#    FunctionModel);
 #    clients/typescript/test (node --test: the client, the AI SDK 6 and 7 on MockLanguageModelV3, the OpenAI
 #    Agents JS SDK on a scripted Model). Approvals are voted in the inbox (`POST /api/approvals/{id}`) by other
 #    users, once by a quorum of two; agents killed while waiting are restarted with the same key.
@@ -169,6 +170,13 @@ if want python; then
   run_tests "clients/python unit tests" "$RUN_DIR/python-unit.out" \
     "$VENV/bin/python" -m pytest -p no:cacheprovider "$ROOT/clients/python/tests" || status=$?
   count_pytest "python-unit" "$RUN_DIR/python-unit.out" "$status"
+  log "mypy --strict on clients/python (the package is typed: py.typed)"
+  if (cd "$ROOT/clients/python" && timeout 300 "$VENV/bin/mypy" --strict --cache-dir "$RUN_DIR/mypy" src); then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("python-types")
+  fi
   status=0
   run_tests "python adapters against the server" "$RUN_DIR/python-e2e.out" \
     env TOOLGATE_E2E_URL="$URL" "$VENV/bin/python" -m pytest -p no:cacheprovider "$E2E/python" || status=$?
