@@ -114,3 +114,13 @@ test("ai 7: a denial from toolgate reaches the model with its reason", async () 
   assert.deepEqual(runs, []);
   assert.equal(lastToolResult(model.doGenerateCalls.at(-1).prompt), result.text.replace("tool said: ", ""));
 });
+
+test("ai 6: the approver's edit is what runs", async () => {
+  const memo = newMemo();
+  const runs = [];
+  const votes = decideWhenAsked(memo, [["bob", "approve"]], { editedInput: { amount: 7, memo } });
+  const { text } = await runV6(memo, 700, runs);
+  assert.deepEqual(await votes, [200]);
+  assert.equal(text, "tool said: sent 7");
+  assert.deepEqual(runs, [memo]);
+});

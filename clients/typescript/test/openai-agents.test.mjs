@@ -97,3 +97,13 @@ test("a denial reaches the model as the rejection message", async () => {
   assert.match(output, /^tool said: The call to `transfer_money` was not run: denied: .*not this month/);
   assert.deepEqual(runs, []);
 });
+
+test("the approver's edit is what runs", async () => {
+  const memo = newMemo();
+  const runs = [];
+  const votes = decideWhenAsked(memo, [["bob", "approve"]], { editedInput: { amount: 7, memo } });
+  const { output } = await runAgent(memo, 700, runs);
+  assert.deepEqual(await votes, [200]);
+  assert.equal(output, "tool said: sent 7");
+  assert.deepEqual(runs, [memo]);
+});

@@ -95,3 +95,11 @@ def test_a_denial_reaches_the_model_as_the_rejection_message(memo: str, inbox: I
     assert output.startswith("tool said: The call to `transfer_money` was not run: denied:")
     assert "not this month" in output
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_approvers_edit_is_what_runs(memo: str, inbox: Inbox, tmp_path: Path) -> None:
+    join = inbox.decide_when_asked(memo, [("bob", "approve")], editedInput={"amount": 7, "memo": memo})
+    output, _ = asyncio.run(run_agent(memo, tmp_path / "runs", amount=700))
+    join()
+    assert output == "tool said: sent 7"
+    assert (tmp_path / "runs").read_text().splitlines() == [memo]
