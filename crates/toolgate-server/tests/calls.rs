@@ -234,7 +234,9 @@ async fn retries_attach_to_the_same_call() {
     let inbox = call(&server, "GET", "/api/approvals", "alice", None).await.json();
     assert_eq!(inbox["approvals"].as_array().unwrap().len(), 1, "one approval for both requests");
     // The same key with another input is refused.
-    let other = gate(&server, "alice", json!({"tool": "send_email", "input": {"to": "eve"}, "idempotencyKey": "run-7/step-3"})).await;
+    let other =
+        gate(&server, "alice", json!({"tool": "send_email", "input": {"to": "eve"}, "idempotencyKey": "run-7/step-3"}))
+            .await;
     assert_eq!((other.status, code(&other)), (409, "idempotency_key_reused".to_owned()));
     // Another principal's key is theirs.
     let bobs = gate(&server, "bob", keyed.clone()).await.json();
@@ -398,15 +400,18 @@ async fn across_replicas(first: &Server, second: &Server) {
         tokio::spawn(async move {
             let path = format!("/api/calls/{id}?wait=30s");
             let started = Instant::now();
-            (reqwest::Client::new()
-                .get(format!("http://{addr}{path}"))
-                .header("x-user", "alice")
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap(), started.elapsed())
+            (
+                reqwest::Client::new()
+                    .get(format!("http://{addr}{path}"))
+                    .header("x-user", "alice")
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap(),
+                started.elapsed(),
+            )
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -420,7 +425,8 @@ async fn across_replicas(first: &Server, second: &Server) {
     let mut statuses = [a.status, b.status];
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 409], "one start wins: {} / {}", a.body, b.body);
-    let finished = call(second, "POST", &format!("/api/calls/{id}/finish"), "alice", Some(json!({"output": "ok"}))).await;
+    let finished =
+        call(second, "POST", &format!("/api/calls/{id}/finish"), "alice", Some(json!({"output": "ok"}))).await;
     assert_eq!(finished.status, 200, "{}", finished.body);
     assert_eq!(text(&status(first, "alice", &id).await.json(), "state"), "finished");
 }
@@ -442,7 +448,11 @@ async fn two_replicas_on_one_sqlite_file() {
 #[tokio::test]
 async fn two_replicas_on_one_postgres_database() {
     let Ok(url) = std::env::var("TOOLGATE_TEST_POSTGRES_URL") else {
-        assert_ne!(std::env::var("TOOLGATE_TEST_REQUIRE_POSTGRES").as_deref(), Ok("1"), "no TOOLGATE_TEST_POSTGRES_URL");
+        assert_ne!(
+            std::env::var("TOOLGATE_TEST_REQUIRE_POSTGRES").as_deref(),
+            Ok("1"),
+            "no TOOLGATE_TEST_POSTGRES_URL"
+        );
         eprintln!("note: skipped: TOOLGATE_TEST_POSTGRES_URL is not set (run under scripts/with-postgres.sh)");
         return;
     };

@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use toolgate::ledger::{ApprovalRecord, Millis};
+use toolgate::ledger::ApprovalRecord;
 use utoipa::ToSchema;
 
 use crate::app::AppState;
@@ -256,11 +256,6 @@ fn parse_wait(text: &str) -> Result<Duration, String> {
     Ok(wait)
 }
 
-/// The ledger clock's time `wait` from now.
-fn deadline(state: &AppState, wait: Duration) -> Millis {
-    state.now().saturating_add(Millis::try_from(wait.as_millis()).unwrap_or(Millis::MAX))
-}
-
 /// Waits on a call until it settles or `wait` ends (nothing to wait for: as it is).
 async fn waited(state: &AppState, record: ApprovalRecord, wait: Option<Duration>) -> Result<ApprovalRecord, ApiError> {
     let Some(wait) = wait.filter(|wait| !wait.is_zero() && !calls::settled(&record)) else { return Ok(record) };
@@ -268,7 +263,7 @@ async fn waited(state: &AppState, record: ApprovalRecord, wait: Option<Duration>
     let mut changes = state.inbox_hub().subscribe(&state.signals().watch_approvals(), &config.store);
     // Read again after subscribing: a change between the first read and now is not missed.
     let fresh = config.store.approvals(std::slice::from_ref(&record.approval_id)).await?.pop().unwrap_or(record);
-    calls::wait(config, &mut changes, fresh, deadline(state, wait)).await
+    calls::wait(config, &mut changes, fresh, tokio::time::Instant::now() + wait).await
 }
 
 /// Gates a call for an agent.

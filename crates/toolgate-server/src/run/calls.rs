@@ -366,15 +366,14 @@ pub(crate) async fn find(
     }
 }
 
-/// When a wait on `record` must look again by itself: when it expires
-/// (pending) or its lease lapses (started), if before `deadline`.
-fn wake_at(record: &ApprovalRecord, deadline: Millis) -> Millis {
-    let due = match record.state {
-        ApprovalState::Pending => record.expires_at,
-        ApprovalState::Executing => record.lease.as_ref().map_or(deadline, |lease| lease.until),
-        _ => deadline,
-    };
-    due.min(deadline)
+/// When a wait on `record` must look again by itself (the ledger clock's
+/// time): when it expires (pending) or its lease lapses (started).
+fn wake_at(record: &ApprovalRecord) -> Option<Millis> {
+    match record.state {
+        ApprovalState::Pending => Some(record.expires_at),
+        ApprovalState::Executing => record.lease.as_ref().map(|lease| lease.until),
+        _ => None,
+    }
 }
 
 /// Whether a wait on a call stops at this state: anything but pending or started.
@@ -382,34 +381,38 @@ pub(crate) fn settled(record: &ApprovalRecord) -> bool {
     !matches!(record.state, ApprovalState::Pending | ApprovalState::Executing)
 }
 
-/// Waits until the call `record` is settled ([`settled`]) or `deadline` (the
-/// ledger clock's time) passes, woken by `changes` (the process's follower
-/// of the store: a vote here answers at once, one on another replica within
-/// its poll) and by the record's own expiry or lease. Returns it as it stands.
+/// Waits until the call `record` is settled ([`settled`]) or `until` passes,
+/// woken by `changes` (the process's follower of the store: a vote here
+/// answers at once, one on another replica within its poll) and by the
+/// record's own expiry or lease (the ledger clock's). Returns it as it stands.
 pub(crate) async fn wait(
     config: &LedgerConfig,
     changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>,
     mut record: ApprovalRecord,
-    deadline: Millis,
+    until: tokio::time::Instant,
 ) -> Result<ApprovalRecord, ApiError> {
     loop {
-        let now = config.clock.now();
-        if settled(&record) || now >= deadline {
+        let now = tokio::time::Instant::now();
+        if settled(&record) || now >= until {
             return Ok(record);
         }
-        let sleep = Duration::from_millis(u64::try_from(wake_at(&record, deadline) - now).unwrap_or(0).max(1));
-        let woken = tokio::time::timeout(sleep, next_change(changes, &record)).await;
-        let id = record.approval_id.clone();
-        if woken.is_err() || woken.is_ok_and(|changed| changed) {
+        let due = wake_at(&record).map(|at| {
+            let left = u64::try_from(at.saturating_sub(config.clock.now())).unwrap_or(0);
+            now + Duration::from_millis(left.max(1))
+        });
+        let wake = due.map_or(until, |due| due.min(until));
+        let woken = tokio::time::timeout_at(wake, next_change(changes, &record)).await;
+        if woken.is_ok() || due.is_some_and(|due| due <= tokio::time::Instant::now()) {
+            let id = record.approval_id.clone();
             let fresh = config.store.approvals(std::slice::from_ref(&id)).await?.pop().ok_or_else(|| unknown(&id))?;
             record = current(config, fresh).await?;
         }
     }
 }
 
-/// Completes when a batch of changes names `record`'s call (`true`), or the
-/// follower is lost or fell behind (`true`: read it again).
-async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>, record: &ApprovalRecord) -> bool {
+/// Completes when a batch of changes names `record`'s call, or the
+/// follower fell behind (read it again).
+async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>, record: &ApprovalRecord) {
     loop {
         match changes.recv().await {
             Ok(batch) => {
@@ -419,10 +422,10 @@ async fn next_change(changes: &mut broadcast::Receiver<Arc<Vec<ApprovalRecord>>>
                             && changed.conversation_id == record.conversation_id)
                 };
                 if batch.iter().any(same_call) {
-                    return true;
+                    return;
                 }
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => return true,
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
             Err(broadcast::error::RecvError::Closed) => {
                 std::future::pending::<()>().await;
             }
