@@ -87,6 +87,7 @@ pub mod oidc;
 mod run;
 mod running;
 mod signals;
+pub mod telemetry;
 mod trace;
 mod workers;
 
