@@ -99,11 +99,20 @@ fn install_subscriber(command: &Command, telemetry: Option<&Telemetry>) {
         Command::Chat(args) => args.trace_content,
         _ => false,
     };
+    let Some(telemetry) = telemetry else {
+        // Without traces, the logs alone, as ever: the spans kept for traces are never even created.
+        let logs = match format!("{}=off", telemetry::SPAN_TARGET).parse() {
+            Ok(directive) => logs.add_directive(directive),
+            Err(_) => logs,
+        };
+        tracing_subscriber::fmt().with_env_filter(logs).with_writer(std::io::stderr).init();
+        return;
+    };
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(logs.and(telemetry::logs_only())),
         )
-        .with(telemetry.map(|telemetry| telemetry.layer(content)))
+        .with(telemetry.layer(content))
         .init();
 }
 
