@@ -10,6 +10,9 @@
 # command with
 #   TOOLGATE_TEST_POSTGRES_URL=postgres://USER@127.0.0.1:PORT/toolgate
 #   TOOLGATE_TEST_REQUIRE_POSTGRES=1
+#   TOOLGATE_TEST_POSTGRES_CTL=A SCRIPT  (`$TOOLGATE_TEST_POSTGRES_CTL stop` and `... start` stop the
+#                                         cluster and start it again on the same port, for the tests
+#                                         of what a server does while its database is down)
 # The server is stopped and the temp dir removed on every exit path; the
 # script exits with the command's status. The command runs in the foreground
 # (it keeps the terminal): Ctrl-C or a signal to the process group stops both
@@ -56,6 +59,7 @@ if [ "$(id -u)" -eq 0 ]; then
       id "$pguser" >/dev/null 2>&1 || pguser=nobody
   fi
   as_pg() { runuser -u "$pguser" -- "$@"; }
+  pguser_prefix="runuser -u $pguser --"
 else
   pguser=$(id -un)
   as_pg() { "$@"; }
@@ -147,7 +151,20 @@ fi
 
 "$bindir/createdb" -h 127.0.0.1 -p "$port" -U "$pguser" toolgate
 
+# `stop` or `start` the cluster as it was started (same port, same options).
+cat >"$tmp/pg-ctl.sh" <<CTL
+#!/usr/bin/env bash
+set -euo pipefail
+case "\${1:-}" in
+  stop) ${pguser_prefix:-} "$bindir/pg_ctl" -D "$data" -m fast -w -t 30 stop ;;
+  start) ${pguser_prefix:-} "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -o "$options" -w -t 60 start ;;
+  *) echo "usage: \$0 stop|start" >&2; exit 2 ;;
+esac
+CTL
+chmod 755 "$tmp/pg-ctl.sh"
+
 export TOOLGATE_TEST_POSTGRES_URL="postgres://$pguser@127.0.0.1:$port/toolgate"
+export TOOLGATE_TEST_POSTGRES_CTL="$tmp/pg-ctl.sh"
 export TOOLGATE_TEST_REQUIRE_POSTGRES=1
 say "$("$bindir/postgres" --version | sed "s/^postgres (PostgreSQL) /PostgreSQL /") at $TOOLGATE_TEST_POSTGRES_URL"
 

@@ -15,6 +15,7 @@ mod tools;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use toolgate_server::telemetry::{self, Telemetry};
 
 /// mimalloc instead of the system allocator: a request allocates many small
 /// values, and mimalloc serves them faster (see the book's Benchmarks chapter, docs/src/benchmarks.md).
@@ -78,20 +79,45 @@ fn model_command(_: ModelCommand) -> anyhow::Result<ExitCode> {
     anyhow::bail!("this toolgate was built without the `local` feature")
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Logs on stderr (`TOOLGATE_LOG`), and trace spans exported over OTLP when
+/// the environment asks for them (`toolgate_server::telemetry`).
+fn install_subscriber(command: &Command, telemetry: Option<&Telemetry>) {
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
+
     // The chat shares the terminal with its logs, and the inbox prints for people: only warnings unless asked.
-    let default_filter = if matches!(cli.command, Command::Chat(_) | Command::Approvals(_) | Command::McpGateway(_)) {
+    let default_filter = if matches!(command, Command::Chat(_) | Command::Approvals(_) | Command::McpGateway(_)) {
         "warn"
     } else {
         "info"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| default_filter.into()),
+    let logs = EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| default_filter.into());
+    let content = match command {
+        Command::Serve(args) => args.trace_content,
+        Command::Chat(args) => args.trace_content,
+        _ => false,
+    };
+    let Some(telemetry) = telemetry else {
+        // Without traces, the logs alone, as ever: the spans kept for traces are never even created.
+        let logs = match format!("{}=off", telemetry::SPAN_TARGET).parse() {
+            Ok(directive) => logs.add_directive(directive),
+            Err(_) => logs,
+        };
+        tracing_subscriber::fmt().with_env_filter(logs).with_writer(std::io::stderr).init();
+        return;
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(logs.and(telemetry::logs_only())),
         )
-        .with_writer(std::io::stderr)
+        .with(telemetry.layer(content))
         .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -99,6 +125,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The gRPC exporter needs the runtime it exports on.
+    let telemetry = match runtime.block_on(async { Telemetry::from_env() }) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("toolgate: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    install_subscriber(&cli.command, telemetry.as_ref());
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
@@ -111,6 +146,10 @@ fn main() -> ExitCode {
             Command::Model(command) => model_command(command),
         }
     });
+    // The spans not exported yet, while the runtime (which a gRPC export needs) still runs.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     match outcome {
         Ok(code) => code,
         Err(error) => {

@@ -48,6 +48,11 @@ pub struct ServeArgs {
     /// Append every model prompt to this file as JSON lines.
     #[arg(long)]
     trace_prompts: Option<PathBuf>,
+    /// Record tool inputs and outputs on the exported trace spans (`gen_ai.tool.call.arguments` and
+    /// `gen_ai.tool.call.result`); they may hold secrets, so they are left out unless this is given.
+    /// Traces are exported when an OTEL_* variable is set (OTEL_EXPORTER_OTLP_ENDPOINT, ...).
+    #[arg(long)]
+    pub(crate) trace_content: bool,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]

@@ -11,6 +11,11 @@
 //! approval goes through the ledger and the conversation is kept server-side.
 //! `TOOLGATE_STORE_SYNC=full` opens it as `toolgate serve --store-sync full` does.
 //!
+//! Traces are exported as `toolgate serve` exports them when an `OTEL_*`
+//! variable is set (`OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`, with
+//! `toolgate-bench`'s `otlp_sink` there), and `TOOLGATE_BENCH_SCRAPE=1` reads
+//! `GET /metrics` every second as a Prometheus would (`scripts/bench-traces.sh`).
+//!
 //! Bounded: a fixed number of conversations, only 127.0.0.1, and a timeout on
 //! every request.
 
@@ -125,6 +130,21 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// Reads `url` every second, as a Prometheus scraper would, until the process ends.
+async fn scrape(url: String) {
+    let client = reqwest::Client::new();
+    loop {
+        match client.get(&url).send().await {
+            Ok(response) if response.status().is_success() => {
+                let _ = response.text().await;
+            }
+            Ok(response) => eprintln!("GET /metrics: HTTP {}", response.status()),
+            Err(error) => eprintln!("GET /metrics: {error}"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -144,10 +164,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spec = toolgate_store::StoreSpec::parse(&store_text, &dir)?;
     let sync = toolgate_store::StoreSync::parse(&std::env::var("TOOLGATE_STORE_SYNC").unwrap_or("normal".into()))?;
     config.ledger = toolgate_store::open_store_synced(&spec, sync).await?.map(toolgate::ledger::LedgerConfig::new);
+    let telemetry = toolgate_server::telemetry::Telemetry::from_env()?;
+    if let Some(telemetry) = &telemetry {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        tracing_subscriber::registry().with(telemetry.layer(false)).init();
+    }
     let state = AppState::new(config, Arc::new(EchoModel))?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/api/chat", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}/api/chat");
     tokio::spawn(serve_listener(listener, state, std::future::pending()));
+    if std::env::var("TOOLGATE_BENCH_SCRAPE").as_deref() == Ok("1") {
+        tokio::spawn(scrape(format!("http://{addr}/metrics")));
+    }
 
     let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let post = |body: Value| {
@@ -195,6 +225,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect()
         .await;
     let elapsed = started.elapsed();
+    // The spans still in the batch, sent after the measured interval.
+    if let Some(telemetry) = telemetry {
+        tokio::task::spawn_blocking(move || telemetry.shutdown()).await?;
+    }
 
     let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     let mut latencies: Vec<Duration> = results.iter().filter_map(|r| r.as_ref().ok()).flatten().copied().collect();

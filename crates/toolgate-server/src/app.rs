@@ -26,6 +26,7 @@ use crate::metrics::model::TimedModel;
 use crate::metrics::store::MeteredStore;
 use crate::run::context::{RunContext, RunParts};
 use crate::signals::Signals;
+use crate::telemetry::model::TracedModel;
 use crate::trace::TraceFile;
 use toolgate_auth::ApprovalSecret;
 use toolgate_auth::PrincipalSource;
@@ -146,6 +147,7 @@ impl AppState {
         }
         let trace = config.trace_prompts.as_deref().map(TraceFile::open).transpose()?;
         let model: SharedModel = Arc::new(TimedModel::new(model, metrics.clone()));
+        let model: SharedModel = if crate::telemetry::enabled() { Arc::new(TracedModel::new(model)) } else { model };
         let model: SharedModel = match &trace {
             Some(trace) => Arc::new(ObservedModel::with_observer(model, trace.clone())),
             None => model,

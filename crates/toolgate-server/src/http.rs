@@ -17,6 +17,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
+use tracing::Instrument;
 
 use crate::error::ApiError;
 
@@ -56,13 +57,17 @@ pub(crate) fn detached_sse(
     headers: &[(&'static str, &'static str)],
 ) -> Response {
     let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(FRAME_BUFFER);
-    tokio::spawn(async move {
-        let mut frames = std::pin::pin!(frames);
-        let mut connected = true;
-        while let Some(frame) = frames.next().await {
-            connected = connected && sender.send(frame).await.is_ok();
+    // In the request's span (when traces are exported): the run is part of the request.
+    tokio::spawn(
+        async move {
+            let mut frames = std::pin::pin!(frames);
+            let mut connected = true;
+            while let Some(frame) = frames.next().await {
+                connected = connected && sender.send(frame).await.is_ok();
+            }
         }
-    });
+        .in_current_span(),
+    );
     // Every frame that is ready goes out in one write.
     let frames = futures::stream::unfold(receiver, |mut receiver| async move {
         let first = receiver.recv().await?;

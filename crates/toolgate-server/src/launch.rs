@@ -81,6 +81,10 @@ pub async fn serve_listener(
         task.abort();
     }
     state.flush_trace();
+    // The spans of the last requests: the exporter's thread sends them (it blocks until it answers).
+    if crate::telemetry::enabled() && tokio::task::spawn_blocking(crate::telemetry::flush).await.is_err() {
+        tracing::warn!("cannot export the last spans");
+    }
     served
 }
 

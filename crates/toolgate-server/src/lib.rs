@@ -66,7 +66,8 @@
 //! 6. The ground, which imports nothing above it: an approval as the wire
 //!    shows it ([`approval_item()`]), [`ApiError`], the process's signals,
 //!    the running responses, the notification channels and link tokens
-//!    ([`notify`]), the prompt trace ([`TraceFile`]) and the `Host` guard.
+//!    ([`notify`]), the prompt trace ([`TraceFile`]), the `Host` guard, the
+//!    Prometheus [`metrics`] and the OpenTelemetry traces ([`telemetry`]).
 //!
 //! Words: a client *resumes* a stream (`GET /api/chat/{id}/stream`, the AI
 //! SDK's resumable streams; an AG-UI client's resume is that protocol's
@@ -87,6 +88,7 @@ pub mod oidc;
 mod run;
 mod running;
 mod signals;
+pub mod telemetry;
 mod trace;
 mod workers;
 

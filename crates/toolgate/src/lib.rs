@@ -128,8 +128,8 @@ pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, 
 
 pub use approval::lifecycle::Decision;
 pub use engine::{
-    ApprovalRequest, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StepResult, StopCondition, StopFn,
-    TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
+    ApprovalRequest, CONTENT_TARGET, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, SPAN_TARGET, StepResult,
+    StopCondition, StopFn, TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
 };
 pub use error::{AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};

@@ -65,6 +65,10 @@ pub struct ChatArgs {
     /// `toolgate model pull` installs), run in this process.
     #[arg(long, conflicts_with = "server")]
     model: Option<String>,
+    /// Record tool inputs and outputs on the exported trace spans of the tools run in this process
+    /// (traces are exported when an OTEL_* variable is set, as for `toolgate serve`).
+    #[arg(long)]
+    pub(crate) trace_content: bool,
     /// Chat with a running server instead: `http://HOST:PORT` (the chat endpoint `/api/chat` is added) or the
     /// endpoint's full URL. `TOOLGATE_TOKEN`, if set, is sent as a bearer token.
     #[arg(long)]

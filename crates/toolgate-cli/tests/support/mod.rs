@@ -36,12 +36,18 @@ pub struct Served {
 impl Served {
     /// Starts `toolgate serve --addr 127.0.0.1:0 ARGS` and waits until it logs its address.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Served::start`] with these environment variables set for the server alone.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(args)
             .env("TOOLGATE_LOG", "info")
             .env_remove("TOOLGATE_STORE")
             .env_remove("TOOLGATE_APPROVAL_SECRET")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -62,6 +68,14 @@ impl Served {
     /// The chat endpoint.
     pub fn chat_endpoint(&self) -> String {
         format!("{}/api/chat", self.url)
+    }
+}
+
+impl Served {
+    /// Asks the server to shut down (SIGTERM) and waits until it has.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
     }
 }
 

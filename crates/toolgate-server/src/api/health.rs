@@ -2,13 +2,19 @@
 //! all; it reads nothing (not the store, not the model).
 //!
 //! `GET /readyz`: readiness, for load balancers. 200 `ready` when the store
-//! answers and its schema is this build's (or there is no store); else 503
-//! `not_ready` with the reason.
+//! answers (within [`READY_TIMEOUT`]) and its schema is this build's (or
+//! there is no store); else 503 `not_ready` with the reason.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 
+use std::time::Duration;
+
 use crate::app::AppState;
+
+/// How long `GET /readyz` waits for the store: a load balancer asks often,
+/// and a store that takes longer is not ready for requests either.
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(2);
 use crate::error::{ApiError, ErrorBody};
 
 /// Liveness: the server answers.
@@ -37,9 +43,11 @@ pub(crate) async fn healthz() -> &'static str {
 )]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiError> {
     let Some(ledger) = &state.config().ledger else { return Ok("ready") };
-    ledger.store.ready().await.map_err(|error| {
-        tracing::warn!(%error, "not ready");
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", error.to_string())
-    })?;
-    Ok("ready")
+    let reason = match tokio::time::timeout(READY_TIMEOUT, ledger.store.ready()).await {
+        Ok(Ok(())) => return Ok("ready"),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("the store did not answer within {} s", READY_TIMEOUT.as_secs()),
+    };
+    tracing::warn!(%reason, "not ready");
+    Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason))
 }

@@ -153,6 +153,7 @@ pub fn router(state: AppState) -> Router {
     routes
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(metrics, crate::metrics::http::track))
+        .layer(middleware::from_fn(crate::telemetry::http::trace))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -41,6 +41,7 @@ impl MeteredStore {
             {
                 let waited = Duration::from_millis(u64::try_from(transition.at - record.issued_at).unwrap_or(0));
                 self.metrics.decided(outcome, waited);
+                crate::telemetry::approval::decided(record, outcome);
             }
             if let Some(outcome) = call_ended(transition.from, transition.to) {
                 self.metrics.tool_call(&record.tool_name, outcome);
@@ -86,7 +87,10 @@ macro_rules! timed {
 
 impl ApprovalStore for MeteredStore {
     fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
-        Box::pin(async move { timed!(self, "issue", self.inner.issue(records, events)) })
+        Box::pin(async move {
+            let events = crate::telemetry::approval::issued(records, events);
+            timed!(self, "issue", self.inner.issue(records, &events))
+        })
     }
 
     fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {

@@ -21,6 +21,7 @@ use toolgate::ledger::{
     ApprovalRecord, AuditEvent, AuditKind, ContinuationClaim, LedgerConfig, Millis, conversation_name,
 };
 use toolgate_ui::parse_ui_messages;
+use tracing::Instrument;
 
 use super::context::RunContext;
 use super::step::{Step, answer_from_records, open_step};
@@ -64,6 +65,8 @@ pub(crate) async fn continue_conversation(
     }
     answer_from_records(&mut messages[index], &records);
     observe_lag(context, &records);
+    // Linked to the traces that asked (when traces are exported).
+    let span = crate::telemetry::approval::continuation(store.as_ref(), name, &records).await;
     let mut conversation = ledger.owned(owner.as_deref(), name);
     conversation.principal.clone_from(&owner);
     let principal = owner;
@@ -81,8 +84,8 @@ pub(crate) async fn continue_conversation(
         version: Some(stored.version),
         step: Step::Ready { approval_ids: ids, claim: None },
     };
-    let frames = run_stored(context, run).await?;
-    frames.for_each(|_| async {}).await;
+    let frames = run_stored(context, run).instrument(span.clone()).await?;
+    frames.for_each(|_| async {}).instrument(span).await;
     Ok(())
 }
 

@@ -6,6 +6,11 @@
 //! such as denials) are emitted in the order of the calls, a call's as soon
 //! as it and every call before it are done. A handler error or panic becomes
 //! a `tool-error`, never a failed turn. Outcomes come back in call order.
+//!
+//! Each run is inside an `execute_tool` span of target [`SPAN_TARGET`] (the
+//! OpenTelemetry GenAI conventions' tool execution span; whoever installs the
+//! subscriber decides whether it is recorded). The call's input and output
+//! are recorded on it only when a subscriber enables [`CONTENT_TARGET`].
 
 use std::sync::Arc;
 
@@ -16,8 +21,19 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput, ToolResultPart};
 
+use tracing::Instrument;
+
 use super::stream::Emitter;
 use crate::tool::{PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
+
+/// The target of the spans the engine opens for tracing (`execute_tool`):
+/// a subscriber exporting traces enables it, one writing logs leaves it out.
+pub const SPAN_TARGET: &str = "toolgate::otel";
+
+/// The target a subscriber enables to have tool inputs and outputs recorded
+/// on the spans (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`):
+/// they may hold secrets, so they are left out unless it does.
+pub const CONTENT_TARGET: &str = "toolgate::otel::content";
 
 /// A call ready to run.
 pub(crate) struct ToolRun {
@@ -168,10 +184,14 @@ pub(crate) async fn execute_all(
             .with_cancellation(cancellation.child_token())
             .with_preliminary(sink);
         tracing::debug!(tool = run.tool.name(), tool_call_id = %run.call.tool_call_id, "running tool");
+        let span = tool_span(&run.call, &run.tool);
+        let recorded = span.clone();
         async move {
             let output = run.tool.run(run.call.input.clone(), context).await;
+            record_output(&recorded, &output);
             (index, output)
         }
+        .instrument(span)
     };
     for (index, run) in queue.by_ref().take(concurrency) {
         running.push(start(index, run));
@@ -209,6 +229,51 @@ pub(crate) async fn execute_all(
         }
     }
     outcomes.into_iter().flatten().collect()
+}
+
+/// The `execute_tool {tool}` span of a run (disabled, and free, when no
+/// subscriber wants [`SPAN_TARGET`]), with the input when content is recorded.
+fn tool_span(call: &ToolCallPart, tool: &Tool) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "execute_tool",
+        otel.name = format!("execute_tool {}", tool.name()),
+        otel.kind = "internal",
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool.name(),
+        gen_ai.tool.call.id = call.tool_call_id.as_str(),
+        gen_ai.tool.type = if tool.is_dynamic() { "extension" } else { "function" },
+        gen_ai.tool.call.arguments = tracing::field::Empty,
+        gen_ai.tool.call.result = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    if !span.is_disabled() && tracing::enabled!(target: CONTENT_TARGET, tracing::Level::INFO) {
+        span.record("gen_ai.tool.call.arguments", call.input.to_string());
+    }
+    span
+}
+
+/// Records how a run ended on its span: an error's type, and the output
+/// when content is recorded.
+fn record_output(span: &tracing::Span, output: &Result<Value, ToolError>) {
+    if span.is_disabled() {
+        return;
+    }
+    let content = tracing::enabled!(target: CONTENT_TARGET, tracing::Level::INFO);
+    match output {
+        Ok(value) if content => {
+            span.record("gen_ai.tool.call.result", value.to_string());
+        }
+        Ok(_) => {}
+        Err(error) => {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", "tool_error");
+            if content {
+                span.record("gen_ai.tool.call.result", error.to_value().to_string());
+            }
+        }
+    }
 }
 
 /// Emits the final parts that are ready, in order, up to the first that is not.

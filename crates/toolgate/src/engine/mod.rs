@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{ModelMessage, ToolPart, ToolResultOutput, normalize_approvals};
 use tracing::Instrument;
 
+pub use execute::{CONTENT_TARGET, SPAN_TARGET};
 pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, StopFn, TextRequest};
 pub use result::{ApprovalRequest, StepResult, TextResult};
 pub use step::UNKNOWN_CALL_APPROVAL;

@@ -10,6 +10,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, ContinuationClaim, Ledger, StoredConversation};
 use toolgate_agui::{ResumeEntry, RunAgentInput, STATE_KEY};
+use tracing::Instrument;
 
 use super::thread::StoredThread;
 use super::{AGUI_PREFIX, ThreadRun, stored_frames};
@@ -48,6 +49,8 @@ pub(crate) async fn continue_thread(
     let principal = conversation.owner.clone();
     let data = json!({"executor": ledger.executor, "generation": claim.generation, "approvals": ids});
     observe_lag(context, &records);
+    // Linked to the traces that asked (when traces are exported).
+    let span = crate::telemetry::approval::continuation(store.as_ref(), id, &records).await;
     store.append(&[continued_event(&records[0].1, &principal, ledger.clock.now(), data)]).await?;
     tracing::info!(thread = %key, approvals = ids.len(), "continuing the AG-UI thread on the server");
     // The client's view ends where it paused, unless an earlier continuation already marked it.
@@ -60,7 +63,7 @@ pub(crate) async fn continue_thread(
         ledger: conversation,
         thread,
     };
-    stored_frames(context.clone(), run, input, None).for_each(|_| async {}).await;
+    stored_frames(context.clone(), run, input, None).for_each(|_| async {}).instrument(span).await;
     Ok(())
 }
 
