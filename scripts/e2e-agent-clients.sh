@@ -115,10 +115,8 @@ chmod 600 "$RUN_DIR/tokens.json"
 URL=""
 for attempt in 1 2 3; do
   port="$(free_port)"
-  # --retry-window given: `serve`'s default (10m) is refused by the flag's own parser (it takes the --retain
-  # parser, an hour at least); drop it once that is mended.
   "$BIN" serve --tools none --model "script:$E2E/server/model.json" --config "$E2E/server/config.toml" \
-    --tokens-file "$RUN_DIR/tokens.json" --data-dir "$RUN_DIR/data" --retry-window 1h \
+    --tokens-file "$RUN_DIR/tokens.json" --data-dir "$RUN_DIR/data" \
     --addr "127.0.0.1:$port" >"$RUN_DIR/server.log" 2>&1 &
   SERVER_PID=$!
   deadline=$(( $(date +%s) + HEALTH_TIMEOUT_SECS ))

@@ -88,7 +88,7 @@ pub struct GatewayArgs {
 }
 
 /// A duration such as `50s` or `10m`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))
 }
 

@@ -103,7 +103,7 @@ pub struct ServeArgs {
     public_url: Option<String>,
     /// How long after its final state an identical call to POST /api/calls (same tool and input, no
     /// idempotencyKey) still attaches to it instead of being gated again.
-    #[arg(long, value_name = "DURATION", value_parser = parse_retain, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::gateway::parse_duration, default_value = "10m")]
     retry_window: Duration,
     /// Also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback names and the
     /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
@@ -325,7 +325,7 @@ async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Resu
 /// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
 /// A retention period of at least one hour.
 fn parse_retain(text: &str) -> Result<Duration, String> {
-    let retain = humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))?;
+    let retain = crate::gateway::parse_duration(text)?;
     if retain < Duration::from_secs(60 * 60) {
         return Err(format!("`{text}` is shorter than an hour"));
     }
@@ -363,6 +363,14 @@ mod tests {
         assert!(anonymous_addr_refused(open, false, true).is_ok());
         assert!(anonymous_addr_refused("127.0.0.1:3913".parse().unwrap(), false, false).is_ok());
         assert!(parse(&["--addr", "0.0.0.0:3913", "--insecure-anonymous"]).unwrap().insecure_anonymous);
+    }
+
+    #[test]
+    fn the_defaults_parse() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.retry_window, Duration::from_secs(10 * 60));
+        assert_eq!(parse(&["--retry-window", "30s"]).unwrap().retry_window, Duration::from_secs(30));
+        assert!(parse(&["--retry-window", "soon"]).is_err());
     }
 
     #[test]
