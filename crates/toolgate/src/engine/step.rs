@@ -30,8 +30,8 @@ use toolgate_protocol::{
     ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
 };
 
-use super::execute::{ToolRun, Work, error_part, execute_all, result_part};
-use super::ledger::record_issued;
+use super::execute::{ToolOutcome, ToolRun, Work, error_part, execute_all, result_part};
+use super::ledger::{direct_events, record_issued, record_outcomes};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
@@ -446,6 +446,20 @@ async fn act_on_calls(
 
     let work = runs.into_iter().map(Work::Run).collect();
     let outcomes = execute_all(work, context.request.tool_concurrency, context.cancellation, out).await;
+    if let Some(ledger) = &context.request.ledger {
+        let ran: Vec<&ToolOutcome> = outcomes.iter().collect();
+        let refused: Vec<(&ToolCallPart, &str)> = transcript
+            .calls
+            .iter()
+            .filter_map(|call| match &call.class {
+                CallClass::Denied(reason) => Some((&call.part, reason.as_str())),
+                _ => None,
+            })
+            .collect();
+        if let Some(warning) = record_outcomes(ledger, &[], &direct_events(ledger, &ran, &refused)).await {
+            out.emit(warning).await;
+        }
+    }
     results.extend(run_positions.into_iter().zip(outcomes.iter().map(|outcome| outcome.to_result_part())));
     results.sort_by_key(|(position, _)| *position);
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
