@@ -113,6 +113,7 @@ impl Gateway {
             Some(session.identity.principal.clone()),
             self.ledger.clock.now(),
         )
+        .with_history(Arc::clone(&self.ledger.store), Arc::clone(&self.ledger.groups))
     }
 
     /// What the engine would decide about this call of an upstream tool:

@@ -16,13 +16,19 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use std::collections::BTreeMap;
 use tokio::sync::OnceCell;
-use toolgate::ledger::{ConversationStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
+
+use toolgate::ledger::{
+    ConversationStore, DecisionQuery, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError, StoreFuture,
+    StoredDecision,
+};
 use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
 
 use crate::compile::Policy;
-use crate::evaluate;
+use crate::evaluate::{self, Facts};
 use crate::explain::Explanation;
+use crate::history::HistoryTerm;
 use crate::sticky::{StickyDecision, scope_covers};
 
 /// Decodes one stored row; a body that does not decode or disagrees with the
@@ -94,6 +100,15 @@ impl<S: DecisionSource + ?Sized> DecisionSource for Shared<S> {
     }
 }
 
+/// Holds any shared history store, sized or not, as one trait object.
+struct SharedHistory<S: ?Sized>(Arc<S>);
+
+impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+        self.0.history(query)
+    }
+}
+
 /// The decisions that apply to one request, as read from the store.
 #[derive(Debug)]
 struct Loaded {
@@ -113,6 +128,14 @@ pub struct StoredGate {
     principal: Option<String>,
     now: Millis,
     loaded: OnceCell<Result<Loaded, StoreError>>,
+    history: Option<HistorySource>,
+}
+
+/// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
+#[derive(Clone)]
+struct HistorySource {
+    store: Arc<dyn HistoryStore>,
+    groups: Arc<BTreeMap<String, Vec<String>>>,
 }
 
 impl std::fmt::Debug for StoredGate {
@@ -122,6 +145,7 @@ impl std::fmt::Debug for StoredGate {
             .field("conversation_id", &self.conversation_id)
             .field("principal", &self.principal)
             .field("now", &self.now)
+            .field("history", &self.history.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +162,19 @@ impl StoredGate {
         now: Millis,
     ) -> Self {
         let store = Box::new(Shared(store));
-        Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new() }
+        Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new(), history: None }
+    }
+
+    /// This gate with the ledger's history: its rules' history terms count
+    /// the calls `store` recorded, a `group:NAME` scope the members `groups`
+    /// lists. Without it, every history term is unknown (fails closed).
+    pub fn with_history<S: HistoryStore + ?Sized + 'static>(
+        mut self,
+        store: Arc<S>,
+        groups: Arc<BTreeMap<String, Vec<String>>>,
+    ) -> Self {
+        self.history = Some(HistorySource { store: Arc::new(SharedHistory(store)), groups });
+        self
     }
 
     /// This gate with its own decisions already read: what the store returned
@@ -166,10 +202,12 @@ impl StoredGate {
             Ok(loaded) => loaded,
             Err(error) => {
                 tracing::warn!(tool = call.tool_name, %error, "sticky decisions unreadable; approval required");
-                return fail_closed(evaluate::decide(&self.policy, &[], &call, self.now), &error.to_string());
+                let facts = self.facts(&call).await;
+                return fail_closed(evaluate::decide(&self.policy, &[], &call, self.now, &facts), &error.to_string());
             }
         };
-        let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now);
+        let facts = self.facts(&call).await;
+        let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now, &facts);
         match loaded.corrupt.iter().find(|(row, _)| could_decide(row, &call, self.now)) {
             Some((_, error)) => {
                 tracing::warn!(tool = call.tool_name, %error, "corrupt sticky decision; approval required");
@@ -183,7 +221,44 @@ impl StoredGate {
     pub async fn explain(&self, call: &GateCall<'_>) -> Result<Explanation, StoreError> {
         let call = self.complete(call);
         let loaded = self.load(&call).await?;
-        Ok(evaluate::explain(&self.policy, &loaded.decisions, &call, self.now))
+        let facts = self.facts(&call).await;
+        Ok(evaluate::explain(&self.policy, &loaded.decisions, &call, self.now, &facts))
+    }
+
+    /// What each history term whose rule's matchers match the call finds,
+    /// from one read of the store (the widest window and scope they need).
+    async fn facts(&self, call: &GateCall<'_>) -> Facts {
+        let rules = self.policy.rules();
+        let wanted: Vec<(usize, &HistoryTerm)> = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(index, rule)| rule.history().filter(|_| rule.matches(call)).map(|term| (index, term)))
+            .collect();
+        if wanted.is_empty() {
+            return Facts::default();
+        }
+        let Some(source) = &self.history else {
+            return Facts::unknown(&self.policy, call, "no store keeps the calls that ran");
+        };
+        let members = |group: &str| source.groups.get(group).cloned().unwrap_or_default();
+        let queries: Vec<HistoryQuery> = wanted.iter().map(|(_, term)| term.query(call, self.now, members)).collect();
+        let read = HistoryQuery {
+            since: queries.iter().map(|query| query.since).min().unwrap_or(self.now),
+            scope: common_scope(&queries),
+            include_pending: queries.iter().any(|query| query.include_pending),
+        };
+        let entries = match source.store.history(&read).await {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::warn!(tool = call.tool_name, %error, "history unreadable; approval required");
+                return Facts::unknown(&self.policy, call, &format!("the history could not be read: {error}"));
+            }
+        };
+        let mut facts = vec![None; rules.len()];
+        for ((index, term), query) in wanted.into_iter().zip(&queries) {
+            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries, self.now));
+        }
+        Facts::new(facts)
     }
 
     /// The call with this gate's conversation and principal where it names none.
@@ -251,6 +326,14 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
     row.is_live(now)
         && row.tool_name == call.tool_name
         && scope_covers(&row.scope, call.conversation_id, call.principal)
+}
+
+/// The one scope that covers every query: theirs when they agree, else everyone.
+fn common_scope(queries: &[HistoryQuery]) -> HistoryScope {
+    match queries.split_first() {
+        Some((first, rest)) if rest.iter().all(|query| query.scope == first.scope) => first.scope.clone(),
+        _ => HistoryScope::Everyone,
+    }
 }
 
 /// A file or sticky deny stands; anything else becomes a question.

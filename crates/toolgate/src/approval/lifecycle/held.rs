@@ -255,7 +255,8 @@ pub(crate) fn decision_events(
     let event = |kind, data| ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data);
     match decision {
         Decision::Approve { edited_input } => {
-            let mut events = vec![event(AuditKind::Approved, json!({"input": record.input}))];
+            let mut events =
+                vec![event(AuditKind::Approved, json!({"toolName": record.tool_name, "input": record.input}))];
             if let Some(edit) = edited_input {
                 events.push(event(AuditKind::Edited, json!({"originalInput": record.input, "editedInput": edit})));
             }
