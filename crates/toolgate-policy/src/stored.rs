@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use tokio::sync::OnceCell;
 
 use toolgate::ledger::{
-    ConversationStore, DecisionQuery, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError, StoreFuture,
-    StoredDecision,
+    ConversationStore, DecisionQuery, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError,
+    StoreFuture, StoredDecision,
 };
 use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
 
@@ -107,6 +107,14 @@ impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
     fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
         self.0.history(query)
     }
+
+    fn append_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        events: &'a [toolgate::ledger::AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        self.0.append_if(guards, events)
+    }
 }
 
 /// The decisions that apply to one request, as read from the store.
@@ -129,6 +137,8 @@ pub struct StoredGate {
     now: Millis,
     loaded: OnceCell<Result<Loaded, StoreError>>,
     history: Option<HistorySource>,
+    /// The history each call's last verdict rested on, by tool call id (see [`CallGate::guards`]).
+    judged: std::sync::Mutex<std::collections::HashMap<String, Vec<HistoryGuard>>>,
 }
 
 /// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
@@ -162,7 +172,8 @@ impl StoredGate {
         now: Millis,
     ) -> Self {
         let store = Box::new(Shared(store));
-        Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new(), history: None }
+        let (loaded, judged) = (OnceCell::new(), Default::default());
+        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged }
     }
 
     /// This gate with the ledger's history: its rules' history terms count
@@ -248,7 +259,12 @@ impl StoredGate {
             include_pending: queries.iter().any(|query| query.include_pending),
         };
         let entries = match source.store.history(&read).await {
-            Ok(entries) => entries,
+            Ok(entries) => {
+                // The one read every term judged from: a call recorded in it later moves them all.
+                let guard = HistoryGuard { count: entries.len(), query: read.clone() };
+                self.judged_lock().insert(call.tool_call_id.to_owned(), vec![guard]);
+                entries
+            }
             Err(error) => {
                 tracing::warn!(tool = call.tool_name, %error, "history unreadable; approval required");
                 return Facts::unknown(&self.policy, call, &format!("the history could not be read: {error}"));
@@ -328,6 +344,12 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
         && scope_covers(&row.scope, call.conversation_id, call.principal)
 }
 
+impl StoredGate {
+    fn judged_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<HistoryGuard>>> {
+        self.judged.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The one scope that covers every query: theirs when they agree, else everyone.
 fn common_scope(queries: &[HistoryQuery]) -> HistoryScope {
     match queries.split_first() {
@@ -351,5 +373,9 @@ fn fail_closed(verdict: Option<Verdict>, error: &str) -> Option<Verdict> {
 impl CallGate for StoredGate {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         async move { self.decide(&call).await }.boxed()
+    }
+
+    fn guards(&self, tool_call_id: &str) -> Vec<HistoryGuard> {
+        self.judged_lock().remove(tool_call_id).unwrap_or_default()
     }
 }

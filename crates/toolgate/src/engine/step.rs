@@ -34,9 +34,10 @@ use super::execute::{ToolOutcome, ToolRun, Work, error_part, execute_all, result
 use super::ledger::{direct_events, record_issued, record_outcomes};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
+use crate::approval::lifecycle::direct::admit;
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
-use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict, decide_call};
+use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict};
 
 /// Why a person is asked about a provider-executed call.
 const PROVIDER_APPROVAL_REASON: &str = "the model provider asked for approval";
@@ -383,8 +384,9 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     }
                     None | Some(Ok(_)) => {
                         let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
+                        let ledger = context.request.ledger.as_ref();
                         let Verdict { action, reason, route } =
-                            decide_call(context.request.caller(), tool, &input, approval).await;
+                            admit(ledger, context.request.caller(), tool, &input, approval).await;
                         match action {
                             GateAction::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
                             GateAction::Ask => CallClass::Local { tool: tool.clone(), ask: reason, route },

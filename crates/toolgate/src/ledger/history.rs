@@ -9,11 +9,17 @@
 //! approval has no outcome event yet. Events written before they named their
 //! tool (`toolName` in the data) are not calls here.
 //!
-//! [`HistoryStore`] is the store's contract for reading them. Every
-//! [`AuditStore`] is one: it reads the audit log from the window's start and
-//! keeps the entries in scope ([`entries_in`]), oldest first.
+//! A call that a rule lets run after judging its history is also an
+//! `allowed` event, written just before it runs together with the check that
+//! the history it was judged on still stands ([`HistoryStore::append_if`]);
+//! it counts from then on, and its later `executed` event does not count
+//! again.
+//!
+//! [`HistoryStore`] is the store's contract: the in-memory store reads the
+//! audit log from the window's start ([`history_from_audit`]); the SQL stores
+//! read the calls through an index.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -75,23 +81,50 @@ impl HistoryScope {
     }
 }
 
-/// Reads the calls of a window and scope.
+/// A condition on the history: the calls `query` reads are exactly `count`
+/// (what a gate read when it judged a call: nothing was added since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryGuard {
+    /// The calls read.
+    pub query: HistoryQuery,
+    /// How many there were.
+    pub count: usize,
+}
+
+/// Reads the calls of a window and scope, and appends a call's own entry
+/// only while the history it was judged on still stands: the read and the
+/// write are one transaction, so parallel calls cannot all slip under a limit.
 pub trait HistoryStore: Send + Sync {
-    /// The calls the query asks for, oldest first.
+    /// The calls the query asks for, oldest first ([`entries_in`] of the events in its window).
     fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>>;
+
+    /// Appends `events` if every guard still holds (the calls its query reads
+    /// number its `count`), atomically with that check: on SQL stores in one
+    /// transaction that holds the audit log's write lock. Returns whether it appended.
+    fn append_if<'a>(&'a self, guards: &'a [HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool>;
 }
 
-impl<S: AuditStore + ?Sized> HistoryStore for S {
-    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>> {
-        Box::pin(async move {
-            let audit = AuditQuery { since: Some(query.since), view: AuditView::All, ..AuditQuery::default() };
-            let events = self.audit(&audit).await?;
-            Ok(entries_in(&events, query))
-        })
-    }
+/// The calls of `query` among every event at or after its start, read
+/// through [`AuditStore::audit`] (how the in-memory store reads them).
+pub async fn history_from_audit<S: AuditStore + ?Sized>(
+    store: &S,
+    query: &HistoryQuery,
+) -> Result<Vec<HistoryEntry>, super::StoreError> {
+    let audit = AuditQuery { since: Some(query.since), view: AuditView::All, ..AuditQuery::default() };
+    Ok(entries_in(&store.audit(&audit).await?, query))
 }
 
-/// The calls among `events` (oldest first) that the query asks for.
+/// Whether every guard holds over `events` (each guard's window of them).
+pub fn guards_hold(guards: &[HistoryGuard], events: &[AuditEvent]) -> bool {
+    guards.iter().all(|guard| entries_in(events, &guard.query).len() == guard.count)
+}
+
+/// The calls among `events` (oldest first) that the query asks for: each
+/// `executed` event of an approved call, each `allowed` event, each
+/// `executed` event of a call decided without an approval that no `allowed`
+/// event before it announced (in its conversation, same call id), and with
+/// `include_pending` each `approved` event whose approval has no outcome
+/// event yet.
 pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEntry> {
     let finished: HashSet<&str> = if query.include_pending {
         events
@@ -105,19 +138,46 @@ pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEnt
     } else {
         HashSet::new()
     };
-    events
-        .iter()
-        .filter(|event| event.at >= query.since)
-        .filter_map(|event| {
-            let pending = match event.kind {
-                AuditKind::Executed => false,
-                AuditKind::Approved if query.include_pending && !finished.contains(event.approval_id.as_str()) => true,
-                _ => return None,
-            };
-            entry(event, pending)
-        })
-        .filter(|entry| query.scope.covers(entry))
-        .collect()
+    let mut announced: HashMap<(String, &str), usize> = HashMap::new();
+    let mut entries = Vec::new();
+    for event in events.iter().filter(|event| event.at >= query.since) {
+        let direct = event.approval_id.is_empty();
+        let pending = match event.kind {
+            AuditKind::Allowed => {
+                *announced.entry((call_key(event), &event.tool_call_id)).or_default() += 1;
+                false
+            }
+            AuditKind::Executed if direct => {
+                let open = announced.get_mut(&(call_key(event), event.tool_call_id.as_str()));
+                match open {
+                    Some(open) if *open > 0 => {
+                        *open -= 1;
+                        continue;
+                    }
+                    _ => false,
+                }
+            }
+            AuditKind::Failed if direct => {
+                if let Some(open) = announced.get_mut(&(call_key(event), event.tool_call_id.as_str())) {
+                    *open = open.saturating_sub(1);
+                }
+                continue;
+            }
+            AuditKind::Executed => false,
+            AuditKind::Approved if query.include_pending && !finished.contains(event.approval_id.as_str()) => true,
+            _ => continue,
+        };
+        if let Some(entry) = entry(event, pending)
+            && query.scope.covers(&entry)
+        {
+            entries.push(entry);
+        }
+    }
+    entries
+}
+
+fn call_key(event: &AuditEvent) -> String {
+    conversation_key(event.owner.as_deref(), &event.conversation_id)
 }
 
 /// The call an event records, when it names its tool.

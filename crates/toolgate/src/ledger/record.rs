@@ -253,11 +253,15 @@ pub enum AuditKind {
     /// A notification attempt failed; the data says why and whether it is retried.
     #[serde(rename = "notification_failed")]
     NotificationFailed,
+    /// A rule or the tool's policy let a call run without asking, judged on
+    /// the history (a rule's history term): recorded, atomically with that
+    /// history, just before it runs (see [`crate::ledger::HistoryStore::append_if`]).
+    Allowed,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -275,6 +279,7 @@ impl AuditKind {
         Self::Reminded,
         Self::Notified,
         Self::NotificationFailed,
+        Self::Allowed,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -297,6 +302,7 @@ impl AuditKind {
             Self::Reminded => "reminded",
             Self::Notified => "notified",
             Self::NotificationFailed => "notification_failed",
+            Self::Allowed => "allowed",
         }
     }
 

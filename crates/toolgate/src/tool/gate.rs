@@ -85,6 +85,15 @@ pub trait CallGate: Send + Sync {
     /// The verdict for one call, or `None` when no rule speaks to it. The
     /// verdict's `reason` is what people (and, for a denial, the model) read.
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>>;
+
+    /// The history its last verdict for this call rested on (a rule's
+    /// history term read it), taken: the engine records the call with these
+    /// guards before it runs ([`crate::approval::lifecycle::direct::admit`]).
+    /// None by default: a gate that reads no history.
+    fn guards(&self, tool_call_id: &str) -> Vec<crate::ledger::HistoryGuard> {
+        let _ = tool_call_id;
+        Vec::new()
+    }
 }
 
 /// A gate and who is asking: what [`decide_call`] needs besides the call.

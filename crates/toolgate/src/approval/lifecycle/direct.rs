@@ -17,6 +17,13 @@
 //! [`super::held::finish`] and the engine's outcomes) carries `toolName` and
 //! `input` too, so one query over `executed` events finds every call that ran.
 //!
+//! A call that a gate lets run on the strength of the history it read (a
+//! rule's history term) is also an `allowed` event, written by [`admit`]
+//! before the call runs, in one conditional write with that history: if a
+//! call was recorded meanwhile that the history read would count, nothing is
+//! written and the call is decided again. So parallel calls cannot all slip
+//! under a limit.
+//!
 //! Every path that runs or refuses calls without an approval (the engine's
 //! step loop and its pre-resolution of held batches, a gateway's allowed and
 //! denied calls, and any edge built on the held-call path) writes these
@@ -26,6 +33,10 @@ use serde_json::{Value, json};
 use toolgate_protocol::ToolCallPart;
 
 use crate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoreError};
+use crate::tool::{ApprovalContext, Caller, GateAction, Tool, Verdict, decide_call};
+
+/// How often [`admit`] decides a call again when the history moved under it.
+pub const MAX_ADMITS: usize = 64;
 
 /// The `decidedBy` of an event recorded here: no person decided, a rule or the tool's policy did.
 pub const DECIDED_BY_POLICY: &str = "policy";
@@ -73,6 +84,46 @@ pub fn refused(ledger: &Ledger, call: DirectCall<'_>, reason: &str, at: Millis) 
         "decidedBy": DECIDED_BY_POLICY,
     });
     ledger.event(AuditKind::Denied, "", call.tool_call_id, at, data)
+}
+
+/// The `allowed` event of a call a gate let run, judged on the history.
+pub fn allowed(ledger: &Ledger, call: DirectCall<'_>, at: Millis) -> AuditEvent {
+    let data = json!({"toolName": call.tool_name, "input": call.input, "decidedBy": DECIDED_BY_POLICY});
+    ledger.event(AuditKind::Allowed, "", call.tool_call_id, at, data)
+}
+
+/// Decides a call as [`decide_call`] does; when the caller's gate let it
+/// run on the history it read ([`crate::tool::CallGate::guards`]) and there
+/// is a ledger, records its `allowed` event only if that history still
+/// stands, atomically ([`crate::ledger::HistoryStore::append_if`]), and
+/// decides again when it does not (at most [`MAX_ADMITS`] times, then asks).
+/// A store that fails asks too (fails closed).
+pub async fn admit(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+) -> Verdict {
+    for _ in 0..MAX_ADMITS {
+        let verdict = decide_call(caller, tool, input, context.clone()).await;
+        let (Some(ledger), Some(gate)) = (ledger, caller.gate) else { return verdict };
+        let guards = gate.guards(context.tool_call_id());
+        if verdict.action != GateAction::Allow || guards.is_empty() {
+            return verdict;
+        }
+        let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
+        let event = allowed(ledger, call, ledger.config.clock.now());
+        match ledger.config.store.append_if(&guards, std::slice::from_ref(&event)).await {
+            Ok(true) => return verdict,
+            Ok(false) => continue,
+            Err(error) => {
+                tracing::warn!(tool = tool.name(), %error, "cannot record the call with its history; approval required");
+                return Verdict::ask().because(format!("the call could not be recorded with its history ({error})"));
+            }
+        }
+    }
+    Verdict::ask().because("the history kept changing while this call was judged; approval required")
 }
 
 /// Appends the events in one transaction (nothing when there are none).
