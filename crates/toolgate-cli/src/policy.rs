@@ -5,7 +5,9 @@
 //! `because: …` (the rule, or the tool's own policy) and the rules that
 //! matched. The tool's own policy comes from `--tools` and, when no rule
 //! decides and the tool is one of the file's MCP servers', from that server
-//! (it is started for this). An invalid file exits with status 2.
+//! (it is started for this). An invalid file exits with status 2. With
+//! `--store`, rules' history terms are judged on the calls that store
+//! recorded, as the server judges them; without it they are unknown.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,9 +15,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use toolgate::tool::{ApprovalContext, Caller, GateAction, GateCall, Verdict, decide_call};
+use std::sync::Arc;
+
+use toolgate::ledger::{Clock, SystemClock, conversation_key};
+use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Verdict, decide_call};
 use toolgate::{Tool, Toolkit};
-use toolgate_policy::PolicyGate;
+use toolgate_policy::{Explanation, PolicyGate, StoredGate};
+use toolgate_store::StoreSync;
 
 use crate::config::Config;
 use crate::tools::Tools;
@@ -48,6 +54,16 @@ pub struct ExplainArgs {
     /// The toolkit whose own policies decide when no rule does.
     #[arg(long, value_enum, default_value_t = Tools::Demo)]
     tools: Tools,
+    /// Judge history terms on the calls this store recorded (`sqlite`, `sqlite://PATH`,
+    /// `postgres://…`); without it a history term is unknown, and its rule asks where it would deny or ask.
+    #[arg(long, value_name = "SPEC")]
+    store: Option<String>,
+    /// The data directory of a `--store sqlite` (default: the server's).
+    #[arg(long, requires = "store")]
+    data_dir: Option<PathBuf>,
+    /// The conversation the call is in, as its owner named it (for `scope = "conversation"`).
+    #[arg(long)]
+    conversation: Option<String>,
 }
 
 /// Runs a `policy` command.
@@ -74,8 +90,27 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         principal: args.principal.as_deref(),
         groups: &args.groups,
     };
-    let explanation = config.policy.explain(&call);
-    let gate = PolicyGate::new(std::sync::Arc::new(config.policy.clone()), Vec::new(), 0);
+    let policy = Arc::new(config.policy.clone());
+    let key = args.conversation.as_deref().map(|id| conversation_key(args.principal.as_deref(), id));
+    let call = GateCall { conversation_id: key.as_deref(), ..call };
+    let plain = PolicyGate::new(policy.clone(), Vec::new(), 0);
+    let stored = match &args.store {
+        None => None,
+        Some(spec) => {
+            let data_dir = args.data_dir.clone().unwrap_or_else(crate::store::default_data_dir);
+            let Some(store) = crate::store::open(spec, &data_dir, StoreSync::default()).await? else {
+                anyhow::bail!("--store none keeps no history to judge history terms on");
+            };
+            let (principal, now) = (args.principal.clone(), SystemClock.now());
+            let gate = StoredGate::new(policy.clone(), Arc::clone(&store), key.clone(), principal, now)
+                .with_history(store, Arc::new(config.groups.clone()));
+            Some(gate)
+        }
+    };
+    let (gate, explanation): (&dyn CallGate, Explanation) = match &stored {
+        Some(stored) => (stored, stored.explain(&call).await.context("cannot read the store")?),
+        None => (&plain, config.policy.explain(&call)),
+    };
     let ruled = explanation.verdict();
     let tool = match ruled {
         Some(ref verdict) if verdict.action == GateAction::Deny => None,
@@ -84,7 +119,7 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let (word, because) = match (&tool, ruled) {
         (Some(tool), _) => {
             let caller = Caller {
-                gate: Some(&gate),
+                gate: Some(gate),
                 conversation_id: None,
                 principal: args.principal.as_deref(),
                 groups: &args.groups,

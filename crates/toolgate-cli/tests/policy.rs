@@ -174,3 +174,54 @@ async fn serve_reloads_its_rules_and_keeps_them_when_the_file_breaks() {
     std::fs::write(&config, "[[rule]]\naction = \"allow\"\ntool = \"delete_file\"\n").unwrap();
     eventually(&served, "tool-output-available").await;
 }
+
+#[test]
+fn explain_judges_history_terms_on_a_store_with_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(
+        dir.path(),
+        r#"
+[[rule]]
+name = "third-transfer"
+action = "deny"
+tool = "transfer_money"
+history = { window = "24h", count = { gte = 2 } }
+"#,
+    );
+    let path = dir.path().join("ledger.db");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let spec = toolgate_store::StoreSpec::Sqlite(path.clone());
+        let store = std::sync::Arc::new(toolgate_store::SqlStore::open(&spec).await.unwrap());
+        let config = toolgate::ledger::LedgerConfig::new(store.clone());
+        let ledger = config.owned(Some("alice"), "c1").principal("alice");
+        let now = toolgate_policy::now_ms();
+        let input = json!({"amount": 5});
+        let call = toolgate::approval::lifecycle::direct::DirectCall {
+            tool_call_id: "earlier",
+            tool_name: "transfer_money",
+            input: &input,
+        };
+        let events: Vec<_> = (1..=2)
+            .map(|ago| toolgate::approval::lifecycle::direct::ran(&ledger, call, Ok(&json!(1)), now - ago * 60_000))
+            .collect();
+        toolgate::ledger::ApprovalStore::append(store.as_ref(), &events).await.unwrap();
+        store.close().await;
+    });
+    let store = format!("sqlite://{}", path.display());
+    let input = json!({"amount": 1}).to_string();
+    let base = ["policy", "explain", "--config", &config, "--tool", "transfer_money", "--input", &input];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().copied().chain(extra.iter().copied()).collect();
+        let output = toolgate(&args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let judged = run(&["--principal", "alice", "--store", &store]);
+    assert!(judged.starts_with("deny\n"), "{judged}");
+    assert!(judged.contains("history: 2 earlier calls vs >= 2 in the last 24h (principal `alice`)"), "{judged}");
+    let other = run(&["--principal", "bob", "--store", &store]);
+    assert!(!other.starts_with("deny"), "bob sent nothing: {other}");
+    let unknown = run(&["--principal", "alice"]);
+    assert!(unknown.starts_with("ask\n") && unknown.contains("history: unknown"), "{unknown}");
+}
