@@ -36,9 +36,9 @@ pub enum PolicyCommand {
 /// Arguments of `toolgate policy explain`.
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The config file with the `[[rule]]` tables.
-    #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    /// The config file with the `[[rule]]` tables (required unless `--server`).
+    #[arg(long, value_name = "FILE", required_unless_present = "server")]
+    config: Option<PathBuf>,
     /// The tool's name, e.g. `fs__write_file`.
     #[arg(long)]
     tool: String,
@@ -58,6 +58,10 @@ pub struct ExplainArgs {
     /// `postgres://…`); without it a history term is unknown, and its rule asks where it would deny or ask.
     #[arg(long, value_name = "SPEC")]
     store: Option<String>,
+    /// Ask a running server (`http://HOST:PORT`) instead: its rules, its store's history, its tools, and
+    /// who it takes you for (`TOOLGATE_TOKEN`, if set, is sent as the bearer token).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["store", "config", "principal", "groups"])]
+    server: Option<String>,
     /// The data directory of a `--store sqlite` (default: the server's).
     #[arg(long, requires = "store")]
     data_dir: Option<PathBuf>,
@@ -74,7 +78,11 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
 }
 
 async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let config = match Config::load(&args.config) {
+    if let Some(server) = &args.server {
+        return explain_remote(server, &args).await;
+    }
+    let Some(path) = &args.config else { anyhow::bail!("--config FILE is required without --server") };
+    let config = match Config::load(path) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("toolgate: {error:#}");
@@ -152,6 +160,39 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     println!("because: {because}");
     for matched in &explanation.matches {
         println!("matched: {} {}: {}", matched.action.as_str(), matched.source.name(), matched.reason);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks a running server's `POST /api/policy/explain` and prints its answer as a local explain would.
+async fn explain_remote(server: &str, args: &ExplainArgs) -> anyhow::Result<ExitCode> {
+    let input: Value = serde_json::from_str(&args.input).context("--input is not JSON")?;
+    let url = reqwest::Url::parse(server.trim())
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+        .with_context(|| format!("--server must be an http:// or https:// URL, got `{server}`"))?;
+    let url = url.join("api/policy/explain").context("--server")?;
+    let mut body = serde_json::json!({"tool": args.tool, "input": input});
+    if let Some(conversation) = &args.conversation {
+        body["conversation"] = Value::String(conversation.clone());
+    }
+    let mut request = reqwest::Client::new().post(url).json(&body);
+    if let Ok(token) = std::env::var("TOOLGATE_TOKEN")
+        && !token.is_empty()
+    {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.context("cannot reach the server")?;
+    let status = response.status();
+    let answer: Value = response.json().await.context("the server's answer is not JSON")?;
+    if !status.is_success() {
+        anyhow::bail!("the server refused ({status}): {}", answer["error"]["message"].as_str().unwrap_or_default());
+    }
+    println!("{}", answer["decision"].as_str().unwrap_or_default());
+    println!("because: {}", answer["reason"].as_str().unwrap_or_default());
+    for matched in answer["matches"].as_array().into_iter().flatten() {
+        let field = |name: &str| matched[name].as_str().unwrap_or_default().to_owned();
+        println!("matched: {} {}: {}", field("action"), field("source"), field("reason"));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -225,3 +225,39 @@ history = { window = "24h", count = { gte = 2 } }
     let unknown = run(&["--principal", "alice"]);
     assert!(unknown.starts_with("ask\n") && unknown.contains("history: unknown"), "{unknown}");
 }
+
+#[test]
+fn explain_asks_a_running_server_with_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(
+        dir.path(),
+        "[[rule]]\nname = \"one-delete\"\naction = \"deny\"\ntool = \"delete_file\"\n\
+         history = { window = \"1h\", scope = \"everyone\", count = { gte = 1 } }\n",
+    );
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let spec = toolgate_store::StoreSpec::Sqlite(data_dir.join("toolgate.db"));
+        let store = std::sync::Arc::new(toolgate_store::SqlStore::open(&spec).await.unwrap());
+        let ledger = toolgate::ledger::LedgerConfig::new(store.clone()).conversation("earlier");
+        let input = json!({"path": "a.txt"});
+        let call = toolgate::approval::lifecycle::direct::DirectCall {
+            tool_call_id: "d",
+            tool_name: "delete_file",
+            input: &input,
+        };
+        let at = toolgate_policy::now_ms() - 60_000;
+        let event = toolgate::approval::lifecycle::direct::ran(&ledger, call, Ok(&json!(1)), at);
+        toolgate::ledger::ApprovalStore::append(store.as_ref(), &[event]).await.unwrap();
+        store.close().await;
+    });
+    let served = serve(&config, &data_dir);
+    let input = json!({"path": "b.txt"}).to_string();
+    let output = toolgate(&["policy", "explain", "--server", &served.url, "--tool", "delete_file", "--input", &input]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("deny\n"), "{stdout}");
+    assert!(stdout.contains("history: 1 earlier call vs >= 1 in the last 1h (everyone)"), "{stdout}");
+    assert!(stdout.contains("matched: deny one-delete:"), "{stdout}");
+}
