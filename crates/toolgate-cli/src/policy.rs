@@ -1,5 +1,6 @@
 //! `toolgate policy explain`: what the rules of a config file decide for one
-//! call, and why, exactly as the engine would decide it.
+//! call, and why, exactly as the engine would decide it; `toolgate policy
+//! report`: how often each rule in shadow mode would have fired.
 //!
 //! Prints the decision (`allow`, `ask` or `deny`) on the first line, then
 //! `because: …` (the rule, or the tool's own policy) and the rules that
@@ -17,7 +18,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::sync::Arc;
 
-use toolgate::ledger::{Clock, SystemClock, conversation_key};
+use toolgate::ledger::{AuditKind, AuditQuery, AuditView, Clock, SystemClock, conversation_key};
 use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Verdict, decide_call};
 use toolgate::{Tool, Toolkit};
 use toolgate_policy::{Explanation, PolicyGate, StoredGate};
@@ -31,6 +32,18 @@ use crate::tools::Tools;
 pub enum PolicyCommand {
     /// Print the decision (allow, ask or deny) for one call and the rule that made it.
     Explain(ExplainArgs),
+    /// Per rule in shadow mode: how often it would have fired, from the store's `shadowed` events.
+    Report(ReportArgs),
+}
+
+/// Arguments of `toolgate policy report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    store: crate::store::StoreArgs,
+    /// From how long ago (`7d`, `24h`) or since when (milliseconds since the epoch or RFC 3339).
+    #[arg(long, default_value = "7d")]
+    since: String,
 }
 
 /// Arguments of `toolgate policy explain`.
@@ -74,6 +87,7 @@ pub struct ExplainArgs {
 pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Explain(args) => explain(args).await,
+        PolicyCommand::Report(args) => report(args).await,
     }
 }
 
@@ -160,6 +174,45 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     println!("because: {because}");
     for matched in &explanation.matches {
         println!("matched: {} {}: {}", matched.action.as_str(), matched.source.name(), matched.reason);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints, per shadow rule, how often it matched since `--since`, by what it would have decided.
+async fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let Some(store) = args.store.open().await? else {
+        anyhow::bail!("`toolgate policy report` needs a store; --store none keeps no audit log");
+    };
+    let since = match humantime::parse_duration(&args.since) {
+        Ok(ago) => SystemClock.now().saturating_sub(i64::try_from(ago.as_millis()).unwrap_or(i64::MAX)),
+        Err(_) => toolgate_server::parse_time(&args.since).map_err(|error| anyhow::anyhow!("--since: {error}"))?,
+    };
+    let mut query =
+        AuditQuery { since: Some(since), limit: Some(10_000), view: AuditView::All, ..AuditQuery::default() };
+    let mut rules: std::collections::BTreeMap<String, [u64; 4]> = std::collections::BTreeMap::new();
+    loop {
+        let events = store.audit(&query).await.context("cannot read the audit log")?;
+        for event in events.iter().filter(|event| event.kind == AuditKind::Shadowed) {
+            let rule = event.data["rule"].as_str().unwrap_or("?").to_owned();
+            let counts = rules.entry(rule).or_default();
+            counts[0] += 1;
+            match event.data["action"].as_str() {
+                Some("deny") => counts[1] += 1,
+                Some("ask") => counts[2] += 1,
+                _ => counts[3] += 1,
+            }
+        }
+        match events.last() {
+            Some(last) if events.len() == 10_000 => query.after_seq = Some(last.seq),
+            _ => break,
+        }
+    }
+    println!("{:<32} {:>8} {:>10} {:>9} {:>11}", "rule", "fired", "would-deny", "would-ask", "would-allow");
+    for (rule, [fired, deny, ask, allow]) in &rules {
+        println!("{rule:<32} {fired:>8} {deny:>10} {ask:>9} {allow:>11}");
+    }
+    if rules.is_empty() {
+        println!("(no rule in shadow mode fired since then)");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -261,3 +261,47 @@ fn explain_asks_a_running_server_with_server() {
     assert!(stdout.contains("history: 1 earlier call vs >= 1 in the last 1h (everyone)"), "{stdout}");
     assert!(stdout.contains("matched: deny one-delete:"), "{stdout}");
 }
+
+#[test]
+fn report_counts_what_shadow_rules_would_have_decided_and_audit_filters_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use toolgate::approval::lifecycle::direct::{DirectCall, ran, shadowed};
+        use toolgate::tool::{GateAction, Shadowed};
+        let spec = toolgate_store::StoreSpec::Sqlite(path.clone());
+        let store = std::sync::Arc::new(toolgate_store::SqlStore::open(&spec).await.unwrap());
+        let ledger = toolgate::ledger::LedgerConfig::new(store.clone()).conversation("c");
+        let input = json!({"amount": 500});
+        let call = DirectCall { tool_call_id: "t", tool_name: "transfer_money", input: &input };
+        let now = toolgate_policy::now_ms();
+        let rule = |name: &str, action| Shadowed { rule: name.into(), action, reason: "because".into() };
+        let events = vec![
+            shadowed(&ledger, call, &rule("big", GateAction::Deny), GateAction::Allow, now - 1_000),
+            shadowed(&ledger, call, &rule("big", GateAction::Deny), GateAction::Allow, now - 900),
+            shadowed(&ledger, call, &rule("new-payee", GateAction::Ask), GateAction::Allow, now - 800),
+            shadowed(&ledger, call, &rule("old", GateAction::Ask), GateAction::Allow, now - 30 * 24 * 3_600_000),
+            ran(&ledger, call, Ok(&json!(1)), now - 700),
+        ];
+        toolgate::ledger::ApprovalStore::append(store.as_ref(), &events).await.unwrap();
+        store.close().await;
+    });
+    let store = format!("sqlite://{}", path.display());
+    let report = toolgate(&["policy", "report", "--store", &store, "--since", "7d"]);
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let text = String::from_utf8_lossy(&report.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(rows, [vec!["big", "2", "2", "0", "0"], vec!["new-payee", "1", "0", "1", "0"]], "{text}");
+
+    let audit = toolgate(&["audit", "--store", &store, "--kind", "shadowed"]);
+    assert!(audit.status.success(), "{}", String::from_utf8_lossy(&audit.stderr));
+    let kinds: Vec<Value> = String::from_utf8_lossy(&audit.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["kind"].clone())
+        .collect();
+    assert_eq!(kinds, vec![json!("shadowed"); 4]);
+    let bad = toolgate(&["audit", "--store", &store, "--kind", "shadow"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind `shadow`"));
+}

@@ -32,6 +32,7 @@ pub struct Rule {
     predicates: Vec<Predicate>,
     route: Option<Route>,
     history: Option<HistoryTerm>,
+    shadow: bool,
     config: RuleConfig,
 }
 
@@ -55,8 +56,16 @@ impl Rule {
             .collect::<Result<_, _>>()?;
         let route = compile_route(&rule, &config)?;
         let history = config.history.as_ref().map(|history| HistoryTerm::compile(&rule, history)).transpose()?;
+        let shadow = match config.mode.as_deref() {
+            None | Some("enforce") => false,
+            Some("shadow") => true,
+            Some(other) => {
+                let message = format!("`{other}`: expected \"enforce\" or \"shadow\"");
+                return Err(PolicyError::InvalidValue { rule, key: "mode".into(), message });
+            }
+        };
         let name = config.name.clone().unwrap_or_else(|| format!("rule #{position}"));
-        Ok(Self { name, position, tool, principal, predicates, route, history, config })
+        Ok(Self { name, position, tool, principal, predicates, route, history, shadow, config })
     }
 
     /// Who must approve, for an `ask` rule with `approvers`.
@@ -67,6 +76,12 @@ impl Rule {
     /// Its history term, if any: the rule matches only when it holds too.
     pub fn history(&self) -> Option<&HistoryTerm> {
         self.history.as_ref()
+    }
+
+    /// True for a rule in shadow mode (`mode = "shadow"`): it decides nothing,
+    /// and what it would have decided is recorded.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The compiled `tool` glob.

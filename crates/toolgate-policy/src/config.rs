@@ -15,7 +15,7 @@ use serde_json::Value;
 use toolgate::tool::GateAction;
 
 /// The keys a `[[rule]]` table may have.
-pub const RULE_KEYS: [&str; 12] = [
+pub const RULE_KEYS: [&str; 13] = [
     "name",
     "action",
     "tool",
@@ -28,6 +28,7 @@ pub const RULE_KEYS: [&str; 12] = [
     "escalate",
     "remind",
     "history",
+    "mode",
 ];
 
 /// The keys a rule's `[rule.history]` table may have.
@@ -80,6 +81,10 @@ pub struct RuleConfig {
     /// holds too (see [`crate::history`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryConfig>,
+    /// `enforce` (the default) or `shadow`: a shadow rule decides nothing;
+    /// what it would have decided is recorded as a `shadowed` audit event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// A rule's `[rule.history]` table as written (see [`crate::history`]):
@@ -205,6 +210,7 @@ impl RuleConfig {
             escalate: Vec::new(),
             remind: None,
             history: None,
+            mode: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Evaluation: [`PolicyGate`], a [`CallGate`] over a policy snapshot and the
 //! sticky decisions that apply to one request.
 //!
-//! Among all file rules and sticky decisions that match a call, the highest
+//! Rules in shadow mode take no part in the verdict ([`shadowed`] lists what
+//! they would have decided). Among all other file rules and sticky decisions that match a call, the highest
 //! action wins (deny > ask > allow); the verdict names the first match with
 //! that action, file rules (in file order) before sticky decisions (in the
 //! order given). Nothing matched: no verdict, and the engine uses the tool's
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use toolgate::ledger::Millis;
-use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
+use toolgate::tool::{CallGate, GateAction, GateCall, Shadowed, Verdict};
 
 use crate::compile::{Policy, Rule};
 use crate::explain::{Explanation, MatchSource, RuleMatch};
@@ -105,7 +106,8 @@ fn matches<'a>(
     now_ms: Millis,
     facts: &'a Facts,
 ) -> impl Iterator<Item = Candidate<'a>> {
-    let rules = policy.rules().iter().enumerate().filter(|(_, rule)| rule.matches(call)).filter_map(|(index, rule)| {
+    let enforced = policy.rules().iter().enumerate().filter(|(_, rule)| !rule.is_shadow());
+    let rules = enforced.filter(|(_, rule)| rule.matches(call)).filter_map(|(index, rule)| {
         match (rule.history(), facts.of(index)) {
             (None, _) => Some(Candidate::Rule(rule, None)),
             (Some(_), Some(fact @ Fact::Holds(_))) => Some(Candidate::Rule(rule, Some(fact))),
@@ -117,6 +119,23 @@ fn matches<'a>(
     });
     let sticky = sticky.iter().filter(move |decision| decision.matches(call, now_ms)).map(Candidate::Sticky);
     rules.chain(sticky)
+}
+
+/// The rules in shadow mode that match `call` (a history term must hold;
+/// unknown, the rule is left out): what each would have decided.
+pub(crate) fn shadowed(policy: &Policy, call: &GateCall<'_>, facts: &Facts) -> Vec<Shadowed> {
+    let shadows = policy.rules().iter().enumerate().filter(|(_, rule)| rule.is_shadow() && rule.matches(call));
+    shadows
+        .filter_map(|(index, rule)| {
+            let fact = match (rule.history(), facts.of(index)) {
+                (None, _) => None,
+                (Some(_), Some(fact @ Fact::Holds(_))) => Some(fact),
+                (Some(_), _) => return None,
+            };
+            let reason = Candidate::Rule(rule, fact).reason(call);
+            Some(Shadowed { rule: rule.name().to_owned(), action: rule.action(), reason })
+        })
+        .collect()
 }
 
 /// The verdict for `call`; stops at the first deny.

@@ -23,7 +23,7 @@ use toolgate::ledger::{
     ConversationStore, DecisionQuery, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError,
     StoreFuture, StoredDecision,
 };
-use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
+use toolgate::tool::{CallGate, GateAction, GateCall, Shadowed, Verdict};
 
 use crate::compile::Policy;
 use crate::evaluate::{self, Facts};
@@ -139,6 +139,8 @@ pub struct StoredGate {
     history: Option<HistorySource>,
     /// The history each call's last verdict rested on, by tool call id (see [`CallGate::guards`]).
     judged: std::sync::Mutex<std::collections::HashMap<String, Vec<HistoryGuard>>>,
+    /// The shadow rules each call's last verdict found matching, by tool call id.
+    shadows: std::sync::Mutex<std::collections::HashMap<String, Vec<Shadowed>>>,
 }
 
 /// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
@@ -172,8 +174,8 @@ impl StoredGate {
         now: Millis,
     ) -> Self {
         let store = Box::new(Shared(store));
-        let (loaded, judged) = (OnceCell::new(), Default::default());
-        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged }
+        let (loaded, judged, shadows) = (OnceCell::new(), Default::default(), Default::default());
+        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows }
     }
 
     /// This gate with the ledger's history: its rules' history terms count
@@ -218,6 +220,10 @@ impl StoredGate {
             }
         };
         let facts = self.facts(&call).await;
+        let shadows = evaluate::shadowed(&self.policy, &call, &facts);
+        if !shadows.is_empty() {
+            lock(&self.shadows).insert(call.tool_call_id.to_owned(), shadows);
+        }
         let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now, &facts);
         match loaded.corrupt.iter().find(|(row, _)| could_decide(row, &call, self.now)) {
             Some((_, error)) => {
@@ -262,7 +268,7 @@ impl StoredGate {
             Ok(entries) => {
                 // The one read every term judged from: a call recorded in it later moves them all.
                 let guard = HistoryGuard { count: entries.len(), query: read.clone() };
-                self.judged_lock().insert(call.tool_call_id.to_owned(), vec![guard]);
+                lock(&self.judged).insert(call.tool_call_id.to_owned(), vec![guard]);
                 entries
             }
             Err(error) => {
@@ -344,10 +350,9 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
         && scope_covers(&row.scope, call.conversation_id, call.principal)
 }
 
-impl StoredGate {
-    fn judged_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<HistoryGuard>>> {
-        self.judged.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+/// A lock that a panic elsewhere did not poison for good.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The one scope that covers every query: theirs when they agree, else everyone.
@@ -376,6 +381,10 @@ impl CallGate for StoredGate {
     }
 
     fn guards(&self, tool_call_id: &str) -> Vec<HistoryGuard> {
-        self.judged_lock().remove(tool_call_id).unwrap_or_default()
+        lock(&self.judged).remove(tool_call_id).unwrap_or_default()
+    }
+
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        lock(&self.shadows).remove(tool_call_id).unwrap_or_default()
     }
 }

@@ -257,11 +257,14 @@ pub enum AuditKind {
     /// the history (a rule's history term): recorded, atomically with that
     /// history, just before it runs (see [`crate::ledger::HistoryStore::append_if`]).
     Allowed,
+    /// A rule in shadow mode matched a call: the data names the rule and what
+    /// it would have decided (it was not enforced).
+    Shadowed,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -280,6 +283,7 @@ impl AuditKind {
         Self::Notified,
         Self::NotificationFailed,
         Self::Allowed,
+        Self::Shadowed,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -303,6 +307,7 @@ impl AuditKind {
             Self::Notified => "notified",
             Self::NotificationFailed => "notification_failed",
             Self::Allowed => "allowed",
+            Self::Shadowed => "shadowed",
         }
     }
 

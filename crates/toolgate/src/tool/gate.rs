@@ -94,6 +94,25 @@ pub trait CallGate: Send + Sync {
         let _ = tool_call_id;
         Vec::new()
     }
+
+    /// The rules in shadow mode that matched this call at its last verdict,
+    /// taken: what they would have decided, not enforced. The engine records
+    /// each as a `shadowed` audit event. None by default.
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        let _ = tool_call_id;
+        Vec::new()
+    }
+}
+
+/// A rule in shadow mode that matched a call: what it would have decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shadowed {
+    /// The rule's name.
+    pub rule: String,
+    /// What it would have decided.
+    pub action: GateAction,
+    /// Why it matched (with its history term's figures).
+    pub reason: String,
 }
 
 /// A gate and who is asking: what [`decide_call`] needs besides the call.

@@ -122,7 +122,8 @@ fn event_kind(kind: AuditKind) -> Option<EventKind> {
         | AuditKind::Superseded
         | AuditKind::Notified
         | AuditKind::NotificationFailed
-        | AuditKind::Allowed => None,
+        | AuditKind::Allowed
+        | AuditKind::Shadowed => None,
     }
 }
 

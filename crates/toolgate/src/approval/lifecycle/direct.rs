@@ -24,6 +24,10 @@
 //! written and the call is decided again. So parallel calls cannot all slip
 //! under a limit.
 //!
+//! A rule in shadow mode decides nothing; when one matches a call that
+//! [`admit`] decides, what it would have decided is a `shadowed` event
+//! ([`shadowed`]: the rule, its action and reason, and what was decided).
+//!
 //! Every path that runs or refuses calls without an approval (the engine's
 //! step loop and its pre-resolution of held batches, a gateway's allowed and
 //! denied calls, and any edge built on the held-call path) writes these
@@ -33,7 +37,7 @@ use serde_json::{Value, json};
 use toolgate_protocol::ToolCallPart;
 
 use crate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoreError};
-use crate::tool::{ApprovalContext, Caller, GateAction, Tool, Verdict, decide_call};
+use crate::tool::{ApprovalContext, Caller, GateAction, Shadowed, Tool, Verdict, decide_call};
 
 /// How often [`admit`] decides a call again when the history moved under it.
 pub const MAX_ADMITS: usize = 64;
@@ -108,22 +112,51 @@ pub async fn admit(
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
         let (Some(ledger), Some(gate)) = (ledger, caller.gate) else { return verdict };
-        let guards = gate.guards(context.tool_call_id());
-        if verdict.action != GateAction::Allow || guards.is_empty() {
-            return verdict;
-        }
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
-        let event = allowed(ledger, call, ledger.config.clock.now());
-        match ledger.config.store.append_if(&guards, std::slice::from_ref(&event)).await {
-            Ok(true) => return verdict,
-            Ok(false) => continue,
-            Err(error) => {
-                tracing::warn!(tool = tool.name(), %error, "cannot record the call with its history; approval required");
-                return Verdict::ask().because(format!("the call could not be recorded with its history ({error})"));
+        let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
+        let admitted = if verdict.action != GateAction::Allow || guards.is_empty() {
+            Some(verdict)
+        } else {
+            let event = allowed(ledger, call, ledger.config.clock.now());
+            match ledger.config.store.append_if(&guards, std::slice::from_ref(&event)).await {
+                Ok(true) => Some(verdict),
+                Ok(false) => None,
+                Err(error) => {
+                    tracing::warn!(tool = tool.name(), %error, "cannot record the call with its history; approval required");
+                    Some(Verdict::ask().because(format!("the call could not be recorded with its history ({error})")))
+                }
             }
+        };
+        if let Some(verdict) = admitted {
+            record_shadowed(ledger, call, &shadow, verdict.action).await;
+            return verdict;
         }
     }
     Verdict::ask().because("the history kept changing while this call was judged; approval required")
+}
+
+/// The `shadowed` event of a rule in shadow mode that matched `call`: what it
+/// would have decided, and what was decided (`decided`).
+pub fn shadowed(ledger: &Ledger, call: DirectCall<'_>, rule: &Shadowed, decided: GateAction, at: Millis) -> AuditEvent {
+    let data = json!({
+        "toolName": call.tool_name,
+        "input": call.input,
+        "rule": rule.rule,
+        "action": rule.action,
+        "reason": rule.reason,
+        "decided": decided,
+    });
+    ledger.event(AuditKind::Shadowed, "", call.tool_call_id, at, data)
+}
+
+/// Records what the shadow rules that matched would have decided; a store
+/// that fails is logged (shadow rules never change what happens to a call).
+async fn record_shadowed(ledger: &Ledger, call: DirectCall<'_>, rules: &[Shadowed], decided: GateAction) {
+    let now = ledger.config.clock.now();
+    let events: Vec<AuditEvent> = rules.iter().map(|rule| shadowed(ledger, call, rule, decided, now)).collect();
+    if let Err(error) = record(ledger, &events).await {
+        tracing::warn!(tool = call.tool_name, %error, "cannot record what shadow rules would have decided");
+    }
 }
 
 /// Appends the events in one transaction (nothing when there are none).
