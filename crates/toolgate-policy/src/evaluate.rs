@@ -1,7 +1,7 @@
 //! Evaluation: [`PolicyGate`], a [`CallGate`] over a policy snapshot and the
 //! sticky decisions that apply to one request.
 //!
-//! Rules in shadow mode take no part in the verdict ([`shadowed`] lists what
+//! Rules in shadow mode take no part in the verdict (`shadowed` lists what
 //! they would have decided). Among all other file rules and sticky decisions that match a call, the highest
 //! action wins (deny > ask > allow); the verdict names the first match with
 //! that action, file rules (in file order) before sticky decisions (in the
