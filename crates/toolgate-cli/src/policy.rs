@@ -34,6 +34,16 @@ pub enum PolicyCommand {
     Explain(ExplainArgs),
     /// Per rule in shadow mode: how often it would have fired, from the store's `shadowed` events.
     Report(ReportArgs),
+    /// Run a policy's table tests: each case a call, the calls before it, and the expected decision.
+    Test(TestArgs),
+}
+
+/// Arguments of `toolgate policy test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Test files (each names its config: `config = "payments.toml"`).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 /// Arguments of `toolgate policy report`.
@@ -88,6 +98,7 @@ pub async fn run(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     match command {
         PolicyCommand::Explain(args) => explain(args).await,
         PolicyCommand::Report(args) => report(args).await,
+        PolicyCommand::Test(args) => test(args).await,
     }
 }
 
@@ -176,6 +187,41 @@ async fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         println!("matched: {} {}: {}", matched.action.as_str(), matched.source.name(), matched.reason);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the test files' cases: `ok` or `FAILED` with what was expected and
+/// what the rules decided; exit 1 on a failed case, 2 on a file that does not run.
+async fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
+    let (mut passed, mut failed) = (0, 0);
+    for file in &args.files {
+        let results = match toolgate_policy::cases::run_file(file).await {
+            Ok(results) => results,
+            Err(error) => {
+                eprintln!("toolgate: {error}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        for result in results {
+            if result.passed() {
+                passed += 1;
+                println!("ok      {}: {}", file.display(), result.name);
+                continue;
+            }
+            failed += 1;
+            let shown = |(decision, rule): (&str, Option<&str>)| match rule {
+                Some(rule) => format!("{decision} by `{rule}`"),
+                None => decision.to_owned(),
+            };
+            println!("FAILED  {}: {}", file.display(), result.name);
+            println!("  - expected: {}", shown((&result.expected.0, result.expected.1.as_deref())));
+            println!("  + got:      {}", shown((&result.got.0, result.got.1.as_deref())));
+            if let Some(reason) = &result.got.2 {
+                println!("    because:  {reason}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Prints, per shadow rule, how often it matched since `--since`, by what it would have decided.

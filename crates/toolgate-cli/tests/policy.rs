@@ -305,3 +305,53 @@ fn report_counts_what_shadow_rules_would_have_decided_and_audit_filters_by_kind(
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind `shadow`"));
 }
+
+#[test]
+fn the_example_policies_pass_their_tests() {
+    let payments = examples().join("policies/payments.test.toml").display().to_string();
+    let files = examples().join("policies/files.test.toml").display().to_string();
+    let output = toolgate(&["policy", "test", &payments, &files]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.ends_with("12 passed, 0 failed\n"), "{stdout}");
+}
+
+#[test]
+fn a_failing_case_exits_non_zero_with_what_was_expected_and_what_was_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    config_file(dir.path(), RULES);
+    let tests = dir.path().join("rules.test.toml");
+    std::fs::write(
+        &tests,
+        r#"
+config = "toolgate.toml"
+
+[[case]]
+name = "weather asks"
+tool = "get_weather"
+input = { city = "Oslo" }
+expect = "ask"
+rule = "ask-weather"
+
+[[case]]
+name = "etc is fine (wrong)"
+tool = "delete_file"
+input = { path = "/etc/passwd" }
+expect = "allow"
+"#,
+    )
+    .unwrap();
+    let tests = tests.display().to_string();
+    let output = toolgate(&["policy", "test", &tests]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("ok      "), "{stdout}");
+    assert!(stdout.contains("FAILED  ") && stdout.contains("etc is fine (wrong)"), "{stdout}");
+    assert!(stdout.contains("  - expected: allow\n  + got:      deny by `no-system-files`\n"), "{stdout}");
+    assert!(stdout.ends_with("1 passed, 1 failed\n"), "{stdout}");
+
+    std::fs::write(dir.path().join("rules.test.toml"), "config = \"toolgate.toml\"\n[[case]]\nname = \"x\"\n").unwrap();
+    let invalid = toolgate(&["policy", "test", &tests]);
+    assert_eq!(invalid.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&invalid.stderr).contains("rules.test.toml"), "the file is named");
+}

@@ -147,6 +147,7 @@
 //! replaces it when the file changes and keeps the previous policy when the
 //! new text does not parse.
 
+pub mod cases;
 pub mod compile;
 pub mod config;
 pub mod error;
