@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use toolgate::ledger::{AuditQuery, AuditView};
+use toolgate::ledger::{AuditKind, AuditQuery, AuditView};
 
 use crate::store::StoreArgs;
 
@@ -24,9 +24,20 @@ pub struct AuditArgs {
     /// Only events at or after this time (milliseconds since the epoch or RFC 3339).
     #[arg(long)]
     since: Option<String>,
+    /// Only events of this kind (`executed`, `denied`, `shadowed`, ...).
+    #[arg(long, value_parser = parse_kind)]
+    kind: Option<AuditKind>,
     /// Keep printing new events as they are recorded, until interrupted.
     #[arg(long)]
     follow: bool,
+}
+
+/// An audit kind by its name.
+fn parse_kind(text: &str) -> Result<AuditKind, String> {
+    AuditKind::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = AuditKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        format!("unknown kind `{text}` (expected one of {})", names.join(", "))
+    })
 }
 
 /// Prints the matching events, one JSON object per line; with `--follow`, keeps going.
@@ -46,7 +57,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     loop {
         let events = store.audit(&query).await.context("cannot read the audit log")?;
         let mut stdout = std::io::stdout().lock();
-        for event in &events {
+        for event in events.iter().filter(|event| args.kind.is_none_or(|kind| event.kind == kind)) {
             writeln!(stdout, "{}", serde_json::to_string(event)?)?;
         }
         stdout.flush()?;

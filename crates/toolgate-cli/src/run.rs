@@ -97,6 +97,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let decisions = store.clone().unwrap_or_else(|| std::sync::Arc::new(toolgate::ledger::MemoryStore::new()));
     let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);
     let gate = StoredGate::new(setup.policy.current(), decisions, Some(args.conversation.clone()), None, now);
+    // History terms count the calls the store recorded (without one they are unknown).
+    let gate = match &store {
+        Some(store) => gate.with_history(std::sync::Arc::clone(store), std::sync::Arc::new(setup.groups())),
+        None => gate,
+    };
     request = request.gate(std::sync::Arc::new(gate)).conversation_id(&args.conversation);
     if let Some(store) = store {
         request = request.ledger(args.ledger.config(store).conversation(&args.conversation));

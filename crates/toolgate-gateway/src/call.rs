@@ -1,12 +1,14 @@
 //! One `tools/call` of an upstream tool through the gate: rules, trusted
 //! annotations and sticky decisions decide; a denial answers at once, an
-//! allowed call is relayed, and a call that needs a person is held
+//! allowed call is relayed (both on record, as `denied` and `executed`
+//! events: `toolgate::approval::lifecycle::direct`), and a call that needs a person is held
 //! ([`crate::hold`]); an approved call runs once, under the ledger's claim,
 //! and its outcome is recorded for retries.
 
 use rmcp::model::{CallToolResponse, CallToolResult, ProgressNotificationParam};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate::approval::lifecycle::direct::{self, DirectCall};
 use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger};
 use toolgate::tool::GateAction;
@@ -33,9 +35,23 @@ pub async fn call(
         Err(error) => return outcome::error_text(error.to_string()).into(),
     };
     let verdict = gateway.decide(session, tool, &input, &call_id).await;
+    let direct = |input| DirectCall { tool_call_id: &call_id, tool_name: &tool.info.name, input };
     match verdict.action {
-        GateAction::Deny => outcome::denied_by_policy(verdict.reason.as_deref().unwrap_or("denied")).into(),
-        GateAction::Allow => relay(gateway, request, tool, input).await.into(),
+        GateAction::Deny => {
+            let reason = verdict.reason.as_deref().unwrap_or("denied");
+            let ledger = gateway.ledger(session);
+            let event = direct::refused(&ledger, direct(&input), reason, ledger.config.clock.now());
+            on_record(&ledger, event).await;
+            outcome::denied_by_policy(reason).into()
+        }
+        GateAction::Allow => {
+            let result = relay(gateway, request, tool, input.clone()).await;
+            let ledger = gateway.ledger(session);
+            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+            let outcome = if result.is_error == Some(true) { Err(&value) } else { Ok(&value) };
+            on_record(&ledger, direct::ran(&ledger, direct(&input), outcome, ledger.config.clock.now())).await;
+            result.into()
+        }
         GateAction::Ask => {
             if let Err(refusal) = gateway.check_held_capacity(session, &call_id).await {
                 return outcome::error_text(refusal).into();
@@ -64,6 +80,14 @@ pub async fn call(
                 }
             }
         }
+    }
+}
+
+/// Puts a call decided without an approval on record; a store that fails is
+/// logged (the call was answered already).
+async fn on_record(ledger: &Ledger, event: toolgate::ledger::AuditEvent) {
+    if let Err(error) = direct::record(ledger, std::slice::from_ref(&event)).await {
+        tracing::error!(%error, tool_call_id = %event.tool_call_id, "cannot record a call decided without approval");
     }
 }
 

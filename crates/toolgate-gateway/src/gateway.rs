@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate::ApprovalContext;
-use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit};
+use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit, direct};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, StateFilter, conversation_key};
-use toolgate::tool::{Caller, GateCall, Verdict, decide_call};
+use toolgate::tool::{Caller, GateCall, Verdict};
 use toolgate_mcp::{McpTools, RelayedTool};
 use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
 
@@ -113,6 +113,7 @@ impl Gateway {
             Some(session.identity.principal.clone()),
             self.ledger.clock.now(),
         )
+        .with_history(Arc::clone(&self.ledger.store), Arc::clone(&self.ledger.groups))
     }
 
     /// What the engine would decide about this call of an upstream tool:
@@ -121,7 +122,9 @@ impl Gateway {
     pub async fn decide(&self, session: &Session, tool: &RelayedTool, input: &Value, call_id: &str) -> Verdict {
         let (gate, key) = (self.gate(session), session.conversation_key());
         let caller = requester(session, &gate, &key);
-        decide_call(caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
+        let ledger = self.ledger(session);
+        // A call a history term let through is recorded with that history before it runs.
+        direct::admit(Some(&ledger), caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
     }
 
     /// Whether a decided edit of `record` may run: the lifecycle's one edit

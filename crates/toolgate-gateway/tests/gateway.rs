@@ -125,6 +125,30 @@ async fn a_rule_deny_answers_at_once_and_names_the_rule() {
     assert_eq!(setup.counter.count(), 0);
     assert!(client.asked().is_empty());
     assert!(pending_ids(&setup).await.is_empty(), "a denied call records no approval");
+    let events = toolgate::ledger::AuditStore::audit(&*setup.store, &AuditQuery::default()).await.unwrap();
+    assert_eq!(events.len(), 1, "the refusal is on record: {events:?}");
+    assert_eq!((events[0].kind, events[0].approval_id.as_str()), (AuditKind::Denied, ""));
+    assert_eq!(events[0].principal.as_deref(), Some("alice"));
+    assert_eq!(events[0].data["toolName"], json!("count__bump"));
+    assert_eq!(events[0].data["input"], json!({"label": "secret-1"}));
+    assert!(events[0].data["reason"].as_str().unwrap().contains("secrets stay put"));
+}
+
+#[tokio::test]
+async fn a_call_that_runs_without_asking_is_on_record() {
+    let setup = Setup::new(NO_RULES, |_| {}).await;
+    let session = connect(&setup.gateway, Client::eliciting([]), "alice").await;
+    assert_eq!(text(&call(&session, "count__peek", json!({})).await), "count 0");
+    let events = toolgate::ledger::AuditStore::audit(&*setup.store, &AuditQuery::default()).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!((event.kind, event.approval_id.as_str()), (AuditKind::Executed, ""));
+    assert_eq!(event.conversation_id, "mcp:alice:test-client");
+    assert_eq!((event.owner.as_deref(), event.principal.as_deref()), (Some("alice"), Some("alice")));
+    assert_eq!(event.data["toolName"], json!("count__peek"));
+    assert_eq!(event.data["input"], json!({}));
+    assert_eq!(event.data["decidedBy"], json!("policy"));
+    assert_eq!(event.data["result"]["content"][0]["text"], json!("count 0"));
 }
 
 #[tokio::test]

@@ -14,8 +14,9 @@ use toolgate::approval::lifecycle::{Escalation, Route, Schedule};
 use toolgate::ledger::Millis;
 use toolgate::tool::{GateAction, GateCall};
 
-use crate::config::{OPERATORS, RULE_KEYS, RuleConfig};
+use crate::config::{HISTORY_KEYS, OPERATORS, RULE_KEYS, RuleConfig};
 use crate::error::{PolicyError, RuleRef, line_col};
+use crate::history::HistoryTerm;
 use crate::predicate::{DATETIME, Predicate, compile_glob, render_pointer, render_value};
 
 /// How a rule's `principal` and `approvers` name a group: `group:finance`.
@@ -30,6 +31,8 @@ pub struct Rule {
     principal: Option<GlobMatcher>,
     predicates: Vec<Predicate>,
     route: Option<Route>,
+    history: Option<HistoryTerm>,
+    shadow: bool,
     config: RuleConfig,
 }
 
@@ -52,13 +55,38 @@ impl Rule {
             .map(|(pointer, predicate)| Predicate::compile(&rule, pointer, predicate))
             .collect::<Result<_, _>>()?;
         let route = compile_route(&rule, &config)?;
+        let history = config.history.as_ref().map(|history| HistoryTerm::compile(&rule, history)).transpose()?;
+        let shadow = match config.mode.as_deref() {
+            None | Some("enforce") => false,
+            Some("shadow") => true,
+            Some(other) => {
+                let message = format!("`{other}`: expected \"enforce\" or \"shadow\"");
+                return Err(PolicyError::InvalidValue { rule, key: "mode".into(), message });
+            }
+        };
         let name = config.name.clone().unwrap_or_else(|| format!("rule #{position}"));
-        Ok(Self { name, position, tool, principal, predicates, route, config })
+        Ok(Self { name, position, tool, principal, predicates, route, history, shadow, config })
     }
 
     /// Who must approve, for an `ask` rule with `approvers`.
     pub fn route(&self) -> Option<&Route> {
         self.route.as_ref()
+    }
+
+    /// Its history term, if any: the rule matches only when it holds too.
+    pub fn history(&self) -> Option<&HistoryTerm> {
+        self.history.as_ref()
+    }
+
+    /// True for a rule in shadow mode (`mode = "shadow"`): it decides nothing,
+    /// and what it would have decided is recorded.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// The compiled `tool` glob.
+    pub fn tool_matcher(&self) -> &GlobMatcher {
+        &self.tool
     }
 
     /// The name (`rule #N` when the rule has none).
@@ -86,8 +114,9 @@ impl Rule {
         &self.config
     }
 
-    /// Whether the rule matches the call: tool glob, principal glob (never
-    /// without a principal) and every input predicate.
+    /// Whether the rule's matchers match the call: tool glob, principal glob
+    /// (never without a principal) and every input predicate. A history
+    /// term is judged apart ([`HistoryTerm::evaluate`]).
     pub fn matches(&self, call: &GateCall<'_>) -> bool {
         self.matched_values(call).is_some()
     }
@@ -119,6 +148,11 @@ impl Rule {
     /// Why the rule decides the call: ``rule `x` matched tool `t`, /path = "/tmp/x": reason``,
     /// or `None` when it does not match.
     pub fn describe_match(&self, call: &GateCall<'_>) -> Option<String> {
+        self.describe_with(call, None)
+    }
+
+    /// [`Self::describe_match`] with what the history term found (`history: …`) before the reason.
+    pub fn describe_with(&self, call: &GateCall<'_>, history: Option<&str>) -> Option<String> {
         let values = self.matched_values(call)?;
         let mut text = match &self.config.name {
             Some(name) => format!("rule `{name}`"),
@@ -132,6 +166,10 @@ impl Rule {
         }
         for (pointer, value) in values {
             text.push_str(&format!(", {} = {}", render_pointer(pointer), render_value(value)));
+        }
+        if let Some(history) = history {
+            text.push_str(", history: ");
+            text.push_str(history);
         }
         if let Some(reason) = &self.config.reason {
             text.push_str(": ");
@@ -337,6 +375,9 @@ fn parse_rule(value: toml::Value, position: usize) -> Result<RuleConfig, PolicyE
         }
         Some(other) => return Err(PolicyError::UnknownAction { rule, value: other.to_string() }),
     }
+    if let Some(history) = table.get("history") {
+        check_history_keys(&rule, history)?;
+    }
     if let Some(input) = table.get("input") {
         let Some(input) = input.as_table() else {
             return Err(PolicyError::InvalidValue {
@@ -378,6 +419,22 @@ fn parse_rule(value: toml::Value, position: usize) -> Result<RuleConfig, PolicyE
         let message = e.message().to_owned();
         PolicyError::InvalidValue { rule, key, message }
     })
+}
+
+/// `history` is a table of known keys.
+fn check_history_keys(rule: &RuleRef, history: &toml::Value) -> Result<(), PolicyError> {
+    let invalid = |key: String, message: String| PolicyError::InvalidValue { rule: rule.clone(), key, message };
+    let Some(table) = history.as_table() else {
+        return Err(invalid(
+            "history".into(),
+            "expected a table such as { window = \"24h\", count = { gte = 3 } }".into(),
+        ));
+    };
+    if let Some(key) = table.keys().find(|key| !HISTORY_KEYS.contains(&key.as_str())) {
+        let expected = HISTORY_KEYS.join(", ");
+        return Err(invalid(format!("history.{key}"), format!("unknown key (expected one of {expected})")));
+    }
+    Ok(())
 }
 
 fn has_datetime(value: &toml::Value) -> bool {

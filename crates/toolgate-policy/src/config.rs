@@ -15,7 +15,7 @@ use serde_json::Value;
 use toolgate::tool::GateAction;
 
 /// The keys a `[[rule]]` table may have.
-pub const RULE_KEYS: [&str; 11] = [
+pub const RULE_KEYS: [&str; 13] = [
     "name",
     "action",
     "tool",
@@ -27,7 +27,13 @@ pub const RULE_KEYS: [&str; 11] = [
     "self_approval",
     "escalate",
     "remind",
+    "history",
+    "mode",
 ];
+
+/// The keys a rule's `[rule.history]` table may have.
+pub const HISTORY_KEYS: [&str; 9] =
+    ["window", "tz", "scope", "tools", "count", "sum", "first_time", "distinct", "include"];
 
 /// The operators a predicate table may have.
 pub const OPERATORS: [&str; 8] = ["regex", "glob", "lt", "le", "gt", "ge", "one_of", "equals"];
@@ -71,6 +77,102 @@ pub struct RuleConfig {
     /// pending (`10m`, the `--approval-ttl` syntax).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remind: Option<String>,
+    /// A term over the calls that already ran: the rule matches only when it
+    /// holds too (see [`crate::history`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryConfig>,
+    /// `enforce` (the default) or `shadow`: a shadow rule decides nothing;
+    /// what it would have decided is recorded as a `shadowed` audit event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// A rule's `[rule.history]` table as written (see [`crate::history`]):
+/// a window, a scope, the tools counted, and one term (`count`, `sum`,
+/// `first_time` or `distinct`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// A duration (`24h`, `30m`, `7d`) or `today`.
+    pub window: String,
+    /// For `window = "today"`: `UTC` (the default) or a fixed offset such as `+02:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// `principal` (the default), `conversation`, `everyone` or `group:NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Glob over the tools of the calls counted; default the rule's `tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<String>,
+    /// The number of earlier calls (this one not included) compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<BoundsConfig>,
+    /// The sum of a number in the earlier calls' inputs compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<MeasureConfig>,
+    /// This call's value at this pointer was never seen in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_time: Option<String>,
+    /// The number of distinct values at a pointer compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<MeasureConfig>,
+    /// `pending`: also count approved calls that have not run yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<String>,
+}
+
+/// Comparisons a figure must pass, all of them: `{ gte = 3 }`, `{ gt = 1, lt = 5 }`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundsConfig {
+    /// Greater than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gt: Option<f64>,
+    /// Greater than or equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gte: Option<f64>,
+    /// Less than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lt: Option<f64>,
+    /// Less than or equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lte: Option<f64>,
+    /// Equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eq: Option<f64>,
+}
+
+/// A figure over a pointer of the calls' inputs (`sum`, `distinct`), with its comparisons.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasureConfig {
+    /// The JSON pointer into each call's input (`/amount`).
+    pub path: String,
+    /// Count this call's value too (default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plus_this_call: bool,
+    /// Greater than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gt: Option<f64>,
+    /// Greater than or equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gte: Option<f64>,
+    /// Less than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lt: Option<f64>,
+    /// Less than or equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lte: Option<f64>,
+    /// Equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eq: Option<f64>,
+}
+
+impl MeasureConfig {
+    /// Its comparisons.
+    pub fn bounds(&self) -> BoundsConfig {
+        BoundsConfig { gt: self.gt, gte: self.gte, lt: self.lt, lte: self.lte, eq: self.eq }
+    }
 }
 
 /// One escalation step as written: `{ after = "15m", to = ["group:leads"] }`
@@ -107,6 +209,8 @@ impl RuleConfig {
             self_approval: None,
             escalate: Vec::new(),
             remind: None,
+            history: None,
+            mode: None,
         }
     }
 

@@ -78,7 +78,7 @@ pub enum PolicyError {
     },
     /// A key the rule format does not know.
     #[error(
-        "{rule}: unknown key `{key}` (expected one of name, action, tool, principal, reason, input, approvers, quorum, self_approval, escalate, remind)"
+        "{rule}: unknown key `{key}` (expected one of name, action, tool, principal, reason, input, approvers, quorum, self_approval, escalate, remind, history, mode)"
     )]
     UnknownKey {
         /// The rule.

@@ -147,23 +147,26 @@
 //! replaces it when the file changes and keeps the previous policy when the
 //! new text does not parse.
 
+pub mod cases;
 pub mod compile;
 pub mod config;
 pub mod error;
 pub mod evaluate;
 pub mod explain;
 pub mod handle;
+pub mod history;
 mod predicate;
 pub mod sticky;
 pub mod stored;
 pub mod watch;
 
 pub use compile::{GROUP_PREFIX, Policy, Rule};
-pub use config::{EscalationConfig, PredicateConfig, RuleConfig};
+pub use config::{BoundsConfig, EscalationConfig, HistoryConfig, MeasureConfig, PredicateConfig, RuleConfig};
 pub use error::{PolicyError, RuleRef};
 pub use evaluate::PolicyGate;
 pub use explain::{Explanation, MatchSource, RuleMatch};
 pub use handle::PolicyHandle;
+pub use history::{Fact, HistoryTerm};
 pub use predicate::json_eq;
 pub use sticky::{DecisionScope, StickyAction, StickyDecision, now_ms, scope_covers};
 pub use stored::{DecisionSource, StoredGate, decode_stored, to_stored, visible_to};

@@ -142,7 +142,7 @@ pub(crate) fn compile_glob(rule: &RuleRef, key: &str, pattern: &str) -> Result<G
 }
 
 /// A JSON pointer is `""` or starts with `/`; `~` must be followed by `0` or `1`.
-fn check_pointer(pointer: &str) -> Result<(), &'static str> {
+pub(crate) fn check_pointer(pointer: &str) -> Result<(), &'static str> {
     if !pointer.is_empty() && !pointer.starts_with('/') {
         return Err("a pointer is empty (the whole input) or starts with `/`");
     }

@@ -16,13 +16,19 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use std::collections::BTreeMap;
 use tokio::sync::OnceCell;
-use toolgate::ledger::{ConversationStore, DecisionQuery, Millis, StoreError, StoreFuture, StoredDecision};
-use toolgate::tool::{CallGate, GateAction, GateCall, Verdict};
+
+use toolgate::ledger::{
+    ConversationStore, DecisionQuery, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError,
+    StoreFuture, StoredDecision,
+};
+use toolgate::tool::{CallGate, GateAction, GateCall, Shadowed, Verdict};
 
 use crate::compile::Policy;
-use crate::evaluate;
+use crate::evaluate::{self, Facts};
 use crate::explain::Explanation;
+use crate::history::HistoryTerm;
 use crate::sticky::{StickyDecision, scope_covers};
 
 /// Decodes one stored row; a body that does not decode or disagrees with the
@@ -94,6 +100,23 @@ impl<S: DecisionSource + ?Sized> DecisionSource for Shared<S> {
     }
 }
 
+/// Holds any shared history store, sized or not, as one trait object.
+struct SharedHistory<S: ?Sized>(Arc<S>);
+
+impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+        self.0.history(query)
+    }
+
+    fn append_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        events: &'a [toolgate::ledger::AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        self.0.append_if(guards, events)
+    }
+}
+
 /// The decisions that apply to one request, as read from the store.
 #[derive(Debug)]
 struct Loaded {
@@ -113,6 +136,18 @@ pub struct StoredGate {
     principal: Option<String>,
     now: Millis,
     loaded: OnceCell<Result<Loaded, StoreError>>,
+    history: Option<HistorySource>,
+    /// The history each call's last verdict rested on, by tool call id (see [`CallGate::guards`]).
+    judged: std::sync::Mutex<std::collections::HashMap<String, Vec<HistoryGuard>>>,
+    /// The shadow rules each call's last verdict found matching, by tool call id.
+    shadows: std::sync::Mutex<std::collections::HashMap<String, Vec<Shadowed>>>,
+}
+
+/// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
+#[derive(Clone)]
+struct HistorySource {
+    store: Arc<dyn HistoryStore>,
+    groups: Arc<BTreeMap<String, Vec<String>>>,
 }
 
 impl std::fmt::Debug for StoredGate {
@@ -122,6 +157,7 @@ impl std::fmt::Debug for StoredGate {
             .field("conversation_id", &self.conversation_id)
             .field("principal", &self.principal)
             .field("now", &self.now)
+            .field("history", &self.history.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +174,20 @@ impl StoredGate {
         now: Millis,
     ) -> Self {
         let store = Box::new(Shared(store));
-        Self { policy, store, conversation_id, principal, now, loaded: OnceCell::new() }
+        let (loaded, judged, shadows) = (OnceCell::new(), Default::default(), Default::default());
+        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows }
+    }
+
+    /// This gate with the ledger's history: its rules' history terms count
+    /// the calls `store` recorded, a `group:NAME` scope the members `groups`
+    /// lists. Without it, every history term is unknown (fails closed).
+    pub fn with_history<S: HistoryStore + ?Sized + 'static>(
+        mut self,
+        store: Arc<S>,
+        groups: Arc<BTreeMap<String, Vec<String>>>,
+    ) -> Self {
+        self.history = Some(HistorySource { store: Arc::new(SharedHistory(store)), groups });
+        self
     }
 
     /// This gate with its own decisions already read: what the store returned
@@ -166,10 +215,16 @@ impl StoredGate {
             Ok(loaded) => loaded,
             Err(error) => {
                 tracing::warn!(tool = call.tool_name, %error, "sticky decisions unreadable; approval required");
-                return fail_closed(evaluate::decide(&self.policy, &[], &call, self.now), &error.to_string());
+                let facts = self.facts(&call).await;
+                return fail_closed(evaluate::decide(&self.policy, &[], &call, self.now, &facts), &error.to_string());
             }
         };
-        let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now);
+        let facts = self.facts(&call).await;
+        let shadows = evaluate::shadowed(&self.policy, &call, &facts);
+        if !shadows.is_empty() {
+            lock(&self.shadows).insert(call.tool_call_id.to_owned(), shadows);
+        }
+        let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now, &facts);
         match loaded.corrupt.iter().find(|(row, _)| could_decide(row, &call, self.now)) {
             Some((_, error)) => {
                 tracing::warn!(tool = call.tool_name, %error, "corrupt sticky decision; approval required");
@@ -183,7 +238,49 @@ impl StoredGate {
     pub async fn explain(&self, call: &GateCall<'_>) -> Result<Explanation, StoreError> {
         let call = self.complete(call);
         let loaded = self.load(&call).await?;
-        Ok(evaluate::explain(&self.policy, &loaded.decisions, &call, self.now))
+        let facts = self.facts(&call).await;
+        Ok(evaluate::explain(&self.policy, &loaded.decisions, &call, self.now, &facts))
+    }
+
+    /// What each history term whose rule's matchers match the call finds,
+    /// from one read of the store (the widest window and scope they need).
+    async fn facts(&self, call: &GateCall<'_>) -> Facts {
+        let rules = self.policy.rules();
+        let wanted: Vec<(usize, &HistoryTerm)> = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(index, rule)| rule.history().filter(|_| rule.matches(call)).map(|term| (index, term)))
+            .collect();
+        if wanted.is_empty() {
+            return Facts::default();
+        }
+        let Some(source) = &self.history else {
+            return Facts::unknown(&self.policy, call, "no store keeps the calls that ran");
+        };
+        let members = |group: &str| source.groups.get(group).cloned().unwrap_or_default();
+        let queries: Vec<HistoryQuery> = wanted.iter().map(|(_, term)| term.query(call, self.now, members)).collect();
+        let read = HistoryQuery {
+            since: queries.iter().map(|query| query.since).min().unwrap_or(self.now),
+            scope: common_scope(&queries),
+            include_pending: queries.iter().any(|query| query.include_pending),
+        };
+        let entries = match source.store.history(&read).await {
+            Ok(entries) => {
+                // The one read every term judged from: a call recorded in it later moves them all.
+                let guard = HistoryGuard { count: entries.len(), query: read.clone() };
+                lock(&self.judged).insert(call.tool_call_id.to_owned(), vec![guard]);
+                entries
+            }
+            Err(error) => {
+                tracing::warn!(tool = call.tool_name, %error, "history unreadable; approval required");
+                return Facts::unknown(&self.policy, call, &format!("the history could not be read: {error}"));
+            }
+        };
+        let mut facts = vec![None; rules.len()];
+        for ((index, term), query) in wanted.into_iter().zip(&queries) {
+            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries, self.now));
+        }
+        Facts::new(facts)
     }
 
     /// The call with this gate's conversation and principal where it names none.
@@ -253,6 +350,19 @@ fn could_decide(row: &StoredDecision, call: &GateCall<'_>, now: Millis) -> bool 
         && scope_covers(&row.scope, call.conversation_id, call.principal)
 }
 
+/// A lock that a panic elsewhere did not poison for good.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The one scope that covers every query: theirs when they agree, else everyone.
+fn common_scope(queries: &[HistoryQuery]) -> HistoryScope {
+    match queries.split_first() {
+        Some((first, rest)) if rest.iter().all(|query| query.scope == first.scope) => first.scope.clone(),
+        _ => HistoryScope::Everyone,
+    }
+}
+
 /// A file or sticky deny stands; anything else becomes a question.
 fn fail_closed(verdict: Option<Verdict>, error: &str) -> Option<Verdict> {
     match verdict {
@@ -268,5 +378,13 @@ fn fail_closed(verdict: Option<Verdict>, error: &str) -> Option<Verdict> {
 impl CallGate for StoredGate {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         async move { self.decide(&call).await }.boxed()
+    }
+
+    fn guards(&self, tool_call_id: &str) -> Vec<HistoryGuard> {
+        lock(&self.judged).remove(tool_call_id).unwrap_or_default()
+    }
+
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        lock(&self.shadows).remove(tool_call_id).unwrap_or_default()
     }
 }

@@ -404,7 +404,7 @@ fn errors_name_the_rule_and_the_key() {
     let cases: &[(&str, &str)] = &[
         (
             "[[rule]]\nname = \"x\"\naction = \"deny\"\ntol = \"a\"\n",
-            "rule `x` (line 1): unknown key `tol` (expected one of name, action, tool, principal, reason, input, approvers, quorum, self_approval, escalate, remind)",
+            "rule `x` (line 1): unknown key `tol` (expected one of name, action, tool, principal, reason, input, approvers, quorum, self_approval, escalate, remind, history, mode)",
         ),
         ("[[rule]]\naction = \"allow\"\n\n[[rule]]\ntool = \"a\"\n", "rule #2 (line 4): missing `action`"),
         (

@@ -164,6 +164,7 @@ impl AppState {
             policy: config.policy.clone(),
             signer,
             decisions,
+            history: config.ledger.as_ref().map(|ledger| Arc::clone(&ledger.store)),
             clock,
             signals: Signals::default(),
             max_steps: config.max_steps,

@@ -480,3 +480,31 @@ async fn an_edit_repeated_with_its_keys_in_another_order_is_a_repeat_not_a_confl
     assert_eq!(other.status, 409, "{}", other.body);
     assert_eq!(ledgered.runs.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_call_that_runs_without_asking_is_in_the_audit_log() {
+    let script = json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "t-1", "toolName": "transfer_money", "input": {"amount": 50, "to": "bob"}}],
+        [{"type": "text", "text": "Sent."}]
+    ]});
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let ledger = LedgerConfig::new(Arc::new(MemoryStore::new())).clock(clock);
+    let server = start_configured(script, move |config| {
+        config.toolkit = toolgate::demo::toolkit();
+        config.ledger = Some(ledger);
+    })
+    .await;
+    let body = json!({"id": "chat-9", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "send bob 50"}]}
+    ]});
+    let reply = chat(&server, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let audit = get(&server, "/api/audit?conversation=chat-9").await;
+    let events: Vec<Value> = audit.body.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["kind"], "executed");
+    assert_eq!(events[0]["toolCallId"], "t-1");
+    assert_eq!(events[0]["data"]["toolName"], "transfer_money");
+    assert_eq!(events[0]["data"]["input"], json!({"amount": 50, "to": "bob"}));
+    assert_eq!(events[0]["data"]["decidedBy"], "policy");
+}

@@ -320,3 +320,48 @@ async fn what_every_request_reads_stays_small() {
         json!({"action": "allow", "tool": "delete_file", "scope": "conversation", "conversationId": "chat-2"});
     assert_eq!(decide(&server, Some("alice"), elsewhere).await.status, 201, "the limit is per conversation");
 }
+
+#[tokio::test]
+async fn a_history_term_counts_what_ran_and_explain_shows_its_figures() {
+    let policy = rules(
+        "[[rule]]\nname = \"once-a-day\"\naction = \"deny\"\ntool = \"transfer_money\"\n\
+         history = { window = \"24h\", scope = \"everyone\", count = { gte = 1 } }\n",
+    );
+    let script = json!({"turns": [
+        [{"type": "tool-call", "toolCallId": "t-1", "toolName": "transfer_money", "input": {"amount": 50, "to": "bob"}}],
+        [{"type": "text", "text": "Sent."}]
+    ]});
+    let ledger = toolgate::ledger::LedgerConfig::new(std::sync::Arc::new(toolgate::ledger::MemoryStore::new()));
+    let server = start_configured(script, move |config| {
+        config.policy = policy;
+        config.toolkit = toolgate::demo::toolkit();
+        config.ledger = Some(ledger);
+    })
+    .await;
+    let before = explain_transfer(&server).await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    assert_eq!(before.json()["decision"], "allow", "{}", before.body);
+
+    let first = chat_as(&server, "chat-1", None).await;
+    assert!(first.iter().any(|chunk| chunk["type"] == "tool-output-available"), "the first transfer runs");
+    let after = explain_transfer(&server).await.json();
+    assert_eq!(after["decision"], "deny", "{after}");
+    let reason = after["reason"].as_str().unwrap();
+    assert!(reason.contains("history: 1 earlier call vs >= 1 in the last 24h (everyone)"), "{reason}");
+    assert_eq!(after["matches"][0]["source"], "once-a-day");
+
+    let second = chat_as(&server, "chat-2", None).await;
+    let (what, reason) = outcome(&second);
+    assert_eq!(what, "denied", "the second transfer is refused");
+    assert!(reason.unwrap().contains("1 earlier call"));
+
+    let bad =
+        send(&server, "POST", "/api/policy/explain", &[("content-type", "application/json")], b"{\"tol\": 1}").await;
+    assert_eq!((bad.status, bad.json()["error"]["code"].as_str()), (400, Some("invalid_explain")));
+}
+
+async fn explain_transfer(server: &Server) -> Reply {
+    let body = json!({"tool": "transfer_money", "input": {"amount": 5, "to": "bob"}, "conversation": "chat-9"});
+    send(server, "POST", "/api/policy/explain", &[("content-type", "application/json")], body.to_string().as_bytes())
+        .await
+}

@@ -75,6 +75,23 @@ impl AuditStore for SlowSaves {
     }
 }
 
+impl toolgate::ledger::HistoryStore for SlowSaves {
+    fn history<'a>(
+        &'a self,
+        query: &'a toolgate::ledger::HistoryQuery,
+    ) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+        self.0.history(query)
+    }
+
+    fn append_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        self.0.append_if(guards, events)
+    }
+}
+
 impl ConversationStore for SlowSaves {
     fn conversation<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         self.0.conversation(id)

@@ -53,6 +53,10 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// counter row on SQLite), so [`Self::MARK_AND_CLAIM`] needs a
     /// transaction; a sequence (Postgres) draws it within the one statement.
     const GENERATION_NEEDS_TRANSACTION: bool;
+    /// A statement that takes the audit log's append lock until commit, when
+    /// a write transaction does not hold it already (Postgres's advisory
+    /// lock; none on SQLite, whose write transaction holds the database's).
+    const LOCK_AUDIT_LOG: Option<&'static str>;
 
     /// The newest schema migration this build carries (the store is ready
     /// only at it: [`toolgate::ledger::AuditStore::ready`]).

@@ -54,6 +54,7 @@ mod batch;
 mod chain;
 mod checkpoint;
 mod db;
+mod history_ops;
 mod lite;
 mod ops;
 mod outbox_ops;
@@ -249,6 +250,23 @@ impl AuditStore for SqlStore {
 
     fn ready(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move { on_backend!(self, backend => backend.ready()) })
+    }
+}
+
+impl toolgate::ledger::HistoryStore for SqlStore {
+    fn history<'a>(
+        &'a self,
+        query: &'a toolgate::ledger::HistoryQuery,
+    ) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+        Box::pin(async move { on_backend!(self, backend => backend.history(query)) })
+    }
+
+    fn append_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.append_if(guards, events)) })
     }
 }
 

@@ -38,6 +38,8 @@ const MAX_POOL: u32 = 1000;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The advisory lock key that orders audit appends ("toolgate" in ASCII).
 const AUDIT_LOCK_KEY: i64 = 0x746f_6f6c_6761_7465;
+/// Takes the log's advisory lock ([`AUDIT_LOCK_KEY`], in decimal) until commit (the guarded appends of history terms).
+const LOCK_AUDIT_LOG: &str = "SELECT pg_advisory_xact_lock(8390047142196114533)::text";
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -144,6 +146,7 @@ impl SqlBackend for Backend {
     type Reader = PgPool;
 
     const MARK_DUE: &'static str = MARK_DUE;
+    const LOCK_AUDIT_LOG: Option<&'static str> = Some(LOCK_AUDIT_LOG);
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
     /// A sequence draws a generation within the one statement that uses it.
     const GENERATION_NEEDS_TRANSACTION: bool = false;
@@ -341,6 +344,11 @@ fn typed<O: Row>(query: db::Query<'_>) -> sqlx::query::QueryAs<'_, Postgres, O, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_history_lock_is_the_log_lock() {
+        assert_eq!(LOCK_AUDIT_LOG, format!("SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text"));
+    }
 
     fn settings(url: &str) -> Result<(String, u32), OpenError> {
         pool_settings(url, "shown")

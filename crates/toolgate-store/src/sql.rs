@@ -32,6 +32,8 @@ macro_rules! event_columns {
     };
 }
 
+pub(crate) use event_columns;
+
 /// The columns of `decisions` a [`DecisionRow`] reads, in its order.
 macro_rules! decision_columns {
     () => {

@@ -185,6 +185,8 @@ async fn check_upgraded(store: &SqlStore) {
     let log = store.audit(&AuditQuery { after_seq: Some(4), ..AuditQuery::default() }).await.unwrap();
     assert_eq!(log.iter().skip(1).map(|event| event.kind).collect::<Vec<_>>(), newer, "0006's kinds are admitted");
     assert!(log[0].seq > 5, "a number given before is never given again: {}", log[0].seq);
+    let allowed = event(AuditKind::Allowed, "", "chat", 202, json!({"toolName": "t", "input": {}}));
+    store.append(&[allowed]).await.expect("0009's kind `allowed` is admitted");
 
     let withdraw = Transition {
         approval_id: "owned".to_owned(),
@@ -245,6 +247,9 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
             "approvals_pending_newest",
             "approvals_timer",
             "audit_events_answers",
+            "audit_events_calls",
+            "audit_events_calls_conversation",
+            "audit_events_calls_owner",
             "audit_events_conversation",
             "audit_events_owner",
             "decisions_scope",

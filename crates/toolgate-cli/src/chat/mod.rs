@@ -251,10 +251,17 @@ async fn in_process(
     let system = args.system.clone();
     let policy = setup.policy.clone();
     let gate_decisions = Arc::clone(&decisions);
+    let history = ledger.as_ref().map(|ledger| Arc::clone(&ledger.store));
+    let groups = Arc::new(setup.groups());
     let description = format!("model {}/{} · store {store_name}", model.provider(), model.model_id());
     let transport = InProcessTransport::with_requests(model, move |chat_id, messages| {
         let now = SystemClock.now();
         let gate = StoredGate::new(policy.current(), Arc::clone(&gate_decisions), Some(chat_id.to_owned()), None, now);
+        // History terms count the calls the store recorded (without one they are unknown).
+        let gate = match &history {
+            Some(store) => gate.with_history(Arc::clone(store), Arc::clone(&groups)),
+            None => gate,
+        };
         let mut request =
             TextRequest::new(messages).approval_signer(signer.clone()).gate(Arc::new(gate)).conversation_id(chat_id);
         if let Some(toolkit) = &toolkit {

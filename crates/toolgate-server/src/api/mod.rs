@@ -26,6 +26,7 @@
 //! | `me.rs` | `GET /api/me` |
 //! | `decisions.rs` | `GET|POST /api/decisions`, `DELETE /api/decisions/{id}` |
 //! | `calls.rs` | `POST /api/calls`, `GET /api/calls/{id}`, `POST /api/calls/{id}/start|finish`, `GET /api/calls/stream`: the call-gating API |
+//! | `policy.rs` | `POST /api/policy/explain` |
 //! | `approvals/` | `/api/approvals[/{id}]`, `/api/approvals/stream`: the inbox |
 //! | `links/` | `/a/{token}`, `/approvals/{id}`: one-time links and their pages (`links/form.rs`) |
 //! | `openapi/` | `/openapi.json`, `/api-docs` (the Swagger UI page, `openapi/swagger_ui.rs`) |
@@ -43,6 +44,7 @@ pub(crate) mod links;
 pub(crate) mod me;
 pub(crate) mod metrics;
 pub mod openapi;
+pub(crate) mod policy;
 pub(crate) mod sign_in;
 pub(crate) mod stream_resume;
 pub(crate) mod web_page;
@@ -104,6 +106,7 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/me", me::me, Open),
     route!(GET "/api/decisions", decisions::list, Open),
     route!(POST "/api/decisions", decisions::add, Open),
+    route!(POST "/api/policy/explain", policy::explain, Open),
     route!(DELETE "/api/decisions/{id}", decisions::revoke, Open),
     route!(GET "/api/chats/{id}", chats::stored_messages, Open),
     route!(GET "/api/approvals", approvals::list, Open),

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, AuditStore,
-    ContinuationClaim, ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, InboxStore,
-    LedgerStore, LinkStore, Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreFuture, StoredConversation,
-    StoredDecision, Transition, TransitionOutcome,
+    ContinuationClaim, ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, HistoryEntry,
+    HistoryGuard, HistoryQuery, HistoryStore, InboxStore, LedgerStore, LinkStore, Millis, Outbound, OutboxQuery,
+    OutboxStore, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 use super::Metrics;
@@ -147,6 +147,16 @@ impl AuditStore for MeteredStore {
 
     fn ready(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move { timed!(self, "ready", self.inner.ready()) })
+    }
+}
+
+impl HistoryStore for MeteredStore {
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>> {
+        Box::pin(async move { timed!(self, "history", self.inner.history(query)) })
+    }
+
+    fn append_if<'a>(&'a self, guards: &'a [HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool> {
+        Box::pin(async move { timed!(self, "append_if", self.inner.append_if(guards, events)) })
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) struct RunParts {
     pub signer: ApprovalSigner,
     /// Where sticky decisions live: the ledger's store, else this process's memory.
     pub decisions: Arc<dyn LedgerStore>,
+    /// The ledger's store, where history terms read the calls that ran (none: they are unknown).
+    pub history: Option<Arc<dyn LedgerStore>>,
     /// The ledger's clock, else the system's.
     pub clock: Arc<dyn Clock>,
     /// The process's signals.
@@ -135,13 +137,20 @@ impl RunContext {
     /// to this conversation and principal now (read when first needed, or
     /// given with [`StoredGate::with_decisions`]).
     pub(crate) fn gate(&self, conversation_id: &str, principal: Option<&str>) -> StoredGate {
-        StoredGate::new(
-            self.inner.parts.policy.current(),
-            Arc::clone(&self.inner.parts.decisions),
+        let parts = &self.inner.parts;
+        let policy = parts.policy.current();
+        let remembers = policy.rules().iter().any(|rule| rule.history().is_some());
+        let gate = StoredGate::new(
+            policy,
+            Arc::clone(&parts.decisions),
             Some(conversation_id.to_owned()),
             principal.map(str::to_owned),
             self.now(),
-        )
+        );
+        match &parts.history {
+            Some(store) if remembers => gate.with_history(Arc::clone(store), Arc::new(parts.groups.clone())),
+            _ => gate,
+        }
     }
 
     /// An engine request over `messages` with the server's settings, gated by

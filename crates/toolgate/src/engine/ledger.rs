@@ -1,16 +1,17 @@
 //! What the engine writes to the ledger around a step: the approval requests
 //! it issues (before the client sees them), the outcomes of the calls it ran
-//! under a claim, and the lease renewals while they run. The states and
+//! under a claim, the calls it ran or refused without an approval, and the lease renewals while they run. The states and
 //! transitions are [`crate::approval::lifecycle`]'s.
 
 use serde_json::json;
-use toolgate_protocol::StreamPart;
+use toolgate_protocol::{StreamPart, ToolCallPart};
 
 use super::ApprovalRequest;
 use super::execute::ToolOutcome;
 use crate::EngineError;
+use crate::approval::lifecycle::direct::DirectCall;
 use crate::approval::{canonical_digest, canonical_json, lifecycle};
-use crate::ledger::{AuditKind, Ledger, Transition, WARNING_NOT_RECORDED};
+use crate::ledger::{AuditEvent, AuditKind, Ledger, Transition, WARNING_NOT_RECORDED};
 use crate::tool::Toolkit;
 
 /// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
@@ -59,11 +60,16 @@ pub(crate) async fn record_issued(
 }
 
 /// Stores the outcomes of calls run under this request's claims
-/// (`executing → executed | failed`), in one transaction. A failure to
+/// (`executing → executed | failed`) and the `direct` events of calls decided
+/// without an approval ([`direct_events`]), in one transaction. A failure to
 /// store is a warning: the results are real and go to the client; the
 /// records stay `executing` and later resolve as interrupted.
-pub(crate) async fn record_outcomes(ledger: &Ledger, finished: &[(&str, &ToolOutcome)]) -> Option<StreamPart> {
-    if finished.is_empty() {
+pub(crate) async fn record_outcomes(
+    ledger: &Ledger,
+    finished: &[(&str, &ToolOutcome)],
+    direct: &[AuditEvent],
+) -> Option<StreamPart> {
+    if finished.is_empty() && direct.is_empty() {
         return None;
     }
     let now = ledger.config.clock.now();
@@ -71,24 +77,48 @@ pub(crate) async fn record_outcomes(ledger: &Ledger, finished: &[(&str, &ToolOut
         .iter()
         .map(|(approval_id, outcome)| {
             let output = outcome.to_result_part().output;
+            let (tool_name, input) = (&outcome.call.tool_name, &outcome.call.input);
             let (failed, kind, data) = match &outcome.output {
-                Ok(_) => (false, AuditKind::Executed, json!({"input": outcome.call.input, "result": output})),
+                Ok(_) => (false, AuditKind::Executed, json!({"toolName": tool_name, "input": input, "result": output})),
                 Err(error) => {
-                    (true, AuditKind::Failed, json!({"input": outcome.call.input, "error": error.to_value()}))
+                    (true, AuditKind::Failed, json!({"toolName": tool_name, "input": input, "error": error.to_value()}))
                 }
             };
             let events = vec![ledger.event(kind, approval_id, &outcome.call.tool_call_id, now, data)];
             lifecycle::finish(approval_id, output, failed, now, events)
         })
         .collect();
-    match ledger.config.store.apply(&transitions, &[]).await {
+    match ledger.config.store.apply(&transitions, direct).await {
         Ok(_) => None,
         Err(error) => {
             tracing::error!(%error, "cannot record tool outcomes in the approval ledger");
             Some(StreamPart::Warning {
                 code: WARNING_NOT_RECORDED.to_owned(),
-                message: format!("the outcome of an approved call could not be recorded: {error}"),
+                message: format!("the outcome of a call could not be recorded: {error}"),
             })
         }
     }
+}
+
+/// The events of calls decided without an approval: those that `ran` (a
+/// rule or their policy allowed them) and those `refused`, with the reason
+/// (see [`lifecycle::direct`]).
+pub(crate) fn direct_events(
+    ledger: &Ledger,
+    ran: &[&ToolOutcome],
+    refused: &[(&ToolCallPart, &str)],
+) -> Vec<AuditEvent> {
+    let now = ledger.config.clock.now();
+    let mut events = Vec::with_capacity(ran.len() + refused.len());
+    for outcome in ran {
+        let detail = match &outcome.output {
+            Ok(_) => Ok(serde_json::to_value(outcome.to_result_part().output).unwrap_or_default()),
+            Err(error) => Err(error.to_value()),
+        };
+        events.push(lifecycle::direct::ran(ledger, DirectCall::of(&outcome.call), detail.as_ref(), now));
+    }
+    for (part, reason) in refused {
+        events.push(lifecycle::direct::refused(ledger, DirectCall::of(part), reason, now));
+    }
+    events
 }

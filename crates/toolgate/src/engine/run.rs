@@ -19,7 +19,7 @@ use toolgate_protocol::{
 };
 
 use super::execute::{ToolOutcome, ToolRun, Work, execute_all, result_part, stored_part};
-use super::ledger::record_outcomes;
+use super::ledger::{direct_events, record_outcomes};
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
 use super::{StepResult, TextRequest, TextResult};
@@ -175,15 +175,18 @@ async fn preresolve(
         });
     }
     let execution = execute_all(work, request.tool_concurrency, cancellation, out);
-    let ledger = request.ledger.as_ref().filter(|_| claimed.iter().any(Option::is_some));
-    let outcomes = match ledger {
+    let outcomes = match request.ledger.as_ref().filter(|_| claimed.iter().any(Option::is_some)) {
         Some(ledger) => with_renewed_leases(ledger, execution).await,
         None => execution.await,
     };
-    if let Some(ledger) = ledger {
+    if let Some(ledger) = &request.ledger {
         let finished: Vec<(&str, &ToolOutcome)> =
             claimed.iter().zip(&outcomes).filter_map(|(id, outcome)| id.map(|id| (id, outcome))).collect();
-        if let Some(warning) = record_outcomes(ledger, &finished).await {
+        // A held call that its policy now lets run has no approval of its own.
+        let unclaimed: Vec<&ToolOutcome> =
+            claimed.iter().zip(&outcomes).filter(|(id, _)| id.is_none()).map(|(_, outcome)| outcome).collect();
+        let direct = direct_events(ledger, &unclaimed, &[]);
+        if let Some(warning) = record_outcomes(ledger, &finished, &direct).await {
             out.emit(warning).await;
         }
     }

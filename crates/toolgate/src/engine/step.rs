@@ -30,13 +30,14 @@ use toolgate_protocol::{
     ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
 };
 
-use super::execute::{ToolRun, Work, error_part, execute_all, result_part};
-use super::ledger::record_issued;
+use super::execute::{ToolOutcome, ToolRun, Work, error_part, execute_all, result_part};
+use super::ledger::{direct_events, record_issued, record_outcomes};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
+use crate::approval::lifecycle::direct::admit;
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
 use crate::model::{LanguageModel, ModelError, ModelStream};
-use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict, decide_call};
+use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict};
 
 /// Why a person is asked about a provider-executed call.
 const PROVIDER_APPROVAL_REASON: &str = "the model provider asked for approval";
@@ -383,8 +384,9 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     }
                     None | Some(Ok(_)) => {
                         let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
+                        let ledger = context.request.ledger.as_ref();
                         let Verdict { action, reason, route } =
-                            decide_call(context.request.caller(), tool, &input, approval).await;
+                            admit(ledger, context.request.caller(), tool, &input, approval).await;
                         match action {
                             GateAction::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
                             GateAction::Ask => CallClass::Local { tool: tool.clone(), ask: reason, route },
@@ -446,6 +448,20 @@ async fn act_on_calls(
 
     let work = runs.into_iter().map(Work::Run).collect();
     let outcomes = execute_all(work, context.request.tool_concurrency, context.cancellation, out).await;
+    if let Some(ledger) = &context.request.ledger {
+        let ran: Vec<&ToolOutcome> = outcomes.iter().collect();
+        let refused: Vec<(&ToolCallPart, &str)> = transcript
+            .calls
+            .iter()
+            .filter_map(|call| match &call.class {
+                CallClass::Denied(reason) => Some((&call.part, reason.as_str())),
+                _ => None,
+            })
+            .collect();
+        if let Some(warning) = record_outcomes(ledger, &[], &direct_events(ledger, &ran, &refused)).await {
+            out.emit(warning).await;
+        }
+    }
     results.extend(run_positions.into_iter().zip(outcomes.iter().map(|outcome| outcome.to_result_part())));
     results.sort_by_key(|(position, _)| *position);
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();

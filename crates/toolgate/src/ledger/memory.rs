@@ -271,6 +271,24 @@ impl AuditStore for MemoryStore {
     }
 }
 
+impl super::HistoryStore for MemoryStore {
+    fn history<'a>(&'a self, query: &'a super::HistoryQuery) -> StoreFuture<'a, Vec<super::HistoryEntry>> {
+        Box::pin(super::history_from_audit(self, query))
+    }
+
+    fn append_if<'a>(&'a self, guards: &'a [super::HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            // The check and the append under one lock: nothing is appended between them.
+            if !super::guards_hold(guards, &inner.audit) {
+                return Ok(false);
+            }
+            inner.append(events);
+            Ok(true)
+        })
+    }
+}
+
 impl ConversationStore for MemoryStore {
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Option<StoredConversation>> {
         Box::pin(async move { Ok(self.lock().conversations.get(conversation_id).cloned()) })

@@ -33,6 +33,7 @@
 
 mod clock;
 mod decision;
+mod history;
 mod identity;
 mod inbox;
 mod issued;
@@ -46,6 +47,9 @@ pub use crate::approval::lifecycle::ApprovalState;
 pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{ConversationRead, ConversationStore, DecisionQuery, DecisionScope, StoredDecision};
+pub use history::{
+    HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold, history_from_audit,
+};
 pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
     check_client_name, check_conversation_id, check_group, check_principal,

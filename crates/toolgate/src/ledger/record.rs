@@ -253,11 +253,18 @@ pub enum AuditKind {
     /// A notification attempt failed; the data says why and whether it is retried.
     #[serde(rename = "notification_failed")]
     NotificationFailed,
+    /// A rule or the tool's policy let a call run without asking, judged on
+    /// the history (a rule's history term): recorded, atomically with that
+    /// history, just before it runs (see [`crate::ledger::HistoryStore::append_if`]).
+    Allowed,
+    /// A rule in shadow mode matched a call: the data names the rule and what
+    /// it would have decided (it was not enforced).
+    Shadowed,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 19] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -275,6 +282,8 @@ impl AuditKind {
         Self::Reminded,
         Self::Notified,
         Self::NotificationFailed,
+        Self::Allowed,
+        Self::Shadowed,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -297,6 +306,8 @@ impl AuditKind {
             Self::Reminded => "reminded",
             Self::Notified => "notified",
             Self::NotificationFailed => "notification_failed",
+            Self::Allowed => "allowed",
+            Self::Shadowed => "shadowed",
         }
     }
 

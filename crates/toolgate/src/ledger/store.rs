@@ -121,6 +121,7 @@ pub trait AuditStore: Send + Sync + std::fmt::Debug {
 pub trait LedgerStore:
     ApprovalStore
     + AuditStore
+    + super::HistoryStore
     + super::ConversationStore
     + super::InboxStore
     + super::ContinuationStore
@@ -132,6 +133,7 @@ pub trait LedgerStore:
 impl<T> LedgerStore for T where
     T: ApprovalStore
         + AuditStore
+        + super::HistoryStore
         + super::ConversationStore
         + super::InboxStore
         + super::ContinuationStore

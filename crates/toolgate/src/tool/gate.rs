@@ -85,6 +85,34 @@ pub trait CallGate: Send + Sync {
     /// The verdict for one call, or `None` when no rule speaks to it. The
     /// verdict's `reason` is what people (and, for a denial, the model) read.
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>>;
+
+    /// The history its last verdict for this call rested on (a rule's
+    /// history term read it), taken: the engine records the call with these
+    /// guards before it runs ([`crate::approval::lifecycle::direct::admit`]).
+    /// None by default: a gate that reads no history.
+    fn guards(&self, tool_call_id: &str) -> Vec<crate::ledger::HistoryGuard> {
+        let _ = tool_call_id;
+        Vec::new()
+    }
+
+    /// The rules in shadow mode that matched this call at its last verdict,
+    /// taken: what they would have decided, not enforced. The engine records
+    /// each as a `shadowed` audit event. None by default.
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        let _ = tool_call_id;
+        Vec::new()
+    }
+}
+
+/// A rule in shadow mode that matched a call: what it would have decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shadowed {
+    /// The rule's name.
+    pub rule: String,
+    /// What it would have decided.
+    pub action: GateAction,
+    /// Why it matched (with its history term's figures).
+    pub reason: String,
 }
 
 /// A gate and who is asking: what [`decide_call`] needs besides the call.

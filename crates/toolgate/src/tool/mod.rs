@@ -44,7 +44,7 @@ pub(crate) use context::PreliminarySink;
 pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
 pub use error::ToolError;
-pub use gate::{CallGate, Caller, GateAction, GateCall, decide_call};
+pub use gate::{CallGate, Caller, GateAction, GateCall, Shadowed, decide_call};
 pub use policy::ApprovalPolicy;
 pub use toolkit::{Toolkit, ToolkitError};
 pub use verdict::Verdict;

@@ -99,6 +99,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("not_the_requester", "Only the requester may withdraw an approval."),
     // Sticky decisions.
     ("invalid_decision", "The decision is malformed (scope, ttl, note or input)."),
+    ("invalid_explain", "The body of `POST /api/policy/explain` is not `{tool, input, conversation}`."),
     ("unknown_tool", "The decision names a tool the server does not offer."),
     (
         "global_decision_forbidden",

@@ -51,6 +51,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::decisions::list,
         crate::api::decisions::add,
         crate::api::decisions::revoke,
+        crate::api::policy::explain,
         crate::api::approvals::list,
         crate::api::approvals::stream,
         crate::api::approvals::show,

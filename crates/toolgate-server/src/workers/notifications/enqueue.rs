@@ -125,7 +125,9 @@ fn event_kind(kind: AuditKind) -> Option<EventKind> {
         // The successor's own `issued` event asks its approvers.
         | AuditKind::Superseded
         | AuditKind::Notified
-        | AuditKind::NotificationFailed => None,
+        | AuditKind::NotificationFailed
+        | AuditKind::Allowed
+        | AuditKind::Shadowed => None,
     }
 }
 

@@ -491,7 +491,8 @@ fn routed_refusal(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: 
 fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -> Vec<Transition> {
     let events = match &entry.decision {
         Decision::Approve { edited_input } => {
-            let mut events = vec![noted(ledger, record, AuditKind::Approved, now, json!({"input": record.input}))];
+            let data = json!({"toolName": record.tool_name, "input": record.input});
+            let mut events = vec![noted(ledger, record, AuditKind::Approved, now, data)];
             if let Some(edit) = edited_input {
                 let data = json!({"originalInput": record.input, "editedInput": edit});
                 events.push(noted(ledger, record, AuditKind::Edited, now, data));

@@ -359,7 +359,8 @@ pub(crate) fn decision_events(
     let event = |kind, data| ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data);
     match decision {
         Decision::Approve { edited_input } => {
-            let mut events = vec![event(AuditKind::Approved, json!({"input": record.input}))];
+            let mut events =
+                vec![event(AuditKind::Approved, json!({"toolName": record.tool_name, "input": record.input}))];
             if let Some(edit) = edited_input {
                 events.push(event(AuditKind::Edited, json!({"originalInput": record.input, "editedInput": edit})));
             }
@@ -418,7 +419,7 @@ pub async fn start(ledger: &Ledger, record: &ApprovalRecord, idempotent: bool) -
 
 /// Records the outcome of a held call this process ran:
 /// `executing → executed` (`failed` false) or `failed`, with an `executed`
-/// or `failed` event whose data holds the input and `detail` (the result, or
+/// or `failed` event whose data holds the tool's name, the input and `detail` (the result, or
 /// the error).
 pub async fn finish(
     ledger: &Ledger,
@@ -429,7 +430,7 @@ pub async fn finish(
 ) -> Result<TransitionOutcome, HeldError> {
     let now = ledger.config.clock.now();
     let (kind, key) = if failed { (AuditKind::Failed, "error") } else { (AuditKind::Executed, "result") };
-    let data = json!({"input": record.input, key: detail});
+    let data = json!({"toolName": record.tool_name, "input": record.input, key: detail});
     let events = vec![ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data)];
     apply(ledger, transition::finish(&record.approval_id, output, failed, now, events)).await
 }

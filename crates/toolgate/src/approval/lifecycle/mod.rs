@@ -27,6 +27,10 @@
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
 //!
+//! A call that a rule or the tool's own policy allows or denies has no
+//! approval and takes no move; with a ledger it is still on record, as one
+//! `executed`, `failed` or `denied` event ([`direct`]).
+//!
 //! A call held outside a chat (a gateway in front of tools the engine does
 //! not run) takes the same moves through [`held`]: issued or attached to by
 //! what it asks (or the caller's idempotency key), decided by the client's
@@ -63,6 +67,7 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+pub mod direct;
 mod edit;
 pub mod held;
 pub mod route;

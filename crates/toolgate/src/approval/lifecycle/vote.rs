@@ -182,7 +182,13 @@ pub(super) fn vote_transition(
 fn decided_events(record: &ApprovalRecord, voter: &Voter, decided: &Decision, now: Millis) -> Vec<AuditEvent> {
     match decided {
         Decision::Approve { edited_input } => {
-            let mut events = vec![event(record, AuditKind::Approved, voter, now, json!({"input": record.input}))];
+            let mut events = vec![event(
+                record,
+                AuditKind::Approved,
+                voter,
+                now,
+                json!({"toolName": record.tool_name, "input": record.input}),
+            )];
             if let Some(edit) = edited_input {
                 let data = json!({"originalInput": record.input, "editedInput": edit});
                 events.push(event(record, AuditKind::Edited, voter, now, data));

@@ -1,0 +1,87 @@
+//! History terms on SQL ([`toolgate::ledger::HistoryStore`]): the calls of a
+//! window and scope, read through the partial indexes of migration 0009
+//! (`audit_events_calls*`: the events that are calls, by time, by owner and
+//! time), and the guarded append: the guards' reads and the append in one
+//! write transaction that holds the audit log's lock (SQLite's write lock;
+//! on Postgres the advisory lock every append takes), so no call is
+//! appended between a guard's read and this append.
+
+use toolgate::ledger::{
+    AuditEvent, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, OWNER_SEPARATOR, StoreError, entries_in,
+};
+
+use crate::backend::SqlBackend;
+use crate::db;
+use crate::ops::{Operations, append_in};
+use crate::sql::{EventRow, event_columns};
+
+/// The kinds of event that are calls (see [`entries_in`]).
+const CALL_KINDS: &str = "kind IN ('executed', 'allowed', 'failed', 'approved', 'interrupted')";
+
+impl<B: SqlBackend> Operations<B> {
+    pub(crate) async fn history(&self, query: &HistoryQuery) -> Result<Vec<HistoryEntry>, StoreError> {
+        let events = select(query)?.fetch_all(self.backend().reader()).await?;
+        let events: Vec<AuditEvent> = events.into_iter().map(EventRow::into_event).collect::<Result<_, _>>()?;
+        Ok(entries_in(&events, query))
+    }
+
+    pub(crate) async fn append_if(&self, guards: &[HistoryGuard], events: &[AuditEvent]) -> Result<bool, StoreError> {
+        self.backend()
+            .write((guards.to_vec(), events.to_vec()), |conn, data| Box::pin(append_if_in::<B>(conn, data)))
+            .await
+    }
+}
+
+/// The guards' reads, then the append if each still counts what it read.
+async fn append_if_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (guards, events): &(Vec<HistoryGuard>, Vec<AuditEvent>),
+) -> Result<bool, StoreError> {
+    if let Some(lock) = B::LOCK_AUDIT_LOG {
+        db::query(lock).execute(&mut *conn).await?;
+    }
+    for guard in guards {
+        let rows: Vec<EventRow> = select(&guard.query)?.fetch_all(&mut *conn).await?;
+        let events: Vec<AuditEvent> = rows.into_iter().map(EventRow::into_event).collect::<Result<_, _>>()?;
+        if entries_in(&events, &guard.query).len() != guard.count {
+            return Ok(false);
+        }
+    }
+    append_in::<B>(conn, events).await?;
+    Ok(true)
+}
+
+/// The events that may be the query's calls, oldest first.
+fn select(query: &HistoryQuery) -> Result<db::QueryAs<'static, EventRow>, StoreError> {
+    let mut text = format!("SELECT {} FROM audit_events WHERE {CALL_KINDS} AND at >= $1", event_columns!());
+    let scope = match &query.scope {
+        HistoryScope::Principal(Some(_)) => " AND (owner = $2 OR (owner IS NULL AND principal = $2))".to_owned(),
+        HistoryScope::Principal(None) => " AND owner IS NULL AND principal IS NULL".to_owned(),
+        HistoryScope::Conversation(_) => {
+            " AND (CASE WHEN owner IS NULL THEN conversation_id ELSE owner || $3 || conversation_id END) = $2"
+                .to_owned()
+        }
+        HistoryScope::Everyone => String::new(),
+        HistoryScope::Principals(members) if members.is_empty() => " AND 1 = 0".to_owned(),
+        HistoryScope::Principals(members) => {
+            let list: Vec<String> = (0..members.len()).map(|index| format!("${}", index + 2)).collect();
+            let list = list.join(", ");
+            format!(" AND (owner IN ({list}) OR (owner IS NULL AND principal IN ({list})))")
+        }
+        other => return Err(StoreError::Unavailable(format!("this store cannot read the history of {other:?}"))),
+    };
+    text.push_str(&scope);
+    text.push_str(" ORDER BY seq");
+    let mut select = db::query_as::<EventRow>(db::AssertSqlSafe(text)).bind(query.since);
+    match &query.scope {
+        HistoryScope::Principal(Some(principal)) => select = select.bind(principal.clone()),
+        HistoryScope::Conversation(key) => select = select.bind(key.clone()).bind(OWNER_SEPARATOR.to_string()),
+        HistoryScope::Principals(members) => {
+            for member in members {
+                select = select.bind(member.clone());
+            }
+        }
+        _ => {}
+    }
+    Ok(select)
+}

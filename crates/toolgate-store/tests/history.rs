@@ -1,0 +1,141 @@
+//! History terms on every store: the calls a window and scope read (the SQL
+//! stores through their indexes, the same as the in-memory store), and the
+//! race: 50 concurrent calls against a count limit of 10, half on each of
+//! two handles (two replicas on Postgres), and exactly 10 run.
+
+mod support;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use support::Stores;
+use toolgate::approval::lifecycle::direct::{self, DirectCall};
+use toolgate::ledger::{
+    AuditKind, AuditQuery, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock, conversation_key,
+};
+use toolgate::tool::{ApprovalContext, Caller, GateAction};
+use toolgate::{Tool, ToolError};
+use toolgate_policy::{Policy, StoredGate};
+
+const NOW: i64 = 1_700_000_000_000;
+
+async fn reads_the_calls_of_a_scope_and_window(stores: Stores) {
+    let config = LedgerConfig::new(stores.a.clone());
+    let ran = |who: Option<&str>, chat: &str, tool: &str, ago: i64| {
+        let ledger = match who {
+            Some(who) => config.owned(Some(who), chat).principal(who),
+            None => config.conversation(chat),
+        };
+        let input = json!({"n": ago});
+        direct::ran(&ledger, DirectCall { tool_call_id: "c", tool_name: tool, input: &input }, Ok(&json!(1)), NOW - ago)
+    };
+    let events = [
+        ran(Some("alice"), "c1", "t", 10),
+        ran(Some("alice"), "c2", "t", 20),
+        ran(Some("bob"), "c1", "t", 30),
+        ran(None, "c1", "t", 40),
+        ran(Some("alice"), "c1", "t", 5_000),
+    ];
+    stores.b.append(&events).await.unwrap();
+    let read = |scope: HistoryScope| {
+        let store = stores.a.clone();
+        async move {
+            let query = HistoryQuery { since: NOW - 1_000, scope, include_pending: false };
+            let entries = store.history(&query).await.unwrap();
+            entries.into_iter().map(|entry| entry.input["n"].as_i64().unwrap()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(read(HistoryScope::Principal(Some("alice".into()))).await, [10, 20]);
+    assert_eq!(read(HistoryScope::Principal(None)).await, [40]);
+    assert_eq!(read(HistoryScope::Conversation(conversation_key(Some("alice"), "c1"))).await, [10]);
+    assert_eq!(read(HistoryScope::Conversation("c1".into())).await, [40]);
+    assert_eq!(read(HistoryScope::Everyone).await, [10, 20, 30, 40]);
+    assert_eq!(read(HistoryScope::Principals(vec!["bob".into(), "alice".into()])).await, [10, 20, 30]);
+    assert_eq!(read(HistoryScope::Principals(Vec::new())).await, Vec::<i64>::new());
+    stores.finish().await;
+}
+
+/// 50 calls at once, alternating between the two handles, against `count = { gte = 10 }`.
+async fn fifty_calls_against_a_limit_of_ten(stores: Stores) {
+    let policy = Arc::new(
+        Policy::from_toml_str(
+            r#"
+            [[rule]]
+            name = "ten-a-day"
+            action = "deny"
+            tool = "transfer_money"
+            history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+            "#,
+        )
+        .unwrap(),
+    );
+    let tool = Tool::function::<Value>("transfer_money").handler(|_: Value, _| async { Ok::<_, ToolError>(json!(1)) });
+    let tasks: Vec<_> = (0..50)
+        .map(|index| {
+            let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            let (policy, tool) = (policy.clone(), tool.clone());
+            tokio::spawn(async move {
+                let chat = format!("chat-{index}");
+                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+                let ledger = config.owned(Some("alice"), &chat).principal("alice");
+                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+                    .with_history(store, Arc::default());
+                let caller = Caller {
+                    gate: Some(&gate),
+                    conversation_id: Some(&ledger.conversation_id),
+                    principal: Some("alice"),
+                    groups: &[],
+                };
+                let input = json!({"amount": 1});
+                let context = ApprovalContext::new(format!("call-{index}"), Vec::new());
+                direct::admit(Some(&ledger), caller, &tool, &input, context).await.action
+            })
+        })
+        .collect();
+    let mut allowed = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            GateAction::Allow => allowed += 1,
+            GateAction::Deny => {}
+            GateAction::Ask => panic!("no call should be left undecided"),
+        }
+    }
+    assert_eq!(allowed, 10, "exactly ten calls pass");
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(events.iter().filter(|event| event.kind == AuditKind::Allowed).count(), 10);
+    stores.finish().await;
+}
+
+#[tokio::test]
+async fn memory_reads_the_calls_of_a_scope_and_window() {
+    reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
+}
+
+#[tokio::test]
+async fn sqlite_reads_the_calls_of_a_scope_and_window() {
+    reads_the_calls_of_a_scope_and_window(Stores::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn postgres_reads_the_calls_of_a_scope_and_window() {
+    if let Some(stores) = Stores::postgres("history_reads").await {
+        reads_the_calls_of_a_scope_and_window(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_lets_exactly_ten_of_fifty_through() {
+    fifty_calls_against_a_limit_of_ten(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_lets_exactly_ten_of_fifty_through() {
+    fifty_calls_against_a_limit_of_ten(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_let_exactly_ten_of_fifty_through() {
+    if let Some(stores) = Stores::postgres("history_race").await {
+        fifty_calls_against_a_limit_of_ten(stores).await;
+    }
+}

@@ -1,0 +1,168 @@
+//! Calls decided without an approval: those a rule or the tool's own policy
+//! allows (they run at once) and those it denies (they never run).
+//!
+//! No approval is issued for them, so no record moves; with a ledger each is
+//! still on record, as one audit event, so the log holds every call that ran
+//! and every call a policy refused, not only those somebody was asked about:
+//!
+//! | what happened | kind | data |
+//! |---|---|---|
+//! | the call ran | `executed` | `toolName`, `input`, `result`, `decidedBy` |
+//! | the call ran and failed | `failed` | `toolName`, `input`, `error`, `decidedBy` |
+//! | a rule or policy refused it | `denied` | `toolName`, `input`, `reason`, `decidedBy` |
+//!
+//! `decidedBy` is [`DECIDED_BY_POLICY`]. The event's approval id is empty
+//! (none was issued); its tool call id, conversation, owner and principal are
+//! the ledger's and the call's. An approved call's own `executed` event (see
+//! [`super::held::finish`] and the engine's outcomes) carries `toolName` and
+//! `input` too, so one query over `executed` events finds every call that ran.
+//!
+//! A call that a gate lets run on the strength of the history it read (a
+//! rule's history term) is also an `allowed` event, written by [`admit`]
+//! before the call runs, in one conditional write with that history: if a
+//! call was recorded meanwhile that the history read would count, nothing is
+//! written and the call is decided again. So parallel calls cannot all slip
+//! under a limit.
+//!
+//! A rule in shadow mode decides nothing; when one matches a call that
+//! [`admit`] decides, what it would have decided is a `shadowed` event
+//! ([`shadowed`]: the rule, its action and reason, and what was decided).
+//!
+//! Every path that runs or refuses calls without an approval (the engine's
+//! step loop and its pre-resolution of held batches, a gateway's allowed and
+//! denied calls, and any edge built on the held-call path) writes these
+//! events through [`ran`], [`refused`] and [`record`].
+
+use serde_json::{Value, json};
+use toolgate_protocol::ToolCallPart;
+
+use crate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoreError};
+use crate::tool::{ApprovalContext, Caller, GateAction, Shadowed, Tool, Verdict, decide_call};
+
+/// How often [`admit`] decides a call again when the history moved under it.
+pub const MAX_ADMITS: usize = 64;
+
+/// The `decidedBy` of an event recorded here: no person decided, a rule or the tool's policy did.
+pub const DECIDED_BY_POLICY: &str = "policy";
+
+/// One call decided without an approval.
+#[derive(Debug, Clone, Copy)]
+pub struct DirectCall<'a> {
+    /// The call's id (a gateway's held call id).
+    pub tool_call_id: &'a str,
+    /// The tool's name.
+    pub tool_name: &'a str,
+    /// The input it ran (or would have run) with.
+    pub input: &'a Value,
+}
+
+impl<'a> DirectCall<'a> {
+    /// The call a model's tool call part names.
+    pub fn of(part: &'a ToolCallPart) -> Self {
+        Self { tool_call_id: &part.tool_call_id, tool_name: &part.tool_name, input: &part.input }
+    }
+}
+
+/// The `executed` event of a call that ran (`Ok`: its result) or the
+/// `failed` event of one that ran and failed (`Err`: its error), at `at`.
+pub fn ran(ledger: &Ledger, call: DirectCall<'_>, outcome: Result<&Value, &Value>, at: Millis) -> AuditEvent {
+    let (kind, key, detail) = match outcome {
+        Ok(result) => (AuditKind::Executed, "result", result),
+        Err(error) => (AuditKind::Failed, "error", error),
+    };
+    let data = json!({
+        "toolName": call.tool_name,
+        "input": call.input,
+        key: detail,
+        "decidedBy": DECIDED_BY_POLICY,
+    });
+    ledger.event(kind, "", call.tool_call_id, at, data)
+}
+
+/// The `denied` event of a call a rule or the tool's policy refused, with why.
+pub fn refused(ledger: &Ledger, call: DirectCall<'_>, reason: &str, at: Millis) -> AuditEvent {
+    let data = json!({
+        "toolName": call.tool_name,
+        "input": call.input,
+        "reason": reason,
+        "decidedBy": DECIDED_BY_POLICY,
+    });
+    ledger.event(AuditKind::Denied, "", call.tool_call_id, at, data)
+}
+
+/// The `allowed` event of a call a gate let run, judged on the history.
+pub fn allowed(ledger: &Ledger, call: DirectCall<'_>, at: Millis) -> AuditEvent {
+    let data = json!({"toolName": call.tool_name, "input": call.input, "decidedBy": DECIDED_BY_POLICY});
+    ledger.event(AuditKind::Allowed, "", call.tool_call_id, at, data)
+}
+
+/// Decides a call as [`decide_call`] does; when the caller's gate let it
+/// run on the history it read ([`crate::tool::CallGate::guards`]) and there
+/// is a ledger, records its `allowed` event only if that history still
+/// stands, atomically ([`crate::ledger::HistoryStore::append_if`]), and
+/// decides again when it does not (at most [`MAX_ADMITS`] times, then asks).
+/// A store that fails asks too (fails closed).
+pub async fn admit(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+) -> Verdict {
+    for _ in 0..MAX_ADMITS {
+        let verdict = decide_call(caller, tool, input, context.clone()).await;
+        let (Some(ledger), Some(gate)) = (ledger, caller.gate) else { return verdict };
+        let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
+        let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
+        let admitted = if verdict.action != GateAction::Allow || guards.is_empty() {
+            Some(verdict)
+        } else {
+            let event = allowed(ledger, call, ledger.config.clock.now());
+            match ledger.config.store.append_if(&guards, std::slice::from_ref(&event)).await {
+                Ok(true) => Some(verdict),
+                Ok(false) => None,
+                Err(error) => {
+                    tracing::warn!(tool = tool.name(), %error, "cannot record the call with its history; approval required");
+                    Some(Verdict::ask().because(format!("the call could not be recorded with its history ({error})")))
+                }
+            }
+        };
+        if let Some(verdict) = admitted {
+            record_shadowed(ledger, call, &shadow, verdict.action).await;
+            return verdict;
+        }
+    }
+    Verdict::ask().because("the history kept changing while this call was judged; approval required")
+}
+
+/// The `shadowed` event of a rule in shadow mode that matched `call`: what it
+/// would have decided, and what was decided (`decided`).
+pub fn shadowed(ledger: &Ledger, call: DirectCall<'_>, rule: &Shadowed, decided: GateAction, at: Millis) -> AuditEvent {
+    let data = json!({
+        "toolName": call.tool_name,
+        "input": call.input,
+        "rule": rule.rule,
+        "action": rule.action,
+        "reason": rule.reason,
+        "decided": decided,
+    });
+    ledger.event(AuditKind::Shadowed, "", call.tool_call_id, at, data)
+}
+
+/// Records what the shadow rules that matched would have decided; a store
+/// that fails is logged (shadow rules never change what happens to a call).
+async fn record_shadowed(ledger: &Ledger, call: DirectCall<'_>, rules: &[Shadowed], decided: GateAction) {
+    let now = ledger.config.clock.now();
+    let events: Vec<AuditEvent> = rules.iter().map(|rule| shadowed(ledger, call, rule, decided, now)).collect();
+    if let Err(error) = record(ledger, &events).await {
+        tracing::warn!(tool = call.tool_name, %error, "cannot record what shadow rules would have decided");
+    }
+}
+
+/// Appends the events in one transaction (nothing when there are none).
+pub async fn record(ledger: &Ledger, events: &[AuditEvent]) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    ledger.config.store.append(events).await
+}

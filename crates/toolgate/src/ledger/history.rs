@@ -1,0 +1,194 @@
+//! What history terms in rules count: the calls the ledger recorded as run
+//! (and, when asked, those approved and not yet run), read for a window and
+//! a scope.
+//!
+//! A [`HistoryEntry`] is one call: its time, tool, input, who asked and in
+//! which conversation. The calls that ran are the `executed` audit events
+//! (every call that runs is one, see [`crate::approval::lifecycle::direct`]);
+//! with [`HistoryQuery::include_pending`], also the `approved` events whose
+//! approval has no outcome event yet. Events written before they named their
+//! tool (`toolName` in the data) are not calls here.
+//!
+//! A call that a rule lets run after judging its history is also an
+//! `allowed` event, written just before it runs together with the check that
+//! the history it was judged on still stands ([`HistoryStore::append_if`]);
+//! it counts from then on, and its later `executed` event does not count
+//! again.
+//!
+//! [`HistoryStore`] is the store's contract: the in-memory store reads the
+//! audit log from the window's start ([`history_from_audit`]); the SQL stores
+//! read the calls through an index.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::{AuditEvent, AuditKind, AuditQuery, AuditStore, AuditView, Millis, StoreFuture, conversation_key};
+
+/// Whose calls a history term counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HistoryScope {
+    /// The calls this principal asked for (`None`: calls without one).
+    Principal(Option<String>),
+    /// The calls of one conversation, by its key ([`conversation_key`]).
+    Conversation(String),
+    /// Everyone's calls.
+    Everyone,
+    /// The calls of any of these principals (a group's members).
+    Principals(Vec<String>),
+}
+
+/// Which calls to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// Calls at or after this time.
+    pub since: Millis,
+    /// Whose calls.
+    pub scope: HistoryScope,
+    /// Also approved calls that have not run yet.
+    pub include_pending: bool,
+}
+
+/// One call in the history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryEntry {
+    /// When it ran (or, pending, when it was approved).
+    pub at: Millis,
+    /// The tool.
+    pub tool_name: String,
+    /// The input it ran with.
+    pub input: Value,
+    /// Who asked for it: the conversation's owner, else the event's principal.
+    pub requester: Option<String>,
+    /// The conversation's key ([`conversation_key`] of its owner and id).
+    pub conversation_key: String,
+    /// Approved, not yet run.
+    pub pending: bool,
+}
+
+impl HistoryScope {
+    /// Whether the entry is in this scope.
+    pub fn covers(&self, entry: &HistoryEntry) -> bool {
+        match self {
+            Self::Principal(principal) => entry.requester == *principal,
+            Self::Conversation(key) => entry.conversation_key == *key,
+            Self::Everyone => true,
+            Self::Principals(members) => {
+                entry.requester.as_ref().is_some_and(|requester| members.iter().any(|member| member == requester))
+            }
+        }
+    }
+}
+
+/// A condition on the history: the calls `query` reads are exactly `count`
+/// (what a gate read when it judged a call: nothing was added since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryGuard {
+    /// The calls read.
+    pub query: HistoryQuery,
+    /// How many there were.
+    pub count: usize,
+}
+
+/// Reads the calls of a window and scope, and appends a call's own entry
+/// only while the history it was judged on still stands: the read and the
+/// write are one transaction, so parallel calls cannot all slip under a limit.
+pub trait HistoryStore: Send + Sync {
+    /// The calls the query asks for, oldest first ([`entries_in`] of the events in its window).
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>>;
+
+    /// Appends `events` if every guard still holds (the calls its query reads
+    /// number its `count`), atomically with that check: on SQL stores in one
+    /// transaction that holds the audit log's write lock. Returns whether it appended.
+    fn append_if<'a>(&'a self, guards: &'a [HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool>;
+}
+
+/// The calls of `query` among every event at or after its start, read
+/// through [`AuditStore::audit`] (how the in-memory store reads them).
+pub async fn history_from_audit<S: AuditStore + ?Sized>(
+    store: &S,
+    query: &HistoryQuery,
+) -> Result<Vec<HistoryEntry>, super::StoreError> {
+    let audit = AuditQuery { since: Some(query.since), view: AuditView::All, ..AuditQuery::default() };
+    Ok(entries_in(&store.audit(&audit).await?, query))
+}
+
+/// Whether every guard holds over `events` (each guard's window of them).
+pub fn guards_hold(guards: &[HistoryGuard], events: &[AuditEvent]) -> bool {
+    guards.iter().all(|guard| entries_in(events, &guard.query).len() == guard.count)
+}
+
+/// The calls among `events` (oldest first) that the query asks for: each
+/// `executed` event of an approved call, each `allowed` event, each
+/// `executed` event of a call decided without an approval that no `allowed`
+/// event before it announced (in its conversation, same call id), and with
+/// `include_pending` each `approved` event whose approval has no outcome
+/// event yet.
+pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEntry> {
+    let finished: HashSet<&str> = if query.include_pending {
+        events
+            .iter()
+            .filter(|event| {
+                matches!(event.kind, AuditKind::Executed | AuditKind::Failed | AuditKind::Interrupted)
+                    && !event.approval_id.is_empty()
+            })
+            .map(|event| event.approval_id.as_str())
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let mut announced: HashMap<(String, &str), usize> = HashMap::new();
+    let mut entries = Vec::new();
+    for event in events.iter().filter(|event| event.at >= query.since) {
+        let direct = event.approval_id.is_empty();
+        let pending = match event.kind {
+            AuditKind::Allowed => {
+                *announced.entry((call_key(event), &event.tool_call_id)).or_default() += 1;
+                false
+            }
+            AuditKind::Executed if direct => {
+                let open = announced.get_mut(&(call_key(event), event.tool_call_id.as_str()));
+                match open {
+                    Some(open) if *open > 0 => {
+                        *open -= 1;
+                        continue;
+                    }
+                    _ => false,
+                }
+            }
+            AuditKind::Failed if direct => {
+                if let Some(open) = announced.get_mut(&(call_key(event), event.tool_call_id.as_str())) {
+                    *open = open.saturating_sub(1);
+                }
+                continue;
+            }
+            AuditKind::Executed => false,
+            AuditKind::Approved if query.include_pending && !finished.contains(event.approval_id.as_str()) => true,
+            _ => continue,
+        };
+        if let Some(entry) = entry(event, pending)
+            && query.scope.covers(&entry)
+        {
+            entries.push(entry);
+        }
+    }
+    entries
+}
+
+fn call_key(event: &AuditEvent) -> String {
+    conversation_key(event.owner.as_deref(), &event.conversation_id)
+}
+
+/// The call an event records, when it names its tool.
+fn entry(event: &AuditEvent, pending: bool) -> Option<HistoryEntry> {
+    let tool_name = event.data.get("toolName")?.as_str()?.to_owned();
+    Some(HistoryEntry {
+        at: event.at,
+        tool_name,
+        input: event.data.get("input").cloned().unwrap_or(Value::Null),
+        requester: event.owner.clone().or_else(|| event.principal.clone()),
+        conversation_key: conversation_key(event.owner.as_deref(), &event.conversation_id),
+        pending,
+    })
+}
