@@ -98,7 +98,7 @@ pub struct ServeArgs {
     public_url: Option<String>,
     /// How long after its final state an identical call to POST /api/calls (same tool and input, no
     /// idempotencyKey) still attaches to it instead of being gated again.
-    #[arg(long, value_name = "DURATION", value_parser = parse_retain, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_retry_window, default_value = "10m")]
     retry_window: Duration,
     /// Also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback names and the
     /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
@@ -317,6 +317,11 @@ async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Resu
     Ok(sign_in)
 }
 
+/// `--retry-window`: any duration, `0s` included (no window: only open calls are attached to).
+fn parse_retry_window(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))
+}
+
 /// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
 /// A retention period of at least one hour.
 fn parse_retain(text: &str) -> Result<Duration, String> {
@@ -416,6 +421,13 @@ mod tests {
         assert!(error.contains("--jwt-jwks") || error.contains("--oidc-issuer"), "{error}");
         let with_tokens = [&oidc[..], &["--tokens-file", "tokens.json"]].concat();
         assert!(parse(&with_tokens).is_ok(), "bearer tokens beside OIDC");
+    }
+
+    #[test]
+    fn the_retry_window_is_any_duration() {
+        assert_eq!(parse(&[]).unwrap().retry_window, Duration::from_secs(600));
+        assert_eq!(parse(&["--retry-window", "30s"]).unwrap().retry_window, Duration::from_secs(30));
+        assert!(parse(&["--retry-window", "soon"]).is_err());
     }
 
     #[test]
