@@ -322,7 +322,6 @@ async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Resu
     Ok(sign_in)
 }
 
-/// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
 /// A retention period of at least one hour.
 fn parse_retain(text: &str) -> Result<Duration, String> {
     let retain = crate::gateway::parse_duration(text)?;
@@ -332,6 +331,7 @@ fn parse_retain(text: &str) -> Result<Duration, String> {
     Ok(retain)
 }
 
+/// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`), or one address (`/32` or `/128`).
 fn parse_network(text: &str) -> Result<IpNet, String> {
     text.parse::<IpNet>()
         .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
@@ -363,14 +363,6 @@ mod tests {
         assert!(anonymous_addr_refused(open, false, true).is_ok());
         assert!(anonymous_addr_refused("127.0.0.1:3913".parse().unwrap(), false, false).is_ok());
         assert!(parse(&["--addr", "0.0.0.0:3913", "--insecure-anonymous"]).unwrap().insecure_anonymous);
-    }
-
-    #[test]
-    fn the_defaults_parse() {
-        let args = parse(&[]).unwrap();
-        assert_eq!(args.retry_window, Duration::from_secs(10 * 60));
-        assert_eq!(parse(&["--retry-window", "30s"]).unwrap().retry_window, Duration::from_secs(30));
-        assert!(parse(&["--retry-window", "soon"]).is_err());
     }
 
     #[test]
@@ -429,6 +421,13 @@ mod tests {
         assert!(error.contains("--jwt-jwks") || error.contains("--oidc-issuer"), "{error}");
         let with_tokens = [&oidc[..], &["--tokens-file", "tokens.json"]].concat();
         assert!(parse(&with_tokens).is_ok(), "bearer tokens beside OIDC");
+    }
+
+    #[test]
+    fn the_retry_window_is_any_duration() {
+        assert_eq!(parse(&[]).unwrap().retry_window, Duration::from_secs(600));
+        assert_eq!(parse(&["--retry-window", "30s"]).unwrap().retry_window, Duration::from_secs(30));
+        assert!(parse(&["--retry-window", "soon"]).is_err());
     }
 
     #[test]
