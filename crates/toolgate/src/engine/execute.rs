@@ -17,13 +17,15 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput, ToolResultPart};
 
 use super::stream::Emitter;
-use crate::tool::{PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
+use crate::tool::{Nesting, PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
 
 /// A call ready to run.
 pub(crate) struct ToolRun {
     pub call: ToolCallPart,
     pub tool: Tool,
     pub messages: SharedMessages,
+    /// What an agent tool needs of this engine call (see `super::agent`).
+    pub nesting: Option<Nesting>,
 }
 
 /// One call of a batch, in call order: to run, or already decided (its stream part).
@@ -50,8 +52,21 @@ impl ToolOutcome {
         result_part(&self.call, output)
     }
 
-    /// The stream part announcing the outcome.
-    pub(crate) fn to_stream_part(&self) -> StreamPart {
+    /// The approval requests of a sub-agent that paused instead of ending (see `super::agent`).
+    pub(crate) fn paused(&self) -> Option<&[super::ApprovalRequest]> {
+        self.output.as_ref().err().and_then(ToolError::paused_requests)
+    }
+
+    /// The stream part announcing the outcome (none for a paused sub-agent:
+    /// its approval requests are announced with the step's).
+    pub(crate) fn to_stream_part(&self) -> Option<StreamPart> {
+        if self.paused().is_some() {
+            return None;
+        }
+        Some(self.full_stream_part())
+    }
+
+    fn full_stream_part(&self) -> StreamPart {
         let dynamic = self.tool.is_dynamic().then_some(true);
         match &self.output {
             Ok(output) => result_stream_part(&self.call, output.clone(), None, dynamic),
@@ -138,7 +153,7 @@ pub(crate) async fn execute_all(
     let total = work.len();
     let (preliminary_sender, mut preliminary) = mpsc::unbounded_channel::<(usize, Value)>();
     let mut calls: Vec<Option<(ToolCallPart, Tool)>> = Vec::with_capacity(total);
-    let mut finals: Vec<Option<StreamPart>> = Vec::with_capacity(total);
+    let mut finals: Vec<Option<Option<StreamPart>>> = Vec::with_capacity(total);
     let mut runs = Vec::new();
     for (index, item) in work.into_iter().enumerate() {
         match item {
@@ -149,7 +164,7 @@ pub(crate) async fn execute_all(
             }
             Work::Decided(part) => {
                 calls.push(None);
-                finals.push(Some(part));
+                finals.push(Some(Some(part)));
             }
         }
     }
@@ -166,7 +181,8 @@ pub(crate) async fn execute_all(
         });
         let context = ToolContext::new(run.call.tool_call_id.clone(), run.messages)
             .with_cancellation(cancellation.child_token())
-            .with_preliminary(sink);
+            .with_preliminary(sink)
+            .with_nesting(run.nesting);
         tracing::debug!(tool = run.tool.name(), tool_call_id = %run.call.tool_call_id, "running tool");
         async move {
             let output = run.tool.run(run.call.input.clone(), context).await;
@@ -211,10 +227,13 @@ pub(crate) async fn execute_all(
     outcomes.into_iter().flatten().collect()
 }
 
-/// Emits the final parts that are ready, in order, up to the first that is not.
-async fn emit_ready(finals: &mut [Option<StreamPart>], emitted: &mut usize, out: &Emitter) {
+/// Emits the final parts that are ready, in order, up to the first that is not
+/// (a ready call may have no part: a paused sub-agent).
+async fn emit_ready(finals: &mut [Option<Option<StreamPart>>], emitted: &mut usize, out: &Emitter) {
     while let Some(part) = finals.get_mut(*emitted).and_then(Option::take) {
-        out.emit(part).await;
+        if let Some(part) = part {
+            out.emit(part).await;
+        }
         *emitted += 1;
     }
 }
