@@ -1,4 +1,4 @@
-//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`), the
+//! `--config FILE`: MCP servers (`[[mcp]]`), sub-agents (`[[agent]]`, see [`crate::agents`]), approval rules (`[[rule]]`), groups (`[groups]`), the
 //! MCP gateway's settings (`[gateway]`), notifications (`[[notify]]`, `[emails]`) and
 //! the server's admins (`admins = ["..."]`, who see every owner's audit
 //! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
@@ -19,6 +19,8 @@ use toolgate_gateway::GatewaySection;
 use toolgate_mcp::McpServerConfig;
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, RuleConfig};
+
+use crate::agents::{AgentConfig, AgentSpec};
 
 /// The `--config` flag.
 #[derive(Debug, Clone, Args)]
@@ -47,6 +49,8 @@ struct ConfigFile {
     emails: BTreeMap<String, String>,
     #[serde(default)]
     gateway: GatewaySection,
+    #[serde(default)]
+    agent: Vec<AgentConfig>,
 }
 
 /// A checked config file.
@@ -66,15 +70,17 @@ pub struct Config {
     pub notify: Channels,
     /// The `[gateway]` table (`toolgate mcp-gateway`).
     pub gateway: GatewaySection,
+    /// The `[[agent]]` tables, each after the agents it calls.
+    pub agents: Vec<AgentSpec>,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins, groups, notify, gateway } =
+        let Parsed { mcp, policy, admins, groups, notify, gateway, agents } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway, agents })
     }
 }
 
@@ -93,6 +99,8 @@ pub struct Parsed {
     pub notify: Channels,
     /// The `[gateway]` table.
     pub gateway: GatewaySection,
+    /// The `[[agent]]` tables, checked.
+    pub agents: Vec<AgentSpec>,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -116,8 +124,15 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     }
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
+    let agents = crate::agents::check(file.agent)?;
+    for agent in &agents {
+        if let Some(policy) = &agent.policy {
+            check_approvers(policy, &file.groups).with_context(|| format!("[[agent]] `{}`", agent.config.name))?;
+        }
+    }
     let notify = Channels::from_config(&file.notify, &file.emails, |name| std::env::var(name).ok())?;
-    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify, gateway: file.gateway })
+    let gateway = file.gateway;
+    Ok(Parsed { mcp: file.mcp, policy, admins: file.admins, groups: file.groups, notify, gateway, agents })
 }
 
 /// Every rule's approvers must be able to decide: a configured group they

@@ -15,11 +15,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::agent::{NEEDS_LEDGER, STEP_LIMIT};
-use toolgate::ledger::{EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore};
+use toolgate::ledger::{ApprovalStore, EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore};
 use toolgate::protocol::{ModelMessage, ToolApprovalResponsePart, ToolPart, ToolResultOutput};
 use toolgate::{
-    Agent, ApprovalRequest, EngineError, LineageStep, RecordingModel, ScriptedModel, TextRequest, TextResult, Tool,
-    ToolError, Toolkit, Verdict, generate_text,
+    Agent, ApprovalRequest, EngineError, LineageStep, RecordingModel, ScriptedModel, StreamPart, TextRequest,
+    TextResult, Tool, ToolError, Toolkit, Verdict, generate_text,
 };
 
 const T0: i64 = 1_700_000_000_000;
@@ -149,6 +149,11 @@ async fn approve_at_depth(depth: usize) {
     assert_eq!(lineage(request), expected);
     assert_eq!(request.tool_call.tool_call_id, vec!["call-1"; depth + 1].join("/"));
     assert!(tree.log.all().is_empty(), "nothing ran before the answer");
+    // Recorded where it was made: the sub-run's own conversation, with the root's owner.
+    let record = &tree.store.approvals(std::slice::from_ref(&request.approval_id)).await.unwrap()[0];
+    assert_eq!((record.owner.as_deref(), record.tool_call_id.as_str()), (Some("alice"), "call-1"));
+    let sub_run = std::iter::once("chat-1").chain(vec!["call-1"; depth]).collect::<Vec<_>>().join("\u{1e}");
+    assert_eq!(record.conversation_name(), sub_run);
     assert_eq!((0..=depth).map(|level| tree.model_calls(level)).collect::<Vec<_>>(), vec![1; depth + 1]);
 
     // A new engine on the same store (a restart) gets the answer.
@@ -357,4 +362,66 @@ async fn a_typed_agent_answers_with_checked_json() {
         .ledger(tree.process().owned(Some("alice"), "chat-5"));
     let result = generate_text(&root, request).await.unwrap();
     assert_eq!(result.steps[0].tool_results[0].output, ToolResultOutput::json(json!({"files": 3})));
+}
+
+#[tokio::test]
+async fn the_root_stream_carries_the_nested_call_and_its_request() {
+    let tree = Tree::chain(2);
+    let request = TextRequest::new(vec![ModelMessage::user("clean up")])
+        .toolkit(tree.toolkit())
+        .ledger(tree.process().owned(Some("alice"), "chat-6").principal("alice"));
+    let (parts, result) = drain(toolgate::stream_text(&tree.models[0], request).await.unwrap()).await;
+    let approval_id = result.unwrap().approval_requests()[0].approval_id.clone();
+    let nested: Vec<&StreamPart> = parts
+        .iter()
+        .filter(|part| match part {
+            StreamPart::ToolCall(call) | StreamPart::ToolApprovalRequest { tool_call: call, .. } => {
+                call.tool_call_id == "call-1/call-1/call-1"
+            }
+            _ => false,
+        })
+        .collect();
+    assert_eq!(nested.len(), 2, "{parts:#?}");
+    assert!(
+        matches!(nested[0], StreamPart::ToolCall(call) if call.tool_name == "delete_file" && call.dynamic == Some(true))
+    );
+    assert!(matches!(nested[1], StreamPart::ToolApprovalRequest { approval_id: id, .. } if *id == approval_id));
+    // The agent's own call ends without a result: it waits.
+    assert!(!parts.iter().any(|part| matches!(part, StreamPart::ToolResult { tool_call_id, .. } | StreamPart::ToolError { tool_call_id, .. } if tool_call_id == "call-1")));
+}
+
+/// A gate that asks for every call of one tool.
+struct AskFor(&'static str);
+
+impl toolgate::CallGate for AskFor {
+    fn check<'a>(&'a self, call: toolgate::GateCall<'a>) -> futures::future::BoxFuture<'a, Option<Verdict>> {
+        let verdict = (call.tool_name == self.0).then(|| Verdict::ask().because(format!("{} asks here", self.0)));
+        Box::pin(async move { verdict })
+    }
+}
+
+#[tokio::test]
+async fn an_agents_own_rules_add_to_its_callers_at_its_depth() {
+    let tree = Tree::chain(1);
+    let log = Executions::default();
+    let model = || script(calls("get_weather", json!({"city": "Oslo"})));
+    let strict = Agent::new(model()).toolkit(Toolkit::new(tools(&log)).unwrap()).gate(Arc::new(AskFor("get_weather")));
+    let lenient = Agent::new(model()).toolkit(Toolkit::new(tools(&log)).unwrap());
+    let root = script(json!([
+        [{"type": "tool-call", "toolCallId": "s", "toolName": "strict", "input": {"task": "weather"}},
+         {"type": "tool-call", "toolCallId": "l", "toolName": "lenient", "input": {"task": "weather"}}],
+        [{"type": "text", "text": "done"}]
+    ]));
+    let toolkit = Toolkit::new([Tool::agent("strict", strict), Tool::agent("lenient", lenient)]).unwrap();
+    let request = TextRequest::new(vec![ModelMessage::user("weather twice")])
+        .toolkit(toolkit)
+        .ledger(tree.process().owned(Some("alice"), "chat-7").principal("alice"));
+    let result = generate_text(&root, request).await.unwrap();
+    // The lenient agent's call ran; the strict agent's rule asks, at the root.
+    assert_eq!(log.call_ids(), vec!["call-1"]);
+    let asked = result.approval_requests();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(lineage(&asked[0]), vec![("strict".to_owned(), "s".to_owned())]);
+    assert_eq!(asked[0].reason.as_deref(), Some("get_weather asks here"));
+    assert_eq!(result.steps[0].tool_results.len(), 1, "only the lenient agent answered");
 }

@@ -84,7 +84,9 @@ use super::nested::{answers_message, failure, lift};
 use super::stream::Emitter;
 use super::{DEFAULT_MAX_STEPS, Prepared, TextRequest, drive};
 use crate::ledger::{ConversationStore, Ledger};
-use crate::{CallGate, EngineError, LanguageModel, SharedModel, Tool, ToolContext, ToolError, Toolkit};
+use crate::{
+    CallGate, EngineError, GateCall, LanguageModel, SharedModel, Tool, ToolContext, ToolError, Toolkit, Verdict,
+};
 
 /// The error code of a sub-agent that reached its step limit while still calling tools.
 pub const STEP_LIMIT: &str = "subagent_step_limit";
@@ -184,7 +186,10 @@ impl Agent {
         self
     }
 
-    /// Rules for its calls, instead of its caller's.
+    /// Rules of its own for its calls, added to its caller's: both are
+    /// asked, and the stricter verdict wins (deny, then ask, then allow; a
+    /// gate with no verdict leaves the other's). The caller's gate (the
+    /// root's rules and sticky decisions) always applies at every depth.
     pub fn gate(mut self, gate: Arc<dyn CallGate>) -> Self {
         self.gate = Some(gate);
         self
@@ -352,13 +357,35 @@ fn sub_request(agent: &Agent, parent: &TextRequest, stored: &Stored, history: Ve
     request.hold_batch_for_approval = parent.hold_batch_for_approval;
     request.signer = parent.signer.clone();
     request.id_generator = Arc::clone(&parent.id_generator);
-    request.gate = agent.gate.clone().or_else(|| parent.gate.clone());
+    request.gate = match (&agent.gate, &parent.gate) {
+        (Some(own), Some(caller)) => Some(Arc::new(Layered { caller: Arc::clone(caller), own: Arc::clone(own) })),
+        (own, caller) => own.clone().or_else(|| caller.clone()),
+    };
     request.conversation_id = caller.conversation_id.map(str::to_owned);
     request.principal = caller.principal.map(str::to_owned);
     request.groups = parent.groups.clone();
     request.ledger = stored.ledger.clone();
     request.sub_run = Some(stored.place.clone());
     request
+}
+
+/// An agent's gate added to its caller's (see [`Agent::gate`]).
+struct Layered {
+    caller: Arc<dyn CallGate>,
+    own: Arc<dyn CallGate>,
+}
+
+impl CallGate for Layered {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
+        Box::pin(async move {
+            let caller = self.caller.check(call).await;
+            let own = self.own.check(call).await;
+            match (caller, own) {
+                (Some(caller), Some(own)) => Some(if caller.action > own.action { caller } else { own }),
+                (caller, own) => own.or(caller),
+            }
+        })
+    }
 }
 
 /// Prepares the resumption of the agent call `call` (of `tool`) with `answers`,
