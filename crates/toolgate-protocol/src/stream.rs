@@ -39,6 +39,10 @@ pub struct ToolCallInfo {
     /// Why the call is invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The call's provider metadata, kept with the call in the history (a
+    /// sub-agent's call surfaced above it carries its lineage here, under `toolgate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<crate::ProviderOptions>,
 }
 
 /// One event of the engine's full stream.

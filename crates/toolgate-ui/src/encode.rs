@@ -81,6 +81,7 @@ impl UiStreamEncoder {
                     input: call.input.clone(),
                     provider_executed: call.provider_executed,
                     dynamic: call.dynamic,
+                    provider_metadata: call.provider_metadata.clone(),
                 },
             },
             StreamPart::ToolResult { tool_call_id, output, provider_executed, preliminary, dynamic, .. } => {

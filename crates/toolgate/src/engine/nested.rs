@@ -90,6 +90,7 @@ pub(crate) async fn surface(requests: &[ApprovalRequest], out: &Emitter) -> Vec<
             dynamic: Some(true),
             invalid: None,
             error: None,
+            provider_metadata: call.provider_options.clone(),
         };
         out.emit(StreamPart::ToolCall(info.clone())).await;
         out.emit(StreamPart::ToolApprovalRequest {

@@ -346,6 +346,7 @@ fn info(call: &Call) -> ToolCallInfo {
         dynamic: call.dynamic,
         invalid,
         error,
+        provider_metadata: None,
     }
 }
 
