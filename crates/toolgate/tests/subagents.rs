@@ -386,8 +386,20 @@ async fn the_root_stream_carries_the_nested_call_and_its_request() {
         matches!(nested[0], StreamPart::ToolCall(call) if call.tool_name == "delete_file" && call.dynamic == Some(true))
     );
     assert!(matches!(nested[1], StreamPart::ToolApprovalRequest { approval_id: id, .. } if *id == approval_id));
-    // The agent's own call ends without a result: it waits.
-    assert!(!parts.iter().any(|part| matches!(part, StreamPart::ToolResult { tool_call_id, .. } | StreamPart::ToolError { tool_call_id, .. } if tool_call_id == "call-1")));
+    // The agent's own call gets no result, only a preliminary one saying what it waits for.
+    let agent: Vec<&StreamPart> = parts
+        .iter()
+        .filter(|part| matches!(part, StreamPart::ToolResult { tool_call_id, .. } | StreamPart::ToolError { tool_call_id, .. } if tool_call_id == "call-1"))
+        .collect();
+    let [StreamPart::ToolResult { output, preliminary: Some(true), .. }] = agent.as_slice() else {
+        panic!("{agent:#?}")
+    };
+    assert_eq!(output["status"], "awaiting-approval");
+    assert_eq!(output["pending"][0]["approvalId"], approval_id.as_str());
+    assert_eq!(
+        output["pending"][0]["lineage"],
+        json!([{"agent": "agent1", "toolCallId": "call-1"}, {"agent": "agent2", "toolCallId": "call-1"}])
+    );
 }
 
 /// A gate that asks for every call of one tool.

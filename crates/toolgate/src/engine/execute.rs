@@ -57,16 +57,13 @@ impl ToolOutcome {
         self.output.as_ref().err().and_then(ToolError::paused_requests)
     }
 
-    /// The stream part announcing the outcome (none for a paused sub-agent:
-    /// its approval requests are announced with the step's).
-    pub(crate) fn to_stream_part(&self) -> Option<StreamPart> {
-        if self.paused().is_some() {
-            return None;
+    /// The stream part announcing the outcome: for a paused sub-agent, a
+    /// preliminary result saying what it waits for (its approval requests
+    /// are announced with the step's; see `super::nested`).
+    pub(crate) fn to_stream_part(&self) -> StreamPart {
+        if let Some(requests) = self.paused() {
+            return super::nested::waiting_part(&self.call, requests);
         }
-        Some(self.full_stream_part())
-    }
-
-    fn full_stream_part(&self) -> StreamPart {
         let dynamic = self.tool.is_dynamic().then_some(true);
         match &self.output {
             Ok(output) => result_stream_part(&self.call, output.clone(), None, dynamic),
@@ -153,7 +150,7 @@ pub(crate) async fn execute_all(
     let total = work.len();
     let (preliminary_sender, mut preliminary) = mpsc::unbounded_channel::<(usize, Value)>();
     let mut calls: Vec<Option<(ToolCallPart, Tool)>> = Vec::with_capacity(total);
-    let mut finals: Vec<Option<Option<StreamPart>>> = Vec::with_capacity(total);
+    let mut finals: Vec<Option<StreamPart>> = Vec::with_capacity(total);
     let mut runs = Vec::new();
     for (index, item) in work.into_iter().enumerate() {
         match item {
@@ -164,7 +161,7 @@ pub(crate) async fn execute_all(
             }
             Work::Decided(part) => {
                 calls.push(None);
-                finals.push(Some(Some(part)));
+                finals.push(Some(part));
             }
         }
     }
@@ -227,13 +224,10 @@ pub(crate) async fn execute_all(
     outcomes.into_iter().flatten().collect()
 }
 
-/// Emits the final parts that are ready, in order, up to the first that is not
-/// (a ready call may have no part: a paused sub-agent).
-async fn emit_ready(finals: &mut [Option<Option<StreamPart>>], emitted: &mut usize, out: &Emitter) {
+/// Emits the final parts that are ready, in order, up to the first that is not.
+async fn emit_ready(finals: &mut [Option<StreamPart>], emitted: &mut usize, out: &Emitter) {
     while let Some(part) = finals.get_mut(*emitted).and_then(Option::take) {
-        if let Some(part) = part {
-            out.emit(part).await;
-        }
+        out.emit(part).await;
         *emitted += 1;
     }
 }

@@ -77,6 +77,34 @@ pub(crate) fn lift(requests: &[ApprovalRequest], step: &LineageStep) -> Vec<Appr
         .collect()
 }
 
+/// The preliminary result of an agent call that paused on `requests`: what
+/// it waits for (`{"status": "awaiting-approval", "agent", "pending": [...]}`).
+/// Clients read the call as answered for now (a stock AI SDK client then
+/// sends the batch once the surfaced requests are answered); the history
+/// never keeps a preliminary output as a result.
+pub(crate) fn waiting_part(call: &ToolCallPart, requests: &[ApprovalRequest]) -> StreamPart {
+    let pending: Vec<Value> = requests
+        .iter()
+        .map(|request| {
+            json!({
+                "approvalId": request.approval_id,
+                "toolCallId": request.tool_call.tool_call_id,
+                "toolName": request.tool_call.tool_name,
+                "lineage": request.lineage,
+            })
+        })
+        .collect();
+    StreamPart::ToolResult {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        input: call.input.clone(),
+        output: json!({ "status": "awaiting-approval", "agent": call.tool_name, "pending": pending }),
+        provider_executed: None,
+        preliminary: Some(true),
+        dynamic: Some(true),
+    }
+}
+
 /// Emits surfaced requests (each call, then its request) and returns their assistant parts.
 pub(crate) async fn surface(requests: &[ApprovalRequest], out: &Emitter) -> Vec<AssistantPart> {
     let mut parts = Vec::with_capacity(requests.len() * 2);
