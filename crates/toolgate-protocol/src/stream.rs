@@ -45,6 +45,15 @@ pub struct ToolCallInfo {
     pub provider_metadata: Option<crate::ProviderOptions>,
 }
 
+impl ToolCallInfo {
+    /// The lineage of a sub-agent's call surfaced here (its
+    /// `providerMetadata.toolgate.subAgent.lineage`: the agent calls from
+    /// this level down, each `{"agent", "toolCallId"}`), when it is one.
+    pub fn sub_agent_lineage(&self) -> Option<&Value> {
+        self.provider_metadata.as_ref()?.get("toolgate")?.get("subAgent")?.get("lineage")
+    }
+}
+
 /// One event of the engine's full stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]

@@ -13,6 +13,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use toolgate::ledger::{LedgerConfig, MemoryStore};
 use toolgate::{Agent, ScriptedModel, Tool, Toolkit};
+use toolgate_policy::{Policy, PolicyHandle};
+use toolgate_server::{PrincipalSource, ServerConfig};
 
 fn turns(tool: &str, input: Value, done: &str) -> ScriptedModel {
     let script = json!({"turns": [
@@ -23,6 +25,10 @@ fn turns(tool: &str, input: Value, done: &str) -> ScriptedModel {
 }
 
 async fn start_tree(runs: Arc<AtomicUsize>) -> Server {
+    start_tree_with(runs, |_| {}).await
+}
+
+async fn start_tree_with(runs: Arc<AtomicUsize>, configure: impl FnOnce(&mut ServerConfig)) -> Server {
     let janitor =
         Agent::new(turns("delete_file", json!({"path": "notes.txt"}), "Deleted.")).toolkit(counting_toolkit(runs));
     let manager = Agent::new(turns("janitor", json!({"task": "delete notes.txt"}), "The janitor deleted it."))
@@ -35,6 +41,7 @@ async fn start_tree(runs: Arc<AtomicUsize>) -> Server {
     start_configured(root, move |config| {
         config.toolkit = toolkit;
         config.ledger = Some(LedgerConfig::new(Arc::new(MemoryStore::new())));
+        configure(config);
     })
     .await
 }
@@ -87,5 +94,58 @@ async fn a_depth_two_approval_is_answered_as_the_stock_client_answers_any_other(
     // Sent again: the stored outcome, nothing runs twice.
     let again = chat(&server, &body).await;
     assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+const RULES: &str = "[[rule]]\nname = \"finance-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
+                     approvers = [\"group:finance\"]\nquorum = 2\n";
+
+#[tokio::test]
+async fn a_routed_depth_two_approval_decided_in_the_inbox_continues_the_root_without_its_client() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = start_tree_with(runs.clone(), |config| {
+        config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
+        config.principals = PrincipalSource::Header(axum::http::HeaderName::from_static("x-user"), Vec::new());
+        let finance = ["bob", "carol", "erin"].map(str::to_owned).to_vec();
+        config.groups = std::collections::BTreeMap::from([("finance".to_owned(), finance)]);
+    })
+    .await;
+    let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "tidy up"}]}]});
+    let reply = call(&server, "POST", "/api/chat", "alice", Some(body)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").expect("asked at the root");
+    let id = request["approvalId"].as_str().unwrap().to_owned();
+    let reason = chunks.iter().find(|c| c["type"] == "data-toolgate-reason").unwrap();
+    assert_eq!((&reason["data"]["approvers"], &reason["data"]["quorum"]), (&json!(["group:finance"]), &json!(2)));
+    assert_eq!(
+        reason["data"]["lineage"],
+        json!([{"agent": "manager", "toolCallId": "call-1"}, {"agent": "janitor", "toolCallId": "call-1"}])
+    );
+
+    // Alice's client is gone; two of finance decide in the inbox.
+    for user in ["bob", "carol"] {
+        let voted =
+            call(&server, "POST", &format!("/api/approvals/{id}"), user, Some(json!({"decision": "approve"}))).await;
+        assert_eq!(voted.status, 200, "{user}: {}", voted.body);
+    }
+    let mut text = String::new();
+    for _ in 0..100 {
+        let chat = call(&server, "GET", "/api/chats/chat-1", "alice", None).await.json();
+        let last = chat["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
+        text = last["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["type"] == "text")
+            .map(|p| p["text"].as_str().unwrap().to_owned())
+            .collect();
+        if text == "All tidy." {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(text, "All tidy.", "the server continued the root after the depth-2 decision");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

@@ -112,6 +112,12 @@ impl UiStreamEncoder {
                     data["approvers"] = serde_json::json!(routing.approvers);
                     data["quorum"] = serde_json::json!(routing.quorum);
                 }
+                if let (Some(lineage), [UiChunk::Reason { data, .. }, _]) =
+                    (tool_call.sub_agent_lineage(), chunks.as_mut_slice())
+                {
+                    // A sub-agent's call: the chat shows where it comes from.
+                    data["lineage"] = lineage.clone();
+                }
                 return chunks;
             }
             StreamPart::ToolOutputDenied { tool_call_id, reason, .. } => {

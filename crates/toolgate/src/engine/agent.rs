@@ -347,6 +347,15 @@ async fn open(parent: &TextRequest, agent: &str, call_id: &str) -> Result<(Store
     Ok((Stored { ledger: Some(ledger), version, place }, status))
 }
 
+/// The ledger key of the root conversation of a stored sub-run, when
+/// `stored` (a stored conversation's value) is one: a decision made out of
+/// band on a sub-agent's approval marks the sub-run's conversation due, and
+/// the root conversation is what continues (it hands the decision down).
+pub fn sub_run_root(stored: &Value) -> Option<&str> {
+    stored.get("toolgateSubRun")?;
+    stored.get("root")?.as_str()
+}
+
 /// The engine call of a sub-run on `history`, inheriting what `parent` sets.
 fn sub_request(agent: &Agent, parent: &TextRequest, stored: &Stored, history: Vec<ModelMessage>) -> TextRequest {
     let caller = parent.caller();
