@@ -149,3 +149,34 @@ async fn a_routed_depth_two_approval_decided_in_the_inbox_continues_the_root_wit
     assert_eq!(text, "All tidy.", "the server continued the root after the depth-2 decision");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn an_ag_ui_interrupt_names_the_sub_run_and_a_resume_runs_the_depth_two_call_once() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = start_tree(runs.clone()).await;
+    let run = |input: Value| {
+        let server = &server;
+        async move { agui_events(&post(server, "/ag-ui", "application/json", input.to_string().as_bytes()).await) }
+    };
+    let first = run(json!({"threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "messages": [{"id": "m1", "role": "user", "content": "tidy up"}]}))
+    .await;
+    let finished = last_event(&first, "RUN_FINISHED");
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["toolCallId"], "call-1/call-1/call-1");
+    assert_eq!(interrupt["subagentRunId"], "call-1/call-1");
+    assert_eq!(interrupt["metadata"]["toolName"], "delete_file");
+    assert_eq!(
+        interrupt["metadata"]["lineage"],
+        json!([{"agent": "manager", "toolCallId": "call-1"}, {"agent": "janitor", "toolCallId": "call-1"}])
+    );
+    let resumed = run(json!({"threadId": "t1", "runId": "r2", "tools": [], "context": [],
+        "messages": last_event(&first, "MESSAGES_SNAPSHOT")["messages"],
+        "state": last_event(&first, "STATE_SNAPSHOT")["snapshot"],
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]}))
+    .await;
+    assert_eq!(last_event(&resumed, "RUN_FINISHED")["outcome"]["type"], "success", "{resumed:#?}");
+    let result = resumed.iter().find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call-1").unwrap();
+    assert_eq!(result["content"], "\"The janitor deleted it.\"");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
