@@ -2,13 +2,51 @@
 //! the root model; its gated call is asked at the root, answered by the next
 //! process on the same SQLite store, and runs exactly once.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
+use support::Served;
 
 fn toolgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate")).args(args).env_remove("TOOLGATE_APPROVAL_SECRET").output().unwrap()
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    for name in ["TOOLGATE_APPROVAL_SECRET", "TOOLGATE_STORE", "TOOLGATE_TOKEN", "VISUAL", "EDITOR"] {
+        command.env_remove(name);
+    }
+    command.args(args).output().unwrap()
+}
+
+/// A chain of `depth` agents (`agent1` calls `agent2` ...; the last deletes
+/// notes.txt) in a config file, and the root's script; returns (config, root model spec).
+fn chain(dir: &Path, depth: usize) -> (String, String) {
+    let turns = |tool: &str, input: Value, done: &str| {
+        json!({"turns": [
+            [{"type": "tool-call", "toolCallId": "call-1", "toolName": tool, "input": input}],
+            [{"type": "text", "text": done}]
+        ]})
+    };
+    let mut config = String::new();
+    for level in 1..=depth {
+        let (tool, input) = match level == depth {
+            true => ("delete_file".to_owned(), json!({"path": "notes.txt"})),
+            false => (format!("agent{}", level + 1), json!({"task": "go on"})),
+        };
+        let script = write(dir, &format!("agent{level}.json"), &turns(&tool, input, &format!("agent{level} done")));
+        config.push_str(&format!(
+            "[[agent]]\nname = \"agent{level}\"\nmodel = \"script:{script}\"\ntools = [\"{tool}\"]\n"
+        ));
+    }
+    let path = dir.join("chain.toml");
+    std::fs::write(&path, config).unwrap();
+    let root = write(dir, "root.json", &turns("agent1", json!({"task": "tidy up"}), "All tidy."));
+    (path.display().to_string(), format!("script:{root}"))
+}
+
+fn executed(store: &str) -> usize {
+    let audit = lines(&toolgate(&["audit", "--store", store]));
+    audit.iter().filter(|event| event["kind"] == "executed").count()
 }
 
 fn write(dir: &Path, name: &str, value: &Value) -> String {
@@ -124,4 +162,66 @@ fn a_circle_of_agents_is_refused_when_the_config_loads() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("call each other in a circle: a -> b -> a"), "{stderr}");
+}
+
+#[test]
+fn toolgate_chat_answers_a_depth_two_approval_as_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, model) = chain(dir.path(), 2);
+    let store = format!("sqlite://{}", dir.path().join("chat.db").display());
+    let output = toolgate(&[
+        "chat",
+        "--model",
+        &model,
+        "--config",
+        &config,
+        "--store",
+        &store,
+        "--approve-all",
+        "-m",
+        "tidy up",
+    ]);
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(out.contains("→ approved delete_file (--approve-all)"), "{out}");
+    assert!(out.contains("All tidy."), "{out}");
+    assert_eq!(executed(&store), 1);
+}
+
+#[test]
+fn a_server_killed_while_paused_at_depth_three_runs_the_call_once_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, model) = chain(dir.path(), 3);
+    let store = format!("sqlite://{}", dir.path().join("served.db").display());
+    let args = ["--model", model.as_str(), "--config", config.as_str(), "--store", store.as_str()];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = reqwest::Client::new();
+    let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "tidy up"}]});
+
+    let first = Served::start(&args);
+    let body = json!({"id": "chat-1", "trigger": "submit-message", "messages": [user]});
+    let reply = runtime
+        .block_on(async { client.post(first.chat_endpoint()).json(&body).send().await.unwrap().text().await.unwrap() });
+    assert!(reply.contains("\"toolCallId\":\"call-1/call-1/call-1/call-1\""), "{reply}");
+    let stored: Value = runtime.block_on(async {
+        client.get(format!("{}/api/chats/chat-1", first.url)).send().await.unwrap().json().await.unwrap()
+    });
+    drop(first); // SIGKILL while the three agents wait
+
+    let second = Served::start(&args);
+    let mut assistant = stored["messages"][1].clone();
+    let parts = assistant["parts"].as_array_mut().unwrap();
+    let nested = parts.iter_mut().find(|part| part["state"] == "approval-requested").expect("the nested request");
+    let approval_id = nested["approval"]["id"].clone();
+    nested["state"] = json!("approval-responded");
+    nested["approval"] = json!({"id": approval_id, "approved": true});
+    let message_id = assistant["id"].clone();
+    let body =
+        json!({"id": "chat-1", "trigger": "submit-message", "messageId": message_id, "messages": [user, assistant]});
+    let reply = runtime.block_on(async {
+        client.post(second.chat_endpoint()).json(&body).send().await.unwrap().text().await.unwrap()
+    });
+    assert!(reply.contains("\"output\":\"agent1 done\"") && reply.contains("\"delta\":\"tidy.\""), "{reply}");
+    drop(second);
+    assert_eq!(executed(&store), 1);
 }
