@@ -188,27 +188,28 @@ fn toolgate_chat_answers_a_depth_two_approval_as_any_other() {
     assert_eq!(executed(&store), 1);
 }
 
-#[test]
-fn a_server_killed_while_paused_at_depth_three_runs_the_call_once_after_a_restart() {
+/// Alice asks on one replica (a chain of three agents), that replica is
+/// killed with SIGKILL while they wait, and a second replica on the same
+/// store (started before the kill) gets the answer: the call runs once.
+fn killed_at_depth_three_then_answered_elsewhere(store: &str, chat: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (config, model) = chain(dir.path(), 3);
-    let store = format!("sqlite://{}", dir.path().join("served.db").display());
-    let args = ["--model", model.as_str(), "--config", config.as_str(), "--store", store.as_str()];
+    let args = ["--model", model.as_str(), "--config", config.as_str(), "--store", store];
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let client = reqwest::Client::new();
     let user = json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": "tidy up"}]});
 
     let first = Served::start(&args);
-    let body = json!({"id": "chat-1", "trigger": "submit-message", "messages": [user]});
+    let body = json!({"id": chat, "trigger": "submit-message", "messages": [user]});
     let reply = runtime
         .block_on(async { client.post(first.chat_endpoint()).json(&body).send().await.unwrap().text().await.unwrap() });
     assert!(reply.contains("\"toolCallId\":\"call-1/call-1/call-1/call-1\""), "{reply}");
     let stored: Value = runtime.block_on(async {
-        client.get(format!("{}/api/chats/chat-1", first.url)).send().await.unwrap().json().await.unwrap()
+        client.get(format!("{}/api/chats/{chat}", first.url)).send().await.unwrap().json().await.unwrap()
     });
+    let second = Served::start(&args);
     drop(first); // SIGKILL while the three agents wait
 
-    let second = Served::start(&args);
     let mut assistant = stored["messages"][1].clone();
     let parts = assistant["parts"].as_array_mut().unwrap();
     let nested = parts.iter_mut().find(|part| part["state"] == "approval-requested").expect("the nested request");
@@ -216,12 +217,42 @@ fn a_server_killed_while_paused_at_depth_three_runs_the_call_once_after_a_restar
     nested["state"] = json!("approval-responded");
     nested["approval"] = json!({"id": approval_id, "approved": true});
     let message_id = assistant["id"].clone();
-    let body =
-        json!({"id": "chat-1", "trigger": "submit-message", "messageId": message_id, "messages": [user, assistant]});
-    let reply = runtime.block_on(async {
-        client.post(second.chat_endpoint()).json(&body).send().await.unwrap().text().await.unwrap()
-    });
+    let body = json!({"id": chat, "trigger": "submit-message", "messageId": message_id, "messages": [user, assistant]});
+    let send = || {
+        runtime.block_on(async {
+            client.post(second.chat_endpoint()).json(&body).send().await.unwrap().text().await.unwrap()
+        })
+    };
+    let reply = send();
     assert!(reply.contains("\"output\":\"agent1 done\"") && reply.contains("\"delta\":\"tidy.\""), "{reply}");
+    // Sent again (a client retrying): the server replays the stored turn.
+    let again = send();
+    assert!(again.contains("tidy."), "{again}");
     drop(second);
-    assert_eq!(executed(&store), 1);
+    let audit = lines(&toolgate(&["audit", "--store", store]));
+    // The nested call's events are its sub-run's: the chat's id, then the agent call ids.
+    let ran = audit
+        .iter()
+        .filter(|event| event["kind"] == "executed" && event["conversationId"].as_str().unwrap().starts_with(chat))
+        .count();
+    assert_eq!(ran, 1, "{audit:#?}");
+}
+
+#[test]
+fn a_server_killed_while_paused_at_depth_three_runs_the_call_once_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_at_depth_three_then_answered_elsewhere(
+        &format!("sqlite://{}", dir.path().join("served.db").display()),
+        "chat-1",
+    );
+}
+
+#[test]
+fn postgres_replicas_resume_a_depth_three_tree_one_of_them_left() {
+    let Ok(url) = std::env::var("TOOLGATE_TEST_POSTGRES_URL") else {
+        assert!(std::env::var("TOOLGATE_TEST_REQUIRE_POSTGRES").is_err(), "TOOLGATE_TEST_POSTGRES_URL is required");
+        return;
+    };
+    let chat = format!("chat-{}", std::process::id());
+    killed_at_depth_three_then_answered_elsewhere(&url, &chat);
 }
