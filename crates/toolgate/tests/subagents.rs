@@ -15,7 +15,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate::agent::{NEEDS_LEDGER, STEP_LIMIT};
-use toolgate::ledger::{ApprovalStore, EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore};
+use toolgate::ledger::{
+    ApprovalStore, AuditKind, AuditQuery, AuditStore, EXPIRED_TEXT, LedgerConfig, ManualClock, MemoryStore,
+};
 use toolgate::protocol::{ModelMessage, ToolApprovalResponsePart, ToolPart, ToolResultOutput};
 use toolgate::{
     Agent, ApprovalRequest, EngineError, LineageStep, RecordingModel, ScriptedModel, StreamPart, TextRequest,
@@ -154,6 +156,11 @@ async fn approve_at_depth(depth: usize) {
     assert_eq!((record.owner.as_deref(), record.tool_call_id.as_str()), (Some("alice"), "call-1"));
     let sub_run = std::iter::once("chat-1").chain(vec!["call-1"; depth]).collect::<Vec<_>>().join("\u{1e}");
     assert_eq!(record.conversation_name(), sub_run);
+    let events = tree.store.audit(&AuditQuery::default()).await.unwrap();
+    let issued = events.iter().find(|event| event.kind == AuditKind::Issued).unwrap();
+    assert_eq!((issued.owner.as_deref(), issued.principal.as_deref()), (Some("alice"), Some("alice")));
+    let steps: Vec<Value> = expected.iter().map(|(agent, id)| json!({"agent": agent, "toolCallId": id})).collect();
+    assert_eq!((&issued.data["lineage"], &issued.data["rootConversation"]), (&json!(steps), &json!("chat-1")));
     assert_eq!((0..=depth).map(|level| tree.model_calls(level)).collect::<Vec<_>>(), vec![1; depth + 1]);
 
     // A new engine on the same store (a restart) gets the answer.

@@ -114,9 +114,9 @@ pub struct LineageStep {
     pub tool_call_id: String,
 }
 
-/// Where a sub-agent's engine call stands under the root.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SubRunPlace {
+/// Where a sub-agent's run stands under the root conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubRunPlace {
     /// The root conversation's ledger key (empty without a ledger).
     pub root: String,
     /// The agent calls from the root down to this one.
@@ -333,7 +333,7 @@ async fn open(parent: &TextRequest, agent: &str, call_id: &str) -> Result<(Store
         key.push(KEY_SEPARATOR);
         key.push_str(&step.tool_call_id);
     }
-    let ledger = Ledger { conversation_id: key, ..parent_ledger.clone() };
+    let ledger = Ledger { conversation_id: key, sub_run: Some(place.clone()), ..parent_ledger.clone() };
     let stored = ConversationStore::conversation(ledger.config.store.as_ref(), &ledger.conversation_id).await?;
     let (version, status) = match stored {
         None => (None, None),
