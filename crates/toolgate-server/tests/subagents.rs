@@ -84,7 +84,10 @@ async fn a_depth_two_approval_is_answered_as_the_stock_client_answers_any_other(
     let reply = chat(&server, &body).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let chunks = reply.chunks();
-    let output = chunks.iter().find(|c| c["type"] == "tool-output-available" && c["toolCallId"] == "call-1").unwrap();
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available" && c["toolCallId"] == "call-1" && c["preliminary"].is_null())
+        .unwrap();
     assert_eq!(output["output"], "The janitor deleted it.");
     let text: String =
         chunks.iter().filter(|c| c["type"] == "text-delta").map(|c| c["delta"].as_str().unwrap()).collect();

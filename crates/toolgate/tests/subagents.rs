@@ -393,14 +393,15 @@ async fn the_root_stream_carries_the_nested_call_and_its_request() {
         matches!(nested[0], StreamPart::ToolCall(call) if call.tool_name == "delete_file" && call.dynamic == Some(true))
     );
     assert!(matches!(nested[1], StreamPart::ToolApprovalRequest { approval_id: id, .. } if *id == approval_id));
-    // The agent's own call gets no result, only a preliminary one saying what it waits for.
+    // The agent's own call gets no result, only preliminary ones: its progress, then what it waits for.
     let agent: Vec<&StreamPart> = parts
         .iter()
         .filter(|part| matches!(part, StreamPart::ToolResult { tool_call_id, .. } | StreamPart::ToolError { tool_call_id, .. } if tool_call_id == "call-1"))
         .collect();
-    let [StreamPart::ToolResult { output, preliminary: Some(true), .. }] = agent.as_slice() else {
+    let Some(StreamPart::ToolResult { output, preliminary: Some(true), .. }) = agent.last() else {
         panic!("{agent:#?}")
     };
+    assert!(agent.iter().all(|part| matches!(part, StreamPart::ToolResult { preliminary: Some(true), .. })));
     assert_eq!(output["status"], "awaiting-approval");
     assert_eq!(output["pending"][0]["approvalId"], approval_id.as_str());
     assert_eq!(
@@ -443,4 +444,36 @@ async fn an_agents_own_rules_add_to_its_callers_at_its_depth() {
     assert_eq!(lineage(&asked[0]), vec![("strict".to_owned(), "s".to_owned())]);
     assert_eq!(asked[0].reason.as_deref(), Some("get_weather asks here"));
     assert_eq!(result.steps[0].tool_results.len(), 1, "only the lenient agent answered");
+}
+
+#[tokio::test]
+async fn a_sub_agents_progress_streams_as_preliminary_output_of_its_call() {
+    let tree = Tree::chain(1);
+    let log = Executions::default();
+    let weather = script(calls("get_weather", json!({"city": "Oslo"})));
+    let agent = Agent::new(weather).toolkit(Toolkit::new(tools(&log)).unwrap());
+    let root = script(json!([
+        [{"type": "tool-call", "toolCallId": "r", "toolName": "forecaster", "input": {"task": "Oslo?"}}],
+        [{"type": "text", "text": "It is mild."}]
+    ]));
+    let request = TextRequest::new(vec![ModelMessage::user("weather")])
+        .toolkit(Toolkit::new([Tool::agent("forecaster", agent)]).unwrap())
+        .ledger(tree.process().owned(Some("alice"), "chat-8").principal("alice"));
+    let (parts, result) = drain(toolgate::stream_text(&root, request).await.unwrap()).await;
+    assert_eq!(result.unwrap().text(), "It is mild.");
+    let outputs: Vec<(&Value, Option<bool>)> = parts
+        .iter()
+        .filter_map(|part| match part {
+            StreamPart::ToolResult { tool_call_id, output, preliminary, .. } if tool_call_id == "r" => {
+                Some((output, *preliminary))
+            }
+            _ => None,
+        })
+        .collect();
+    let (last, rest) = outputs.split_last().unwrap();
+    assert_eq!(*last, (&json!("get_weather done"), None), "the final answer comes last");
+    assert!(rest.iter().all(|(output, preliminary)| *preliminary == Some(true) && output["status"] == "running"));
+    let seen = rest.last().unwrap().0;
+    assert_eq!(seen["calls"], json!([{"toolCallId": "call-1", "toolName": "get_weather", "state": "done"}]));
+    assert_eq!((&seen["agent"], &seen["steps"]), (&json!("forecaster"), &json!(2)));
 }

@@ -461,9 +461,11 @@ async fn run(agent: &Agent, name: &str, input: Value, context: ToolContext) -> R
         }
     };
     let PreparedSubRun { prepared, stored, mut history } = sub_run;
+    let (emitter, parts) = Emitter::channel();
     let driven: futures::future::BoxFuture<'_, _> =
-        Box::pin(drive(&agent.model, prepared, false, context.cancellation().clone(), Emitter::silent()));
-    let result = match driven.await {
+        Box::pin(drive(&agent.model, prepared, true, context.cancellation().clone(), emitter));
+    let (result, ()) = futures::join!(driven, report_progress(name, parts, &context));
+    let result = match result {
         Ok(result) => result,
         Err(error) => return Err(ToolError::json(failure(name, FAILED, error.to_string()))),
     };
@@ -497,6 +499,56 @@ async fn run(agent: &Agent, name: &str, input: Value, context: ToolContext) -> R
     };
     save(&stored, name, status).await?;
     outcome
+}
+
+/// Reports the sub-agent's progress as preliminary outputs of its call
+/// (`{"status": "running", "agent", "steps", "calls": [{"toolCallId", "toolName", "state"}], "text"}`):
+/// once per step and per call event, never per text delta, each the whole
+/// progress so far (a client shows the latest).
+async fn report_progress(
+    agent: &str,
+    mut parts: tokio::sync::mpsc::Receiver<toolgate_protocol::StreamPart>,
+    context: &ToolContext,
+) {
+    use toolgate_protocol::StreamPart;
+    let mut steps = 0;
+    let mut calls: Vec<Value> = Vec::new();
+    let mut text = String::new();
+    let state = |calls: &mut Vec<Value>, id: &str, name: &str, state: &str| match calls
+        .iter_mut()
+        .find(|call| call["toolCallId"] == id)
+    {
+        Some(call) => call["state"] = json!(state),
+        None => calls.push(json!({ "toolCallId": id, "toolName": name, "state": state })),
+    };
+    while let Some(part) = parts.recv().await {
+        match &part {
+            StreamPart::StartStep => {
+                text.clear();
+                continue;
+            }
+            StreamPart::TextDelta { text: delta, .. } => {
+                text.push_str(delta);
+                continue;
+            }
+            StreamPart::FinishStep { .. } => steps += 1,
+            StreamPart::ToolCall(call) => state(&mut calls, &call.tool_call_id, &call.tool_name, "called"),
+            StreamPart::ToolApprovalRequest { tool_call, .. } => {
+                state(&mut calls, &tool_call.tool_call_id, &tool_call.tool_name, "awaiting-approval")
+            }
+            StreamPart::ToolResult { tool_call_id, tool_name, preliminary: None | Some(false), .. } => {
+                state(&mut calls, tool_call_id, tool_name, "done")
+            }
+            StreamPart::ToolError { tool_call_id, tool_name, .. } => {
+                state(&mut calls, tool_call_id, tool_name, "failed")
+            }
+            StreamPart::ToolOutputDenied { tool_call_id, tool_name, .. } => {
+                state(&mut calls, tool_call_id, tool_name, "denied")
+            }
+            _ => continue,
+        }
+        context.report(json!({ "status": "running", "agent": agent, "steps": steps, "calls": calls, "text": text }));
+    }
 }
 
 /// Stores a sub-run's state (nothing without a ledger); another writer first is a [`CONFLICT`].
