@@ -212,10 +212,14 @@ fn killed_at_depth_three_then_answered_elsewhere(store: &str, chat: &str) {
 
     let mut assistant = stored["messages"][1].clone();
     let parts = assistant["parts"].as_array_mut().unwrap();
-    let nested = parts.iter_mut().find(|part| part["state"] == "approval-requested").expect("the nested request");
+    let nested =
+        parts.iter().find(|part| part["toolCallId"] == "call-1/call-1/call-1/call-1").expect("the nested call");
     let approval_id = nested["approval"]["id"].clone();
-    nested["state"] = json!("approval-responded");
-    nested["approval"] = json!({"id": approval_id, "approved": true});
+    // As `addToolApprovalResponse` does: every part showing that approval (the agent call waiting shows it too).
+    for part in parts.iter_mut().filter(|part| part["approval"]["id"] == approval_id) {
+        part["state"] = json!("approval-responded");
+        part["approval"] = json!({"id": approval_id, "approved": true});
+    }
     let message_id = assistant["id"].clone();
     let body = json!({"id": chat, "trigger": "submit-message", "messageId": message_id, "messages": [user, assistant]});
     let send = || {
