@@ -84,12 +84,16 @@ fn tool_call_part(index: usize, call: &ToolCall) -> Result<ToolCallPart, InputEr
         tool_call_id: call.id.clone(),
         detail: error.to_string(),
     })?;
+    // A sub-agent's call surfaced in this thread keeps its mark (`metadata.toolgate.subAgent`).
+    let mark = call.extra.get("metadata").and_then(|metadata| metadata.get("toolgate")?.get("subAgent"));
+    let provider_options =
+        mark.map(|mark| serde_json::Map::from_iter([("toolgate".to_owned(), serde_json::json!({ "subAgent": mark }))]));
     Ok(ToolCallPart {
         tool_call_id: call.id.clone(),
         tool_name: call.function.name.clone(),
         input,
         provider_executed: None,
-        provider_options: None,
+        provider_options,
     })
 }
 

@@ -351,6 +351,10 @@ impl EventEncoder {
             let arguments = info.input.to_string();
             self.transcript.append_arguments(id, &arguments);
             out.push(Event::ToolCallArgs { tool_call_id: id.clone(), delta: arguments });
+            let mark = info.provider_metadata.as_ref().and_then(|options| options.get("toolgate")?.get("subAgent"));
+            if let Some(mark) = mark {
+                self.transcript.mark_sub_agent(id, mark);
+            }
         }
         self.close_call(id, out);
     }
@@ -400,6 +404,15 @@ impl EventEncoder {
             metadata.insert("approvers".to_owned(), json!(routing.approvers));
             metadata.insert("quorum".to_owned(), json!(routing.quorum));
         }
+        // A sub-agent's call: where it comes from, and the sub-run that waits.
+        let lineage = call.sub_agent_lineage();
+        let subagent_run_id = lineage.and_then(Value::as_array).map(|steps| {
+            let ids: Vec<&str> = steps.iter().filter_map(|step| step.get("toolCallId")?.as_str()).collect();
+            ids.join("/")
+        });
+        if let Some(lineage) = lineage {
+            metadata.insert("lineage".to_owned(), lineage.clone());
+        }
         self.interrupts.push(Interrupt {
             id: approval_id.to_owned(),
             reason: TOOL_CALL_REASON.to_owned(),
@@ -410,6 +423,7 @@ impl EventEncoder {
             tool_call_id: Some(call.tool_call_id.clone()),
             response_schema: Some(approval_response_schema()),
             expires_at: self.options.interrupt_expires_at.clone(),
+            subagent_run_id,
             metadata: Some(metadata),
         });
         self.pending.push(PendingApproval {

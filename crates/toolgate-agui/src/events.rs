@@ -275,7 +275,11 @@ pub struct Interrupt {
     /// When the interrupt stops accepting answers (RFC 3339), if configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    /// toolgate: `{toolName, input}`.
+    /// The sub-agent run that made the call, for a call of a sub-agent
+    /// (toolgate: the agent call ids from the root, joined by `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_run_id: Option<String>,
+    /// toolgate: `{toolName, input}`, and `lineage` for a sub-agent's call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Extra>,
 }

@@ -57,6 +57,19 @@ impl Transcript {
         true
     }
 
+    /// Keeps a sub-agent's mark (its lineage) with a surfaced call, in the
+    /// call's metadata (`toolgate.subAgent`), so the thread hands it back.
+    pub(crate) fn mark_sub_agent(&mut self, tool_call_id: &str, mark: &Value) {
+        let Some(call) = self.call_mut(tool_call_id) else { return };
+        let metadata = call.extra.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(metadata) = metadata {
+            let toolgate = metadata.entry("toolgate").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(toolgate) = toolgate {
+                toolgate.insert("subAgent".to_owned(), mark.clone());
+            }
+        }
+    }
+
     pub(crate) fn add_result(&mut self, message_id: &str, tool_call_id: &str, content: String) {
         let message = Message::Tool(ToolMessage {
             id: message_id.to_owned(),

@@ -28,6 +28,7 @@ fn call(id: &str, input: Value) -> ToolCallInfo {
         dynamic: None,
         invalid: None,
         error: None,
+        provider_metadata: None,
     }
 }
 

@@ -61,6 +61,11 @@ pub struct Approvers;
 #[cfg(doctest)]
 pub struct Notifications;
 
+/// `docs/src/subagents.md`: sub-agents, whose approvals reach the root.
+#[doc = include_str!("../../../docs/src/subagents.md")]
+#[cfg(doctest)]
+pub struct Subagents;
+
 /// `docs/src/policies.md`: policies and sticky decisions.
 #[doc = include_str!("../../../docs/src/policies.md")]
 #[cfg(doctest)]

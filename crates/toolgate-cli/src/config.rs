@@ -1,5 +1,6 @@
-//! `--config FILE`: MCP servers (`[[mcp]]`), approval rules (`[[rule]]`), groups (`[groups]`), the
-//! MCP gateway's settings (`[gateway]`), the call-gating API's (`[calls]`), notifications (`[[notify]]`, `[emails]`) and
+//! `--config FILE`: MCP servers (`[[mcp]]`), sub-agents (`[[agent]]`, see [`crate::agents`]), approval rules
+//! (`[[rule]]`), groups (`[groups]`), the MCP gateway's settings (`[gateway]`), the call-gating API's
+//! (`[calls]`), notifications (`[[notify]]`, `[emails]`) and
 //! the server's admins (`admins = ["..."]`, who see every owner's audit
 //! events) in one TOML file, taken by `run`, `serve`, `chat` and `policy explain`.
 //!
@@ -19,6 +20,8 @@ use toolgate_gateway::GatewaySection;
 use toolgate_mcp::McpServerConfig;
 use toolgate_notify::{Channels, NotifyConfig};
 use toolgate_policy::{Policy, RuleConfig};
+
+use crate::agents::{AgentConfig, AgentSpec};
 
 /// The `--config` flag.
 #[derive(Debug, Clone, Args)]
@@ -49,6 +52,8 @@ struct ConfigFile {
     gateway: GatewaySection,
     #[serde(default)]
     calls: CallsSection,
+    #[serde(default)]
+    agent: Vec<AgentConfig>,
 }
 
 /// The `[calls]` table: the call-gating API's settings.
@@ -79,15 +84,17 @@ pub struct Config {
     pub gateway: GatewaySection,
     /// The `[calls]` table (`serve`'s call-gating API).
     pub calls: CallsSection,
+    /// The `[[agent]]` tables, each after the agents it calls.
+    pub agents: Vec<AgentSpec>,
 }
 
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read --config {}", path.display()))?;
-        let Parsed { mcp, policy, admins, groups, notify, gateway, calls } =
+        let Parsed { mcp, policy, admins, groups, notify, gateway, calls, agents } =
             parse(&text).with_context(|| format!("invalid --config {}", path.display()))?;
-        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway, calls })
+        Ok(Self { path: path.to_owned(), mcp, policy, admins, groups, notify, gateway, calls, agents })
     }
 }
 
@@ -108,6 +115,8 @@ pub struct Parsed {
     pub gateway: GatewaySection,
     /// The `[calls]` table.
     pub calls: CallsSection,
+    /// The `[[agent]]` tables, checked.
+    pub agents: Vec<AgentSpec>,
 }
 
 /// Checks the text of a config file: its servers, its compiled rules and its admins.
@@ -131,6 +140,12 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
     }
     let policy = Policy::from_rules(file.rule)?;
     check_approvers(&policy, &file.groups)?;
+    let agents = crate::agents::check(file.agent)?;
+    for agent in &agents {
+        if let Some(policy) = &agent.policy {
+            check_approvers(policy, &file.groups).with_context(|| format!("[[agent]] `{}`", agent.config.name))?;
+        }
+    }
     let notify = Channels::from_config(&file.notify, &file.emails, |name| std::env::var(name).ok())?;
     Ok(Parsed {
         mcp: file.mcp,
@@ -140,6 +155,7 @@ pub fn parse(text: &str) -> anyhow::Result<Parsed> {
         notify,
         gateway: file.gateway,
         calls: file.calls,
+        agents,
     })
 }
 

@@ -95,6 +95,12 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs the gateway until the client disconnects (stdio) or Ctrl-C (HTTP).
 pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
     let config = Config::load(&args.config)?;
+    anyhow::ensure!(
+        config.agents.is_empty(),
+        "mcp-gateway serves the [[mcp]] servers' tools only; the [[agent]] tables of --config {} are for \
+         `serve`, `chat` and `run`",
+        args.config.display()
+    );
     let store = args.store.open().await?.context(
         "mcp-gateway needs a store that keeps approvals (`--store sqlite`, the default, or `postgres://...`), not `none`",
     )?;

@@ -1,5 +1,6 @@
 //! The `toolgate` command.
 
+mod agents;
 mod approvals;
 mod audit;
 mod chat;

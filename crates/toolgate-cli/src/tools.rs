@@ -16,12 +16,15 @@ use toolgate::{Tool, Toolkit};
 use toolgate_mcp::McpTools;
 use toolgate_policy::{PolicyHandle, Watcher};
 
+use crate::agents::Agents;
 use crate::config::{Config, parse_policy};
 
 /// The toolkit's sources and the rules.
 pub struct ToolSetup {
     base: Vec<Tool>,
     mcp: Option<McpTools>,
+    /// The `[[agent]]`s of `--config`, offered as tools after the others.
+    agents: Agents,
     /// The rules of `--config` (empty without one).
     pub policy: PolicyHandle,
     config: Option<Config>,
@@ -32,7 +35,8 @@ impl ToolSetup {
     pub async fn load(tools: Tools, config: Option<&Path>) -> anyhow::Result<Self> {
         let base = tools.toolkit().map(|toolkit| toolkit.tools().to_vec()).unwrap_or_default();
         let Some(path) = config else {
-            return Ok(Self { base, mcp: None, policy: PolicyHandle::default(), config: None });
+            let policy = PolicyHandle::default();
+            return Ok(Self { base, mcp: None, agents: Agents::default(), policy, config: None });
         };
         let config = Config::load(path)?;
         let policy = PolicyHandle::new(config.policy.clone());
@@ -44,16 +48,22 @@ impl ToolSetup {
                     .with_context(|| format!("cannot start the MCP servers of --config {}", path.display()))?,
             ),
         };
-        let setup = Self { base, mcp, policy, config: Some(config) };
+        let agents = Agents::new(&config.agents, crate::model_spec::model_from_spec)?;
+        let setup = Self { base, mcp, agents, policy, config: Some(config) };
         setup.toolkit()?;
         Ok(setup)
     }
 
-    /// The toolkit now: the `--tools` tools, then every MCP tool; `None` when there are none.
+    /// The toolkit now: the `--tools` tools, then every MCP tool, then every
+    /// `[[agent]]` (over those); `None` when there are none.
     pub fn toolkit(&self) -> anyhow::Result<Option<Toolkit>> {
         let mut tools = self.base.clone();
         if let Some(mcp) = &self.mcp {
             tools.extend(mcp.tools());
+        }
+        if !self.agents.is_empty() {
+            let agents = self.agents.tools(&tools)?;
+            tools.extend(agents);
         }
         if tools.is_empty() {
             return Ok(None);

@@ -301,19 +301,29 @@ impl ChatState {
         let message_id = message.id.clone();
         let part = call_id.and_then(|id| flight.builder.tool_part(id));
         let tool_event = part.and_then(|part| state_change(&message_id, part, before));
+        // The copy of a sub-agent's approval on the agent call waiting for it is not one more request.
+        let copy = |approval_id: &str, part: &UiToolPart| {
+            !is_surfaced(part)
+                && flight.builder.message().parts.iter().any(|other| {
+                    matches!(other, UiPart::Tool(tool) if is_surfaced(tool)
+                        && tool.approval.as_ref().is_some_and(|approval| approval.id == approval_id))
+                })
+        };
         let approval_event = match (&chunk, part) {
-            (UiChunk::ToolApprovalRequest { approval_id, .. }, Some(part)) => Some(ChatEvent::ApprovalRequested {
-                message_id: message_id.clone(),
-                approval_id: approval_id.clone(),
-                tool_call_id: part.tool_call_id.clone(),
-                tool_name: part.tool_name.clone(),
-                input: part.input.clone().unwrap_or(Value::Null),
-                reason: flight
-                    .builder
-                    .reason(&part.tool_call_id)
-                    .and_then(|data| data["reason"].as_str())
-                    .map(str::to_owned),
-            }),
+            (UiChunk::ToolApprovalRequest { approval_id, .. }, Some(part)) if !copy(approval_id, part) => {
+                Some(ChatEvent::ApprovalRequested {
+                    message_id: message_id.clone(),
+                    approval_id: approval_id.clone(),
+                    tool_call_id: part.tool_call_id.clone(),
+                    tool_name: part.tool_name.clone(),
+                    input: part.input.clone().unwrap_or(Value::Null),
+                    reason: flight
+                        .builder
+                        .reason(&part.tool_call_id)
+                        .and_then(|data| data["reason"].as_str())
+                        .map(str::to_owned),
+                })
+            }
             _ => None,
         };
         let error = match &chunk {
@@ -394,8 +404,12 @@ impl ChatState {
         if options.approval_form == ApprovalForm::UserMessage && matches!(decision, Decision::ApproveWithInput(_)) {
             return Err(ClientError::EditNotSupported);
         }
+        let asks = |part: &UiToolPart| part.approval.as_ref().is_some_and(|approval| approval.id == approval_id);
+        // A sub-agent's call surfaced here holds the approval; the agent call waiting for it shows a copy.
+        let approved = decision.approves();
+        let surfaced = self.tool_part_mut(|part| asks(part) && is_surfaced(part)).is_some();
         let (message_id, part) = self
-            .tool_part_mut(|part| part.approval.as_ref().is_some_and(|approval| approval.id == approval_id))
+            .tool_part_mut(|part| asks(part) && (!surfaced || is_surfaced(part)))
             .ok_or_else(|| ClientError::UnknownApproval(approval_id.to_owned()))?;
         let pending = part.state == ToolState::ApprovalRequested
             && part.approval.as_ref().is_some_and(|approval| approval.approved.is_none());
@@ -422,7 +436,25 @@ impl ChatState {
                 .into_iter()
                 .chain(event),
         );
+        self.answer_copies(approval_id, approved);
         Ok(())
+    }
+
+    /// Marks the copies of a sub-agent's approval (on the agent calls waiting for it) answered.
+    fn answer_copies(&mut self, approval_id: &str, approved: bool) {
+        let streaming = self.in_flight.as_mut().map(|flight| flight.builder.message_mut());
+        for message in streaming.into_iter().chain(self.messages.iter_mut()) {
+            for part in &mut message.parts {
+                if let UiPart::Tool(tool) = part
+                    && !is_surfaced(tool)
+                    && tool.state == ToolState::ApprovalRequested
+                    && let Some(approval) = tool.approval.as_mut().filter(|approval| approval.id == approval_id)
+                {
+                    approval.approved = Some(approved);
+                    tool.state = ToolState::ApprovalResponded;
+                }
+            }
+        }
     }
 
     /// Records the result of a client-executed tool call.
@@ -614,4 +646,9 @@ fn is_output(chunk: &UiChunk) -> bool {
         chunk,
         UiChunk::ToolOutputAvailable { .. } | UiChunk::ToolOutputError { .. } | UiChunk::ToolOutputDenied { .. }
     )
+}
+
+/// True for a sub-agent's call surfaced in a message (its `callProviderMetadata.toolgate.subAgent`).
+fn is_surfaced(part: &UiToolPart) -> bool {
+    part.call_provider_metadata.as_ref().and_then(|metadata| metadata.get("toolgate")?.get("subAgent")).is_some()
 }

@@ -39,6 +39,19 @@ pub struct ToolCallInfo {
     /// Why the call is invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The call's provider metadata, kept with the call in the history (a
+    /// sub-agent's call surfaced above it carries its lineage here, under `toolgate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_metadata: Option<crate::ProviderOptions>,
+}
+
+impl ToolCallInfo {
+    /// The lineage of a sub-agent's call surfaced here (its
+    /// `providerMetadata.toolgate.subAgent.lineage`: the agent calls from
+    /// this level down, each `{"agent", "toolCallId"}`), when it is one.
+    pub fn sub_agent_lineage(&self) -> Option<&Value> {
+        self.provider_metadata.as_ref()?.get("toolgate")?.get("subAgent")?.get("lineage")
+    }
 }
 
 /// One event of the engine's full stream.

@@ -130,6 +130,7 @@ fn stream_parts_use_full_stream_names() {
             dynamic: None,
             invalid: None,
             error: None,
+            provider_metadata: None,
         },
         signature: None,
         reason: None,

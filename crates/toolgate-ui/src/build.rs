@@ -116,11 +116,21 @@ impl UiMessageBuilder {
                 part.state = ToolState::InputStreaming;
                 part.provider_executed = *provider_executed;
             }
-            UiChunk::ToolInputAvailable { tool_call_id, tool_name, input, provider_executed, dynamic } => {
+            UiChunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+                provider_executed,
+                dynamic,
+                provider_metadata,
+            } => {
                 let part = self.tool(tool_call_id, tool_name, *dynamic);
                 part.state = ToolState::InputAvailable;
                 part.input = Some(input.clone());
                 part.provider_executed = *provider_executed;
+                if provider_metadata.is_some() {
+                    part.call_provider_metadata = provider_metadata.clone();
+                }
             }
             UiChunk::ToolInputError { tool_call_id, tool_name, input, error_text, provider_executed, dynamic } => {
                 let part = self.tool(tool_call_id, tool_name, *dynamic);

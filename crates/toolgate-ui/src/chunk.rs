@@ -150,6 +150,10 @@ pub enum UiChunk {
         /// True for dynamic tools.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dynamic: Option<bool>,
+        /// The call's provider metadata (the part's `callProviderMetadata`; a
+        /// sub-agent's surfaced call carries its lineage here).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<serde_json::Map<String, Value>>,
     },
     /// The call cannot run (unknown tool, invalid input).
     #[serde(rename_all = "camelCase")]

@@ -115,13 +115,27 @@ fn user_part(part: UiPart) -> Option<UserPart> {
 /// Why calls of one message were denied without a person's answer (a rule, a
 /// sticky decision, the tool's own policy): the `data-toolgate-reason` parts
 /// with `decision: "deny"` of an assistant message, by call id.
-type Denials = HashMap<String, String>;
+/// Also the approval ids a sub-agent's surfaced calls carry (their
+/// `callProviderMetadata.toolgate.subAgent`): the encoder repeats each on the
+/// agent call that waits for it, for clients that send a step once every call
+/// in it is answered; that copy is no approval of the agent call.
+#[derive(Default)]
+struct Denials {
+    reasons: HashMap<String, String>,
+    relayed: std::collections::HashSet<String>,
+}
+
+impl Denials {
+    fn get(&self, tool_call_id: &str) -> Option<&String> {
+        self.reasons.get(tool_call_id)
+    }
+}
 
 fn denial_reasons(role: UiRole, parts: &[UiPart]) -> Denials {
     if role != UiRole::Assistant {
-        return Denials::new();
+        return Denials::default();
     }
-    parts
+    let reasons = parts
         .iter()
         .filter_map(|part| match part {
             UiPart::Other(raw) if raw["type"] == REASON_PART && raw["data"]["decision"] == "deny" => {
@@ -129,7 +143,20 @@ fn denial_reasons(role: UiRole, parts: &[UiPart]) -> Denials {
             }
             _ => None,
         })
-        .collect()
+        .collect();
+    let relayed = parts
+        .iter()
+        .filter_map(|part| match part {
+            UiPart::Tool(tool) if is_surfaced(tool) => tool.approval.as_ref().map(|approval| approval.id.clone()),
+            _ => None,
+        })
+        .collect();
+    Denials { reasons, relayed }
+}
+
+/// True for a sub-agent's call surfaced in this message.
+fn is_surfaced(tool: &UiToolPart) -> bool {
+    tool.call_provider_metadata.as_ref().and_then(|metadata| metadata.get("toolgate")?.get("subAgent")).is_some()
 }
 
 /// The model parts of one step of an assistant message: the assistant's, then
@@ -166,7 +193,15 @@ impl Step {
     /// The call (and its approval request, and a provider-executed result) in
     /// the assistant message; the approval's answer and a local result in the
     /// tool message.
-    fn add_tool(&mut self, part: UiToolPart, denials: &Denials) {
+    fn add_tool(&mut self, mut part: UiToolPart, denials: &Denials) {
+        if !is_surfaced(&part) && part.approval.as_ref().is_some_and(|approval| denials.relayed.contains(&approval.id))
+        {
+            // The encoder's copy of a sub-agent's approval on the agent call that waits: no approval of it.
+            part.approval = None;
+            if matches!(part.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) {
+                part.state = ToolState::InputAvailable;
+            }
+        }
         let UiToolPart {
             tool_name,
             tool_call_id,

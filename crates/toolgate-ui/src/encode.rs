@@ -81,6 +81,7 @@ impl UiStreamEncoder {
                     input: call.input.clone(),
                     provider_executed: call.provider_executed,
                     dynamic: call.dynamic,
+                    provider_metadata: call.provider_metadata.clone(),
                 },
             },
             StreamPart::ToolResult { tool_call_id, output, provider_executed, preliminary, dynamic, .. } => {
@@ -110,6 +111,24 @@ impl UiStreamEncoder {
                     // Routed to named approvers: the chat shows who it waits for.
                     data["approvers"] = serde_json::json!(routing.approvers);
                     data["quorum"] = serde_json::json!(routing.quorum);
+                }
+                if let (Some(lineage), [UiChunk::Reason { data, .. }, _]) =
+                    (tool_call.sub_agent_lineage(), chunks.as_mut_slice())
+                {
+                    // A sub-agent's call: the chat shows where it comes from.
+                    data["lineage"] = lineage.clone();
+                }
+                // The agent call waiting for it shows the same request, so a client that sends a step once
+                // every call in it is answered (the AI SDK's `lastAssistantMessageIsCompleteWithApprovalResponses`)
+                // answers both with one `addToolApprovalResponse`; read back, that copy is no approval of the agent call.
+                let waiting =
+                    tool_call.sub_agent_lineage().and_then(|lineage| lineage.get(0)?.get("toolCallId")?.as_str());
+                if let Some(agent_call_id) = waiting {
+                    chunks.push(UiChunk::ToolApprovalRequest {
+                        approval_id: approval_id.clone(),
+                        tool_call_id: agent_call_id.to_owned(),
+                        signature: None,
+                    });
                 }
                 return chunks;
             }

@@ -20,6 +20,7 @@ fn call(id: &str) -> ToolCallInfo {
         dynamic: None,
         invalid: None,
         error: None,
+        provider_metadata: None,
     }
 }
 

@@ -98,6 +98,8 @@
 //!   requests instead of running gated calls and, on the next request,
 //!   resolves the answers before calling the model; [`TextResult::approvals`]
 //!   records what happened to each.
+//! - [`agent`]: sub-agents, an [`Agent`] used as a tool ([`Tool::agent`]),
+//!   whose gated calls are asked and answered at the root and run exactly once.
 //! - [`approval`]: HMAC signing that binds an approval to one exact call, and
 //!   [`approval::lifecycle`], the states of an approval and the one
 //!   [`Decision`].
@@ -127,8 +129,10 @@ pub use toolgate_protocol as protocol;
 pub use toolgate_protocol::{FinishReason, ModelMessage, StreamPart, ToolChoice, ToolResultOutput, Usage};
 
 pub use approval::lifecycle::Decision;
+pub use engine::agent;
 pub use engine::{
-    ApprovalRequest, CONTENT_TARGET, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, SPAN_TARGET, StepResult,
+    Agent, ApprovalRequest, CONTENT_TARGET, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, LineageStep,
+    SPAN_TARGET, StepResult,
     StopCondition, StopFn, TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
 };
 pub use error::{AvailableTool, EngineError};

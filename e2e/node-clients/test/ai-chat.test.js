@@ -133,6 +133,33 @@ describe(`ai@${aiVersion} UI chat against /api/chat (${mode})`, () => {
     ]);
   });
 
+  test('sub-agent: a depth-2 approval is a part of the root message, answered unchanged', async () => {
+    const chat = new UiChat({ url: server('subagent').url });
+    await chat.send('tidy up');
+    const assistant = chat.messages[1];
+    const nested = toolPart(assistant, 'call-m/call-j/call-d');
+    assert.equal(nested.state, 'approval-requested');
+    assert.equal(nested.toolName, 'delete_file');
+    assert.deepEqual(nested.input, { path: 'notes.txt' });
+    assert.deepEqual(
+      nested.callProviderMetadata.toolgate.subAgent.lineage,
+      [{ agent: 'manager', toolCallId: 'call-m' }, { agent: 'janitor', toolCallId: 'call-j' }],
+    );
+    assert.equal(toolPart(assistant, 'call-m').output.status, 'awaiting-approval', 'the agent shows what it waits for');
+
+    await chat.answer(nested.approval.id, true);
+    await chat.settle({ requests: 2 });
+
+    assert.equal(chat.status, 'ready', chat.chat.error?.message);
+    assert.deepEqual(chat.messages.map((m) => m.role), ['user', 'assistant']);
+    const manager = toolPart(chat.messages[1], 'call-m');
+    assert.equal(manager.state, 'output-available');
+    assert.equal(manager.output, 'The janitor deleted notes.txt.');
+    assert.ok(!manager.preliminary, 'the answer replaced the progress');
+    assert.ok(partSummary(chat.messages[1]).includes('text:All tidy.'));
+    assertWire(chat);
+  });
+
   test('deny with a reason: execution-denied with the reason reaches the model', async () => {
     const chat = new UiChat({ url: server('deny').url });
     await chat.send('delete notes.txt');

@@ -225,6 +225,7 @@ impl RunDecoder {
                         input,
                         provider_executed: None,
                         dynamic: None,
+                        provider_metadata: None,
                     },
                     Err(error) => UiChunk::ToolInputError {
                         tool_call_id,

@@ -36,7 +36,18 @@ pub(crate) async fn continue_conversation(
     claim: &ContinuationClaim,
 ) -> Result<(), ApiError> {
     let store = &ledger.store;
-    let Some(stored) = store.conversation(key).await? else { return Ok(()) };
+    let Some(mut stored) = store.conversation(key).await? else { return Ok(()) };
+    // A sub-agent's approval was decided: its root conversation continues, and resumes it.
+    let root = toolgate::agent::sub_run_root(&stored.messages).map(str::to_owned);
+    let key = match root {
+        Some(root) => {
+            let Some(root_stored) = store.conversation(&root).await? else { return Ok(()) };
+            stored = root_stored;
+            root
+        }
+        None => key.to_owned(),
+    };
+    let key = key.as_str();
     // Whose conversation it is, as stored with it: the run is theirs.
     let owner = stored.owner.clone();
     let name = conversation_name(key, owner.as_deref());

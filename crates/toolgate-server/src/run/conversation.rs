@@ -352,6 +352,12 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
             answered.error_text.clone_from(&theirs.error_text);
             Ok(ToolMerge::Answered(Box::new(answered)))
         }
+        // A preliminary output (a paused sub-agent's progress) is no result: the client is behind.
+        (ToolState::OutputAvailable | ToolState::OutputError | ToolState::OutputDenied, ToolState::OutputAvailable)
+            if theirs.preliminary == Some(true) =>
+        {
+            Ok(ToolMerge::Unchanged)
+        }
         (stored, client) if client == stored => {
             let same = |a: &Option<Value>, b: &Option<Value>| a.is_none() || a == b;
             let same_error = theirs.error_text.is_none() || theirs.error_text == ours.error_text;

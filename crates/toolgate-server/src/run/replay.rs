@@ -56,6 +56,7 @@ fn replay(client: Option<&UiMessage>, stored: &UiMessage, answered_requests: boo
                     input: tool.input.clone().unwrap_or_default(),
                     provider_executed: tool.provider_executed,
                     dynamic: tool.dynamic.then_some(true),
+                    provider_metadata: tool.call_provider_metadata.clone(),
                 });
                 match (tool.state, &tool.approval) {
                     (ToolState::ApprovalResponded, Some(approval)) if answered_requests => {

@@ -68,16 +68,18 @@ impl Step {
 /// answer: (message index, approval ids).
 pub(crate) fn open_step(messages: &[UiMessage]) -> Option<(usize, Vec<String>)> {
     let index = messages.iter().rposition(|message| message.role == UiRole::Assistant)?;
-    let ids: Vec<String> = messages[index]
-        .parts
-        .iter()
-        .filter_map(|part| match part {
-            UiPart::Tool(tool) if matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded) => {
-                tool.approval.as_ref().map(|approval| approval.id.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let mut ids: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for part in &messages[index].parts {
+        if let UiPart::Tool(tool) = part
+            && matches!(tool.state, ToolState::ApprovalRequested | ToolState::ApprovalResponded)
+            && let Some(approval) = &tool.approval
+            // A sub-agent's approval shows on its surfaced call and on the agent call waiting for it: one approval.
+            && seen.insert(approval.id.as_str())
+        {
+            ids.push(approval.id.clone());
+        }
+    }
     (!ids.is_empty()).then_some((index, ids))
 }
 

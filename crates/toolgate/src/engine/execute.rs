@@ -24,7 +24,7 @@ use toolgate_protocol::{StreamPart, ToolCallPart, ToolResultOutput, ToolResultPa
 use tracing::Instrument;
 
 use super::stream::Emitter;
-use crate::tool::{PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
+use crate::tool::{Nesting, PreliminarySink, SharedMessages, Tool, ToolContext, ToolError};
 
 /// The target of the spans the engine opens for tracing (`execute_tool`):
 /// a subscriber exporting traces enables it, one writing logs leaves it out.
@@ -40,6 +40,8 @@ pub(crate) struct ToolRun {
     pub call: ToolCallPart,
     pub tool: Tool,
     pub messages: SharedMessages,
+    /// What an agent tool needs of this engine call (see `super::agent`).
+    pub nesting: Option<Nesting>,
 }
 
 /// One call of a batch, in call order: to run, or already decided (its stream part).
@@ -66,8 +68,18 @@ impl ToolOutcome {
         result_part(&self.call, output)
     }
 
-    /// The stream part announcing the outcome.
+    /// The approval requests of a sub-agent that paused instead of ending (see `super::agent`).
+    pub(crate) fn paused(&self) -> Option<&[super::ApprovalRequest]> {
+        self.output.as_ref().err().and_then(ToolError::paused_requests)
+    }
+
+    /// The stream part announcing the outcome: for a paused sub-agent, a
+    /// preliminary result saying what it waits for (its approval requests
+    /// are announced with the step's; see `super::nested`).
     pub(crate) fn to_stream_part(&self) -> StreamPart {
+        if let Some(requests) = self.paused() {
+            return super::nested::waiting_part(&self.call, requests);
+        }
         let dynamic = self.tool.is_dynamic().then_some(true);
         match &self.output {
             Ok(output) => result_stream_part(&self.call, output.clone(), None, dynamic),
@@ -182,7 +194,8 @@ pub(crate) async fn execute_all(
         });
         let context = ToolContext::new(run.call.tool_call_id.clone(), run.messages)
             .with_cancellation(cancellation.child_token())
-            .with_preliminary(sink);
+            .with_preliminary(sink)
+            .with_nesting(run.nesting);
         tracing::debug!(tool = run.tool.name(), tool_call_id = %run.call.tool_call_id, "running tool");
         let span = tool_span(&run.call, &run.tool);
         let recorded = span.clone();

@@ -18,8 +18,10 @@
 //!    `max_steps` or a stop condition. A pending approval or client-executed
 //!    call ends the loop with the model's finish reason (`tool-calls`).
 
+pub mod agent;
 mod execute;
 mod ledger;
+mod nested;
 mod request;
 mod result;
 mod run;
@@ -33,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{ModelMessage, ToolPart, ToolResultOutput, normalize_approvals};
 use tracing::Instrument;
 
+pub use agent::{Agent, LineageStep};
 pub use execute::{CONTENT_TARGET, SPAN_TARGET};
 pub use request::{DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, StopCondition, StopFn, TextRequest};
 pub use result::{ApprovalRequest, StepResult, TextResult};
@@ -44,7 +47,8 @@ use crate::approval::{ResolveOptions, Resolved, collect, lifecycle, resolve};
 use crate::model::LanguageModel;
 use crate::prompt::check_results;
 use crate::tool::SharedMessages;
-use run::Prepared;
+use run::Resumed;
+pub(crate) use run::{Prepared, drive};
 use stream::Emitter;
 
 /// Runs the model to completion and returns what it produced.
@@ -74,9 +78,11 @@ pub async fn stream_text<'a, M: LanguageModel + 'a>(
     }))
 }
 
-/// Stage 1: everything that can fail before anything runs.
+/// Stage 1: everything that can fail before anything runs (for a resumed
+/// sub-agent too: see [`agent`]).
 async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
-    let history = Arc::new(normalize_approvals(std::mem::take(&mut request.messages))?);
+    let (history, resumes) = nested::split(normalize_approvals(std::mem::take(&mut request.messages))?)?;
+    let history = Arc::new(history);
     let plan = {
         let collected = collect(&history)?;
         let options = ResolveOptions {
@@ -88,7 +94,8 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
         };
         resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
     };
-    check_prompt_after(&history, &plan.actions)?;
+    let resumed = resumed_calls(&history, &resumes, request.toolkit.as_ref())?;
+    check_prompt_after(&history, &plan.actions, resumed.iter().map(|(call, _)| *call))?;
     let (plan, warnings) = match &request.ledger {
         Some(ledger) => {
             lifecycle::verify::verify_results(&history, ledger).await?;
@@ -96,15 +103,63 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
         }
         None => (plan, Vec::new()),
     };
-    Ok(Prepared { request, history, plan, warnings })
+    let mut prepared_resumes = Vec::with_capacity(resumes.len());
+    for ((call, tool), resume) in resumed.into_iter().zip(resumes) {
+        let run = agent::prepare_resume(&request, tool, call, resume.answers).await?;
+        prepared_resumes.push(Resumed { call: call.clone(), tool: tool.clone(), run });
+    }
+    Ok(Prepared { request, history, plan, warnings, resumes: prepared_resumes })
 }
 
-/// Fails if the prompt would still miss tool results once the plan is carried out.
-fn check_prompt_after(history: &[ModelMessage], plan: &[Resolved]) -> Result<(), EngineError> {
+/// The agent calls of the history that `resumes` name, with their tools.
+fn resumed_calls<'h, 't>(
+    history: &'h [ModelMessage],
+    resumes: &[nested::Resume],
+    toolkit: Option<&'t crate::Toolkit>,
+) -> Result<Vec<(&'h toolgate_protocol::ToolCallPart, &'t crate::Tool)>, EngineError> {
+    if resumes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let calls: std::collections::HashMap<&str, &toolgate_protocol::ToolCallPart> = history
+        .iter()
+        .filter_map(|message| match message {
+            ModelMessage::Assistant(assistant) => Some(assistant.part_slice()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|part| match part {
+            toolgate_protocol::AssistantPart::ToolCall(call) => Some((call.tool_call_id.as_str(), call)),
+            _ => None,
+        })
+        .collect();
+    resumes
+        .iter()
+        .map(|resume| {
+            let call = calls.get(resume.call_id.as_str());
+            let tool = call.and_then(|call| toolkit.and_then(|toolkit| toolkit.get(&call.tool_name)));
+            match (call, tool) {
+                (Some(call), Some(tool)) if tool.is_agent() => Ok((*call, tool)),
+                _ => Err(EngineError::ApprovalMismatch {
+                    approval_id: resume.answers.first().map(|answer| answer.approval_id.clone()).unwrap_or_default(),
+                    detail: format!("it was issued below the call `{}`, which is no agent call here", resume.call_id),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Fails if the prompt would still miss tool results once the plan (and the resumed agent calls) are carried out.
+fn check_prompt_after<'c>(
+    history: &[ModelMessage],
+    plan: &'c [Resolved],
+    resumed: impl Iterator<Item = &'c toolgate_protocol::ToolCallPart>,
+) -> Result<(), EngineError> {
     let placeholders: Vec<ToolPart> = plan
         .iter()
         .filter(|resolved| !matches!(resolved, Resolved::ForwardDenial { .. }))
-        .map(|resolved| ToolPart::ToolResult(execute::result_part(resolved.call(), ToolResultOutput::denied(None))))
+        .map(Resolved::call)
+        .chain(resumed)
+        .map(|call| ToolPart::ToolResult(execute::result_part(call, ToolResultOutput::denied(None))))
         .collect();
     let planned = if placeholders.is_empty() { Vec::new() } else { vec![ModelMessage::tool(placeholders)] };
     check_results(history, &planned)

@@ -70,6 +70,8 @@ pub struct TextRequest {
     pub(crate) conversation_id: Option<String>,
     pub(crate) principal: Option<String>,
     pub(crate) groups: Vec<String>,
+    /// Set on a sub-agent's request: where it stands under the root (see [`crate::agent`]).
+    pub(crate) sub_run: Option<super::agent::SubRunPlace>,
 }
 
 impl std::fmt::Debug for TextRequest {
@@ -106,6 +108,7 @@ impl TextRequest {
             conversation_id: None,
             principal: None,
             groups: Vec::new(),
+            sub_run: None,
         }
     }
 

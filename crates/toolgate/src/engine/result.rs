@@ -19,6 +19,10 @@ pub struct ApprovalRequest {
     pub reason: Option<String>,
     /// Who must approve, when a rule named approvers (`None`: the requester).
     pub route: Option<crate::approval::lifecycle::Route>,
+    /// Where the call was made: empty for a call of this engine call's own
+    /// model; else the agent calls, from here down, that lead to the
+    /// sub-agent that made it (see [`crate::agent`]).
+    pub lineage: Vec<crate::agent::LineageStep>,
 }
 
 /// One model step: what the model said and what happened to its calls.

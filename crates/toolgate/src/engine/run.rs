@@ -15,14 +15,15 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::{
-    FinishReason, ModelMessage, ModelRequest, Prompt, StreamPart, ToolPart, ToolResultOutput, Usage,
+    FinishReason, ModelMessage, ModelRequest, Prompt, StreamPart, ToolCallPart, ToolPart, ToolResultOutput, Usage,
 };
 
+use super::agent::Nesting;
 use super::execute::{ToolOutcome, ToolRun, Work, execute_all, result_part, stored_part};
 use super::ledger::{direct_events, record_outcomes};
 use super::step::{StepContext, run_step};
 use super::stream::Emitter;
-use super::{StepResult, TextRequest, TextResult};
+use super::{ApprovalRequest, StepResult, TextRequest, TextResult};
 use crate::EngineError;
 use crate::approval::lifecycle::held::with_renewed_leases;
 use crate::approval::{Plan, Resolved};
@@ -37,6 +38,16 @@ pub(crate) struct Prepared {
     pub plan: Plan,
     /// Warnings from settling answers against the ledger, streamed first.
     pub warnings: Vec<StreamPart>,
+    /// Agent calls to resume with answers to approvals below them (see [`super::agent`]).
+    pub resumes: Vec<Resumed>,
+}
+
+/// An agent call to resume, run with the pre-resolved calls.
+pub(crate) struct Resumed {
+    pub call: ToolCallPart,
+    pub tool: crate::Tool,
+    /// The sub-run, prepared (`None`: it finished already; the run gives its stored output).
+    pub run: Option<super::agent::PreparedSubRun>,
 }
 
 /// Runs stages 2 and 3, writing stream parts to `out`.
@@ -47,12 +58,17 @@ pub(crate) async fn drive<M: LanguageModel>(
     cancellation: CancellationToken,
     out: Emitter,
 ) -> Result<TextResult, EngineError> {
-    let Prepared { request, history, plan: Plan { actions, approvals, .. }, warnings } = prepared;
+    let Prepared { request, history, plan: Plan { actions, approvals, .. }, warnings, resumes } = prepared;
     out.emit(StreamPart::Start).await;
     for warning in warnings {
         out.emit(warning).await;
     }
-    let (preresolved, mut response_messages) = preresolve(actions, &request, &cancellation, &out).await;
+    let (preresolved, mut response_messages, paused) =
+        preresolve(actions, resumes, &request, &cancellation, &out).await;
+    if !paused.is_empty() {
+        // A resumed sub-agent paused again: its new requests end this call before any model step.
+        return Ok(paused_again(paused, preresolved, approvals, response_messages, &out).await);
+    }
     // The plan's views of the history are gone: it is taken, not copied (unless a handler kept a view).
     let mut unprompted = Arc::try_unwrap(history).unwrap_or_else(|shared| shared.as_ref().clone());
     unprompted.extend(response_messages.iter().cloned());
@@ -104,6 +120,44 @@ pub(crate) async fn drive<M: LanguageModel>(
     Ok(TextResult { preresolved, approvals, steps, response_messages, finish_reason, total_usage })
 }
 
+/// The result of a call whose resumed sub-agents paused on new approvals:
+/// their requests surface as one step's (no model call), after the results.
+async fn paused_again(
+    paused: Vec<ApprovalRequest>,
+    preresolved: Vec<toolgate_protocol::ToolResultPart>,
+    approvals: Vec<crate::approval::ResolvedApproval>,
+    mut response_messages: Vec<ModelMessage>,
+    out: &Emitter,
+) -> TextResult {
+    out.emit(StreamPart::StartStep).await;
+    let content = super::nested::surface(&paused, out).await;
+    response_messages.push(ModelMessage::Assistant(toolgate_protocol::AssistantMessage {
+        content: toolgate_protocol::AssistantContent::Parts(content.clone()),
+        provider_options: None,
+    }));
+    let usage = Usage::default();
+    out.emit(StreamPart::FinishStep { finish_reason: FinishReason::ToolCalls, usage }).await;
+    out.emit(StreamPart::Finish { finish_reason: FinishReason::ToolCalls, total_usage: usage }).await;
+    let step = StepResult {
+        step_number: 0,
+        content,
+        tool_results: Vec::new(),
+        approval_requests: paused,
+        client_tool_calls: Vec::new(),
+        held_tool_calls: Vec::new(),
+        finish_reason: FinishReason::ToolCalls,
+        usage,
+    };
+    TextResult {
+        preresolved,
+        approvals,
+        steps: vec![step],
+        response_messages,
+        finish_reason: FinishReason::ToolCalls,
+        total_usage: usage,
+    }
+}
+
 /// Ends the stream with `error` and `finish`.
 async fn end_with_error(out: &Emitter, message: String, total_usage: Usage) {
     out.emit(StreamPart::Error { error: message }).await;
@@ -132,16 +186,18 @@ fn model_request(request: &TextRequest, prompt: Prompt) -> ModelRequest {
     }
 }
 
-/// Stage 2: carries out the plan, emitting every outcome in call order;
-/// returns the results and the tool message holding them.
+/// Stage 2: carries out the plan, then the resumed agent calls, emitting every
+/// outcome in call order; returns the results, the tool message holding them,
+/// and the requests of resumed sub-agents that paused again.
 async fn preresolve(
     plan: Vec<Resolved>,
+    resumes: Vec<Resumed>,
     request: &TextRequest,
     cancellation: &CancellationToken,
     out: &Emitter,
-) -> (Vec<toolgate_protocol::ToolResultPart>, Vec<ModelMessage>) {
-    if plan.is_empty() {
-        return (Vec::new(), Vec::new());
+) -> (Vec<toolgate_protocol::ToolResultPart>, Vec<ModelMessage>, Vec<ApprovalRequest>) {
+    if plan.is_empty() && resumes.is_empty() {
+        return (Vec::new(), Vec::new(), Vec::new());
     }
     let mut work = Vec::with_capacity(plan.len());
     let mut claimed: Vec<Option<&str>> = Vec::new();
@@ -157,7 +213,8 @@ async fn preresolve(
         work.push(match resolved {
             Resolved::Run { call, tool, messages, approval_id } => {
                 claimed.push(approval_id.as_deref());
-                Work::Run(ToolRun { call: call.clone(), tool: tool.clone(), messages: messages.clone() })
+                let nesting = tool.is_agent().then(|| Nesting::fresh(request));
+                Work::Run(ToolRun { call: call.clone(), tool: tool.clone(), messages: messages.clone(), nesting })
             }
             Resolved::Stored { call, output } => Work::Decided(stored_part(call, output)),
             Resolved::Deny { call, reason } => Work::Decided(StreamPart::ToolOutputDenied {
@@ -173,6 +230,12 @@ async fn preresolve(
                 reason: response.reason.clone(),
             }),
         });
+    }
+    for resumed in resumes {
+        claimed.push(None);
+        let nesting = Arc::new(Nesting { parent: request.clone(), prepared: std::sync::Mutex::new(resumed.run) });
+        let messages = SharedMessages::default();
+        work.push(Work::Run(ToolRun { call: resumed.call, tool: resumed.tool, messages, nesting: Some(nesting) }));
     }
     let execution = execute_all(work, request.tool_concurrency, cancellation, out);
     let outcomes = match request.ledger.as_ref().filter(|_| claimed.iter().any(Option::is_some)) {
@@ -193,13 +256,20 @@ async fn preresolve(
     let mut outcomes = outcomes.into_iter();
     let mut results = Vec::new();
     let mut parts = Vec::new();
+    let mut paused = Vec::new();
+    let mut take = |outcome: ToolOutcome, results: &mut Vec<_>, parts: &mut Vec<_>| match outcome.paused() {
+        Some(requests) => paused.extend(requests.iter().cloned()),
+        None => {
+            let part = outcome.to_result_part();
+            results.push(part.clone());
+            parts.push(ToolPart::ToolResult(part));
+        }
+    };
     for resolved in plan {
         match resolved {
             Resolved::Run { .. } => {
                 if let Some(outcome) = outcomes.next() {
-                    let part = outcome.to_result_part();
-                    results.push(part.clone());
-                    parts.push(ToolPart::ToolResult(part));
+                    take(outcome, &mut results, &mut parts);
                 }
             }
             Resolved::Stored { call, output } => {
@@ -215,5 +285,9 @@ async fn preresolve(
             Resolved::ForwardDenial { response, .. } => parts.push(ToolPart::ToolApprovalResponse(response)),
         }
     }
-    (results, vec![ModelMessage::tool(parts)])
+    for outcome in outcomes {
+        take(outcome, &mut results, &mut parts);
+    }
+    let messages = if parts.is_empty() { Vec::new() } else { vec![ModelMessage::tool(parts)] };
+    (results, messages, paused)
 }

@@ -30,6 +30,7 @@ use toolgate_protocol::{
     ToolApprovalRequestPart, ToolCallInfo, ToolCallPart, ToolResultOutput, ToolResultPart, Usage,
 };
 
+use super::agent::Nesting;
 use super::execute::{ToolOutcome, ToolRun, Work, error_part, execute_all, result_part};
 use super::ledger::{direct_events, record_issued, record_outcomes};
 use super::stream::Emitter;
@@ -262,6 +263,7 @@ async fn follow(part: ModelStreamPart, transcript: &mut Transcript, context: &St
                     provider_executed: true,
                     reason: Some(PROVIDER_APPROVAL_REASON.to_owned()),
                     route: None,
+                    lineage: Vec::new(),
                 });
             }
             let reason = Some(PROVIDER_APPROVAL_REASON.to_owned());
@@ -345,6 +347,7 @@ fn info(call: &Call) -> ToolCallInfo {
         dynamic: call.dynamic,
         invalid,
         error,
+        provider_metadata: None,
     }
 }
 
@@ -433,7 +436,9 @@ async fn act_on_calls(
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
-                runs.push(ToolRun { call: call.part.clone(), tool: tool.clone(), messages: context.messages.clone() });
+                let nesting = tool.is_agent().then(|| Nesting::fresh(context.request));
+                let messages = context.messages.clone();
+                runs.push(ToolRun { call: call.part.clone(), tool: tool.clone(), messages, nesting });
             }
             CallClass::Local { .. } => {
                 let error = format!(
@@ -449,7 +454,8 @@ async fn act_on_calls(
     let work = runs.into_iter().map(Work::Run).collect();
     let outcomes = execute_all(work, context.request.tool_concurrency, context.cancellation, out).await;
     if let Some(ledger) = &context.request.ledger {
-        let ran: Vec<&ToolOutcome> = outcomes.iter().collect();
+        // A sub-agent waiting for an approval has not run: it is on record when it finishes.
+        let ran: Vec<&ToolOutcome> = outcomes.iter().filter(|outcome| outcome.paused().is_none()).collect();
         let refused: Vec<(&ToolCallPart, &str)> = transcript
             .calls
             .iter()
@@ -462,7 +468,13 @@ async fn act_on_calls(
             out.emit(warning).await;
         }
     }
-    results.extend(run_positions.into_iter().zip(outcomes.iter().map(|outcome| outcome.to_result_part())));
+    let mut paused = Vec::new();
+    for (position, outcome) in run_positions.into_iter().zip(&outcomes) {
+        match outcome.paused() {
+            Some(requests) => paused.extend(requests.iter().cloned()),
+            None => results.push((position, outcome.to_result_part())),
+        }
+    }
     results.sort_by_key(|(position, _)| *position);
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
 
@@ -505,6 +517,9 @@ async fn act_on_calls(
             }));
             approval_requests.push(request);
         }
+        // Sub-agents that paused: their requests surface here, after this step's own (see `super::nested`).
+        transcript.content.extend(super::nested::surface(&paused, out).await);
+        approval_requests.extend(paused);
     }
 
     transcript.content.retain(|part| match part {
@@ -560,7 +575,16 @@ fn issue_approval(
         }
         None => (unsigned_approval_id(&nonce), None),
     };
-    ApprovalRequest { approval_id, signature, tool_call: call.clone(), provider_executed: false, reason, route: None }
+    let tool_call = call.clone();
+    ApprovalRequest {
+        approval_id,
+        signature,
+        tool_call,
+        provider_executed: false,
+        reason,
+        route: None,
+        lineage: Vec::new(),
+    }
 }
 
 /// True when approvals bind the exact input (a signer or a ledger), so every

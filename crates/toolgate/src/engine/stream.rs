@@ -30,6 +30,12 @@ impl Emitter {
         Self { sender: None }
     }
 
+    /// An emitter whose parts are read from the returned receiver (a sub-agent's, see `super::agent`).
+    pub(crate) fn channel() -> (Self, mpsc::Receiver<StreamPart>) {
+        let (sender, parts) = mpsc::channel(CHANNEL_CAPACITY);
+        (Self { sender: Some(sender) }, parts)
+    }
+
     pub(crate) async fn emit(&self, part: StreamPart) {
         if let Some(sender) = &self.sender {
             // A send fails only when the reader is gone, and then the engine is being dropped too.

@@ -187,6 +187,7 @@ impl LedgerConfig {
             owner: None,
             client: None,
             principal: None,
+            sub_run: None,
         }
     }
 
@@ -199,6 +200,7 @@ impl LedgerConfig {
             owner: owner.map(str::to_owned),
             client: None,
             principal: None,
+            sub_run: None,
         }
     }
 }
@@ -218,6 +220,10 @@ pub struct Ledger {
     pub client: Option<String>,
     /// Who sent the answers of this request (recorded with every answer).
     pub principal: Option<String>,
+    /// For a sub-agent's ledger: where its sub-run stands under the root
+    /// conversation (see [`crate::agent`]); its approvals' `issued` events
+    /// name the lineage and the root conversation.
+    pub sub_run: Option<crate::agent::SubRunPlace>,
 }
 
 impl Ledger {

@@ -104,7 +104,12 @@ pub struct ToolContext {
     messages: SharedMessages,
     cancellation: CancellationToken,
     preliminary: Option<PreliminarySink>,
+    /// What an agent tool needs of the engine call that runs it (see [`crate::agent`]).
+    nesting: Option<Nesting>,
 }
+
+/// The engine's context for an agent tool, opaque to this module.
+pub(crate) type Nesting = Arc<dyn std::any::Any + Send + Sync>;
 
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -123,7 +128,17 @@ impl ToolContext {
             messages: messages.into(),
             cancellation: CancellationToken::new(),
             preliminary: None,
+            nesting: None,
         }
+    }
+
+    pub(crate) fn with_nesting(mut self, nesting: Option<Nesting>) -> Self {
+        self.nesting = nesting;
+        self
+    }
+
+    pub(crate) fn nesting(&self) -> Option<&Nesting> {
+        self.nesting.as_ref()
     }
 
     pub(crate) fn with_cancellation(mut self, token: CancellationToken) -> Self {

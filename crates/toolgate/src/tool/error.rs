@@ -1,6 +1,7 @@
 //! The error a tool handler returns, and how it reaches the model.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_protocol::ToolResultOutput;
@@ -19,6 +20,9 @@ pub struct ToolError {
 enum Payload {
     Text(String),
     Json(Value),
+    /// Not a failure: a sub-agent paused on approvals (see [`crate::agent`]).
+    /// Only the engine builds it; the model never reads it.
+    Paused(Arc<Vec<crate::ApprovalRequest>>),
 }
 
 impl ToolError {
@@ -32,11 +36,25 @@ impl ToolError {
         Self { payload: Payload::Json(value) }
     }
 
+    /// A sub-agent that paused on these approval requests (lifted to the caller's level).
+    pub(crate) fn paused(requests: Vec<crate::ApprovalRequest>) -> Self {
+        Self { payload: Payload::Paused(Arc::new(requests)) }
+    }
+
+    /// The approval requests of a paused sub-agent, when this is one.
+    pub(crate) fn paused_requests(&self) -> Option<&[crate::ApprovalRequest]> {
+        match &self.payload {
+            Payload::Paused(requests) => Some(requests),
+            Payload::Text(_) | Payload::Json(_) => None,
+        }
+    }
+
     /// The tool result output for this failure.
     pub fn to_output(&self) -> ToolResultOutput {
         match &self.payload {
             Payload::Text(text) => ToolResultOutput::error_text(text.clone()),
             Payload::Json(value) => ToolResultOutput::error_json(value.clone()),
+            Payload::Paused(_) => ToolResultOutput::error_text(PAUSED_TEXT),
         }
     }
 
@@ -45,14 +63,19 @@ impl ToolError {
         match &self.payload {
             Payload::Text(text) => Value::String(text.clone()),
             Payload::Json(value) => value.clone(),
+            Payload::Paused(_) => Value::String(PAUSED_TEXT.to_owned()),
         }
     }
 }
+
+/// What a paused sub-agent's call says where it cannot pause (it never reaches a model).
+const PAUSED_TEXT: &str = "the sub-agent is waiting for approval";
 
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.payload {
             Payload::Text(text) => f.write_str(text),
+            Payload::Paused(_) => f.write_str(PAUSED_TEXT),
             Payload::Json(value) => write!(f, "{value}"),
         }
     }

@@ -40,9 +40,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use toolgate_protocol::{ToolResultOutput, ToolSpec};
 
-pub(crate) use context::PreliminarySink;
 pub use context::SharedMessages;
 pub use context::{ApprovalContext, ToolContext};
+pub(crate) use context::{Nesting, PreliminarySink};
 pub use error::ToolError;
 pub use gate::{CallGate, Caller, GateAction, GateCall, Shadowed, decide_call};
 pub use policy::ApprovalPolicy;
@@ -86,6 +86,8 @@ struct ToolDef {
     idempotent: bool,
     approval_reason: Option<String>,
     model_output: Option<OutputMapper>,
+    /// The agent this tool runs, for a tool built by [`Tool::agent`] (opaque here).
+    agent: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -154,6 +156,7 @@ impl Tool {
                 idempotent: false,
                 approval_reason: None,
                 model_output: None,
+                agent: None,
             }),
         }
     }
@@ -402,6 +405,21 @@ impl Tool {
             Ok(outcome) => outcome,
             Err(panic) => Err(panicked(&self.def.name, panic.as_ref())),
         }
+    }
+
+    /// Marks this tool as running `agent` (only [`Tool::agent`] does).
+    pub(crate) fn with_agent(self, agent: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.edit(|def| def.agent = Some(agent))
+    }
+
+    /// The agent this tool runs, if it is an agent tool.
+    pub(crate) fn agent_def(&self) -> Option<&Arc<dyn std::any::Any + Send + Sync>> {
+        self.def.agent.as_ref()
+    }
+
+    /// True for a tool built by [`Tool::agent`].
+    pub fn is_agent(&self) -> bool {
+        self.def.agent.is_some()
     }
 
     fn kind_name(&self) -> &'static str {

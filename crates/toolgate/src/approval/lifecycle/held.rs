@@ -344,6 +344,11 @@ pub(crate) fn issued_event(ledger: &Ledger, record: &ApprovalRecord, now: Millis
         data["approvers"] = json!(routing.approvers);
         data["quorum"] = json!(routing.quorum);
     }
+    if let Some(place) = &ledger.sub_run {
+        // A sub-agent's call: where it comes from, and the conversation it is answered in.
+        data["lineage"] = json!(place.lineage);
+        data["rootConversation"] = json!(crate::ledger::conversation_name(&place.root, ledger.owner.as_deref()));
+    }
     ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data)
 }
 

@@ -31,6 +31,18 @@
 //! approval and takes no move; with a ledger it is still on record, as one
 //! `executed`, `failed` or `denied` event ([`direct`]).
 //!
+//! **A call made by a sub-agent** (an agent used as a tool, see
+//! [`crate::agent`]) takes the same moves, at the depth where it was made.
+//! It is recorded `pending` by the sub-agent's engine call, in the sub-run's
+//! own ledger conversation (the root conversation's key, then each agent
+//! call id of its lineage after `U+001E`), with the root's owner and
+//! principal; the root's step carries the request as a marked call, and the
+//! root's answer is handed down, level by level, to that engine call, whose
+//! `claim` finds the record by its approval id and binds it to that
+//! conversation, call, tool and input. Votes, out-of-band decisions, edits
+//! (`check_edit`, `supersede`), timers and expiry act on that record as on
+//! any other.
+//!
 //! A call held outside a chat (a gateway in front of tools the engine does
 //! not run) takes the same moves through [`held`]: issued or attached to by
 //! what it asks (or the caller's idempotency key), decided by the client's
