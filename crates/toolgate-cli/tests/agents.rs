@@ -44,9 +44,15 @@ fn chain(dir: &Path, depth: usize) -> (String, String) {
     (path.display().to_string(), format!("script:{root}"))
 }
 
+/// Whether `event` records a run of the gated tool (the agents' own calls are on record too).
+fn ran_delete_file(event: &Value) -> bool {
+    event["kind"] == "executed" && event["data"]["toolName"] == "delete_file"
+}
+
+/// How many times the gated tool ran.
 fn executed(store: &str) -> usize {
     let audit = lines(&toolgate(&["audit", "--store", store]));
-    audit.iter().filter(|event| event["kind"] == "executed").count()
+    audit.iter().filter(|event| ran_delete_file(event)).count()
 }
 
 fn write(dir: &Path, name: &str, value: &Value) -> String {
@@ -132,9 +138,12 @@ fn a_configured_agent_asks_at_the_root_and_runs_once_across_processes() {
     assert_eq!(run(&json!(history), "messages"), done);
 
     let audit = lines(&toolgate(&["audit", "--store", &store]));
-    let executed: Vec<&Value> = audit.iter().filter(|event| event["kind"] == "executed").collect();
+    let executed: Vec<&Value> = audit.iter().filter(|event| ran_delete_file(event)).collect();
     assert_eq!(executed.len(), 1, "{audit:#?}");
     assert_eq!(executed[0]["toolCallId"], "call-1");
+    // The agent's own call ran once too, on record as any call a policy lets run.
+    let agent = audit.iter().filter(|event| event["kind"] == "executed" && event["data"]["toolName"] == "janitor");
+    assert_eq!(agent.count(), 1, "{audit:#?}");
 }
 
 #[test]
@@ -237,7 +246,7 @@ fn killed_at_depth_three_then_answered_elsewhere(store: &str, chat: &str) {
     // The nested call's events are its sub-run's: the chat's id, then the agent call ids.
     let ran = audit
         .iter()
-        .filter(|event| event["kind"] == "executed" && event["conversationId"].as_str().unwrap().starts_with(chat))
+        .filter(|event| ran_delete_file(event) && event["conversationId"].as_str().unwrap().starts_with(chat))
         .count();
     assert_eq!(ran, 1, "{audit:#?}");
 }

@@ -132,8 +132,8 @@ pub use approval::lifecycle::Decision;
 pub use engine::agent;
 pub use engine::{
     Agent, ApprovalRequest, CONTENT_TARGET, DEFAULT_MAX_STEPS, DEFAULT_TOOL_CONCURRENCY, IdGenerator, LineageStep,
-    SPAN_TARGET, StepResult,
-    StopCondition, StopFn, TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL, generate_text, stream_text,
+    SPAN_TARGET, StepResult, StopCondition, StopFn, TextRequest, TextResult, TextStream, UNKNOWN_CALL_APPROVAL,
+    generate_text, stream_text,
 };
 pub use error::{AvailableTool, EngineError};
 pub use model::{DynLanguageModel, LanguageModel, ModelError, ModelStream, RecordingModel, ScriptedModel, SharedModel};

@@ -298,10 +298,7 @@ pub(crate) async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let config = state.ledger_config()?;
-    let body: CallRequest = serde_json::from_slice(&body).map_err(|error| {
-        let code = if error.is_syntax() || error.is_eof() { "invalid_json" } else { "invalid_body" };
-        ApiError::new(StatusCode::BAD_REQUEST, code, error.to_string())
-    })?;
+    let body: CallRequest = parse_body(&body)?;
     let wait = body
         .wait
         .as_deref()
@@ -417,10 +414,7 @@ pub(crate) async fn start(
     let config = state.ledger_config()?;
     let body: StartRequest = match body.iter().all(u8::is_ascii_whitespace) {
         true => StartRequest::default(),
-        false => serde_json::from_slice(&body).map_err(|error| {
-            let code = if error.is_syntax() || error.is_eof() { "invalid_json" } else { "invalid_body" };
-            ApiError::new(StatusCode::BAD_REQUEST, code, error.to_string())
-        })?,
+        false => parse_body(&body)?,
     };
     let lease = body.lease.as_deref().map(parse_lease).transpose()?;
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
@@ -467,10 +461,7 @@ pub(crate) async fn finish(
     JsonBody(body): JsonBody,
 ) -> Result<Json<CallStatus>, ApiError> {
     let config = state.ledger_config()?;
-    let body: FinishRequest = serde_json::from_slice(&body).map_err(|error| {
-        let code = if error.is_syntax() || error.is_eof() { "invalid_json" } else { "invalid_body" };
-        ApiError::new(StatusCode::BAD_REQUEST, code, error.to_string())
-    })?;
+    let body: FinishRequest = parse_body(&body)?;
     let outcome = match (body.output, body.error) {
         (Some(output), None) => Outcome::Output(output),
         (None, Some(error)) => Outcome::Error(error),
@@ -597,4 +588,12 @@ impl CallFollower {
         let data = serde_json::to_string(&CallStatus::of(&call_id, record)).unwrap_or_default();
         Bytes::from(format!("event: call\ndata: {data}\n\n"))
     }
+}
+
+/// A request body read as `T`: 400 `invalid_json` when it is not JSON, `invalid_body` when it is not a `T`.
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|error| {
+        let code = if error.is_syntax() || error.is_eof() { "invalid_json" } else { "invalid_body" };
+        ApiError::new(StatusCode::BAD_REQUEST, code, error.to_string())
+    })
 }

@@ -201,6 +201,8 @@ async fn preresolve(
     }
     let mut work = Vec::with_capacity(plan.len());
     let mut claimed: Vec<Option<&str>> = Vec::new();
+    // Per run, whether it only reads back a sub-agent's stored answer (its call ran, and is on record, already).
+    let mut replayed: Vec<bool> = Vec::new();
     for resolved in &plan {
         let call = resolved.call();
         let action = match resolved {
@@ -213,6 +215,7 @@ async fn preresolve(
         work.push(match resolved {
             Resolved::Run { call, tool, messages, approval_id } => {
                 claimed.push(approval_id.as_deref());
+                replayed.push(false);
                 let nesting = tool.is_agent().then(|| Nesting::fresh(request));
                 Work::Run(ToolRun { call: call.clone(), tool: tool.clone(), messages: messages.clone(), nesting })
             }
@@ -233,6 +236,7 @@ async fn preresolve(
     }
     for resumed in resumes {
         claimed.push(None);
+        replayed.push(resumed.run.is_none());
         let nesting = Arc::new(Nesting { parent: request.clone(), prepared: std::sync::Mutex::new(resumed.run) });
         let messages = SharedMessages::default();
         work.push(Work::Run(ToolRun { call: resumed.call, tool: resumed.tool, messages, nesting: Some(nesting) }));
@@ -245,9 +249,15 @@ async fn preresolve(
     if let Some(ledger) = &request.ledger {
         let finished: Vec<(&str, &ToolOutcome)> =
             claimed.iter().zip(&outcomes).filter_map(|(id, outcome)| id.map(|id| (id, outcome))).collect();
-        // A held call that its policy now lets run has no approval of its own.
-        let unclaimed: Vec<&ToolOutcome> =
-            claimed.iter().zip(&outcomes).filter(|(id, _)| id.is_none()).map(|(_, outcome)| outcome).collect();
+        // A held call that its policy now lets run has no approval of its own; a sub-agent that paused again
+        // has not finished, and one read back from its stored answer did not run now.
+        let unclaimed: Vec<&ToolOutcome> = claimed
+            .iter()
+            .zip(&replayed)
+            .zip(&outcomes)
+            .filter(|((id, replayed), outcome)| id.is_none() && !**replayed && outcome.paused().is_none())
+            .map(|(_, outcome)| outcome)
+            .collect();
         let direct = direct_events(ledger, &unclaimed, &[]);
         if let Some(warning) = record_outcomes(ledger, &finished, &direct).await {
             out.emit(warning).await;
