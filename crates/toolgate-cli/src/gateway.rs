@@ -49,14 +49,14 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "NAME")]
     client_name: Option<String>,
     /// How long a call waits for an out-of-band decision before it returns the pending result.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "50s")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_duration, default_value = "50s")]
     hold: Duration,
     /// How many calls one principal may have waiting for approval through the gateway at once; a
     /// call that would hold one more is refused with an error result.
     #[arg(long, value_name = "N", default_value_t = toolgate_gateway::DEFAULT_MAX_HELD_CALLS)]
     max_held_calls: usize,
     /// How long after its decision an identical call still gets the stored outcome.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_duration, default_value = "10m")]
     retry_window: Duration,
     /// Where people reach a `toolgate serve` on the same store: pending results link to
     /// PUBLIC_URL/approvals/ID.
@@ -85,11 +85,6 @@ pub struct GatewayArgs {
     /// The JWT claim listing the principal's groups.
     #[arg(long, value_name = "CLAIM", default_value = "groups")]
     jwt_groups_claim: String,
-}
-
-/// A duration such as `50s` or `10m`.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))
 }
 
 /// Runs the gateway until the client disconnects (stdio) or Ctrl-C (HTTP).

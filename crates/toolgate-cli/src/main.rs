@@ -5,6 +5,7 @@ mod approvals;
 mod audit;
 mod chat;
 mod config;
+mod duration;
 mod gateway;
 mod model_spec;
 mod policy;

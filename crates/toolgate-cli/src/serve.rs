@@ -103,7 +103,7 @@ pub struct ServeArgs {
     public_url: Option<String>,
     /// How long after its final state an identical call to POST /api/calls (same tool and input, no
     /// idempotencyKey) still attaches to it instead of being gated again.
-    #[arg(long, value_name = "DURATION", value_parser = crate::gateway::parse_duration, default_value = "10m")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse_duration, default_value = "10m")]
     retry_window: Duration,
     /// Also answer requests whose `Host` is NAME (or NAME:PORT); repeatable. Loopback names and the
     /// --public-url's host are always answered; any other `Host` gets 421 (against DNS rebinding).
@@ -324,7 +324,7 @@ async fn oidc_sign_in(args: &ServeArgs, secret: &ApprovalSecret) -> anyhow::Resu
 
 /// A retention period of at least one hour.
 fn parse_retain(text: &str) -> Result<Duration, String> {
-    let retain = crate::gateway::parse_duration(text)?;
+    let retain = crate::duration::parse_duration(text)?;
     if retain < Duration::from_secs(60 * 60) {
         return Err(format!("`{text}` is shorter than an hour"));
     }

@@ -67,7 +67,7 @@ impl LedgerArgs {
 
 /// A human duration of at least one second.
 fn parse_ttl(text: &str) -> Result<Duration, String> {
-    let ttl = humantime::parse_duration(text).map_err(|error| format!("`{text}` is not a duration: {error}"))?;
+    let ttl = crate::duration::parse_duration(text)?;
     if ttl < Duration::from_secs(1) {
         return Err(format!("`{text}` is shorter than one second"));
     }
