@@ -588,3 +588,37 @@ async fn a_link_form_posted_from_another_page_changes_nothing() {
     let taken = send(&server, "POST", &link, &own, b"").await;
     assert_eq!(taken.status, 200, "{}", taken.body);
 }
+
+/// A person named as the server names the rules' decisions (`toolgate`) is
+/// still a person: their answer in the chat is notified like anyone's, while
+/// a call a rule decided as it was issued notifies nobody.
+#[tokio::test]
+async fn a_person_named_like_the_rules_is_notified_and_a_rules_decision_is_not() {
+    let receiver = WebhookReceiver::start(SECRET);
+    let rules = "[[rule]]\nname = \"small\"\naction = \"allow\"\ntool = \"ping\"\n";
+    let setup = Setup::new(&hook(&receiver.url(), "json", "")).rules(rules);
+    let server = setup.start().await;
+    let allowed = call(&server, "POST", "/api/calls", "alice", Some(json!({"tool": "ping", "input": {}}))).await;
+    assert_eq!((allowed.status, &allowed.json()["decision"]), (200, &json!("allow")), "{}", allowed.body);
+
+    // `toolgate` asks; the tool's own policy asks them (unrouted), and they approve in the chat.
+    let turn = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "delete notes.txt"}]}]});
+    let reply = call(&server, "POST", "/api/chat", "toolgate", Some(turn)).await;
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").expect("an approval request");
+    let (id, message_id) = (request["approvalId"].as_str().unwrap(), chunks[0]["messageId"].as_str().unwrap());
+    let answer = json!({"id": "chat-1", "trigger": "submit-message", "messageId": message_id, "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]},
+        {"id": message_id, "role": "assistant", "parts": [{"type": "step-start"},
+            {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
+             "input": {"path": "notes.txt"}, "approval": {"id": id, "approved": true}}]}
+    ]});
+    assert_eq!(call(&server, "POST", "/api/chat", "toolgate", Some(answer)).await.status, 200);
+    assert_eq!(setup.runs.load(Ordering::SeqCst), 1);
+    let decided =
+        receiver.wait_for(|r| r.iter().any(|r| r.event_type == "approval.decided"), Duration::from_secs(10)).await;
+    let ids: Vec<&Value> =
+        decided.iter().filter(|r| r.event_type == "approval.decided").map(|r| &r.body["approval"]["id"]).collect();
+    assert_eq!(ids, [&json!(id)], "the person's decision only, not the rule's");
+}

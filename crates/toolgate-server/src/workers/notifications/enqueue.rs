@@ -84,7 +84,7 @@ async fn enqueue_once(follower: &Follower, notifications: &Notifications) -> Res
     for event in ready {
         let (Some(kind), Some(record)) = (event_kind(event.kind), records.get(&event.approval_id)) else { continue };
         // A call a rule decided asked nobody: nobody is told about it.
-        if toolgate::approval::lifecycle::held::decided_by_rule(record) {
+        if toolgate::approval::lifecycle::held::decided_by_rule(event) {
             continue;
         }
         outbound.extend(deliveries(follower, notifications, event, kind, record));

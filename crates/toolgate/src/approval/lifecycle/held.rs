@@ -94,14 +94,20 @@ pub struct HeldCall<'a> {
 }
 
 /// Who decides a call that a rule decided before anyone was asked
-/// ([`HeldCall::decided`]); see [`decided_by_rule`].
+/// ([`HeldCall::decided`]), as its recorded decision names it. A name only:
+/// a person may be called so too, so whether a rule decided is read from the
+/// event's [`BY_RULE`] field ([`decided_by_rule`]), never from this name.
 pub const RULES_PRINCIPAL: &str = super::TIMER_PRINCIPAL;
 
-/// Whether `record` was decided by a rule when it was issued (nobody was
-/// asked, so nobody is told): decided by [`RULES_PRINCIPAL`] without a vote.
-pub fn decided_by_rule(record: &ApprovalRecord) -> bool {
-    record.votes.is_empty()
-        && record.decision.as_ref().is_some_and(|decision| decision.principal.as_deref() == Some(RULES_PRINCIPAL))
+/// The field (`true`) of the one event of a call a rule decided as it was
+/// issued ([`HeldCall::decided`]).
+pub const BY_RULE: &str = "byRule";
+
+/// Whether `event` records a call a rule decided when it was issued (nobody
+/// was asked, so nobody is told): its data's [`BY_RULE`] is `true`, which
+/// only [`attach`] writes.
+pub fn decided_by_rule(event: &AuditEvent) -> bool {
+    event.data.get(BY_RULE) == Some(&Value::Bool(true))
 }
 
 /// Why a held call could not be recorded or moved.
@@ -258,7 +264,7 @@ fn decided_by_rule_now(
     decision: &Decision,
     now: Millis,
 ) -> Vec<AuditEvent> {
-    let mut data = json!({"toolName": record.tool_name, "input": record.input, "byRule": true});
+    let mut data = json!({"toolName": record.tool_name, "input": record.input, BY_RULE: true});
     if let Some(reason) = &record.reason {
         data["reason"] = json!(reason);
     }
