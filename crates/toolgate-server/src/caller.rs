@@ -56,6 +56,31 @@ impl Caller {
 }
 
 /// The peer address of a request, when the server provides it.
+/// Checks a long-lived stream's caller again, as a new request would (at
+/// every keep-alive): `Ok` with who they are now (their groups may have
+/// changed), or `Err` with the `event: ended` frame that ends the stream,
+/// when the credential expired, was withdrawn or now names someone else.
+pub(crate) async fn recheck(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    was: &Caller,
+) -> Result<Caller, axum::body::Bytes> {
+    match Caller::identify(state, headers, peer).await {
+        Ok(now) if now.principal != was.principal => {
+            Err(ended("principal_changed", "the credential now names another principal"))
+        }
+        Ok(now) => Ok(now),
+        Err(refusal) => Err(ended(refusal.code, &refusal.message)),
+    }
+}
+
+/// The `ended` event: why a stream stops, as JSON `code` and `message`.
+fn ended(code: &str, message: &str) -> axum::body::Bytes {
+    let data = serde_json::json!({"code": code, "message": message});
+    axum::body::Bytes::from(format!("event: ended\ndata: {data}\n\n"))
+}
+
 pub(crate) fn peer_of(parts: &Parts) -> Option<IpAddr> {
     parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip())
 }

@@ -198,10 +198,22 @@ async fn a_jwks_redirect_or_an_oversized_jwks_is_refused() {
 /// once the token expired, ends with an `ended` event saying why.
 #[tokio::test]
 async fn an_inbox_stream_ends_when_its_token_expires() {
+    a_stream_ends_when_its_token_expires("/api/approvals/stream").await;
+}
+
+/// The call-gating API's stream kept the permissions it began with, as the
+/// inbox stream once did: it checks its credential at every keep-alive too.
+#[tokio::test]
+async fn a_call_stream_ends_when_its_token_expires() {
+    a_stream_ends_when_its_token_expires("/api/calls/stream").await;
+}
+
+/// Opens the stream at `path` with a token about to expire and reads it until it ends.
+async fn a_stream_ends_when_its_token_expires(path: &str) {
     let setup = start_jwt().await;
     // Valid now only thanks to the 60 s leeway, and not for long.
     let token = sign(&setup.keys[0], &claims(|claims| claims["exp"] = json!(now() - 58)));
-    let url = format!("http://{}/api/approvals/stream", setup.server.addr);
+    let url = format!("http://{}{path}", setup.server.addr);
     let response = reqwest::Client::new().get(url).bearer_auth(&token).send().await.unwrap();
     assert_eq!(response.status(), 200);
     let mut body = response.bytes_stream();

@@ -23,6 +23,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,7 +32,7 @@ use utoipa::ToSchema;
 
 use crate::app::AppState;
 use crate::approval_item::{approvers, quorum, timestamp};
-use crate::caller::Caller;
+use crate::caller::{Caller, peer_of, recheck};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, sse_response};
 use crate::run::calls::{self, CallState, MAX_WAIT, NewCall, Outcome, Requester};
@@ -480,6 +481,9 @@ pub(crate) async fn finish(
 /// Each `event: call` has a `CallStatus` as its JSON data: first each
 /// listed call as it stands, then each change to them (to every call of
 /// the caller's without `ids`); `: keep-alive` comments every 15 seconds.
+/// At each of them the caller's credential is checked again: one that
+/// expired, was withdrawn or names someone else ends the stream with
+/// `event: ended` (JSON `code` and `message`), as the inbox stream does.
 #[utoipa::path(
     get,
     path = "/api/calls/stream",
@@ -498,9 +502,11 @@ pub(crate) async fn finish(
 )]
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    caller: Caller,
     Query(params): Query<HashMap<String, String>>,
+    parts: Parts,
 ) -> Result<Response, ApiError> {
+    let (headers, peer) = (parts.headers.clone(), peer_of(&parts));
+    let caller = Caller::identify(&state, &headers, peer).await?;
     let config = state.ledger_config()?.clone();
     if let Some(unknown) = params.keys().find(|key| key.as_str() != "ids") {
         return Err(bad_query(format!("unknown parameter `{unknown}` (use ids)")));
@@ -523,8 +529,20 @@ pub(crate) async fn stream(
         for frame in opening {
             yield Ok::<_, Infallible>(frame);
         }
+        let mut checked = tokio::time::Instant::now();
         loop {
-            match tokio::time::timeout(KEEP_ALIVE, changes.recv()).await {
+            // The caller's credential is checked again at every keep-alive, as the inbox stream does.
+            if checked.elapsed() >= KEEP_ALIVE {
+                checked = tokio::time::Instant::now();
+                match recheck(&state, &headers, peer, &follow.caller).await {
+                    Ok(now) => follow.caller = now,
+                    Err(ended) => {
+                        yield Ok(ended);
+                        break;
+                    }
+                }
+            }
+            match tokio::time::timeout(KEEP_ALIVE.saturating_sub(checked.elapsed()), changes.recv()).await {
                 Ok(Ok(batch)) => {
                     for record in batch.iter() {
                         if follow.wants(record) {

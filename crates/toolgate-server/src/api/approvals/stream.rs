@@ -34,7 +34,7 @@ use toolgate::ledger::{ApprovalQuery, ApprovalRecord, InboxChanges, StateFilter}
 use super::MAX_LIMIT;
 use crate::app::AppState;
 use crate::approval_item::ApprovalItem;
-use crate::caller::{Caller, peer_of};
+use crate::caller::{Caller, peer_of, recheck};
 use crate::error::{ApiError, ErrorBody};
 use crate::http::sse_response;
 
@@ -77,11 +77,7 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
         loop {
             if checked.elapsed() >= KEEP_ALIVE {
                 checked = tokio::time::Instant::now();
-                match Caller::identify(&state, &headers, peer).await {
-                    Ok(now) if now.principal != caller.principal => {
-                        yield Ok(ended("principal_changed", "the credential now names another principal"));
-                        break;
-                    }
+                match recheck(&state, &headers, peer, &caller).await {
                     Ok(now) => {
                         let again = now.voter(&state);
                         if again != voter {
@@ -90,8 +86,8 @@ pub(crate) async fn stream(State(state): State<AppState>, parts: Parts) -> Resul
                             refresh = true;
                         }
                     }
-                    Err(refusal) => {
-                        yield Ok(ended(refusal.code, &refusal.message));
+                    Err(ended) => {
+                        yield Ok(ended);
                         break;
                     }
                 }
@@ -133,12 +129,6 @@ fn inbox_query(state: &AppState, voter: &Voter) -> ApprovalQuery {
         conversation_name: None,
         limit: MAX_LIMIT,
     }
-}
-
-/// The `ended` event: why the stream stops.
-fn ended(code: &str, message: &str) -> Bytes {
-    let data = serde_json::json!({"code": code, "message": message});
-    Bytes::from(format!("event: ended\ndata: {data}\n\n"))
 }
 
 /// The `approval` events of these records.
