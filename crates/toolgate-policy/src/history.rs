@@ -6,7 +6,7 @@
 //! action = "ask"
 //! tool = "transfer_money"
 //! [rule.history]
-//! window = "24h"            # a duration, or "today" (with `tz`: UTC or a fixed offset such as +02:00)
+//! window = "24h"            # a duration, or "today" (in the server's time zone, or `tz`: UTC, +02:00, Europe/Oslo)
 //! scope = "principal"       # principal | conversation | everyone | group:NAME
 //! tools = "transfer_money"  # glob over the calls counted (default: the rule's tool)
 //! sum = { path = "/amount", plus_this_call = true, gt = 10000 }
@@ -56,8 +56,8 @@ pub struct HistoryTerm {
 enum Window {
     /// The last `millis`, as written (`24h`).
     Last { millis: Millis, text: String },
-    /// Since midnight at this offset from UTC.
-    Today { offset: Millis },
+    /// Since midnight in this time zone (the server's, unless `tz` names one).
+    Today { zone: jiff::tz::TimeZone },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,10 +137,11 @@ impl HistoryTerm {
     pub fn since(&self, now: Millis) -> Millis {
         match &self.window {
             Window::Last { millis, .. } => now.saturating_sub(*millis).saturating_add(1),
-            Window::Today { offset } => {
-                let local = now.saturating_add(*offset);
-                local - local.rem_euclid(DAY_MS) - offset
-            }
+            // Midnight where the zone says it is (a day may be 23 or 25 hours long); a time jiff cannot place
+            // (out of its range) counts a whole day back, the wider window.
+            Window::Today { zone } => jiff::Timestamp::from_millisecond(now)
+                .and_then(|at| at.to_zoned_datetime(zone.clone()).start_of_day())
+                .map_or(now.saturating_sub(DAY_MS).saturating_add(1), |midnight| midnight.timestamp().as_millisecond()),
         }
     }
 
@@ -277,13 +278,7 @@ impl Bounds {
 
 fn compile_window(window: &str, tz: Option<&str>) -> Result<Window, (&'static str, String)> {
     if window == "today" {
-        let offset = match tz {
-            None => 0,
-            Some(tz) => utc_offset(tz).ok_or_else(|| {
-                ("tz", format!("`{tz}`: expected UTC or a fixed offset from UTC such as +02:00 or -05:30"))
-            })?,
-        };
-        return Ok(Window::Today { offset });
+        return Ok(Window::Today { zone: compile_zone(tz)? });
     }
     if tz.is_some() {
         return Err(("tz", "`tz` goes with `window = \"today\"` only".to_owned()));
@@ -296,6 +291,21 @@ fn compile_window(window: &str, tz: Option<&str>) -> Result<Window, (&'static st
         return Err(("window", format!("`{window}` is shorter than one second")));
     }
     Ok(Window::Last { millis, text: window.to_owned() })
+}
+
+/// The zone `tz` names (`UTC`, a fixed offset such as `+02:00`, or an IANA
+/// name such as `Europe/Oslo`); the server's own without one.
+fn compile_zone(tz: Option<&str>) -> Result<jiff::tz::TimeZone, (&'static str, String)> {
+    let Some(tz) = tz else { return Ok(jiff::tz::TimeZone::system()) };
+    let fixed = utc_offset(tz)
+        .and_then(|millis| i32::try_from(millis / 1000).ok())
+        .and_then(|seconds| jiff::tz::Offset::from_seconds(seconds).ok());
+    match fixed {
+        Some(offset) => Ok(jiff::tz::TimeZone::fixed(offset)),
+        None => jiff::tz::TimeZone::get(tz).map_err(|_| {
+            ("tz", format!("`{tz}`: expected UTC, an offset such as +02:00, or a time zone such as Europe/Oslo"))
+        }),
+    }
 }
 
 /// `UTC`, `Z`, `+HH:MM` or `-HH:MM`, in milliseconds.
@@ -386,6 +396,8 @@ mod tests {
         assert_eq!(utc_offset("+02:00"), Some(2 * 3_600_000));
         assert_eq!(utc_offset("-05:30"), Some(-(5 * 60 + 30) * 60_000));
         assert_eq!(utc_offset("Europe/Oslo"), None);
+        assert!(compile_zone(Some("Europe/Oslo")).is_ok());
+        assert!(compile_zone(Some("Mars/Olympus_Mons")).is_err());
         assert_eq!(utc_offset("+25:00"), None);
     }
 }

@@ -216,9 +216,9 @@ async fn today_starts_at_midnight_in_its_time_zone() {
         name = "daily"
         action = "deny"
         tool = "t"
-        history = { window = "today", count = { gte = 1 } }
+        history = { window = "today", tz = "UTC", count = { gte = 1 } }
     "#;
-    let plus_two = utc.replace("window = \"today\"", "window = \"today\", tz = \"+02:00\"");
+    let plus_two = utc.replace("tz = \"UTC\"", "tz = \"+02:00\"");
     let world = World::new();
     let since_midnight_utc = 22 * HOUR + 13 * 60_000 + 20_000;
     world.ran("alice", "c", "t", json!({}), since_midnight_utc + 1).await;
@@ -229,6 +229,24 @@ async fn today_starts_at_midnight_in_its_time_zone() {
     assert_eq!(world.decide(&plus_two, "alice", "c", "t", json!({})).await, None);
     world.ran("alice", "c", "t", json!({}), 13 * 60_000 + 20_000).await;
     assert_eq!(action(&world.decide(&plus_two, "alice", "c", "t", json!({})).await), Some(GateAction::Deny));
+}
+
+#[tokio::test]
+async fn today_follows_a_named_time_zone() {
+    // NOW is 2023-11-14T22:13:20Z: 23:13:20 in Oslo (CET, +01:00 in November), whose day began 23 h 13 min 20 s ago.
+    let oslo = r#"
+        [[rule]]
+        name = "daily"
+        action = "deny"
+        tool = "t"
+        history = { window = "today", tz = "Europe/Oslo", count = { gte = 1 } }
+    "#;
+    let world = World::new();
+    let since_midnight = 23 * HOUR + 13 * 60_000 + 20_000;
+    world.ran("alice", "c", "t", json!({}), since_midnight + 1).await;
+    assert_eq!(world.decide(oslo, "alice", "c", "t", json!({})).await, None, "yesterday in Oslo");
+    world.ran("alice", "c", "t", json!({}), since_midnight).await;
+    assert_eq!(action(&world.decide(oslo, "alice", "c", "t", json!({})).await), Some(GateAction::Deny));
 }
 
 #[tokio::test]
@@ -333,8 +351,8 @@ fn bad_history_tables_name_the_rule_and_line() {
             "rule `r` (line 2): invalid `history.scope`: `team`: expected principal, conversation, everyone or group:NAME",
         ),
         (
-            "history = { window = \"today\", tz = \"Europe/Oslo\", count = { gte = 1 } }",
-            "rule `r` (line 2): invalid `history.tz`: `Europe/Oslo`: expected UTC or a fixed offset",
+            "history = { window = \"today\", tz = \"Mars/Olympus_Mons\", count = { gte = 1 } }",
+            "rule `r` (line 2): invalid `history.tz`: `Mars/Olympus_Mons`: expected UTC, an offset such as +02:00, or a time zone",
         ),
         (
             "history = { window = \"1h\", count = { } }",
