@@ -96,7 +96,7 @@ export interface components {
             input: unknown;
             /** @description Whether `input` is an approver's edit. */
             edited: boolean;
-            /** @description Why it is asked (pending), or why it was denied (denied). */
+            /** @description Why: the reason of the rule that decided or asked, or the denial's reason. */
             reason?: string | null;
             /** @description The approval people decide (after an edit that needed other approvers, the new one). */
             approvalId: string;
