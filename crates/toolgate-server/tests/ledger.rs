@@ -350,6 +350,11 @@ async fn the_stored_conversation_survives_and_a_client_may_send_only_its_newest_
     assert_eq!((thread.status, thread.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
     let posted = chat(&ledgered.server, &first_turn("ag-ui:thread-1")).await;
     assert_eq!((posted.status, posted.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
+    // So do the call-gating API's calls: a chat named like them would share their conversation key.
+    let calls = chat(&ledgered.server, &first_turn("api:default")).await;
+    assert_eq!((calls.status, calls.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
+    let listed = get(&ledgered.server, "/api/chats/api:default").await;
+    assert_eq!((listed.status, listed.json()["error"]["code"].as_str()), (400, Some("invalid_chat_id")));
 }
 
 #[tokio::test]

@@ -78,16 +78,23 @@ pub(crate) async fn chat(
     }
 }
 
-/// Chat ids share the store with AG-UI threads, which own the `ag-ui:` prefix.
+/// The conversations other than chats keep in the same store, by prefix: a chat id may not start with one.
+const RESERVED: [(&str, &str); 2] = [
+    (crate::run::agui::AGUI_PREFIX, "the AG-UI threads' namespace"),
+    (crate::run::calls::CALLS_PREFIX, "the call-gating API's namespace"),
+];
+
+/// Chat ids share the store with AG-UI threads (`ag-ui:`) and the call-gating API's calls (`api:`), whose
+/// prefixes no chat may take, so no chat request reaches their records.
 pub(crate) fn check_chat_id(chat_id: &str) -> Result<(), ApiError> {
-    if chat_id.starts_with(crate::run::agui::AGUI_PREFIX) {
-        return Err(ApiError::new(
+    match RESERVED.iter().find(|(prefix, _)| chat_id.starts_with(prefix)) {
+        Some((prefix, what)) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_chat_id",
-            format!("chat ids may not start with `{}` (the AG-UI threads' namespace)", crate::run::agui::AGUI_PREFIX),
-        ));
+            format!("chat ids may not start with `{prefix}` ({what})"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The stateless mode: the client's history is the conversation.

@@ -39,7 +39,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("invalid_query", "An unknown or malformed query parameter."),
     (
         "invalid_chat_id",
-        "The chat or thread id has control characters or is longer than 1024 bytes, or a chat id starts with `ag-ui:`.",
+        "The chat or thread id has control characters or is longer than 1024 bytes, or a chat id starts with `ag-ui:` (AG-UI threads) or `api:` (the call-gating API's calls).",
     ),
     (
         "missing_conversation_id",
