@@ -63,16 +63,18 @@ class Inbox:
         )
 
     def decide_when_asked(
-        self, memo: str, votes: list[tuple[str, str]], **extra: Any
+        self, memo: str, votes: list[tuple[str, str]], *, after: threading.Event | None = None, **extra: Any
     ) -> Callable[[], list[int]]:
-        """In a thread: waits for the approval, casts `votes` ((user, decision), ...) in order; returns a join
-        that gives the votes' statuses."""
+        """In a thread: waits for the approval (and for `after`, when given), casts `votes` ((user, decision),
+        ...) in order; returns a join that gives the votes' statuses."""
         statuses: list[int] = []
         errors: list[BaseException] = []
 
         def work() -> None:
             try:
                 approval = self.wait_for(memo)
+                if after is not None and not after.wait(30):
+                    raise AssertionError("the agent never signalled that it was waiting")
                 for user, decision in votes:
                     statuses.append(self.vote(approval["id"], user, decision, **extra).status_code)
             except BaseException as e:  # reported by the join

@@ -1,15 +1,9 @@
 """The Python client against a real `toolgate serve`: decisions, waits, the exactly-once claim, quorum, edits,
-restarts, and its types held to the server's `/openapi.json`."""
+and its types held to the server's `/openapi.json`."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import typing
-from pathlib import Path
 
 import httpx
 import pytest
@@ -17,8 +11,6 @@ from conftest import TOKENS, URL, Inbox
 
 from toolgate_client import AlreadyStarted, CallDecision, CallRequest, CallState, Denied, Gate
 from toolgate_client._models import wire_fields
-
-HERE = Path(__file__).parent
 
 
 def alice() -> Gate:
@@ -92,25 +84,6 @@ def test_a_denial_carries_the_approvers_reason(memo: str, inbox: Inbox) -> None:
             gate.check("transfer_money", {"memo": memo}, timeout=30)
         join()
     assert "not this month" in (denied.value.reason or "")
-
-
-def test_a_killed_process_resumes_on_the_same_approval(memo: str, inbox: Inbox, tmp_path: Path) -> None:
-    runs = tmp_path / "runs.txt"
-    command = [sys.executable, str(HERE / "restart_agent.py"), "core", memo, str(runs)]
-    env = {**os.environ, "TOOLGATE_E2E_URL": URL}
-    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    approval = inbox.wait_for(memo)
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
-    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    time.sleep(1)  # the second process is waiting now (on the same approval, as the inbox shows)
-    assert [a["id"] for a in inbox.approvals(memo)] == [approval["id"]]
-    assert inbox.vote(approval["id"], "bob", "approve").status_code == 200
-    out, _ = second.communicate(timeout=60)
-    assert second.returncode == 0, out
-    assert "result: " in out
-    assert runs.read_text().splitlines() == [memo]
-    assert len(inbox.approvals(memo)) == 1
 
 
 def schema_properties(name: str) -> set[str]:

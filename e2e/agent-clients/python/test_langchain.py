@@ -4,21 +4,16 @@ LangChain's fake chat model, against a real `toolgate serve`."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
+import threading
 from pathlib import Path
+from typing import Any
 
 from agents_langgraph import FakeToolModel, build_agent, script, transfer_tool
 from conftest import TOKENS, URL, Inbox
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 from toolgate_client import AsyncGate, Gate
 from toolgate_client.langchain import gate_tool
-
-HERE = Path(__file__).parent
 
 
 def tool_messages(model: FakeToolModel) -> list[ToolMessage]:
@@ -77,19 +72,55 @@ def test_a_wrapped_base_tool_is_gated(memo: str, inbox: Inbox, tmp_path: Path) -
     assert runs.read_text().splitlines() == [memo]
 
 
-def test_a_killed_agent_resumes_on_the_same_approval(memo: str, inbox: Inbox, tmp_path: Path) -> None:
+def describe(chunk: dict[str, Any]) -> list[str]:
+    """A `stream_mode="updates"` chunk as `node: what it added` lines."""
+    lines = []
+    for node, update in chunk.items():
+        for message in (update or {}).get("messages", []):
+            if isinstance(message, AIMessage) and message.tool_calls:
+                lines.append(f"{node}: calls {message.tool_calls[0]['name']}")
+            elif isinstance(message, ToolMessage):
+                lines.append(f"{node}: {message.status}: {message.content}")
+            else:
+                lines.append(f"{node}: {message.content}")
+    return lines
+
+
+def test_a_streamed_run_waits_for_the_approval_and_streams_the_result(memo: str, inbox: Inbox, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    command = [sys.executable, str(HERE / "restart_agent.py"), "langgraph", memo, str(runs)]
-    env = {**os.environ, "TOOLGATE_E2E_URL": URL}
-    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    approval = inbox.wait_for(memo)
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
-    second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    time.sleep(2)  # the second agent has asked again by now: it attached to the same call
-    assert [a["id"] for a in inbox.approvals(memo)] == [approval["id"]]
-    assert inbox.vote(approval["id"], "bob", "approve").status_code == 200
-    out, _ = second.communicate(timeout=60)
-    assert second.returncode == 0 and "result: done" in out, out
+    model = FakeToolModel(messages=script(memo))
+    agent = build_agent(Gate(URL, TOKENS["alice"]), memo, runs, key_prefix=f"{memo}:", model=model)
+    streaming = threading.Event()  # set once the stream has shown the call: bob approves only then
+    join = inbox.decide_when_asked(memo, [("bob", "approve")], after=streaming)
+    lines: list[str] = []
+    for chunk in agent.stream({"messages": [("user", "send 70")]}, stream_mode="updates"):
+        lines += describe(chunk)
+        if lines and lines[0] == "model: calls transfer_money":
+            streaming.set()
+    assert join() == [200]
+    assert lines == ["model: calls transfer_money", "tools: success: sent 70", "model: done"]
+    assert [m.content for m in tool_messages(model)] == ["sent 70"]
     assert runs.read_text().splitlines() == [memo]
-    assert len(inbox.approvals(memo)) == 1
+
+
+def test_a_denial_reaches_an_async_streamed_run_as_an_error_tool_message(
+    memo: str, inbox: Inbox, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    model = FakeToolModel(messages=script(memo))
+    agent = build_agent(AsyncGate(URL, TOKENS["alice"]), memo, runs, key_prefix=f"{memo}:", model=model)
+    streaming = threading.Event()
+    join = inbox.decide_when_asked(memo, [("bob", "deny")], after=streaming, reason="not this month")
+
+    async def consume() -> list[str]:
+        lines: list[str] = []
+        async for chunk in agent.astream({"messages": [("user", "send 70")]}, stream_mode="updates"):
+            lines += describe(chunk)
+            streaming.set()
+        return lines
+
+    lines = asyncio.run(consume())
+    assert join() == [200]
+    assert lines[0] == "model: calls transfer_money" and lines[2] == "model: done"
+    assert lines[1].startswith("tools: error: The call to `transfer_money` was not run: denied:")
+    assert "not this month" in lines[1] and not runs.exists()

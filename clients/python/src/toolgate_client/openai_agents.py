@@ -4,7 +4,8 @@ Needs the `openai-agents` extra. `gate_tool(gate, tool)` returns a copy of a `Fu
 `needs_approval` asks toolgate (a call it allows at once needs no approval) and whose invocation runs the approved
 (possibly edited) input exactly once under toolgate's claim. After a run stops on interruptions,
 `resolve_interruptions(gate, result)` waits for each call's decision and approves or rejects it in the run state
-(a rejection carries toolgate's reason to the model); run the state again to go on. The idempotency key is
+(a rejection carries toolgate's reason to the model); run the state again to go on. `Runner.run_streamed` works
+the same way: once its events are consumed, its result is resolved like `Runner.run`'s. The idempotency key is
 `key_prefix` + the model's call id, so a restarted run with the same call ids waits on the same approvals.
 """
 
@@ -14,7 +15,7 @@ import dataclasses
 import json
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, RunResult, RunState
+from agents import FunctionTool, RunContextWrapper, RunResult, RunResultStreaming, RunState
 from agents.tool_context import ToolContext
 
 from ._async_gate import AsyncGate
@@ -52,9 +53,10 @@ def gate_tool(gate: AsyncGate, tool: FunctionTool, *, key_prefix: str = "") -> F
 
 
 async def resolve_interruptions(
-    gate: AsyncGate, result: RunResult, *, key_prefix: str = "", timeout: float | None = None
+    gate: AsyncGate, result: RunResult | RunResultStreaming, *, key_prefix: str = "", timeout: float | None = None
 ) -> RunState[Any]:
-    """The run's state with each interruption approved or rejected as toolgate decided (waiting for it)."""
+    """The run's state with each interruption approved or rejected as toolgate decided (waiting for it): of a
+    `Runner.run` result, or of a `Runner.run_streamed` one whose events were consumed to the end."""
     state: RunState[Any] = result.to_state()
     for item in result.interruptions:
         name = item.name or ""
