@@ -11,12 +11,13 @@
 # 2. `cargo build -p toolgate-cli` (or $TOOLGATE_BIN, when set).
 # 3. One `toolgate serve` on a free 127.0.0.1 port, with e2e/agent-clients/server/config.toml (who approves
 #    what), a tokens file of four users and a SQLite store in the run directory; a bounded wait on /healthz.
-# 4. The tests: clients/python's unit tests and `mypy --strict`; e2e/agent-clients/python (pytest: the client,
-#    LangChain/LangGraph on GenericFakeChatModel, the OpenAI Agents SDK on a scripted Model, Pydantic AI on
-#    FunctionModel);
-#    clients/typescript/test (node --test: the client, the AI SDK 6 and 7 on MockLanguageModelV3, the OpenAI
-#    Agents JS SDK on a scripted Model). Approvals are voted in the inbox (`POST /api/approvals/{id}`) by other
-#    users, once by a quorum of two; agents killed while waiting are restarted with the same key.
+# 4. The tests, the Python and the TypeScript groups at once: clients/python's unit tests and `mypy --strict`;
+#    e2e/agent-clients/python (pytest: the client, LangChain/LangGraph on GenericFakeChatModel, the OpenAI Agents
+#    SDK on a scripted Model, Pydantic AI on FunctionModel); clients/typescript/test (node --test: the client, the
+#    AI SDK 6 and 7 on MockLanguageModelV3, the OpenAI Agents JS SDK on a scripted Model). Each adapter runs its
+#    framework's plain and streaming entry points; approvals are voted in the inbox (`POST /api/approvals/{id}`)
+#    by other users, approved, denied and by a quorum of two; for the client and each adapter, an agent process
+#    killed with SIGKILL while it waits is restarted with the same key: one approval, one run.
 # 5. No drift: the TypeScript client's src/openapi.ts is generated again from the server's /openapi.json and
 #    must equal the committed one (the Python tests compare the client's fields with the same document).
 #
@@ -57,14 +58,15 @@ done
 
 RUN_DIR="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e-agent-clients.XXXXXX")"
 SERVER_PID=""
-TEST_PID=""
+TEST_PIDS=()
 passed=0
 failed=0
 failures=()
 
 cleanup() {
   local status=$?
-  if [ -n "$TEST_PID" ]; then kill "$TEST_PID" 2>/dev/null || true; wait "$TEST_PID" 2>/dev/null || true; fi
+  local pid
+  for pid in ${TEST_PIDS[@]+"${TEST_PIDS[@]}"}; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   if [ -n "$SERVER_PID" ]; then
     kill "$SERVER_PID" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -136,17 +138,22 @@ done
 [ -n "$URL" ] || { log "cannot start toolgate serve"; exit 1; }
 log "toolgate serve at $URL"
 
-# run_tests NAME OUTPUT_FILE COMMAND...: runs in the background (so a signal reaches the trap), prints the output.
-run_tests() {
-  local name="$1" out="$2" status=0
-  shift 2
-  log "$name"
-  (exec timeout "$TEST_TIMEOUT_SECS" "$@") >"$out" 2>&1 &
-  TEST_PID=$!
-  wait "$TEST_PID" || status=$?
-  TEST_PID=""
-  cat "$out"
-  return "$status"
+# start_tests NAME COMMAND...: starts COMMAND in the background (the groups below run at once), its output in
+# $RUN_DIR/NAME.out; finish_tests NAME waits for it, prints its output and sets `status` to its exit status.
+declare -A TEST_PID_OF
+start_tests() {
+  local name="$1"
+  shift
+  log "$name: started"
+  (exec timeout "$TEST_TIMEOUT_SECS" "$@") >"$RUN_DIR/$name.out" 2>&1 &
+  TEST_PID_OF[$name]=$!
+  TEST_PIDS+=($!)
+}
+finish_tests() {
+  status=0
+  wait "${TEST_PID_OF[$1]}" || status=$?
+  log "$1: exit status $status"
+  cat "$RUN_DIR/$1.out"
 }
 
 # count_pytest NAME OUT STATUS: adds pytest's closing counts; a run that counted nothing is one failure.
@@ -164,28 +171,33 @@ count_pytest() {
   fi
 }
 
+# The groups run at once: the Python suites and mypy, and the TypeScript suite (node --test runs its files at
+# once too), so the agents' waits and the frameworks' imports overlap.
 if want python; then
-  status=0
-  run_tests "clients/python unit tests" "$RUN_DIR/python-unit.out" \
-    "$VENV/bin/python" -m pytest -p no:cacheprovider "$ROOT/clients/python/tests" || status=$?
+  start_tests python-unit "$VENV/bin/python" -m pytest -p no:cacheprovider "$ROOT/clients/python/tests"
+  start_tests python-types bash -c "cd '$ROOT/clients/python' && exec '$VENV/bin/mypy' --strict --cache-dir '$RUN_DIR/mypy' src"
+  start_tests python-e2e env TOOLGATE_E2E_URL="$URL" "$VENV/bin/python" -m pytest -p no:cacheprovider "$E2E/python"
+fi
+if want node; then
+  start_tests node env TOOLGATE_E2E_URL="$URL" bash -c "cd '$TS' && exec node --test --test-reporter=spec test/core.test.mjs test/ai-sdk.test.mjs test/openai-agents.test.mjs test/restart.test.mjs"
+fi
+
+if want python; then
+  finish_tests python-unit
   count_pytest "python-unit" "$RUN_DIR/python-unit.out" "$status"
-  log "mypy --strict on clients/python (the package is typed: py.typed)"
-  if (cd "$ROOT/clients/python" && timeout 300 "$VENV/bin/mypy" --strict --cache-dir "$RUN_DIR/mypy" src); then
+  finish_tests python-types # mypy --strict on clients/python (the package is typed: py.typed)
+  if [ "$status" -eq 0 ]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
     failures+=("python-types")
   fi
-  status=0
-  run_tests "python adapters against the server" "$RUN_DIR/python-e2e.out" \
-    env TOOLGATE_E2E_URL="$URL" "$VENV/bin/python" -m pytest -p no:cacheprovider "$E2E/python" || status=$?
+  finish_tests python-e2e
   count_pytest "python-e2e" "$RUN_DIR/python-e2e.out" "$status"
 fi
 
 if want node; then
-  status=0
-  run_tests "typescript client and adapters against the server" "$RUN_DIR/node.out" \
-    env TOOLGATE_E2E_URL="$URL" bash -c "cd '$TS' && exec node --test --test-reporter=spec test/core.test.mjs test/ai-sdk.test.mjs test/openai-agents.test.mjs" || status=$?
+  finish_tests node
   p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$RUN_DIR/node.out" | tail -n 1)
   f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$RUN_DIR/node.out" | tail -n 1)
   passed=$((passed + ${p:-0}))

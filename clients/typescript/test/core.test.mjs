@@ -1,14 +1,9 @@
-// The TypeScript client against a real `toolgate serve`: decisions, waits, the exactly-once claim, quorum,
-// and a killed process resuming on the same approval.
+// The TypeScript client against a real `toolgate serve`: decisions, waits, the exactly-once claim, quorum and
+// the stream (restarts: restart.test.mjs).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { AlreadyStarted, Denied, Gate } from "../dist/index.js";
-import { approvals, decideWhenAsked, newMemo, sleep, TOKENS, URL, vote, waitFor } from "./helpers.mjs";
+import { decideWhenAsked, newMemo, TOKENS, URL, vote, waitFor } from "./helpers.mjs";
 
 const alice = () => new Gate(URL, TOKENS.alice);
 
@@ -52,29 +47,6 @@ test("a quorum of two decides; a second start is refused", async () => {
   const finished = await gate.finish(outcome.callId, { output: "wired" });
   assert.equal(finished.state, "finished");
   assert.equal(finished.output, "wired");
-});
-
-test("a killed process resumes on the same approval: one approval, one run", async () => {
-  const memo = newMemo();
-  const runs = join(mkdtempSync(join(tmpdir(), "tg-restart-")), "runs");
-  const agent = join(dirname(fileURLToPath(import.meta.url)), "restart-agent.mjs");
-  const start = () => spawn(process.execPath, [agent, memo, runs], { stdio: ["ignore", "pipe", "inherit"] });
-  const first = start();
-  const approval = await waitFor(memo);
-  first.kill("SIGKILL");
-  await new Promise((resolve) => first.on("exit", resolve));
-  const second = start();
-  let out = "";
-  second.stdout.on("data", (chunk) => (out += chunk));
-  const exited = new Promise((resolve) => second.on("exit", resolve));
-  await sleep(1000);
-  assert.deepEqual((await approvals(memo)).map((a) => a.id), [approval.id]);
-  assert.equal(await vote(approval.id, "bob", "approve"), 200);
-  assert.equal(await exited, 0);
-  assert.match(out, /result: tool said: sent 70/);
-  assert.ok(existsSync(runs));
-  assert.deepEqual(readFileSync(runs, "utf8").trim().split("\n"), [memo]);
-  assert.equal((await approvals(memo)).length, 1);
 });
 
 test("the stream follows a call until it is decided", async () => {

@@ -43,10 +43,21 @@ export async function vote(id, user, decision, extra = {}) {
   return response.status;
 }
 
-/** Waits for the approval, then casts `votes` ([user, decision] ...) in order; resolves to their statuses. */
-export async function decideWhenAsked(memo, votes, extra = {}) {
+/**
+ * Waits for the approval (and for the promise `after`, when given), then casts `votes` ([user, decision] ...) in
+ * order; resolves to their statuses.
+ */
+export async function decideWhenAsked(memo, votes, extra = {}, { after } = {}) {
   const approval = await waitFor(memo);
+  await after;
   const statuses = [];
   for (const [user, decision] of votes) statuses.push(await vote(approval.id, user, decision, extra));
   return statuses;
+}
+
+/** A promise and the function that resolves it. */
+export function signal() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
 }

@@ -1,70 +1,26 @@
 // The OpenAI Agents JS adapter against a real `toolgate serve`: `gateTool` and `resolveInterruptions` on a
-// scripted `Model` (the SDK's Model interface: getResponse / getStreamedResponse).
+// scripted `Model` (the SDK's Model interface: getResponse / getStreamedResponse), through `run` and
+// `run(..., { stream: true })`.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Agent, Runner, setTracingDisabled, tool, Usage } from "@openai/agents";
-import { z } from "zod";
 import { Gate } from "../dist/index.js";
-import { gateTool, resolveInterruptions } from "../dist/openai-agents.js";
+import { payer, runToEnd, streamToEnd } from "./openai-agent.mjs";
 import { decideWhenAsked, newMemo, TOKENS, URL } from "./helpers.mjs";
 
-setTracingDisabled(true); // nothing leaves the machine
-
-/** Calls transfer_money once with `args`, then answers with the tool's output it was given. */
-class ScriptedModel {
-  constructor(args) {
-    this.args = args;
-  }
-
-  async getResponse(request) {
-    const items = Array.isArray(request.input) ? request.input : [];
-    const result = items.filter((item) => item.type === "function_call_result").at(-1);
-    const output = result
-      ? [{
-          type: "message",
-          role: "assistant",
-          status: "completed",
-          content: [{ type: "output_text", text: `tool said: ${textOf(result.output)}` }],
-        }]
-      : [{
-          type: "function_call",
-          callId: "call_transfer_1",
-          name: "transfer_money",
-          arguments: JSON.stringify(this.args),
-          status: "completed",
-        }];
-    return { usage: new Usage(), output, responseId: undefined };
-  }
-
-  async *getStreamedResponse() {
-    throw new Error("the tests run the agent without streaming");
-  }
-}
-
-function textOf(output) {
-  if (typeof output === "string") return output;
-  if (output?.type === "text") return output.text;
-  return JSON.stringify(output);
+function agent(memo, amount, runs) {
+  const gate = new Gate(URL, TOKENS.alice);
+  const keyPrefix = `${memo}:`;
+  return { gate, keyPrefix, agent: payer(gate, { memo, amount, keyPrefix, record: (m) => runs.push(m) }) };
 }
 
 async function runAgent(memo, amount, runs) {
-  const gate = new Gate(URL, TOKENS.alice);
-  const keyPrefix = `${memo}:`;
-  const transfer = tool({
-    name: "transfer_money",
-    description: "Sends money.",
-    parameters: z.object({ amount: z.number(), memo: z.string() }),
-    execute: async ({ amount, memo }) => (runs.push(memo), `sent ${amount}`),
-  });
-  const agent = new Agent({ name: "payer", model: new ScriptedModel({ amount, memo }), tools: [gateTool(gate, transfer, { keyPrefix })] });
-  const runner = new Runner();
-  let result = await runner.run(agent, "send it");
-  const interruptions = result.interruptions?.length ?? 0;
-  while (result.interruptions?.length) {
-    const state = await resolveInterruptions(gate, result, { keyPrefix, timeout: 30 });
-    result = await runner.run(agent, state);
-  }
-  return { output: result.finalOutput, interruptions };
+  const { gate, keyPrefix, agent: payerAgent } = agent(memo, amount, runs);
+  return runToEnd(gate, payerAgent, keyPrefix, 30);
+}
+
+async function streamAgent(memo, amount, runs) {
+  const { gate, keyPrefix, agent: payerAgent } = agent(memo, amount, runs);
+  return streamToEnd(gate, payerAgent, keyPrefix, 30);
 }
 
 test("an approved call runs once and its output reaches the model", async () => {
@@ -106,4 +62,30 @@ test("the approver's edit is what runs", async () => {
   assert.deepEqual(await votes, [200]);
   assert.equal(output, "tool said: sent 7");
   assert.deepEqual(runs, [memo]);
+});
+
+test("a streamed run stops on the call and streams the result once approved", async () => {
+  const memo = newMemo();
+  const runs = [];
+  const votes = decideWhenAsked(memo, [["bob", "approve"]]);
+  const { output, rounds } = await streamAgent(memo, 70, runs);
+  assert.deepEqual(await votes, [200]);
+  assert.deepEqual(rounds, [
+    ["tool_called", "tool_approval_requested"],
+    ["tool_output:sent 70", "delta:tool", "delta: said:", "delta: sent", "delta: 70", "message_output_created"],
+  ]);
+  assert.equal(output, "tool said: sent 70");
+  assert.deepEqual(runs, [memo]);
+});
+
+test("a denial reaches a streamed run as the rejection message", async () => {
+  const memo = newMemo();
+  const runs = [];
+  const votes = decideWhenAsked(memo, [["bob", "deny"]], { reason: "not this month" });
+  const { output, rounds } = await streamAgent(memo, 70, runs);
+  await votes;
+  assert.equal(rounds.length, 2);
+  assert.match(rounds[1][0], /^tool_output:The call to `transfer_money` was not run: denied: .*not this month/);
+  assert.match(output, /^tool said: The call to `transfer_money` was not run: denied: .*not this month/);
+  assert.deepEqual(runs, []);
 });
