@@ -81,7 +81,8 @@ async function runV7(memo, amount, runs) {
   const tools = { transfer_money: transferTool(ai7, runs, gate, keyPrefix) };
   delete tools.transfer_money.needsApproval; // ai 7 asks toolApproval instead
   const toolApprovals = toolApproval(gate, ["transfer_money"], { keyPrefix, timeout: 30 });
-  return ai7.generateText({ model, tools, prompt: "send it", toolApproval: toolApprovals, stopWhen: ai7.stepCountIs(5) });
+  const stopWhen = ai7.stepCountIs(5);
+  return ai7.generateText({ model, tools, prompt: "send it", toolApproval: toolApprovals, stopWhen });
 }
 
 test("ai 7: toolApproval waits for toolgate's decision and the run goes on", async () => {
@@ -198,7 +199,8 @@ async function streamV7(memo, amount, runs, streaming) {
   const tools = { transfer_money: transferTool(ai7, runs, gate, keyPrefix) };
   delete tools.transfer_money.needsApproval;
   const toolApprovals = toolApproval(gate, ["transfer_money"], { keyPrefix, timeout: 30 });
-  const result = ai7.streamText({ model, tools, prompt: "send it", toolApproval: toolApprovals, stopWhen: ai7.stepCountIs(5) });
+  const stopWhen = ai7.stepCountIs(5);
+  const result = ai7.streamText({ model, tools, prompt: "send it", toolApproval: toolApprovals, stopWhen });
   const parts = [];
   for await (const part of result.fullStream) {
     parts.push(describePart(part));

@@ -23,7 +23,8 @@ export function lastToolResult(prompt) {
 function turn(prompt, input, tool) {
   const result = lastToolResult(prompt);
   if (result === undefined) {
-    return { call: { toolCallId: "call_transfer_1", toolName: tool, input: JSON.stringify(input) }, finish: "tool-calls" };
+    const call = { toolCallId: "call_transfer_1", toolName: tool, input: JSON.stringify(input) };
+    return { call, finish: "tool-calls" };
   }
   return { text: `tool said: ${result}`, finish: "stop" };
 }

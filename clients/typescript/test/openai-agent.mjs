@@ -59,7 +59,8 @@ export function payer(gate, { memo, amount, keyPrefix, record }) {
     parameters: z.object({ amount: z.number(), memo: z.string() }),
     execute: async ({ amount, memo }) => (record(memo), `sent ${amount}`),
   });
-  return new Agent({ name: "payer", model: new ScriptedModel({ amount, memo }), tools: [gateTool(gate, transfer, { keyPrefix })] });
+  const model = new ScriptedModel({ amount, memo });
+  return new Agent({ name: "payer", model, tools: [gateTool(gate, transfer, { keyPrefix })] });
 }
 
 /** `runner.run` until no interruption is left, each resolved through toolgate. */

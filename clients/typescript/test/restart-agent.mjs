@@ -5,9 +5,9 @@
 //
 //   node restart-agent.mjs core|ai6|ai7|openai-agents MEMO RUNS_FILE
 //
-// core: a function wrapped by `Gate.gated` (the key `restart-MEMO`); ai6: generateText on MockLanguageModelV3 with `needsApproval`, the approval requests answered by
-// `approvalResponses`; ai7: generateText with `toolApproval`; openai-agents: a scripted Model, `gateTool` and
-// `resolveInterruptions`.
+// core: a function wrapped by `Gate.gated` (the key `restart-MEMO`); ai6: generateText on MockLanguageModelV3
+// with `needsApproval`, the approval requests answered by `approvalResponses`; ai7: generateText with
+// `toolApproval`; openai-agents: a scripted Model, `gateTool` and `resolveInterruptions`.
 //
 // Each kind imports only its own framework, so that the process starts as fast as it can.
 import { appendFileSync } from "node:fs";
@@ -70,8 +70,8 @@ async function runAi7() {
   delete tools.transfer_money.needsApproval; // ai 7 asks toolApproval instead
   const model = scriptedModel({ amount: 70, memo }, { v7: true });
   const approval = toolApproval(gate, ["transfer_money"], { keyPrefix });
-  const result = await ai7.generateText({ model, tools, prompt: "send 70", toolApproval: approval, stopWhen: ai7.stepCountIs(5) });
-  return result.text;
+  const stopWhen = ai7.stepCountIs(5);
+  return (await ai7.generateText({ model, tools, prompt: "send 70", toolApproval: approval, stopWhen })).text;
 }
 
 async function runOpenAiAgents() {

@@ -1,8 +1,9 @@
-// Exactly once across restarts, for the TypeScript client's `gated` and each adapter: an agent process (restart-agent.mjs, running the
-// framework's real package on its mock model) is killed with SIGKILL while it waits on a gated call and started
-// again with the same arguments (so the same key); the approval is voted in the inbox only then. The restarted
-// agent must have attached to the first one's approval (one approval, by the API), the tool must have run once
-// (one line in the runs file) and the agent must finish with the tool's result. The kinds run at once.
+// Exactly once across restarts, for the TypeScript client's `gated` and each adapter: an agent process
+// (restart-agent.mjs, running the framework's real package on its mock model) is killed with SIGKILL while it
+// waits on a gated call and started again with the same arguments (so the same key); the approval is voted in
+// the inbox only then. The restarted agent must have attached to the first one's approval (one approval, by the
+// API), the tool must have run once (one line in the runs file) and the agent must finish with the tool's
+// result. The kinds run at once.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -25,7 +26,9 @@ function startAgent(kind, memo, runs) {
   agent.waiting = async () => {
     const deadline = Date.now() + 60_000;
     while (!agent.out.split("\n").includes("waiting")) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${kind}: never waited on the call:\n${agent.out}`);
+      if (Date.now() > deadline || child.exitCode !== null) {
+        throw new Error(`${kind}: never waited on the call:\n${agent.out}`);
+      }
       await sleep(20);
     }
   };

@@ -60,7 +60,9 @@ class ScriptedModel(Model):
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
         return ModelResponse(output=self._output(input), usage=Usage(), response_id=None)
 
-    async def stream_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
         # `model_construct`: the SDK reads the id and the output of a completed response, nothing else.
         response = Response.model_construct(id="resp_1", output=self._output(input), usage=None)
         yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)

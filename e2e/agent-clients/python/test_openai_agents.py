@@ -71,6 +71,7 @@ def test_a_denial_reaches_a_streamed_run_as_the_rejection_message(memo: str, inb
     join = inbox.decide_when_asked(memo, [("bob", "deny")], reason="not this month")
     output, rounds = streamed(memo, tmp_path / "runs")
     join()
-    assert len(rounds) == 2 and rounds[1][0].startswith("tool_output: The call to `transfer_money` was not run: denied:")
-    assert output.startswith("tool said: The call to `transfer_money` was not run: denied:") and "not this month" in output
+    denial = "The call to `transfer_money` was not run: denied:"
+    assert len(rounds) == 2 and rounds[1][0].startswith(f"tool_output: {denial}")
+    assert output.startswith(f"tool said: {denial}") and "not this month" in output
     assert not (tmp_path / "runs").exists()

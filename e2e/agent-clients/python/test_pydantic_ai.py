@@ -85,5 +85,6 @@ def test_a_denial_reaches_a_streamed_run_as_tool_denied(memo: str, inbox: Inbox,
     output, rounds = streamed({"amount": 70, "memo": memo}, runs, memo)
     join()
     assert rounds[0] == ["deferred"] and len(rounds) == 2
-    assert output.startswith("tool said: The call to `transfer_money` was not run: denied:") and "not this month" in output
+    assert output.startswith("tool said: The call to `transfer_money` was not run: denied:")
+    assert "not this month" in output
     assert not runs.exists()

@@ -43,7 +43,9 @@ class Zygote:
     def __init__(self) -> None:
         command = [sys.executable, str(HERE / "restart_agent.py"), "zygote"]
         env = {**os.environ, "TOOLGATE_E2E_URL": URL}
-        self.process = subprocess.Popen(command, env=env, cwd=HERE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            command, env=env, cwd=HERE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.started: dict[str, int] = {}
@@ -151,7 +153,9 @@ def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Re
     zygote = Zygote()
     try:
         with ThreadPoolExecutor(len(RESULTS)) as pool:
-            futures = {kind: pool.submit(kill_and_restart, zygote, kind, tmp_path_factory.mktemp(kind)) for kind in RESULTS}
+            futures = {
+                kind: pool.submit(kill_and_restart, zygote, kind, tmp_path_factory.mktemp(kind)) for kind in RESULTS
+            }
             for kind, future in futures.items():
                 try:
                     outcomes[kind] = future.result()
