@@ -1,7 +1,8 @@
 // An agent process for the restart tests: gates one transfer_money call of 70 with the key `restart-MEMO:` + the
 // model's call id, appends a line to RUNS_FILE per run of the tool, prints `result: ...` and exits 0. It prints
 // `waiting` each time it long-polls the server for the call's decision, so a test kills it only while it waits.
-// Killed with SIGKILL and started again, it must wait on the same approval and run the tool once.
+// Killed with SIGKILL and started again, it must wait on the same approval and run the tool once. Its calls are in
+// the conversation `restart-MEMO`.
 //
 //   node restart-agent.mjs core|ai6|ai7|openai-agents MEMO RUNS_FILE
 //
@@ -26,7 +27,7 @@ function announcingFetch(input, init) {
   }
   return fetch(input, init);
 }
-const gate = new Gate(URL, TOKENS.alice, { fetch: announcingFetch });
+const gate = new Gate(URL, TOKENS.alice, { fetch: announcingFetch, conversationId: `restart-${memo}` });
 
 async function transferTool(sdk) {
   const { z } = await import("zod");

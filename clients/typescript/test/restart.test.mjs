@@ -61,7 +61,7 @@ describe("a killed agent resumes on the same approval and runs once", { concurre
       assert.ok(second.out.split("\n").includes(expected), second.out);
       assert.deepEqual(readFileSync(runs, "utf8").trim().split("\n"), [memo]);
       const [executed, ...more] = await approvals(memo);
-      assert.deepEqual([executed.state, more.length], ["executed", 0]);
+      assert.deepEqual([executed.state, executed.conversationId, more.length], ["executed", `api:restart-${memo}`, 0]);
     });
   }
 });

@@ -1,6 +1,7 @@
 """An agent process for the restart tests: gates one `transfer_money` call of 70 with a key fixed by MEMO, appends
 a line to RUNS_FILE each time the tool runs, prints `result: ...` and exits 0. It prints `waiting` each time it
-long-polls the server for the call's decision, so a test kills it only while it waits. Killed with SIGKILL and
+long-polls the server for the call's decision, so a test kills it only while it waits. Its calls are in the
+conversation `restart-MEMO`. Killed with SIGKILL and
 started again with the same arguments, it must wait on the same approval and run the tool once.
 
     python restart_agent.py core|langgraph|openai-agents|pydantic-ai MEMO RUNS_FILE
@@ -45,16 +46,18 @@ async def _awaiting(request: httpx.Request) -> None:
     _waiting(request)
 
 
-def gate() -> Gate:
-    return Gate(URL, TOKEN, client=httpx.Client(event_hooks={"request": [_waiting]}))
+def gate(memo: str) -> Gate:
+    client = httpx.Client(event_hooks={"request": [_waiting]})
+    return Gate(URL, TOKEN, conversation_id=f"restart-{memo}", client=client)
 
 
-def async_gate() -> AsyncGate:
-    return AsyncGate(URL, TOKEN, client=httpx.AsyncClient(event_hooks={"request": [_awaiting]}))
+def async_gate(memo: str) -> AsyncGate:
+    client = httpx.AsyncClient(event_hooks={"request": [_awaiting]})
+    return AsyncGate(URL, TOKEN, conversation_id=f"restart-{memo}", client=client)
 
 
 def run_core(memo: str, runs: Path) -> str:
-    @gate().gated("transfer_money", key=lambda **input: f"restart-{input['memo']}")
+    @gate(memo).gated("transfer_money", key=lambda **input: f"restart-{input['memo']}")
     def transfer_money(amount: int, memo: str) -> str:
         with runs.open("a") as f:
             f.write(memo + "\n")
@@ -66,7 +69,7 @@ def run_core(memo: str, runs: Path) -> str:
 def run_langgraph(memo: str, runs: Path) -> str:
     from agents_langgraph import build_agent
 
-    agent = build_agent(gate(), memo, runs, key_prefix=f"thread-{memo}:")
+    agent = build_agent(gate(memo), memo, runs, key_prefix=f"thread-{memo}:")
     state = agent.invoke({"messages": [("user", "send 70")]})
     return str(state["messages"][-1].content)
 
@@ -74,7 +77,7 @@ def run_langgraph(memo: str, runs: Path) -> str:
 def run_openai_agents(memo: str, runs: Path) -> str:
     from agents_openai import build, run
 
-    g = async_gate()
+    g = async_gate(memo)
     output, _ = asyncio.run(run(build(g, memo, runs, key_prefix=f"run-{memo}:"), g, f"run-{memo}:"))
     return output
 
@@ -82,7 +85,7 @@ def run_openai_agents(memo: str, runs: Path) -> str:
 def run_pydantic_ai(memo: str, runs: Path) -> str:
     from agents_pydantic import build, run
 
-    g = async_gate()
+    g = async_gate(memo)
     agent = build("transfer_money", {"amount": 70, "memo": memo}, runs, g, f"run-{memo}:")
     output, _ = asyncio.run(run(agent, g, f"run-{memo}:"))
     return output

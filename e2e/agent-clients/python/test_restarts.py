@@ -180,4 +180,4 @@ def test_a_killed_agent_resumes_on_the_same_approval_and_runs_once(
     assert returncode == 0 and RESULTS[kind] in out.splitlines(), out
     assert outcome.runs.read_text().splitlines() == [outcome.memo]
     [approval] = inbox.approvals(outcome.memo)
-    assert approval["state"] == "executed"
+    assert (approval["state"], approval["conversationId"]) == ("executed", f"api:restart-{outcome.memo}")
