@@ -17,6 +17,17 @@ test("a rule allows and denies at once", async () => {
   });
 });
 
+test("an approver's denial carries the reason", async () => {
+  const memo = newMemo();
+  const votes = decideWhenAsked(memo, [["bob", "deny"]], { reason: "not this month" });
+  await assert.rejects(alice().check("transfer_money", { memo }, { timeout: 30 }), (error) => {
+    assert.ok(error instanceof Denied);
+    assert.match(error.reason, /not this month/);
+    return true;
+  });
+  assert.deepEqual(await votes, [200]);
+});
+
 test("a gated function waits for its approver, runs once, and a retry returns the recorded output", async () => {
   const memo = newMemo();
   const runs = [];

@@ -72,6 +72,17 @@ def test_a_wrapped_base_tool_is_gated(memo: str, inbox: Inbox, tmp_path: Path) -
     assert runs.read_text().splitlines() == [memo]
 
 
+def test_a_wrapped_base_tool_with_an_async_gate_waits_for_a_quorum_of_two(
+    memo: str, inbox: Inbox, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    gated = gate_tool(AsyncGate(URL, TOKENS["alice"]), transfer_tool(runs))
+    join = inbox.decide_when_asked(memo, [("bob", "approve"), ("carol", "approve")])
+    assert asyncio.run(gated.ainvoke({"amount": 5000, "memo": memo})) == "sent 5000"
+    assert join() == [200, 200]
+    assert runs.read_text().splitlines() == [memo]
+
+
 def describe(chunk: dict[str, Any]) -> list[str]:
     """A `stream_mode="updates"` chunk as `node: what it added` lines."""
     lines = []
