@@ -73,3 +73,14 @@ export function terminal(run) {
 export function resolved(interruptId, payload) {
   return { interruptId, status: 'resolved', payload };
 }
+
+/** The server's audit log (`GET /api/audit`, one JSON object per line), oldest first. */
+export async function auditEvents(url) {
+  const response = await fetch(`${url}/api/audit`);
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`GET /api/audit: ${response.status} ${text}`);
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line));
+}

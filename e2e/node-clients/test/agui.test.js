@@ -6,7 +6,7 @@ import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { promptsAtLeast, server, signatureField } from '../lib/servers.js';
 import { assertCleanPrompt, roles, toolCalls, toolResults, userText } from '../lib/prompt.js';
-import { AguiThread, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
+import { AguiThread, auditEvents, eventTypes, eventsOf, hasAguiRoute, resolved, terminal } from '../lib/agui.js';
 
 const RESPONSE_SCHEMA_KEYS = ['approved', 'editedArgs', 'reason'];
 
@@ -21,7 +21,10 @@ function assertRunShape(run) {
   assert.ok(['RUN_FINISHED', 'RUN_ERROR'].includes(types.at(-1)), types.join(' '));
 }
 
-/** The first run of a thread paused on approvals: snapshots, then RUN_FINISHED {outcome: interrupt}. */
+/**
+ * The first run of a thread paused on approvals: snapshots, then RUN_FINISHED {outcome: interrupt}. An expected
+ * call with a `lineage` is a sub-agent's: its interrupt names the sub-run and carries the lineage.
+ */
 function assertInterrupted(thread, run, expected) {
   assert.equal(run.error, undefined, run.error?.stack);
   assertRunShape(run);
@@ -31,14 +34,17 @@ function assertInterrupted(thread, run, expected) {
   assert.equal(outcome.type, 'interrupt');
   assert.equal(outcome.interrupts.length, expected.length);
   outcome.interrupts.forEach((interrupt, index) => {
-    const { toolCallId, toolName, input } = expected[index];
+    const { toolCallId, toolName, input, lineage } = expected[index];
     assert.match(interrupt.id, /^apr_[^.]+\.[^.]+$/, 'the interrupt id is the signed approval id');
     assert.equal(interrupt.reason, 'tool_call');
     assert.equal(interrupt.toolCallId, toolCallId);
     assert.equal(interrupt.responseSchema.type, 'object');
     assert.deepEqual(Object.keys(interrupt.responseSchema.properties).sort(), RESPONSE_SCHEMA_KEYS);
     assert.deepEqual(interrupt.responseSchema.required, ['approved']);
-    assert.deepEqual(interrupt.metadata, { kind: 'approval', toolName, input }, 'with the approval marker TanStack resumes');
+    const marker = { kind: 'approval', toolName, input };
+    assert.deepEqual(interrupt.metadata, lineage ? { ...marker, lineage } : marker, 'with the approval marker TanStack resumes');
+    // The sub-run: the agent call ids from the root (none for a call of the root's own).
+    assert.equal(interrupt.subagentRunId, lineage?.map((step) => step.toolCallId).join('/'));
   });
   for (const pending of thread.agent.state.toolgate.pendingApprovals) {
     if (signatureField) assert.equal(typeof pending.signature, 'string', 'the AI SDK signature rides in the state');
@@ -54,11 +60,12 @@ function assertInterrupted(thread, run, expected) {
     expected.map((e, index) => [outcome.interrupts[index].id, e.toolCallId, e.toolName]),
   );
   const calls = thread.agent.messages.filter((m) => m.role === 'assistant').flatMap((m) => m.toolCalls ?? []);
-  for (const { toolCallId, toolName, input } of expected) {
+  for (const { toolCallId, toolName, input, lineage } of expected) {
     const call = calls.find((c) => c.id === toolCallId);
     assert.ok(call, `the agent's messages hold call ${toolCallId}`);
     assert.equal(call.function.name, toolName);
     assert.deepEqual(JSON.parse(call.function.arguments), input);
+    assert.deepEqual(call.metadata?.toolgate?.subAgent?.lineage, lineage, 'the snapshot keeps the lineage');
   }
   return outcome.interrupts;
 }
@@ -93,6 +100,61 @@ function toolMessage(thread, toolCallId) {
   const message = thread.agent.messages.find((m) => m.role === 'tool' && m.toolCallId === toolCallId);
   assert.ok(message, `the agent holds a tool message for ${toolCallId}`);
   return JSON.parse(message.content);
+}
+
+/** The depth-2 call of scenarios/agui/subagent*: the root's `manager` asks the `janitor`, who deletes notes.txt. */
+const NESTED = {
+  toolCallId: 'call-m/call-j/call-d',
+  toolName: 'delete_file',
+  input: { path: 'notes.txt' },
+  lineage: [
+    { agent: 'manager', toolCallId: 'call-m' },
+    { agent: 'janitor', toolCallId: 'call-j' },
+  ],
+};
+
+/**
+ * A resumed run of a sub-agent tree: the agent call `call-m` gets the manager's answer as its result, and the run
+ * ends in success with nothing pending. (Events of the sub-run itself, if any, are tagged with its call ids.)
+ */
+function assertSubAgentResumed(thread, run, { answer }) {
+  assert.equal(run.error, undefined, run.error?.stack);
+  assertRunShape(run);
+  const request = thread.requests.at(-1).body;
+  assert.ok(Array.isArray(request.resume) && request.resume.length === 1, 'the request carried the resume entry');
+  assert.ok(request.state?.toolgate?.pendingApprovals?.length === 1, 'the request carried the state snapshot back');
+  const startedCalls = eventsOf(run, 'TOOL_CALL_START').map((e) => e.toolCallId);
+  const results = eventsOf(run, 'TOOL_CALL_RESULT');
+  for (const event of results) {
+    assert.ok(!startedCalls.includes(event.toolCallId), `no TOOL_CALL_START re-emitted for ${event.toolCallId}`);
+  }
+  const root = results.filter((event) => !event.toolCallId.startsWith('call-m/'));
+  assert.deepEqual(root.map((e) => [e.toolCallId, JSON.parse(e.content)]), [['call-m', answer]]);
+  assert.deepEqual(toolMessage(thread, 'call-m'), answer);
+  const finished = terminal(run);
+  assert.equal(finished.type, 'RUN_FINISHED');
+  assert.equal(finished.outcome.type, 'success');
+  assert.deepEqual(thread.agent.pendingInterrupts, [], 'no interrupt left');
+  assert.equal(thread.agent.state.toolgate, undefined, "toolgate's pending list was cleared from the state");
+}
+
+/**
+ * The audit log of one nested approval: its events' kinds, and the tools that ran anywhere in the tree (each
+ * `executed` event, by tool name). The approval's events are in the sub-run's conversation: the root's key,
+ * then each agent call id of the lineage after U+001E.
+ */
+async function auditOfNested(url, interrupt) {
+  const events = await auditEvents(url);
+  const own = events.filter((e) => e.approvalId === interrupt.id);
+  const issued = own.find((e) => e.kind === 'issued');
+  assert.ok(issued, `an issued event for ${interrupt.id}`);
+  assert.deepEqual(issued.data.lineage, NESTED.lineage);
+  const rootConversation = issued.data.rootConversation;
+  assert.equal(issued.conversationId, [rootConversation, 'call-m', 'call-j'].join('\u001e'));
+  assert.equal(issued.toolCallId, 'call-d', "the call's own id in the sub-agent");
+  const inTree = (e) => e.conversationId === rootConversation || e.conversationId.startsWith(`${rootConversation}\u001e`);
+  const ran = events.filter((e) => e.kind === 'executed' && inTree(e)).map((e) => e.data.toolName);
+  return { kinds: own.map((e) => e.kind), own, ran: ran.sort() };
 }
 
 function assistantText(run) {
@@ -141,6 +203,65 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assertCleanPrompt(all[1]);
     assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
     assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes.txt' } });
+  });
+
+  test('sub-agent: a depth-2 approval is an interrupt naming the sub-run; the resume runs the call once', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const { url } = server('subagent');
+    const thread = new AguiThread({ url });
+    thread.say('tidy up');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [NESTED]);
+    assert.equal(interrupt.subagentRunId, 'call-m/call-j');
+
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: true })] });
+    assertSubAgentResumed(thread, second, { answer: 'The janitor deleted notes.txt.' });
+    assert.equal(assistantText(second), 'All tidy.');
+    const audit = await auditOfNested(url, interrupt);
+    assert.deepEqual(audit.kinds, ['issued', 'approved', 'executed']);
+    assert.deepEqual(audit.own.at(-1).data.result, { type: 'json', value: { deleted: 'notes.txt' } });
+    assert.deepEqual(audit.ran, ['delete_file', 'janitor', 'manager'], 'each call of the tree ran once');
+
+    // The root model saw its own call and the agent's answer, never the nested call.
+    let all = await promptsAtLeast('subagent', 2);
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(roles(all[1]), ['user', 'assistant', 'tool']);
+    assert.deepEqual(toolCalls(all[1]).map((c) => c.toolCallId), ['call-m']);
+    assert.deepEqual(toolResults(all[1])['call-m'].output, { type: 'text', value: 'The janitor deleted notes.txt.' });
+
+    // The thread goes on with the messages HttpAgent holds: the nested call among them, without a result message
+    // (its outcome is the janitor's). Nothing runs again.
+    assert.ok(!thread.agent.messages.some((m) => m.role === 'tool' && m.toolCallId === NESTED.toolCallId));
+    thread.say('thanks');
+    const third = await thread.run();
+    assert.equal(third.error, undefined, third.error?.stack);
+    assert.equal(terminal(third).outcome?.type, 'success', eventTypes(third).join(' '));
+    assert.equal(assistantText(third), 'You are welcome.');
+    all = await promptsAtLeast('subagent', 3);
+    assert.equal(all.length, 3);
+    assertCleanPrompt(all[2]);
+    assert.deepEqual(roles(all[2]), ['user', 'assistant', 'tool', 'assistant', 'user']);
+    assert.deepEqual((await auditOfNested(url, interrupt)).ran, ['delete_file', 'janitor', 'manager']);
+  });
+
+  test('sub-agent: a denial at depth 2 reaches the janitor as denied, the root still answers', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const { url } = server('subagent-deny');
+    const thread = new AguiThread({ url });
+    thread.say('tidy up');
+    const [interrupt] = assertInterrupted(thread, await thread.run(), [NESTED]);
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: false, reason: 'keep it' })] });
+    assertSubAgentResumed(thread, second, { answer: 'The janitor kept notes.txt.' });
+    assert.equal(assistantText(second), 'notes.txt stays.');
+    const audit = await auditOfNested(url, interrupt);
+    assert.deepEqual(audit.kinds, ['issued', 'denied']);
+    assert.equal(audit.own[1].data.reason, 'keep it');
+    assert.deepEqual(audit.ran, ['janitor', 'manager'], 'delete_file did not run; the janitor went on and answered');
+
+    const all = await promptsAtLeast('subagent-deny', 2);
+    assert.equal(all.length, 2);
+    assertCleanPrompt(all[1]);
+    assert.deepEqual(toolResults(all[1])['call-m'].output, { type: 'text', value: 'The janitor kept notes.txt.' });
   });
 
   test('deny with a reason: no run, the model sees execution-denied with the reason', async (t) => {
