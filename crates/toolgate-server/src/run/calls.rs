@@ -24,17 +24,20 @@
 //!   `interrupted`.
 //! - Another principal's call is unknown (404 `unknown_call`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use toolgate::Decision;
 use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
-use toolgate::approval::lifecycle::{self, Route};
+use toolgate::approval::lifecycle::{self, direct};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, Ledger, LedgerConfig, Millis, check_conversation_id, conversation_name,
+    ApprovalRecord, ApprovalState, HistoryGuard, Ledger, LedgerConfig, Millis, check_conversation_id, conversation_name,
 };
-use toolgate::tool::{GateAction, GateCall, Verdict};
+use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Shadowed, SharedMessages, Verdict};
+use toolgate_policy::StoredGate;
 use toolgate_protocol::ToolResultOutput;
 
 use super::context::RunContext;
@@ -245,8 +248,46 @@ fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
     ledger
 }
 
-/// What the gate says about a call: the rules and sticky decisions under the
-/// requester's identity, else `[calls] default`.
+/// The gate of the API's calls: the rules and sticky decisions
+/// ([`StoredGate`]), and `[calls] default` for a call they do not name.
+struct CallsGate {
+    /// The rules and sticky decisions under the requester's identity.
+    rules: StoredGate,
+    /// What decides a call they do not name.
+    default: CallsDefault,
+}
+
+impl CallGate for CallsGate {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
+        Box::pin(async move {
+            let named = self.rules.check(call).await;
+            Some(named.unwrap_or_else(|| match self.default {
+                CallsDefault::Allow => Verdict::allow(),
+                CallsDefault::Deny => {
+                    Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool_name))
+                }
+                CallsDefault::Ask => {
+                    Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool_name))
+                }
+            }))
+        })
+    }
+
+    fn guards(&self, tool_call_id: &str) -> Vec<HistoryGuard> {
+        self.rules.guards(tool_call_id)
+    }
+
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        self.rules.shadowed(tool_call_id)
+    }
+}
+
+/// What the gate says about a new call ([`CallsGate`] under the requester's
+/// identity), decided as every call a rule decides without an approval
+/// ([`direct::admit`]): one the rules let through on the history they read
+/// is recorded (its `allowed` event) in one conditional write with that
+/// history, or decided again, so concurrent calls cannot all slip under a
+/// history term's limit.
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,
@@ -255,23 +296,18 @@ async fn verdict(
     call: &NewCall,
     call_id: &str,
 ) -> Verdict {
-    let gate = context.gate(&ledger.conversation_id, requester.principal);
-    let gate_call = GateCall {
-        tool_name: &call.tool,
-        input: &call.input,
-        tool_call_id: call_id,
+    let gate =
+        CallsGate { rules: context.gate(&ledger.conversation_id, requester.principal), default: settings.default };
+    let caller = Caller {
+        gate: Some(&gate),
         conversation_id: Some(&ledger.conversation_id),
         principal: requester.principal,
         groups: requester.groups,
     };
-    let named = toolgate::tool::CallGate::check(&gate, gate_call).await;
-    named.unwrap_or_else(|| match settings.default {
-        CallsDefault::Allow => Verdict::allow(),
-        CallsDefault::Deny => Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool)),
-        CallsDefault::Ask => {
-            Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool))
-        }
-    })
+    // A stand-in for a tool the server does not run: no policy of its own, so the gate decides.
+    let tool = toolgate::Tool::dynamic(call.tool.clone(), json!({}));
+    let approval = ApprovalContext::new(call_id, SharedMessages::new(Arc::new(Vec::new())));
+    direct::admit(Some(ledger), caller, &tool, &call.input, approval).await
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new
@@ -285,6 +321,23 @@ pub(crate) async fn submit(
 ) -> Result<(String, ApprovalRecord), ApiError> {
     check_new_call(&call)?;
     let ledger = ledger(config, requester, call.conversation_id.as_deref());
+    let note = (call.description.is_some() || call.input_schema.is_some())
+        .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
+    let mut held_call = HeldCall {
+        tool_name: &call.tool,
+        input: &call.input,
+        reason: None,
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: call.idempotency_key.as_deref(),
+        decided: None,
+        note: note.as_ref(),
+    };
+    // A retry is not decided (nor counted by a history term) again.
+    if let Some(record) = held::attachable(&ledger, held_call, settings.retry_window).await.map_err(held_error)? {
+        return answer_of(config, record).await;
+    }
     let call_id = match &call.idempotency_key {
         Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
         None => held::call_id_of(&ledger.conversation_id, &call.tool, &call.input).map_err(held_error)?,
@@ -295,26 +348,19 @@ pub(crate) async fn submit(
         GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
         _ => None,
     };
-    let route: Option<&Route> = verdict.route.as_ref();
-    let note = (call.description.is_some() || call.input_schema.is_some())
-        .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
-    let held_call = HeldCall {
-        tool_name: &call.tool,
-        input: &call.input,
-        reason: verdict.reason.as_deref(),
-        route,
-        ttl: None,
-        single_use: false,
-        key: call.idempotency_key.as_deref(),
-        decided: decided.as_ref(),
-        note: note.as_ref(),
-    };
+    held_call.reason = verdict.reason.as_deref();
+    held_call.route = verdict.route.as_ref();
+    held_call.decided = decided.as_ref();
     let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
     if let held::Attached::Issued(record) = &attached {
         tracing::debug!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
         context.signals().approvals_changed();
     }
-    let record = attached.into_record();
+    answer_of(config, attached.into_record()).await
+}
+
+/// A gated call's id and its record as it stands.
+async fn answer_of(config: &LedgerConfig, record: ApprovalRecord) -> Result<(String, ApprovalRecord), ApiError> {
     let call_id = root_id(config, &record).await?;
     Ok((call_id, current(config, record).await?))
 }

@@ -48,7 +48,8 @@ pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{ConversationRead, ConversationStore, DecisionQuery, DecisionScope, StoredDecision};
 pub use history::{
-    HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold, history_from_audit,
+    BY_RULE, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold,
+    history_from_audit,
 };
 pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
