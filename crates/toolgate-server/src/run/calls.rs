@@ -31,10 +31,11 @@ use axum::http::StatusCode;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use toolgate::Decision;
-use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
+use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, Started};
 use toolgate::approval::lifecycle::{self, direct};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, HistoryGuard, Ledger, LedgerConfig, Millis, check_conversation_id, conversation_name,
+    ApprovalRecord, ApprovalState, HistoryGuard, Ledger, LedgerConfig, Millis, Origin, check_conversation_id,
+    conversation_name,
 };
 use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Shadowed, SharedMessages, Verdict};
 use toolgate_policy::StoredGate;
@@ -233,7 +234,7 @@ fn check_new_call(call: &NewCall) -> Result<(), ApiError> {
 /// The ledger of `requester`'s API conversation `id`, answered by them.
 fn ledger(config: &LedgerConfig, requester: Requester<'_>, id: Option<&str>) -> Ledger {
     let name = format!("{CALLS_PREFIX}{}", id.unwrap_or(DEFAULT_CONVERSATION));
-    let mut ledger = config.owned(requester.principal, &name);
+    let mut ledger = config.owned(requester.principal, &name).origin(Origin::Calls);
     ledger.principal = requester.principal.map(str::to_owned);
     ledger
 }
@@ -242,7 +243,7 @@ fn ledger(config: &LedgerConfig, requester: Requester<'_>, id: Option<&str>) -> 
 /// of its own, so no renewal of this process's leases keeps its claim alive.
 fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
     let owner = record.owner.as_deref();
-    let mut ledger = config.owned(owner, conversation_name(&record.conversation_id, owner));
+    let mut ledger = config.owned(owner, conversation_name(&record.conversation_id, owner)).origin(record.origin);
     ledger.principal = owner.map(str::to_owned);
     ledger.config.executor = format!("api/{}", record.approval_id);
     ledger
@@ -333,6 +334,7 @@ pub(crate) async fn submit(
         key: call.idempotency_key.as_deref(),
         decided: None,
         note: note.as_ref(),
+        input_schema: call.input_schema.as_ref(),
     };
     // A retry is not decided (nor counted by a history term) again.
     if let Some(record) = held::attachable(&ledger, held_call, settings.retry_window).await.map_err(held_error)? {
@@ -366,16 +368,16 @@ async fn answer_of(config: &LedgerConfig, record: ApprovalRecord) -> Result<(Str
 }
 
 /// The call id of `record`: its own id, or, for an approval that superseded
-/// another (an edit that needed other approvers), the id of the held
-/// approval it descends from (its call's newest `held_` one).
+/// another (an edit that needed other approvers), the id of the approval
+/// its call was issued as (its call's newest that supersedes none).
 async fn root_id(config: &LedgerConfig, record: &ApprovalRecord) -> Result<String, ApiError> {
-    if record.approval_id.starts_with(HELD_CALL_PREFIX) {
+    if record.supersedes.is_none() {
         return Ok(record.approval_id.clone());
     }
     let ids = std::slice::from_ref(&record.tool_call_id);
     let records = config.store.approvals_for_calls(&record.conversation_id, ids).await?;
-    let held = records.into_iter().filter(|record| record.approval_id.starts_with(HELD_CALL_PREFIX));
-    let newest = held.max_by_key(|record| record.issued_at).map(|record| record.approval_id);
+    let issued = records.into_iter().filter(|record| record.supersedes.is_none());
+    let newest = issued.max_by_key(|record| record.issued_at).map(|record| record.approval_id);
     Ok(newest.unwrap_or_else(|| record.approval_id.clone()))
 }
 
@@ -392,12 +394,11 @@ async fn current(config: &LedgerConfig, record: ApprovalRecord) -> Result<Approv
     held::observe(&ledger, record).await.map_err(held_error)
 }
 
-/// Whether `record` is one of `requester`'s API calls.
+/// Whether `record` is one of `requester`'s API calls, as its call id names
+/// it: held by the API ([`Origin::Calls`], a stored field), theirs, and
+/// issued as the call (not an approval that superseded it).
 fn is_own_call(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
-    let owner = record.owner.as_deref();
-    record.owner.as_deref() == requester.principal
-        && record.approval_id.starts_with(HELD_CALL_PREFIX)
-        && conversation_name(&record.conversation_id, owner).starts_with(CALLS_PREFIX)
+    is_call_of(record, requester) && record.supersedes.is_none()
 }
 
 /// The requester's call `id` as it stands, or 404 `unknown_call`.
@@ -596,11 +597,9 @@ pub(crate) async fn find_many(
     Ok(found)
 }
 
-/// Whether a changed record is one of `requester`'s API calls (the stream's filter).
+/// Whether a changed record is one of `requester`'s API calls or an
+/// approval that superseded one (the stream's filter): held by the API
+/// ([`Origin::Calls`]) and owned by them.
 pub(crate) fn is_call_of(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
-    is_own_call(record, requester)
-        || (record.supersedes.is_some()
-            && record.tool_call_id.starts_with(HELD_CALL_PREFIX)
-            && record.owner.as_deref() == requester.principal
-            && conversation_name(&record.conversation_id, record.owner.as_deref()).starts_with(CALLS_PREFIX))
+    record.origin == Origin::Calls && record.owner.as_deref() == requester.principal
 }

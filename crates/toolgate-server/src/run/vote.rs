@@ -12,11 +12,10 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::Value;
 use toolgate::Decision;
-use toolgate::approval::lifecycle::held::HELD_CALL_PREFIX;
 use toolgate::approval::lifecycle::{
     self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
-use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig, Origin};
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 
 use super::context::RunContext;
@@ -40,7 +39,7 @@ pub(crate) async fn check_edit(
     let stand_in;
     let tool = match toolkit.get(&record.tool_name) {
         Some(tool) => tool,
-        None if record.tool_call_id.starts_with(HELD_CALL_PREFIX) => {
+        None if record.origin != Origin::Chat => {
             stand_in = toolgate::Tool::dynamic(record.tool_name.clone(), serde_json::json!({}));
             &stand_in
         }

@@ -63,7 +63,7 @@ pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, LinkStore, Outbound, OutboxQuery, OutboxStore};
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, conversation_name, is_valid_conversation_id};
 pub use record::{
-    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,
+    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Origin, Pruned, RecordedDecision,
     StoredConversation, Transition, TransitionOutcome, Update,
 };
 pub use store::{ApprovalStore, AuditStore, LedgerStore, StoreError, StoreFuture};
@@ -189,6 +189,7 @@ impl LedgerConfig {
             client: None,
             principal: None,
             sub_run: None,
+            origin: Origin::Chat,
         }
     }
 
@@ -202,6 +203,7 @@ impl LedgerConfig {
             client: None,
             principal: None,
             sub_run: None,
+            origin: Origin::Chat,
         }
     }
 }
@@ -225,6 +227,8 @@ pub struct Ledger {
     /// conversation (see [`crate::agent`]); its approvals' `issued` events
     /// name the lineage and the root conversation.
     pub sub_run: Option<crate::agent::SubRunPlace>,
+    /// Which path holds the approvals it issues ([`Origin`]; a chat's by default).
+    pub origin: Origin,
 }
 
 impl Ledger {
@@ -264,6 +268,12 @@ impl Ledger {
     /// Records answers of this request as given by `principal`.
     pub fn principal(mut self, principal: impl Into<String>) -> Self {
         self.principal = Some(principal.into());
+        self
+    }
+
+    /// Records the approvals it issues as held by `origin`'s path.
+    pub fn origin(mut self, origin: Origin) -> Self {
+        self.origin = origin;
         self
     }
 }

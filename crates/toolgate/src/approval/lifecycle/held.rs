@@ -91,6 +91,10 @@ pub struct HeldCall<'a> {
     /// `description` and `inputSchema`), kept as `call` in the data of its
     /// first audit event.
     pub note: Option<&'a Value>,
+    /// The JSON Schema the caller said the input must pass (the API's
+    /// `inputSchema`), kept with the record: an approver's edit must pass it
+    /// too ([`super::check_edit`]).
+    pub input_schema: Option<&'a Value>,
 }
 
 /// Who decides a call that a rule decided before anyone was asked
@@ -375,6 +379,8 @@ pub(crate) fn pending_record(
         reason: call.reason.map(str::to_owned),
         supersedes: None,
         superseded_by: None,
+        origin: ledger.origin,
+        input_schema: call.input_schema.cloned(),
     }
 }
 
