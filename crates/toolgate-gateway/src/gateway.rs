@@ -150,7 +150,8 @@ impl Gateway {
         let voter = Voter { principal: decider, groups, ..Voter::default() };
         let context = ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
         let routed = record.routing.is_some();
-        check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter) }).await
+        let input_schema = record.input_schema.as_ref();
+        check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter), input_schema }).await
     }
 
     /// What the rules and sticky decisions say about a call of a tool the

@@ -220,6 +220,13 @@ fn check_new_call(call: &NewCall) -> Result<(), ApiError> {
     }
     if let Some(schema) = &call.input_schema {
         let tool = toolgate::Tool::dynamic(call.tool.clone(), schema.clone());
+        if let Some(problem) = tool.schema_error() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_input_schema",
+                format!("`inputSchema` is not a JSON Schema this server can check: {problem}"),
+            ));
+        }
         tool.validate_input(&call.input).map_err(|detail| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,

@@ -23,7 +23,8 @@ use crate::error::ApiError;
 
 /// An edit must be one the chat would accept, judged by the lifecycle's one
 /// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
-/// passes its schema, the policy (the requester's rules and the tool's own)
+/// passes its schema (and the one its requester gave with the call, kept
+/// with the record: the call-gating API's `inputSchema`), the policy (the requester's rules and the tool's own)
 /// does not deny it. `Ok(None)`: it may run on this vote; `Ok(Some(..))`:
 /// the rules route it to approvers `voter` is not
 /// ([`EditRefusal::NeedsApprovers`]: a new approval supersedes this one).
@@ -66,6 +67,7 @@ pub(crate) async fn check_edit(
         context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
         routed: record.routing.is_some(),
         voter: Some(voter),
+        input_schema: record.input_schema.as_ref(),
     };
     match lifecycle::check_edit(check).await {
         Ok(()) => Ok(None),
