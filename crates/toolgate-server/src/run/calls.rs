@@ -8,13 +8,26 @@
 //!   and is identified by its idempotency key, else by its canonical tool and
 //!   input ([`held::attach`]): a retry attaches to the same call (a keyed one
 //!   always, an unkeyed one while it is open or within the retry window).
-//! - It is decided by the gate every other path uses: the rules and sticky
-//!   decisions ([`toolgate_policy::StoredGate`]) under the requester's
-//!   principal and groups; a call nothing speaks to is decided by
-//!   `[calls] default` ([`CallsDefault`]). An allowed or denied call is
+//! - It is held by the API: its record's [`Origin`] is [`Origin::Calls`], a
+//!   stored field set as it is issued, and only such records of the
+//!   requester's are calls here (never told by their ids or conversations).
+//! - A retry attaches before anything is judged ([`held::attachable`]). A
+//!   new call is decided by the gate every other path uses: the rules and
+//!   sticky decisions ([`toolgate_policy::StoredGate`]) under the
+//!   requester's principal and groups, a call nothing speaks to by
+//!   `[calls] default` ([`CallsDefault`]), through [`direct::admit`]: a call
+//!   the rules let through on the history they read is recorded in one
+//!   conditional write with that history (its `allowed` event), else judged
+//!   again, so concurrent calls cannot all slip under a history term's
+//!   limit. (Two identical requests racing may both be judged; the second
+//!   then attaches to the first's call, and its `allowed` event stays: one
+//!   count too many, never one too few.) An allowed or denied call is
 //!   recorded decided ([`held::HeldCall::decided`]); an asked one is a
 //!   pending approval in the inbox, routed, notified, escalated and expired
 //!   as any other, and decided by the same votes.
+//! - Its `inputSchema`, checked against its input here, is kept with its
+//!   record: an approver's edit must pass it too (the one edit check,
+//!   [`toolgate::approval::lifecycle::check_edit`]).
 //! - Its state ([`CallState`]) is read from its record as it stands (a
 //!   superseded approval as its successor), after time has settled it
 //!   ([`held::observe`]: expired, interrupted).
