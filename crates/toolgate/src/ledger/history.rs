@@ -213,3 +213,62 @@ fn entry(event: &AuditEvent, pending: bool) -> Option<HistoryEntry> {
         pending,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(kind: AuditKind, approval_id: &str, call: &str, data: Value) -> AuditEvent {
+        let mut data = data;
+        data["toolName"] = json!("send");
+        data["input"] = json!({"n": call});
+        AuditEvent {
+            seq: 0,
+            at: 10,
+            kind,
+            approval_id: approval_id.to_owned(),
+            tool_call_id: call.to_owned(),
+            conversation_id: "api:default".to_owned(),
+            owner: Some("alice".to_owned()),
+            principal: Some("alice".to_owned()),
+            data,
+        }
+    }
+
+    fn counted(events: &[AuditEvent], include_pending: bool) -> usize {
+        let query = HistoryQuery { since: 0, scope: HistoryScope::Everyone, include_pending };
+        entries_in(events, &query).len()
+    }
+
+    #[test]
+    fn a_held_call_a_rule_let_through_on_its_history_counts_once() {
+        let by_rule = json!({BY_RULE: true});
+        let allowed = event(AuditKind::Allowed, "", "held_a", json!({}));
+        let approved = event(AuditKind::Approved, "held_a_1", "held_a", by_rule.clone());
+        let executed = event(AuditKind::Executed, "held_a_1", "held_a", json!({"result": 1}));
+        for include_pending in [false, true] {
+            assert_eq!(counted(&[allowed.clone(), approved.clone()], include_pending), 1, "{include_pending}");
+            let all = [allowed.clone(), approved.clone(), executed.clone()];
+            assert_eq!(counted(&all, include_pending), 1, "{include_pending}");
+        }
+        // A later call of the same id, approved by a person, counts once it ran.
+        let asked = event(AuditKind::Approved, "held_a_2", "held_a", json!({}));
+        let ran = event(AuditKind::Executed, "held_a_2", "held_a", json!({"result": 2}));
+        let all = [allowed, approved, executed, asked, ran];
+        assert_eq!(counted(&all, false), 2);
+        assert_eq!(counted(&all[..4], true), 2, "approved, not run: pending");
+        assert_eq!(counted(&all[..4], false), 1);
+    }
+
+    #[test]
+    fn a_rule_approved_call_judged_on_no_history_counts_when_it_runs() {
+        let approved = event(AuditKind::Approved, "held_b_1", "held_b", json!({BY_RULE: true}));
+        let executed = event(AuditKind::Executed, "held_b_1", "held_b", json!({"result": 1}));
+        assert_eq!(counted(std::slice::from_ref(&approved), false), 0);
+        assert_eq!(counted(std::slice::from_ref(&approved), true), 1);
+        assert_eq!(counted(&[approved.clone(), executed.clone()], false), 1);
+        assert_eq!(counted(&[approved, executed], true), 1);
+    }
+}
