@@ -23,7 +23,11 @@ export interface components {
             idempotencyKey?: string | null;
             /** @description What the tool does, for the audit log. */
             description?: string | null;
-            /** @description A JSON Schema the input must satisfy (else 400 `invalid_tool_input`). */
+            /**
+             * @description A JSON Schema the input must satisfy (else 400 `invalid_tool_input`; 400
+             *     `invalid_input_schema` when it is none), kept with the call: an
+             *     approver's edit must satisfy it too.
+             */
             inputSchema?: unknown;
             /**
              * @description Wait up to this long for a decision (`500ms`, `30s`, `1m`; at most `60s`).

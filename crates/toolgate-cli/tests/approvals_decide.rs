@@ -187,6 +187,28 @@ fn n_denies_with_the_reason_given() {
     assert_eq!(decision(&record(dir.path(), "apr-n2")), (false, None, None, Some("alice".to_owned())));
 }
 
+/// An API call's edit is held to the schema its requester sent with it (`inputSchema`), on the store as on the server.
+#[test]
+fn an_edit_that_breaks_the_calls_input_schema_is_refused_and_the_call_stays_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut call = transfer("apr-s");
+    call.origin = toolgate::ledger::Origin::Calls;
+    call.input_schema = Some(json!({"type": "object", "properties": {"amount": {"type": "integer", "maximum": 2000}}}));
+    issue(dir.path(), vec![call]);
+
+    let watched = decide(dir.path(), "alice", "e\n{\"amount\": 90000, \"to\": \"bob\"}\n");
+    assert!(watched.stderr.contains("error: invalid_tool_input: "), "{}{}", watched.stdout, watched.stderr);
+    assert!(watched.stderr.contains("`/amount`"), "names where: {}", watched.stderr);
+    let stored = record(dir.path(), "apr-s");
+    assert_eq!((stored.state, stored.decision), (ApprovalState::Pending, None), "nothing was decided");
+
+    let watched = decide(dir.path(), "alice", "e\n{\"amount\": 900, \"to\": \"bob\"}\n");
+    assert_eq!(watched.code, Some(0), "{}{}", watched.stdout, watched.stderr);
+    let approved = record(dir.path(), "apr-s");
+    let edit = json!({"amount": 900, "to": "bob"});
+    assert_eq!(decision(&approved), (true, None, Some(edit), Some("alice".to_owned())));
+}
+
 #[test]
 fn e_approves_the_edited_input_once_it_is_a_json_object() {
     let dir = tempfile::tempdir().unwrap();

@@ -67,6 +67,7 @@ pub async fn call(
                 key: None,
                 decided: None,
                 note: None,
+                input_schema: None,
             };
             match hold(gateway, session, request, tool, held_call, &reason).await {
                 Ok(result) => result,

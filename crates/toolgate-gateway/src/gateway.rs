@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate::ApprovalContext;
 use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit, direct};
-use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, StateFilter, conversation_key};
+use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, Origin, StateFilter, conversation_key};
 use toolgate::tool::{Caller, GateCall, Verdict};
 use toolgate_mcp::{McpTools, RelayedTool};
 use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
@@ -97,6 +97,7 @@ impl Gateway {
             .owned(Some(principal), &session.conversation_id())
             .client(session.client.clone())
             .principal(principal.clone())
+            .origin(Origin::Gateway)
     }
 
     /// The tool offered under `name`, if any.
@@ -149,7 +150,8 @@ impl Gateway {
         let voter = Voter { principal: decider, groups, ..Voter::default() };
         let context = ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
         let routed = record.routing.is_some();
-        check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter) }).await
+        let input_schema = record.input_schema.as_ref();
+        check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter), input_schema }).await
     }
 
     /// What the rules and sticky decisions say about a call of a tool the

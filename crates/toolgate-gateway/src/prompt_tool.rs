@@ -110,6 +110,7 @@ pub async fn call(
                 key: None,
                 decided: None,
                 note: None,
+                input_schema: None,
             };
             match hold(gateway, session, request, held_call).await {
                 Ok(value) => answer(&value),

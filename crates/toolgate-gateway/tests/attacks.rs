@@ -65,6 +65,7 @@ async fn a_held_call_follows_its_superseding_approval_and_runs_the_edit() {
     let pending = call(&session, "count__bump", json!({"label": "dev"})).await;
     let id = pending["_meta"]["toolgate/approval"]["id"].as_str().unwrap().to_owned();
     let record = setup.store.approvals(std::slice::from_ref(&id)).await.unwrap().pop().unwrap();
+    assert_eq!(record.origin, toolgate::ledger::Origin::Gateway, "the gateway's path holds it, as a field");
     let config = LedgerConfig::new(setup.store.clone());
     let route = Route { approvers: vec!["carol".to_owned()], quorum: 1, ..Route::default() };
     let why = EditRoute { route: &route, reason: "rule `prod-bumps` matched" };
@@ -72,6 +73,7 @@ async fn a_held_call_follows_its_superseding_approval_and_runs_the_edit() {
     let edit = json!({"label": "prod-1"});
     let superseded = lifecycle::supersede(&config, &record, &alice, &edit, why).await.unwrap();
     let successor = superseded.successor.approval_id.clone();
+    assert_eq!(superseded.successor.origin, toolgate::ledger::Origin::Gateway, "its successor keeps it");
     // The retry holds the new approval: it waits for Carol.
     let waiting = call(&session, "count__bump", json!({"label": "dev"})).await;
     assert_eq!(waiting["_meta"]["toolgate/approval"]["id"], json!(successor), "{waiting}");

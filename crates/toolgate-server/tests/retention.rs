@@ -38,6 +38,8 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
         reason: None,
         supersedes: None,
         superseded_by: None,
+        origin: Default::default(),
+        input_schema: None,
     }
 }
 

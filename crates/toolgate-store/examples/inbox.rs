@@ -122,6 +122,8 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
         reason: None,
         supersedes: None,
         superseded_by: None,
+        origin: Default::default(),
+        input_schema: None,
     }
 }
 

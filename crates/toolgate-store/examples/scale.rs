@@ -120,6 +120,8 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
         reason: None,
         supersedes: None,
         superseded_by: None,
+        origin: Default::default(),
+        input_schema: None,
     }
 }
 

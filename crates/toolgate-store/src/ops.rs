@@ -70,6 +70,8 @@ macro_rules! bind_record {
             .bind(&record.client)
             .bind(&record.supersedes)
             .bind(&record.superseded_by)
+            .bind(record.origin.as_str())
+            .bind(&params.input_schema)
             .bind(params.vote_count)
             .bind(params.timer_at)
     }};

@@ -10,7 +10,7 @@ use serde_json::Value;
 use toolgate::approval::lifecycle::{Routing, Vote};
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead,
-    DecisionScope, Guard, Lease, RecordedDecision, StateFilter, StoreError, StoredConversation, StoredDecision,
+    DecisionScope, Guard, Lease, Origin, RecordedDecision, StateFilter, StoreError, StoredConversation, StoredDecision,
     Transition,
 };
 use toolgate_protocol::ToolResultOutput;
@@ -21,7 +21,7 @@ macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
          state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client, \
-         supersedes, superseded_by"
+         supersedes, superseded_by, origin, input_schema"
     };
 }
 
@@ -49,11 +49,11 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
     ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-     $18, $19, $20, $21, $22, $23) ON CONFLICT (approval_id) DO NOTHING"
+     $18, $19, $20, $21, $22, $23, $24, $25) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 23;
+pub(crate) const RECORD_PARAMS: usize = 25;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -562,6 +562,7 @@ pub(crate) struct RecordParams {
     pub(crate) output: Option<String>,
     pub(crate) routing: Option<String>,
     pub(crate) votes: Option<String>,
+    pub(crate) input_schema: Option<String>,
     pub(crate) vote_count: i64,
     /// When its next timer is due (`toolgate::approval::lifecycle::next_due`).
     pub(crate) timer_at: Option<i64>,
@@ -577,6 +578,7 @@ impl RecordParams {
             output: json_opt(record.output.as_ref(), "an output")?,
             routing: json_opt(record.routing.as_ref(), "a routing")?,
             votes: votes_text(&record.votes)?,
+            input_schema: json_opt(record.input_schema.as_ref(), "an input schema")?,
             vote_count: vote_count(&record.votes),
             // The time its timer is stored with.
             timer_at: toolgate::approval::lifecycle::next_due(record),
@@ -624,6 +626,8 @@ pub(crate) struct RecordRow {
     client: Option<String>,
     supersedes: Option<String>,
     superseded_by: Option<String>,
+    origin: String,
+    input_schema: Option<String>,
 }
 
 crate::lite::from_lite_row!(RecordRow {
@@ -647,7 +651,9 @@ crate::lite::from_lite_row!(RecordRow {
     owner,
     client,
     supersedes,
-    superseded_by
+    superseded_by,
+    origin,
+    input_schema
 });
 
 impl RecordRow {
@@ -669,6 +675,10 @@ impl RecordRow {
             self.routing.as_deref().map(|text| from_json(text, "the routing", &id)).transpose()?;
         let votes: Vec<Vote> =
             self.votes.as_deref().map(|text| from_json(text, "the votes", &id)).transpose()?.unwrap_or_default();
+        let origin = Origin::parse(&self.origin)
+            .ok_or_else(|| StoreError::Corrupt(format!("approval `{id}` has unknown origin `{}`", self.origin)))?;
+        let input_schema: Option<Value> =
+            self.input_schema.as_deref().map(|text| from_json(text, "the input schema", &id)).transpose()?;
         Ok(ApprovalRecord {
             input: from_json(&self.input, "the input", &id)?,
             approval_id: id,
@@ -690,6 +700,8 @@ impl RecordRow {
             reason: self.reason,
             supersedes: self.supersedes,
             superseded_by: self.superseded_by,
+            origin,
+            input_schema,
         })
     }
 }

@@ -112,6 +112,8 @@ impl Fixture {
             reason: Some("ops decides".to_owned()),
             supersedes: None,
             superseded_by: None,
+            origin: Default::default(),
+            input_schema: None,
         }
     }
 

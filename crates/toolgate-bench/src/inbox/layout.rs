@@ -133,6 +133,8 @@ impl Layout {
             )),
             supersedes: None,
             superseded_by: None,
+            origin: Default::default(),
+            input_schema: None,
         }
     }
 

@@ -22,7 +22,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 use toolgate::Decision;
 use toolgate::approval::lifecycle::{
-    self, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
+    self, EditCheck, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, Clock, DecisionScope, InboxChanges, LedgerStore, StateFilter, SystemClock,
@@ -131,6 +131,18 @@ impl Local {
                 "an edit of an approval routed to approvers is checked against the server's tools and rules: \
                  vote through the server (--server URL), or approve without the edit",
             ));
+        }
+        if let (Decision::Approve { edited_input: Some(edit) }, Some(schema)) = (&decision, &record.input_schema) {
+            // The schema its requester gave with the call (the call-gating API's `inputSchema`)
+            // needs no server: the one edit check judges the edit by it.
+            let tool = toolgate::Tool::dynamic(record.tool_name.clone(), serde_json::json!({}));
+            let context = toolgate::tool::ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
+            let requester = toolgate::tool::Caller::default();
+            let input_schema = Some(schema);
+            let check = EditCheck { tool: &tool, edit, requester, context, routed: false, voter: None, input_schema };
+            if let Err(outside) = lifecycle::check_edit(check).await {
+                return Err(refusal(outside.code(), &outside.to_string()));
+            }
         }
         let voter = self.acting_on(&record);
         let voted = lifecycle::cast(self.store.as_ref(), &SystemClock, id, &voter, decision, options).await;

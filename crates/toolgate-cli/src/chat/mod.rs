@@ -575,7 +575,7 @@ impl Session {
             principal: None,
             groups: &[],
         };
-        let check = EditCheck { tool, edit: input, requester, context, routed: false, voter: None };
+        let check = EditCheck { tool, edit: input, requester, context, routed: false, voter: None, input_schema: None };
         lifecycle::check_edit(check).await.map_err(|refusal| refusal.to_string())
     }
 

@@ -64,7 +64,9 @@ pub(crate) struct CallRequest {
     /// What the tool does, for the audit log.
     #[serde(default)]
     description: Option<String>,
-    /// A JSON Schema the input must satisfy (else 400 `invalid_tool_input`).
+    /// A JSON Schema the input must satisfy (else 400 `invalid_tool_input`; 400
+    /// `invalid_input_schema` when it is none), kept with the call: an
+    /// approver's edit must satisfy it too.
     #[serde(default)]
     input_schema: Option<Value>,
     /// Wait up to this long for a decision (`500ms`, `30s`, `1m`; at most `60s`).
@@ -285,7 +287,7 @@ async fn waited(state: &AppState, record: ApprovalRecord, wait: Option<Duration>
         (status = 200, description = "Decided: `allow` (start, run and finish it) or `deny`.", body = CallDecided),
         (status = 202, description = "Waiting for a person (after `wait`, if given).", body = CallPending),
         (status = 400, description = "A bad call.", body = ErrorBody,
-            extensions(("x-error-codes" = json!(["invalid_json", "invalid_body", "invalid_tool_input"])))),
+            extensions(("x-error-codes" = json!(["invalid_json", "invalid_body", "invalid_tool_input", "invalid_input_schema"])))),
         (status = 404, description = "No store.", body = ErrorBody, extensions(("x-error-codes" = json!(["no_store"])))),
         (status = 409, description = "The key names another call.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["idempotency_key_reused"])))),

@@ -8,13 +8,26 @@
 //!   and is identified by its idempotency key, else by its canonical tool and
 //!   input ([`held::attach`]): a retry attaches to the same call (a keyed one
 //!   always, an unkeyed one while it is open or within the retry window).
-//! - It is decided by the gate every other path uses: the rules and sticky
-//!   decisions ([`toolgate_policy::StoredGate`]) under the requester's
-//!   principal and groups; a call nothing speaks to is decided by
-//!   `[calls] default` ([`CallsDefault`]). An allowed or denied call is
+//! - It is held by the API: its record's [`Origin`] is [`Origin::Calls`], a
+//!   stored field set as it is issued, and only such records of the
+//!   requester's are calls here (never told by their ids or conversations).
+//! - A retry attaches before anything is judged ([`held::attachable`]). A
+//!   new call is decided by the gate every other path uses: the rules and
+//!   sticky decisions ([`toolgate_policy::StoredGate`]) under the
+//!   requester's principal and groups, a call nothing speaks to by
+//!   `[calls] default` ([`CallsDefault`]), through [`direct::admit`]: a call
+//!   the rules let through on the history they read is recorded in one
+//!   conditional write with that history (its `allowed` event), else judged
+//!   again, so concurrent calls cannot all slip under a history term's
+//!   limit. (Two identical requests racing may both be judged; the second
+//!   then attaches to the first's call, and its `allowed` event stays: one
+//!   count too many, never one too few.) An allowed or denied call is
 //!   recorded decided ([`held::HeldCall::decided`]); an asked one is a
 //!   pending approval in the inbox, routed, notified, escalated and expired
 //!   as any other, and decided by the same votes.
+//! - Its `inputSchema`, checked against its input here, is kept with its
+//!   record: an approver's edit must pass it too (the one edit check,
+//!   [`toolgate::approval::lifecycle::check_edit`]).
 //! - Its state ([`CallState`]) is read from its record as it stands (a
 //!   superseded approval as its successor), after time has settled it
 //!   ([`held::observe`]: expired, interrupted).
@@ -24,17 +37,21 @@
 //!   `interrupted`.
 //! - Another principal's call is unknown (404 `unknown_call`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use toolgate::Decision;
-use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
-use toolgate::approval::lifecycle::{self, Route};
+use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, Started};
+use toolgate::approval::lifecycle::{self, direct};
 use toolgate::ledger::{
-    ApprovalRecord, ApprovalState, Ledger, LedgerConfig, Millis, check_conversation_id, conversation_name,
+    ApprovalRecord, ApprovalState, HistoryGuard, Ledger, LedgerConfig, Millis, Origin, check_conversation_id,
+    conversation_name,
 };
-use toolgate::tool::{GateAction, GateCall, Verdict};
+use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Shadowed, SharedMessages, Verdict};
+use toolgate_policy::StoredGate;
 use toolgate_protocol::ToolResultOutput;
 
 use super::context::RunContext;
@@ -216,6 +233,13 @@ fn check_new_call(call: &NewCall) -> Result<(), ApiError> {
     }
     if let Some(schema) = &call.input_schema {
         let tool = toolgate::Tool::dynamic(call.tool.clone(), schema.clone());
+        if let Some(problem) = tool.schema_error() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_input_schema",
+                format!("`inputSchema` is not a JSON Schema this server can check: {problem}"),
+            ));
+        }
         tool.validate_input(&call.input).map_err(|detail| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -230,7 +254,7 @@ fn check_new_call(call: &NewCall) -> Result<(), ApiError> {
 /// The ledger of `requester`'s API conversation `id`, answered by them.
 fn ledger(config: &LedgerConfig, requester: Requester<'_>, id: Option<&str>) -> Ledger {
     let name = format!("{CALLS_PREFIX}{}", id.unwrap_or(DEFAULT_CONVERSATION));
-    let mut ledger = config.owned(requester.principal, &name);
+    let mut ledger = config.owned(requester.principal, &name).origin(Origin::Calls);
     ledger.principal = requester.principal.map(str::to_owned);
     ledger
 }
@@ -239,14 +263,52 @@ fn ledger(config: &LedgerConfig, requester: Requester<'_>, id: Option<&str>) -> 
 /// of its own, so no renewal of this process's leases keeps its claim alive.
 fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
     let owner = record.owner.as_deref();
-    let mut ledger = config.owned(owner, conversation_name(&record.conversation_id, owner));
+    let mut ledger = config.owned(owner, conversation_name(&record.conversation_id, owner)).origin(record.origin);
     ledger.principal = owner.map(str::to_owned);
     ledger.config.executor = format!("api/{}", record.approval_id);
     ledger
 }
 
-/// What the gate says about a call: the rules and sticky decisions under the
-/// requester's identity, else `[calls] default`.
+/// The gate of the API's calls: the rules and sticky decisions
+/// ([`StoredGate`]), and `[calls] default` for a call they do not name.
+struct CallsGate {
+    /// The rules and sticky decisions under the requester's identity.
+    rules: StoredGate,
+    /// What decides a call they do not name.
+    default: CallsDefault,
+}
+
+impl CallGate for CallsGate {
+    fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
+        Box::pin(async move {
+            let named = self.rules.check(call).await;
+            Some(named.unwrap_or_else(|| match self.default {
+                CallsDefault::Allow => Verdict::allow(),
+                CallsDefault::Deny => {
+                    Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool_name))
+                }
+                CallsDefault::Ask => {
+                    Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool_name))
+                }
+            }))
+        })
+    }
+
+    fn guards(&self, tool_call_id: &str) -> Vec<HistoryGuard> {
+        self.rules.guards(tool_call_id)
+    }
+
+    fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
+        self.rules.shadowed(tool_call_id)
+    }
+}
+
+/// What the gate says about a new call ([`CallsGate`] under the requester's
+/// identity), decided as every call a rule decides without an approval
+/// ([`direct::admit`]): one the rules let through on the history they read
+/// is recorded (its `allowed` event) in one conditional write with that
+/// history, or decided again, so concurrent calls cannot all slip under a
+/// history term's limit.
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,
@@ -255,23 +317,18 @@ async fn verdict(
     call: &NewCall,
     call_id: &str,
 ) -> Verdict {
-    let gate = context.gate(&ledger.conversation_id, requester.principal);
-    let gate_call = GateCall {
-        tool_name: &call.tool,
-        input: &call.input,
-        tool_call_id: call_id,
+    let gate =
+        CallsGate { rules: context.gate(&ledger.conversation_id, requester.principal), default: settings.default };
+    let caller = Caller {
+        gate: Some(&gate),
         conversation_id: Some(&ledger.conversation_id),
         principal: requester.principal,
         groups: requester.groups,
     };
-    let named = toolgate::tool::CallGate::check(&gate, gate_call).await;
-    named.unwrap_or_else(|| match settings.default {
-        CallsDefault::Allow => Verdict::allow(),
-        CallsDefault::Deny => Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool)),
-        CallsDefault::Ask => {
-            Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool))
-        }
-    })
+    // A stand-in for a tool the server does not run: no policy of its own, so the gate decides.
+    let tool = toolgate::Tool::dynamic(call.tool.clone(), json!({}));
+    let approval = ApprovalContext::new(call_id, SharedMessages::new(Arc::new(Vec::new())));
+    direct::admit(Some(ledger), caller, &tool, &call.input, approval).await
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new
@@ -285,6 +342,24 @@ pub(crate) async fn submit(
 ) -> Result<(String, ApprovalRecord), ApiError> {
     check_new_call(&call)?;
     let ledger = ledger(config, requester, call.conversation_id.as_deref());
+    let note = (call.description.is_some() || call.input_schema.is_some())
+        .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
+    let mut held_call = HeldCall {
+        tool_name: &call.tool,
+        input: &call.input,
+        reason: None,
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: call.idempotency_key.as_deref(),
+        decided: None,
+        note: note.as_ref(),
+        input_schema: call.input_schema.as_ref(),
+    };
+    // A retry is not decided (nor counted by a history term) again.
+    if let Some(record) = held::attachable(&ledger, held_call, settings.retry_window).await.map_err(held_error)? {
+        return answer_of(config, record).await;
+    }
     let call_id = match &call.idempotency_key {
         Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
         None => held::call_id_of(&ledger.conversation_id, &call.tool, &call.input).map_err(held_error)?,
@@ -295,41 +370,34 @@ pub(crate) async fn submit(
         GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
         _ => None,
     };
-    let route: Option<&Route> = verdict.route.as_ref();
-    let note = (call.description.is_some() || call.input_schema.is_some())
-        .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
-    let held_call = HeldCall {
-        tool_name: &call.tool,
-        input: &call.input,
-        reason: verdict.reason.as_deref(),
-        route,
-        ttl: None,
-        single_use: false,
-        key: call.idempotency_key.as_deref(),
-        decided: decided.as_ref(),
-        note: note.as_ref(),
-    };
+    held_call.reason = verdict.reason.as_deref();
+    held_call.route = verdict.route.as_ref();
+    held_call.decided = decided.as_ref();
     let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
     if let held::Attached::Issued(record) = &attached {
         tracing::debug!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
         context.signals().approvals_changed();
     }
-    let record = attached.into_record();
+    answer_of(config, attached.into_record()).await
+}
+
+/// A gated call's id and its record as it stands.
+async fn answer_of(config: &LedgerConfig, record: ApprovalRecord) -> Result<(String, ApprovalRecord), ApiError> {
     let call_id = root_id(config, &record).await?;
     Ok((call_id, current(config, record).await?))
 }
 
 /// The call id of `record`: its own id, or, for an approval that superseded
-/// another (an edit that needed other approvers), the id of the held
-/// approval it descends from (its call's newest `held_` one).
+/// another (an edit that needed other approvers), the id of the approval
+/// its call was issued as (its call's newest that supersedes none).
 async fn root_id(config: &LedgerConfig, record: &ApprovalRecord) -> Result<String, ApiError> {
-    if record.approval_id.starts_with(HELD_CALL_PREFIX) {
+    if record.supersedes.is_none() {
         return Ok(record.approval_id.clone());
     }
     let ids = std::slice::from_ref(&record.tool_call_id);
     let records = config.store.approvals_for_calls(&record.conversation_id, ids).await?;
-    let held = records.into_iter().filter(|record| record.approval_id.starts_with(HELD_CALL_PREFIX));
-    let newest = held.max_by_key(|record| record.issued_at).map(|record| record.approval_id);
+    let issued = records.into_iter().filter(|record| record.supersedes.is_none());
+    let newest = issued.max_by_key(|record| record.issued_at).map(|record| record.approval_id);
     Ok(newest.unwrap_or_else(|| record.approval_id.clone()))
 }
 
@@ -346,12 +414,11 @@ async fn current(config: &LedgerConfig, record: ApprovalRecord) -> Result<Approv
     held::observe(&ledger, record).await.map_err(held_error)
 }
 
-/// Whether `record` is one of `requester`'s API calls.
+/// Whether `record` is one of `requester`'s API calls, as its call id names
+/// it: held by the API ([`Origin::Calls`], a stored field), theirs, and
+/// issued as the call (not an approval that superseded it).
 fn is_own_call(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
-    let owner = record.owner.as_deref();
-    record.owner.as_deref() == requester.principal
-        && record.approval_id.starts_with(HELD_CALL_PREFIX)
-        && conversation_name(&record.conversation_id, owner).starts_with(CALLS_PREFIX)
+    is_call_of(record, requester) && record.supersedes.is_none()
 }
 
 /// The requester's call `id` as it stands, or 404 `unknown_call`.
@@ -550,11 +617,9 @@ pub(crate) async fn find_many(
     Ok(found)
 }
 
-/// Whether a changed record is one of `requester`'s API calls (the stream's filter).
+/// Whether a changed record is one of `requester`'s API calls or an
+/// approval that superseded one (the stream's filter): held by the API
+/// ([`Origin::Calls`]) and owned by them.
 pub(crate) fn is_call_of(record: &ApprovalRecord, requester: Requester<'_>) -> bool {
-    is_own_call(record, requester)
-        || (record.supersedes.is_some()
-            && record.tool_call_id.starts_with(HELD_CALL_PREFIX)
-            && record.owner.as_deref() == requester.principal
-            && conversation_name(&record.conversation_id, record.owner.as_deref()).starts_with(CALLS_PREFIX))
+    record.origin == Origin::Calls && record.owner.as_deref() == requester.principal
 }

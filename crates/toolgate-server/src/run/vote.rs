@@ -12,11 +12,10 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::Value;
 use toolgate::Decision;
-use toolgate::approval::lifecycle::held::HELD_CALL_PREFIX;
 use toolgate::approval::lifecycle::{
     self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
-use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig, Origin};
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 
 use super::context::RunContext;
@@ -24,7 +23,8 @@ use crate::error::ApiError;
 
 /// An edit must be one the chat would accept, judged by the lifecycle's one
 /// edit check ([`lifecycle::check_edit`]): the tool allows edits, the input
-/// passes its schema, the policy (the requester's rules and the tool's own)
+/// passes its schema (and the one its requester gave with the call, kept
+/// with the record: the call-gating API's `inputSchema`), the policy (the requester's rules and the tool's own)
 /// does not deny it. `Ok(None)`: it may run on this vote; `Ok(Some(..))`:
 /// the rules route it to approvers `voter` is not
 /// ([`EditRefusal::NeedsApprovers`]: a new approval supersedes this one).
@@ -40,7 +40,7 @@ pub(crate) async fn check_edit(
     let stand_in;
     let tool = match toolkit.get(&record.tool_name) {
         Some(tool) => tool,
-        None if record.tool_call_id.starts_with(HELD_CALL_PREFIX) => {
+        None if record.origin != Origin::Chat => {
             stand_in = toolgate::Tool::dynamic(record.tool_name.clone(), serde_json::json!({}));
             &stand_in
         }
@@ -67,6 +67,7 @@ pub(crate) async fn check_edit(
         context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
         routed: record.routing.is_some(),
         voter: Some(voter),
+        input_schema: record.input_schema.as_ref(),
     };
     match lifecycle::check_edit(check).await {
         Ok(()) => Ok(None),

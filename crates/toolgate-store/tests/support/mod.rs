@@ -141,6 +141,8 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
         reason: None,
         supersedes: None,
         superseded_by: None,
+        origin: Default::default(),
+        input_schema: None,
     }
 }
 

@@ -225,6 +225,8 @@ impl PlanBuilder {
                 // With a ledger a routed approval is decided by votes, each checked when cast.
                 routed: options.ledger && verdict.route.is_some(),
                 voter: None,
+                // A chat's calls carry no schema of their requester's; the tool's own is checked.
+                input_schema: None,
             };
             match check_edit(check).await {
                 Ok(()) => {}

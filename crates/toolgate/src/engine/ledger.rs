@@ -47,6 +47,7 @@ pub(crate) async fn record_issued(
             key: None,
             decided: None,
             note: None,
+            input_schema: None,
         };
         let ids = (request.approval_id.clone(), call.tool_call_id.clone());
         let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);

@@ -13,7 +13,9 @@
 //! `allowed` event, written just before it runs together with the check that
 //! the history it was judged on still stands ([`HistoryStore::append_if`]);
 //! it counts from then on, and its later `executed` event does not count
-//! again.
+//! again. So does a held call (the call-gating API's) that a rule approved
+//! on its history: its `allowed` event comes just before its record is
+//! issued approved, and its approval's `executed` event does not count again.
 //!
 //! [`HistoryStore`] is the store's contract: the in-memory store reads the
 //! audit log from the window's start ([`history_from_audit`]); the SQL stores
@@ -119,12 +121,17 @@ pub fn guards_hold(guards: &[HistoryGuard], events: &[AuditEvent]) -> bool {
     guards.iter().all(|guard| entries_in(events, &guard.query).len() == guard.count)
 }
 
+/// The field (`true`) of the `approved` event of a held call that a rule
+/// decided as it was issued (see `approval::lifecycle::held::BY_RULE`).
+pub const BY_RULE: &str = "byRule";
+
 /// The calls among `events` (oldest first) that the query asks for: each
-/// `executed` event of an approved call, each `allowed` event, each
-/// `executed` event of a call decided without an approval that no `allowed`
-/// event before it announced (in its conversation, same call id), and with
+/// `allowed` event; each `executed` event that no `allowed` event before it
+/// announced (a call decided without an approval: in its conversation, same
+/// call id; a held call a rule approved as it was issued ([`BY_RULE`]): its
+/// approval, which takes over the announcement of its call id); and with
 /// `include_pending` each `approved` event whose approval has no outcome
-/// event yet.
+/// event yet and no `allowed` event counted already.
 pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEntry> {
     let finished: HashSet<&str> = if query.include_pending {
         events
@@ -139,6 +146,8 @@ pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEnt
         HashSet::new()
     };
     let mut announced: HashMap<(String, &str), usize> = HashMap::new();
+    // Approvals whose call an `allowed` event counted already.
+    let mut counted: HashSet<&str> = HashSet::new();
     let mut entries = Vec::new();
     for event in events.iter().filter(|event| event.at >= query.since) {
         let direct = event.approval_id.is_empty();
@@ -147,6 +156,18 @@ pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEnt
                 *announced.entry((call_key(event), &event.tool_call_id)).or_default() += 1;
                 false
             }
+            AuditKind::Approved if !direct && event.data.get(BY_RULE) == Some(&Value::Bool(true)) => {
+                match announced.get_mut(&(call_key(event), event.tool_call_id.as_str())) {
+                    Some(open) if *open > 0 => {
+                        *open -= 1;
+                        counted.insert(&event.approval_id);
+                        continue;
+                    }
+                    _ if query.include_pending && !finished.contains(event.approval_id.as_str()) => true,
+                    _ => continue,
+                }
+            }
+            AuditKind::Executed if !direct && counted.contains(event.approval_id.as_str()) => continue,
             AuditKind::Executed if direct => {
                 let open = announced.get_mut(&(call_key(event), event.tool_call_id.as_str()));
                 match open {
@@ -191,4 +212,63 @@ fn entry(event: &AuditEvent, pending: bool) -> Option<HistoryEntry> {
         conversation_key: conversation_key(event.owner.as_deref(), &event.conversation_id),
         pending,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(kind: AuditKind, approval_id: &str, call: &str, data: Value) -> AuditEvent {
+        let mut data = data;
+        data["toolName"] = json!("send");
+        data["input"] = json!({"n": call});
+        AuditEvent {
+            seq: 0,
+            at: 10,
+            kind,
+            approval_id: approval_id.to_owned(),
+            tool_call_id: call.to_owned(),
+            conversation_id: "api:default".to_owned(),
+            owner: Some("alice".to_owned()),
+            principal: Some("alice".to_owned()),
+            data,
+        }
+    }
+
+    fn counted(events: &[AuditEvent], include_pending: bool) -> usize {
+        let query = HistoryQuery { since: 0, scope: HistoryScope::Everyone, include_pending };
+        entries_in(events, &query).len()
+    }
+
+    #[test]
+    fn a_held_call_a_rule_let_through_on_its_history_counts_once() {
+        let by_rule = json!({BY_RULE: true});
+        let allowed = event(AuditKind::Allowed, "", "held_a", json!({}));
+        let approved = event(AuditKind::Approved, "held_a_1", "held_a", by_rule.clone());
+        let executed = event(AuditKind::Executed, "held_a_1", "held_a", json!({"result": 1}));
+        for include_pending in [false, true] {
+            assert_eq!(counted(&[allowed.clone(), approved.clone()], include_pending), 1, "{include_pending}");
+            let all = [allowed.clone(), approved.clone(), executed.clone()];
+            assert_eq!(counted(&all, include_pending), 1, "{include_pending}");
+        }
+        // A later call of the same id, approved by a person, counts once it ran.
+        let asked = event(AuditKind::Approved, "held_a_2", "held_a", json!({}));
+        let ran = event(AuditKind::Executed, "held_a_2", "held_a", json!({"result": 2}));
+        let all = [allowed, approved, executed, asked, ran];
+        assert_eq!(counted(&all, false), 2);
+        assert_eq!(counted(&all[..4], true), 2, "approved, not run: pending");
+        assert_eq!(counted(&all[..4], false), 1);
+    }
+
+    #[test]
+    fn a_rule_approved_call_judged_on_no_history_counts_when_it_runs() {
+        let approved = event(AuditKind::Approved, "held_b_1", "held_b", json!({BY_RULE: true}));
+        let executed = event(AuditKind::Executed, "held_b_1", "held_b", json!({"result": 1}));
+        assert_eq!(counted(std::slice::from_ref(&approved), false), 0);
+        assert_eq!(counted(std::slice::from_ref(&approved), true), 1);
+        assert_eq!(counted(&[approved.clone(), executed.clone()], false), 1);
+        assert_eq!(counted(&[approved, executed], true), 1);
+    }
 }

@@ -48,7 +48,8 @@ pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{ConversationRead, ConversationStore, DecisionQuery, DecisionScope, StoredDecision};
 pub use history::{
-    HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold, history_from_audit,
+    BY_RULE, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold,
+    history_from_audit,
 };
 pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
@@ -62,7 +63,7 @@ pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, LinkStore, Outbound, OutboxQuery, OutboxStore};
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, conversation_name, is_valid_conversation_id};
 pub use record::{
-    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Pruned, RecordedDecision,
+    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Origin, Pruned, RecordedDecision,
     StoredConversation, Transition, TransitionOutcome, Update,
 };
 pub use store::{ApprovalStore, AuditStore, LedgerStore, StoreError, StoreFuture};
@@ -188,6 +189,7 @@ impl LedgerConfig {
             client: None,
             principal: None,
             sub_run: None,
+            origin: Origin::Chat,
         }
     }
 
@@ -201,6 +203,7 @@ impl LedgerConfig {
             client: None,
             principal: None,
             sub_run: None,
+            origin: Origin::Chat,
         }
     }
 }
@@ -224,6 +227,8 @@ pub struct Ledger {
     /// conversation (see [`crate::agent`]); its approvals' `issued` events
     /// name the lineage and the root conversation.
     pub sub_run: Option<crate::agent::SubRunPlace>,
+    /// Which path holds the approvals it issues ([`Origin`]; a chat's by default).
+    pub origin: Origin,
 }
 
 impl Ledger {
@@ -263,6 +268,12 @@ impl Ledger {
     /// Records answers of this request as given by `principal`.
     pub fn principal(mut self, principal: impl Into<String>) -> Self {
         self.principal = Some(principal.into());
+        self
+    }
+
+    /// Records the approvals it issues as held by `origin`'s path.
+    pub fn origin(mut self, origin: Origin) -> Self {
+        self.origin = origin;
         self
     }
 }

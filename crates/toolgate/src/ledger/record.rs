@@ -60,6 +60,42 @@ pub struct Lease {
     pub until: Millis,
 }
 
+/// Which path holds an approval: where it was issued, and so who may read
+/// and move it besides its approvers (the call-gating API serves only its
+/// own). A stored field, set when the record is issued, kept by the
+/// approval that supersedes it; never recovered from an id or a conversation's name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Origin {
+    /// A chat's conversation (the chat API, AG-UI, a sub-agent's run, the CLI's chat).
+    #[default]
+    Chat,
+    /// A call held by the MCP gateway (`toolgate mcp-gateway`).
+    Gateway,
+    /// A call of the call-gating API (`POST /api/calls`).
+    Calls,
+}
+
+impl Origin {
+    /// Every origin.
+    pub const ALL: [Self; 3] = [Self::Chat, Self::Gateway, Self::Calls];
+
+    /// Its stored name: `chat`, `gateway` or `calls`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Gateway => "gateway",
+            Self::Calls => "calls",
+        }
+    }
+
+    /// The origin stored as `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|origin| origin.as_str() == name)
+    }
+}
+
 /// One issued approval request and everything that happened to it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -120,6 +156,14 @@ pub struct ApprovalRecord {
     /// The approval that replaced this one (set when it moves to `superseded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// Which path holds it (set when it is issued; see [`Origin`]).
+    #[serde(default)]
+    pub origin: Origin,
+    /// The JSON Schema its requester said the input must pass (the
+    /// call-gating API's `inputSchema`): an approver's edit must pass it too
+    /// ([`crate::approval::lifecycle::check_edit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
 }
 
 impl ApprovalRecord {
@@ -455,5 +499,7 @@ pub(crate) fn pending_record(approval_id: String, issued_at: Millis, expires_at:
         reason: None,
         supersedes: None,
         superseded_by: None,
+        origin: Origin::Chat,
+        input_schema: None,
     }
 }

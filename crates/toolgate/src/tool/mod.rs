@@ -359,6 +359,12 @@ impl Tool {
         matches!(self.def.execution, Execution::Provider { .. })
     }
 
+    /// Why its input schema is not a JSON Schema a validator compiles, if it
+    /// is not (every input is then refused, see [`Tool::validate_input`]).
+    pub fn schema_error(&self) -> Option<&str> {
+        self.def.validator.as_ref().err().map(String::as_str)
+    }
+
     /// Checks an input against the tool's schema.
     pub fn validate_input(&self, input: &Value) -> Result<(), String> {
         match &self.def.validator {

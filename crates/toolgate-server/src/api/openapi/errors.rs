@@ -109,6 +109,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("unknown_decision", "No such sticky decision visible to the requester."),
     // The call-gating API.
     ("unknown_call", "No such call of the caller's (another principal's call is unknown too)."),
+    ("invalid_input_schema", "The `inputSchema` sent with a call is not a JSON Schema the server can check."),
     ("idempotency_key_reused", "The `idempotencyKey` already names a call of another tool or input."),
     ("call_already_started", "The call was started before (it is started, finished or interrupted): it runs once."),
     ("call_not_approved", "The call is not approved (pending, denied or expired): it may not start."),

@@ -7,7 +7,10 @@
 //! requester's own call, at the moment of the vote:
 //!
 //! 1. the tool must take edits ([`Tool::is_editable`]) and the input must pass
-//!    its schema;
+//!    its schema, and the schema its requester gave with the call, when they
+//!    gave one ([`EditCheck::input_schema`], the call-gating API's
+//!    `inputSchema`): an edit that breaks it is [`EditRefusal::OutsideSchema`],
+//!    naming where;
 //! 2. the rules and the tool's policy decide the edited input under the
 //!    requester's identity ([`decide_call`]): `deny` refuses the edit
 //!    ([`EditRefusal::Denied`], the engine's `EditDenied`); `allow`, or an `ask`
@@ -49,6 +52,9 @@ pub struct EditCheck<'a> {
     /// Who approves with the edit, when known; `None` only where a routed
     /// approval's deciding vote was checked when cast (see the module docs).
     pub voter: Option<&'a Voter>,
+    /// The JSON Schema the requester gave with the call, kept with its record
+    /// ([`crate::ledger::ApprovalRecord::input_schema`]): the edit must pass it too.
+    pub input_schema: Option<&'a Value>,
 }
 
 /// Why an edit may not run.
@@ -61,6 +67,14 @@ pub enum EditRefusal {
     /// The edited input fails the tool's schema.
     #[error("the edited input is invalid: {0}")]
     InvalidInput(String),
+    /// The edited input fails the JSON Schema the requester gave with the call.
+    #[error("the edited input breaks the call's input schema at {}: {message}", pointer_in_words(path))]
+    OutsideSchema {
+        /// Where in the input (a JSON Pointer; empty: the input itself).
+        path: String,
+        /// What the schema says there.
+        message: String,
+    },
     /// The rules or the tool's policy deny the edited input.
     #[error("the policy denies the edited input: {0}")]
     Denied(String),
@@ -93,7 +107,7 @@ impl EditRefusal {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NotEditable(_) | Self::NeedsApprovers { .. } => "edit_not_allowed",
-            Self::InvalidInput(_) => "invalid_tool_input",
+            Self::InvalidInput(_) | Self::OutsideSchema { .. } => "invalid_tool_input",
             Self::Denied(_) => "edit_denied",
         }
     }
@@ -101,11 +115,14 @@ impl EditRefusal {
 
 /// Judges an edit as the module docs say; `Ok` when it may run.
 pub async fn check_edit(check: EditCheck<'_>) -> Result<(), EditRefusal> {
-    let EditCheck { tool, edit, requester, context, routed, voter } = check;
+    let EditCheck { tool, edit, requester, context, routed, voter, input_schema } = check;
     if !tool.is_editable() {
         return Err(EditRefusal::NotEditable(tool.name().to_owned()));
     }
     tool.validate_input(edit).map_err(EditRefusal::InvalidInput)?;
+    if let Some(schema) = input_schema {
+        within_schema(schema, edit)?;
+    }
     let verdict = decide_call(requester, tool, edit, context).await;
     let reason = || verdict.reason.clone().unwrap_or_default();
     match (verdict.action, &verdict.route) {
@@ -130,6 +147,26 @@ pub async fn check_edit(check: EditCheck<'_>) -> Result<(), EditRefusal> {
             }
         }
     }
+}
+
+/// Whether `edit` passes `schema`; the first place it fails otherwise. A
+/// schema that does not compile refuses every edit (fails closed).
+fn within_schema(schema: &Value, edit: &Value) -> Result<(), EditRefusal> {
+    let validator = jsonschema::validator_for(schema).map_err(|error| EditRefusal::OutsideSchema {
+        path: String::new(),
+        message: format!("the schema itself is invalid ({error})"),
+    })?;
+    match validator.iter_errors(edit).next() {
+        None => Ok(()),
+        Some(error) => {
+            Err(EditRefusal::OutsideSchema { path: error.instance_path().to_string(), message: error.to_string() })
+        }
+    }
+}
+
+/// `` `/to` `` for a JSON Pointer, `the input itself` for the empty one.
+fn pointer_in_words(path: &str) -> String {
+    if path.is_empty() { "the input itself".to_owned() } else { format!("`{path}`") }
 }
 
 /// Whether one approval by `voter` satisfies `route`: it needs one approval,
@@ -186,7 +223,8 @@ mod tests {
         let tool = transfer();
         let requester = Caller { gate: Some(&Rules), principal: Some("alice"), ..Caller::default() };
         let context = ApprovalContext::new("call-1", Vec::new());
-        check_edit(EditCheck { tool: &tool, edit: &edit, requester, context, routed, voter: voter.as_ref() }).await
+        let voter = voter.as_ref();
+        check_edit(EditCheck { tool: &tool, edit: &edit, requester, context, routed, voter, input_schema: None }).await
     }
 
     fn finance(name: &str) -> Voter {
@@ -224,7 +262,39 @@ mod tests {
         let requester = Caller::default();
         let context = ApprovalContext::new("call-1", Vec::new());
         let edit = json!({});
-        let check = EditCheck { tool: &tool, edit: &edit, requester, context, routed: false, voter: None };
+        let check =
+            EditCheck { tool: &tool, edit: &edit, requester, context, routed: false, voter: None, input_schema: None };
         assert_eq!(check_edit(check).await, Err(EditRefusal::NotEditable("fixed".into())));
+    }
+
+    #[tokio::test]
+    async fn an_edit_must_pass_the_schema_its_requester_gave() {
+        let tool = Tool::dynamic("send", json!({}));
+        let schema = json!({"type": "object", "properties": {"to": {"type": "string", "maxLength": 5}}});
+        let judge = |edit: Value| {
+            let (tool, schema) = (tool.clone(), schema.clone());
+            async move {
+                let context = ApprovalContext::new("call-1", Vec::new());
+                let requester = Caller::default();
+                let input_schema = Some(&schema);
+                let check = EditCheck {
+                    tool: &tool,
+                    edit: &edit,
+                    requester,
+                    context,
+                    routed: false,
+                    voter: None,
+                    input_schema,
+                };
+                check_edit(check).await
+            }
+        };
+        let refused = judge(json!({"to": "everyone"})).await.unwrap_err();
+        assert!(matches!(&refused, EditRefusal::OutsideSchema { path, .. } if path == "/to"), "{refused:?}");
+        assert_eq!(refused.code(), "invalid_tool_input");
+        assert!(refused.to_string().contains("at `/to`"), "{refused}");
+        let refused = judge(json!(["not", "an", "object"])).await.unwrap_err();
+        assert!(refused.to_string().contains("the input itself"), "{refused}");
+        assert_eq!(judge(json!({"to": "bob"})).await, Ok(()));
     }
 }

@@ -91,6 +91,10 @@ pub struct HeldCall<'a> {
     /// `description` and `inputSchema`), kept as `call` in the data of its
     /// first audit event.
     pub note: Option<&'a Value>,
+    /// The JSON Schema the caller said the input must pass (the API's
+    /// `inputSchema`), kept with the record: an approver's edit must pass it
+    /// too ([`super::check_edit`]).
+    pub input_schema: Option<&'a Value>,
 }
 
 /// Who decides a call that a rule decided before anyone was asked
@@ -100,8 +104,9 @@ pub struct HeldCall<'a> {
 pub const RULES_PRINCIPAL: &str = super::TIMER_PRINCIPAL;
 
 /// The field (`true`) of the one event of a call a rule decided as it was
-/// issued ([`HeldCall::decided`]).
-pub const BY_RULE: &str = "byRule";
+/// issued ([`HeldCall::decided`]); history terms read it too
+/// ([`crate::ledger::entries_in`]).
+pub const BY_RULE: &str = crate::ledger::BY_RULE;
 
 /// Whether `event` records a call a rule decided when it was issued (nobody
 /// was asked, so nobody is told): its data's [`BY_RULE`] is `true`, which
@@ -209,33 +214,15 @@ pub fn call_id_of(conversation_key: &str, tool_name: &str, input: &Value) -> Res
 /// one (see the module docs). `retry_window` is how long after a final state
 /// an identical call still gets that outcome (a keyed call gets it always).
 pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration) -> Result<Attached, HeldError> {
-    let canonical = canonical_json(call.input)
-        .map_err(|source| HeldError::Input { tool_name: call.tool_name.to_owned(), source })?;
-    let digest = canonical_digest(&canonical);
-    let call_id = match call.key {
-        Some(key) => keyed_call_id(&ledger.conversation_id, key),
-        None => held_call_id(&ledger.conversation_id, call.tool_name, &digest),
-    };
+    let (canonical, digest, call_id) = identify(ledger, call)?;
     let store = &ledger.config.store;
     for _ in 0..MAX_ATTEMPTS {
         let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
-        if let Some(key) = call.key
-            && !records.is_empty()
-            && !records.iter().any(|record| record.tool_name == call.tool_name && record.input_digest == digest)
-        {
-            return Err(HeldError::KeyReused { key: key.to_owned() });
-        }
         let now = ledger.config.clock.now();
-        let newest = records.iter().max_by_key(|record| (record.issued_at, generation(&record.approval_id)));
-        let used = |record: &ApprovalRecord| call.single_use && record.state == ApprovalState::Executed;
-        let recent = |record: &ApprovalRecord| now.saturating_sub(record.updated_at) <= millis(retry_window);
-        if let Some(record) = newest
-            && (!record.state.is_final() || call.key.is_some() || recent(record))
-            && !used(record)
-        {
-            return Ok(Attached::Existing(record.clone()));
-        }
-        let next = records.iter().map(|record| generation(&record.approval_id)).max().unwrap_or(0) + 1;
+        let next = match attachable_among(&records, call, &digest, now, retry_window)? {
+            Ok(record) => return Ok(Attached::Existing(record.clone())),
+            Err(next) => next,
+        };
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
         let ids = (format!("{call_id}_{next}"), call_id.clone());
         let mut record = pending_record(ledger, ids, call, (input, digest.clone()), now);
@@ -253,6 +240,61 @@ pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration)
         }
     }
     Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
+}
+
+/// The approval [`attach`] would attach this call to now, if any, without
+/// issuing one: what a caller reads before it decides a new call (a retry
+/// is not decided again, nor counted again by a history term).
+pub async fn attachable(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    retry_window: Duration,
+) -> Result<Option<ApprovalRecord>, HeldError> {
+    let (_, digest, call_id) = identify(ledger, call)?;
+    let store = &ledger.config.store;
+    let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+    let now = ledger.config.clock.now();
+    Ok(attachable_among(&records, call, &digest, now, retry_window)?.ok().cloned())
+}
+
+/// A call's canonical input, its digest and its held call id.
+fn identify(ledger: &Ledger, call: HeldCall<'_>) -> Result<(String, String, String), HeldError> {
+    let canonical = canonical_json(call.input)
+        .map_err(|source| HeldError::Input { tool_name: call.tool_name.to_owned(), source })?;
+    let digest = canonical_digest(&canonical);
+    let call_id = match call.key {
+        Some(key) => keyed_call_id(&ledger.conversation_id, key),
+        None => held_call_id(&ledger.conversation_id, call.tool_name, &digest),
+    };
+    Ok((canonical, digest, call_id))
+}
+
+/// Among a call's approvals so far: the one to attach to (`Ok(Ok)`), else
+/// the generation of the next one to issue (`Ok(Err)`); a key that names
+/// another tool or input is [`HeldError::KeyReused`].
+fn attachable_among<'r>(
+    records: &'r [ApprovalRecord],
+    call: HeldCall<'_>,
+    digest: &str,
+    now: Millis,
+    retry_window: Duration,
+) -> Result<Result<&'r ApprovalRecord, u64>, HeldError> {
+    if let Some(key) = call.key
+        && !records.is_empty()
+        && !records.iter().any(|record| record.tool_name == call.tool_name && record.input_digest == digest)
+    {
+        return Err(HeldError::KeyReused { key: key.to_owned() });
+    }
+    let newest = records.iter().max_by_key(|record| (record.issued_at, generation(&record.approval_id)));
+    let used = |record: &ApprovalRecord| call.single_use && record.state == ApprovalState::Executed;
+    let recent = |record: &ApprovalRecord| now.saturating_sub(record.updated_at) <= millis(retry_window);
+    if let Some(record) = newest
+        && (!record.state.is_final() || call.key.is_some() || recent(record))
+        && !used(record)
+    {
+        return Ok(Ok(record));
+    }
+    Ok(Err(records.iter().map(|record| generation(&record.approval_id)).max().unwrap_or(0) + 1))
 }
 
 /// Makes a new record one a rule decided as it was issued
@@ -337,6 +379,8 @@ pub(crate) fn pending_record(
         reason: call.reason.map(str::to_owned),
         supersedes: None,
         superseded_by: None,
+        origin: ledger.origin,
+        input_schema: call.input_schema.cloned(),
     }
 }
 
