@@ -191,6 +191,15 @@ impl ConversationStore for MeteredStore {
         Box::pin(async move { timed!(self, "revoke_decision", self.inner.revoke_decision(id)) })
     }
 
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { timed!(self, "use_decision", self.inner.use_decision(id, now, events)) })
+    }
+
     fn conversation_with_decisions<'a>(
         &'a self,
         conversation_id: &'a str,

@@ -357,6 +357,30 @@ impl ConversationStore for MemoryStore {
             Ok(position.map(|position| inner.decisions.remove(position)))
         })
     }
+
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            // The check, the use and the append under one lock.
+            let Some(decision) = inner.decisions.iter_mut().find(|decision| decision.id == id) else {
+                return Ok(None);
+            };
+            if !decision.is_live(now) {
+                return Ok(None);
+            }
+            if let Some(left) = decision.uses_left.as_mut() {
+                *left -= 1;
+            }
+            let used = decision.clone();
+            inner.append(events);
+            Ok(Some(used))
+        })
+    }
 }
 
 impl InboxStore for MemoryStore {

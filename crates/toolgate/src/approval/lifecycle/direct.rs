@@ -96,7 +96,9 @@ pub fn allowed(ledger: &Ledger, call: DirectCall<'_>, at: Millis) -> AuditEvent 
     ledger.event(AuditKind::Allowed, "", call.tool_call_id, at, data)
 }
 
-/// Decides a call as [`decide_call`] does; when the caller's gate let it
+/// Decides a call as [`decide_call`] does; when that asks and a grant the
+/// caller's gate found may lift it, lets it run on one use of the grant
+/// ([`super::grant::lift`]). When the caller's gate let it
 /// run on the history it read ([`crate::tool::CallGate::guards`]) and there
 /// is a ledger, records its `allowed` event only if that history still
 /// stands, atomically ([`crate::ledger::HistoryStore::append_if`]), and
@@ -111,9 +113,22 @@ pub async fn admit(
 ) -> Verdict {
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
-        let (Some(ledger), Some(gate)) = (ledger, caller.gate) else { return verdict };
+        let Some(gate) = caller.gate else { return verdict };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
+        let offers = gate.grants(call.tool_call_id);
+        let lifted = match verdict.action {
+            GateAction::Ask if !offers.is_empty() => {
+                let decided = super::grant::lift(ledger, &offers, verdict.clone(), call, caller.principal).await;
+                (decided.action == GateAction::Allow).then_some(decided)
+            }
+            _ => None,
+        };
+        let Some(ledger) = ledger else { return lifted.unwrap_or(verdict) };
         let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
+        if let Some(verdict) = lifted {
+            record_shadowed(ledger, call, &shadow, verdict.action).await;
+            return verdict;
+        }
         let admitted = if verdict.action != GateAction::Allow || guards.is_empty() {
             Some(verdict)
         } else {
