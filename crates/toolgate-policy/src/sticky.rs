@@ -17,7 +17,7 @@
 //! JSON (camelCase): `{"id", "action": "allow"|"deny", "tool", "input"?,
 //! "scope": {"kind": "conversation", "conversationId"} | {"kind": "principal",
 //! "principal"} | {"kind": "global"}, "expiresAt"?, "createdAt", "createdBy"?,
-//! "note"?, "uses"?, "inputMatch"?, "granterGroups"?, "approvalId"?}`; times
+//! "note"?, "uses"?, "inputMatch"?, "granterGroups"?, "requester"?, "approvalId"?}`; times
 //! are unix milliseconds. A missing or `null` `input` means any input.
 //!
 //! **An allowing decision is a grant** ([`toolgate::approval::lifecycle::grant`]):
@@ -113,6 +113,10 @@ pub struct StickyDecision {
     /// For a grant: its author's groups when they made it (without `group:`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granter_groups: Vec<String>,
+    /// For a grant made with an approval: whose call it was (the
+    /// conversation's owner, whose later calls it lets run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
     /// For a grant made with an approval: that approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
@@ -141,6 +145,7 @@ impl StickyDecision {
             uses_left: None,
             input_match: BTreeMap::new(),
             granter_groups: Vec::new(),
+            requester: None,
             approval_id: None,
         }
     }

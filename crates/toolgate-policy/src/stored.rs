@@ -49,6 +49,9 @@ pub fn decode(stored: &StoredDecision) -> Result<StickyDecision, StoreError> {
     if decision.expires_at != stored.expires_at {
         return Err(corrupt("the body's expiry differs from the row's".into()));
     }
+    if stored.created_by.is_some() && decision.created_by != stored.created_by {
+        return Err(corrupt("the body's author differs from the row's".into()));
+    }
     let mut decision = decision;
     decision.uses_left = stored.uses_left;
     Ok(decision)
@@ -69,6 +72,7 @@ pub fn to_stored(decision: &StickyDecision) -> StoredDecision {
         expires_at: decision.expires_at,
         body: serde_json::to_value(decision).expect("a sticky decision serializes"),
         uses_left: decision.uses_left.or(decision.uses.map(i64::from)),
+        created_by: decision.created_by.clone(),
     }
 }
 

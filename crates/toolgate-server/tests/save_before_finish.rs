@@ -123,6 +123,10 @@ impl ConversationStore for SlowSaves {
         self.0.revoke_decision(id)
     }
 
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        self.0.decisions_by(author, now)
+    }
+
     fn use_decision<'a>(
         &'a self,
         id: &'a str,

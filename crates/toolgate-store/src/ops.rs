@@ -289,6 +289,19 @@ impl<B: SqlBackend> Operations<B> {
         sql::conversation_read(rows)
     }
 
+    pub(crate) async fn decisions_by(
+        &self,
+        author: Option<&str>,
+        now: Millis,
+    ) -> Result<Vec<StoredDecision>, StoreError> {
+        let select = match author {
+            Some(author) => db::query_as::<DecisionRow>(sql::SELECT_DECISIONS_BY).bind(now).bind(author.to_owned()),
+            None => db::query_as::<DecisionRow>(sql::SELECT_LIVE_DECISIONS).bind(now),
+        };
+        let rows = select.fetch_all(self.backend.reader()).await?;
+        rows.into_iter().map(DecisionRow::into_decision).collect()
+    }
+
     pub(crate) async fn use_decision(
         &self,
         id: &str,
@@ -654,6 +667,7 @@ fn save_decision_in<'c, C: Connection>(
             .bind(decision.expires_at)
             .bind(body)
             .bind(decision.uses_left)
+            .bind(&decision.created_by)
             .execute(conn)
             .await?;
         if inserted == 0 {

@@ -191,6 +191,10 @@ impl ConversationStore for MeteredStore {
         Box::pin(async move { timed!(self, "revoke_decision", self.inner.revoke_decision(id)) })
     }
 
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move { timed!(self, "decisions_by", self.inner.decisions_by(author, now)) })
+    }
+
     fn use_decision<'a>(
         &'a self,
         id: &'a str,

@@ -29,6 +29,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use toolgate::Decision;
+use toolgate::approval::lifecycle::direct::DirectCall;
 use toolgate::approval::lifecycle::held::{self, HELD_CALL_PREFIX, HeldCall, HeldError, Started};
 use toolgate::approval::lifecycle::{self, Route};
 use toolgate::ledger::{
@@ -246,7 +247,8 @@ fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
 }
 
 /// What the gate says about a call: the rules and sticky decisions under the
-/// requester's identity, else `[calls] default`.
+/// requester's identity, else `[calls] default`; a question a grant covers
+/// is lifted, spending one of its uses ([`lifecycle::grant::lift`]).
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,
@@ -265,13 +267,24 @@ async fn verdict(
         groups: requester.groups,
     };
     let named = toolgate::tool::CallGate::check(&gate, gate_call).await;
-    named.unwrap_or_else(|| match settings.default {
+    let offers = toolgate::tool::CallGate::grants(&gate, call_id);
+    let verdict = named.unwrap_or_else(|| match settings.default {
         CallsDefault::Allow => Verdict::allow(),
         CallsDefault::Deny => Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool)),
         CallsDefault::Ask => {
             Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool))
         }
-    })
+    });
+    if verdict.action != GateAction::Ask || offers.is_empty() {
+        return verdict;
+    }
+    // A retry attaches to the call already recorded: it spends no use of a grant.
+    match ledger.config.store.approvals(&[call_id.to_owned()]).await {
+        Ok(found) if found.is_empty() => {}
+        _ => return verdict,
+    }
+    let direct = DirectCall { tool_call_id: call_id, tool_name: &call.tool, input: &call.input };
+    lifecycle::grant::lift(Some(ledger), &offers, verdict, direct, requester.principal).await
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new

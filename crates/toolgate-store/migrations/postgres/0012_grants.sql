@@ -6,11 +6,17 @@
 --   time by one conditional UPDATE. Every decision stored before this
 --   migration keeps NULL: an "always allow" decision is now a grant without
 --   a use limit (one concept, not two), and a "never allow" one stays a deny.
+-- - `created_by` is who made a decision, as a column (indexed): copied from
+--   each stored body's `createdBy`, so people list and revoke the grants
+--   they made (`GET /api/grants`).
 -- - `audit_events` admits the kind `granted` (a call that ran on a grant,
 --   naming it).
 
 ALTER TABLE decisions
-    ADD COLUMN uses_left BIGINT CONSTRAINT decisions_uses_left_not_negative CHECK (uses_left IS NULL OR uses_left >= 0);
+    ADD COLUMN uses_left BIGINT CONSTRAINT decisions_uses_left_not_negative CHECK (uses_left IS NULL OR uses_left >= 0),
+    ADD COLUMN created_by TEXT;
+UPDATE decisions SET created_by = body::jsonb ->> 'createdBy';
+CREATE INDEX decisions_created_by ON decisions (created_by);
 
 ALTER TABLE audit_events
     DROP CONSTRAINT audit_events_kind_name,

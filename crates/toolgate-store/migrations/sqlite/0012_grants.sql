@@ -6,12 +6,18 @@
 --   time by one conditional UPDATE. Every decision stored before this
 --   migration keeps NULL: an "always allow" decision is now a grant without
 --   a use limit (one concept, not two), and a "never allow" one stays a deny.
+-- - `created_by` is who made a decision, as a column (indexed): copied from
+--   each stored body's `createdBy`, so people list and revoke the grants
+--   they made (`GET /api/grants`).
 -- - `audit_events` admits the kind `granted` (a call that ran on a grant,
 --   naming it). SQLite cannot alter a CHECK constraint: the table is rebuilt
 --   as in 0009 (every row, `seq` and the AUTOINCREMENT high-water mark kept)
 --   and its indexes recreated.
 
 ALTER TABLE decisions ADD COLUMN uses_left INTEGER CHECK (uses_left IS NULL OR uses_left >= 0);
+ALTER TABLE decisions ADD COLUMN created_by TEXT;
+UPDATE decisions SET created_by = json_extract(body, '$.createdBy');
+CREATE INDEX decisions_created_by ON decisions (created_by);
 
 CREATE TABLE audit_events_0012 (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,

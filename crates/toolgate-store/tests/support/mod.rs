@@ -199,6 +199,7 @@ pub fn sticky(id: &str, scope: DecisionScope, created_at: i64) -> StoredDecision
         created_at,
         expires_at: None,
         uses_left: None,
+        created_by: None,
     }
 }
 

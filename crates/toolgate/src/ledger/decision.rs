@@ -80,6 +80,9 @@ pub struct StoredDecision {
     /// How many more calls it may let run (`None`: no limit); one that
     /// reaches 0 no longer applies.
     pub uses_left: Option<i64>,
+    /// Who made it (`None`: a server without principals), as a field the
+    /// store indexes ([`ConversationStore::decisions_by`]).
+    pub created_by: Option<String>,
 }
 
 impl StoredDecision {
@@ -149,6 +152,10 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug {
 
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
+
+    /// The live decisions (at `now`) `author` made, oldest first; `None`:
+    /// every live decision, whoever made it (a server without principals).
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>>;
 
     /// Spends one use of a decision (a grant) and appends `events`, in one
     /// conditional write: only if it is still stored, live at `now` and, when

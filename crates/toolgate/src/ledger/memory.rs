@@ -358,6 +358,15 @@ impl ConversationStore for MemoryStore {
         })
     }
 
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let by =
+                |decision: &&StoredDecision| author.is_none_or(|author| decision.created_by.as_deref() == Some(author));
+            Ok(inner.decisions.iter().filter(|decision| decision.is_live(now)).filter(by).cloned().collect())
+        })
+    }
+
     fn use_decision<'a>(
         &'a self,
         id: &'a str,

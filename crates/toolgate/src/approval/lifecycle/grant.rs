@@ -223,6 +223,9 @@ pub fn issue(
     if let Some(author) = &voter.principal {
         fields.insert("createdBy".into(), json!(author));
     }
+    if let Some(owner) = requester(record) {
+        fields.insert("requester".into(), json!(owner));
+    }
     if !voter.groups.is_empty() {
         fields.insert("granterGroups".into(), json!(voter.groups));
     }
@@ -240,6 +243,7 @@ pub fn issue(
         expires_at,
         body,
         uses_left: spec.uses.map(i64::from),
+        created_by: voter.principal.clone(),
     })
 }
 
