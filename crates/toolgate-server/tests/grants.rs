@@ -159,3 +159,47 @@ async fn a_bad_grant_or_a_quorum_is_refused_and_the_vote_not_cast() {
         vote(&server, text(&wire, "approvalId"), "bob", json!({"decision": "approve", "grant": {"uses": 1}})).await;
     assert_eq!((refused.status, refused.json()["error"]["code"].clone()), (403, json!("grant_not_allowed")));
 }
+
+/// A chat's approving answer may carry a grant (the UI approval's `grant`):
+/// kept once, as its approver's, with the answer; a repeated request keeps
+/// nothing more, and a grant with a denial is refused.
+#[tokio::test]
+async fn a_chat_answer_with_a_grant_keeps_it_once() {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let toolkit = counting_toolkit(runs.clone());
+    let ledger = LedgerConfig::new(Arc::new(MemoryStore::new())).clock(Arc::new(ManualClock::new(T0)));
+    let server = start_configured(default_script(), move |config: &mut ServerConfig| {
+        config.toolkit = toolkit;
+        config.ledger = Some(ledger);
+    })
+    .await;
+    let first = json!({"id": "chat-1", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]}
+    ]});
+    let reply = post(&server, "/api/chat", "application/json", first.to_string().as_bytes()).await;
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|chunk| chunk["type"] == "tool-approval-request").expect("asked");
+    let (approval, message) = (request["approvalId"].clone(), chunks[0]["messageId"].clone());
+    let answer = |approved: bool| {
+        json!({"id": "chat-1", "trigger": "submit-message", "messageId": message, "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete notes.txt"}]},
+            {"id": message, "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "tool-delete_file", "toolCallId": "call-1", "state": "approval-responded",
+                 "input": {"path": "notes.txt"},
+                 "approval": {"id": approval, "approved": approved, "grant": {"uses": 3, "within": "1h"}}}
+            ]}
+        ]})
+    };
+    let refused = post(&server, "/api/chat", "application/json", answer(false).to_string().as_bytes()).await;
+    assert!(refused.body.contains("invalid_grant"), "{} {}", refused.status, refused.body);
+    for _ in 0..2 {
+        let reply = post(&server, "/api/chat", "application/json", answer(true).to_string().as_bytes()).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let listed = get(&server, "/api/grants").await.json();
+    let [grant] = listed["grants"].as_array().unwrap().as_slice() else { panic!("{listed}") };
+    assert_eq!((grant["usesLeft"].as_i64(), &grant["approvalId"]), (Some(3), &approval));
+    assert_eq!(grant["scope"], json!({"kind": "conversation", "conversationId": "chat-1"}));
+}
