@@ -828,14 +828,16 @@ const waitsForPerson = (part, message = lastMessage()) =>
 // The person's answers
 
 // Approve or deny: the part goes to `approval-responded` with the decision in
-// `approval` (toolgate's extension: `editedInput` replaces the model's input).
-function decide(toolCallId, { approved, reason, editedInput }) {
+// `approval` (toolgate's extensions: `editedInput` replaces the model's input;
+// `grant` lets the next calls like it run without asking).
+function decide(toolCallId, { approved, reason, editedInput, grant }) {
   const part = findToolPart(lastMessage(), toolCallId);
   if (!part || part.state !== 'approval-requested' || busy()) return;
   part.state = 'approval-responded';
   part.approval = { ...part.approval, approved };
   if (reason) part.approval.reason = reason;
   if (editedInput !== undefined) part.approval.editedInput = editedInput;
+  if (grant) part.approval.grant = grant;
   drafts.delete(toolCallId);
   stickyRequests.delete(toolCallId);
   render();
@@ -1804,6 +1806,11 @@ function stickyActions(part, context, disabled) {
       button('Never allow', 'never-allow-button', () => stick(id, 'never'), 'btn-small btn-sticky btn-deny', {
         disabled,
         title: `Deny this call and refuse every later ${name} call in this chat`,
+      }),
+      // A grant: "approve, and allow N more like this for …" (the server spends one use per call).
+      button('Allow 5 more for 1 hour', 'allow-more-button', () => decide(id, { approved: true, grant: { uses: 5, within: '1h' } }), 'btn-small btn-sticky', {
+        disabled,
+        title: `Approve this call and let the next 5 ${name} calls in this chat run without asking, for one hour`,
       }),
     ),
     error
