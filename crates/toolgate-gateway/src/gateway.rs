@@ -156,7 +156,7 @@ impl Gateway {
     /// gateway does not offer (Claude Code's own tools, for `approval_prompt`);
     /// `None` when nothing speaks to it. A question (or nothing) that a grant
     /// covers is lifted, spending one of its uses
-    /// ([`toolgate::approval::lifecycle::grant::lift`]).
+    /// ([`toolgate::approval::lifecycle::direct::lift`]).
     pub async fn decide_foreign(
         &self,
         session: &Session,
@@ -189,7 +189,7 @@ impl Gateway {
         let direct = direct::DirectCall { tool_call_id: call_id, tool_name, input };
         let principal = Some(session.identity.principal.as_str());
         let lifted =
-            toolgate::approval::lifecycle::grant::lift(Some(&ledger), &offers, asking, direct, principal).await;
+            toolgate::approval::lifecycle::direct::lift(Some(&ledger), &offers, asking, direct, principal).await;
         if lifted.action == toolgate::tool::GateAction::Allow { Some(lifted) } else { verdict }
     }
 

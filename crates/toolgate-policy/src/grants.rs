@@ -42,23 +42,6 @@ fn compile(input: &BTreeMap<String, Value>) -> Result<Vec<Predicate>, GrantRefus
         .collect()
 }
 
-/// Whether every predicate of a grant holds for `input` (none: any input).
-/// A predicate that does not compile (a corrupt row) holds for nothing: a
-/// grant only ever allows, so it fails closed by covering no call.
-pub(crate) fn input_holds(id: &str, predicates: &BTreeMap<String, PredicateConfig>, input: &Value) -> bool {
-    if predicates.is_empty() {
-        return true;
-    }
-    let rule = RuleRef::new(1, Some(id.to_owned()));
-    predicates.iter().all(|(pointer, config)| match Predicate::compile(&rule, pointer, config) {
-        Ok(predicate) => predicate.matched(input).is_some(),
-        Err(error) => {
-            tracing::warn!(grant = id, %error, "a grant's input predicate does not compile; it covers nothing");
-            false
-        }
-    })
-}
-
 /// The grant as the lifecycle takes it.
 pub fn offer(grant: &StickyDecision) -> GrantOffer {
     GrantOffer {

@@ -191,7 +191,7 @@ impl StickyDecision {
             && scope_covers(&self.scope, call.conversation_id, call.principal)
             && self.author_covers(call)
             && self.input.as_ref().is_none_or(|input| json_eq(input, call.input))
-            && crate::grants::input_holds(&self.id, &self.input_match, call.input)
+            && crate::predicate::grant_input_holds(&self.id, &self.input_match, call.input)
     }
 
     /// A grant's author need not be the caller (the lifecycle checks they may

@@ -127,6 +127,7 @@ async fn sticky_allow_is_a_grant_lifting_only_questions_its_author_decides() {
     let model = self::model("fs__write_file", json!({"path": "/etc/passwd"}));
     let gate = PolicyGate::new(policy(), vec![always.clone()], 0);
     let result = run(vec![tool("fs__write_file", &runs, true)], &model, gate).await;
+    assert!(result.approval_requests().is_empty());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
     // An ask rule routed to someone else still asks them.

@@ -248,7 +248,7 @@ fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
 
 /// What the gate says about a call: the rules and sticky decisions under the
 /// requester's identity, else `[calls] default`; a question a grant covers
-/// is lifted, spending one of its uses ([`lifecycle::grant::lift`]).
+/// is lifted, spending one of its uses ([`lifecycle::direct::lift`]).
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,
@@ -284,7 +284,7 @@ async fn verdict(
         _ => return verdict,
     }
     let direct = DirectCall { tool_call_id: call_id, tool_name: &call.tool, input: &call.input };
-    lifecycle::grant::lift(Some(ledger), &offers, verdict, direct, requester.principal).await
+    lifecycle::direct::lift(Some(ledger), &offers, verdict, direct, requester.principal).await
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new

@@ -24,7 +24,7 @@
 //!   the requester where the rule forbids self-approval), never lifts an ask
 //!   whose quorum is above 1, and lifts an unrouted ask only when its granter
 //!   is the requester, who would have been asked.
-//! - **Spent atomically.** [`lift`] spends one use with
+//! - **Spent atomically.** [`super::direct::lift`] spends one use with
 //!   [`ConversationStore::use_decision`]: one conditional write that also
 //!   appends the `granted` audit event naming the grant, so of concurrent
 //!   calls on a grant with `n` uses left exactly `n` run without asking; the
@@ -36,18 +36,17 @@
 //! is the gate's judgement ([`crate::tool::CallGate::grants`], the
 //! `toolgate-policy` crate); whether one may lift the verdict and the spending
 //! are here, for every path: the engine's step loop and held calls through
-//! [`super::direct::admit`], the call-gating API through [`lift`].
+//! [`super::direct::admit`], the call-gating API and the gateway's prompt
+//! tool through [`super::direct::lift`] (a call run on a grant is decided
+//! without an approval, so its record is `direct`'s: the `granted` event).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::direct::DirectCall;
 use super::route::{GROUP_PREFIX, Voter, requester};
-use crate::ledger::{
-    ApprovalRecord, AuditEvent, AuditKind, ConversationStore, DecisionScope, Ledger, Millis, StoreError, StoredDecision,
-};
+use crate::ledger::{ApprovalRecord, ConversationStore, DecisionScope, Millis, StoreError, StoredDecision};
 use crate::tool::{GateAction, Verdict};
 
 /// The `decidedBy` of a `granted` event.
@@ -258,7 +257,7 @@ pub async fn save(store: &dyn ConversationStore, grant: &StoredDecision) -> Resu
 }
 
 /// A stored grant that covers one call, as the gate found it (tool, scope,
-/// input, expiry checked): what [`may_lift`] and [`lift`] need.
+/// input, expiry checked): what [`may_lift`] and [`super::direct::lift`] need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantOffer {
     /// The grant's id.
@@ -291,45 +290,4 @@ pub fn may_lift(offer: &GrantOffer, verdict: &Verdict, requester: Option<&str>) 
         Some(group) => offer.granter_groups.iter().any(|own| own == group),
         None => approver == granter,
     })
-}
-
-/// The `granted` event of a call that runs on `offer`.
-pub fn granted(ledger: &Ledger, call: DirectCall<'_>, offer: &GrantOffer, at: Millis) -> AuditEvent {
-    let data = json!({
-        "toolName": call.tool_name,
-        "input": call.input,
-        "grant": offer.id,
-        "grantedBy": offer.granted_by,
-        "decidedBy": DECIDED_BY_GRANT,
-    });
-    ledger.event(AuditKind::Granted, "", call.tool_call_id, at, data)
-}
-
-/// `verdict`, or a yes when one of `offers` may lift it ([`may_lift`]) and
-/// a use of it is spent, atomically with its `granted` event. Offers are
-/// tried in order; one spent meanwhile by another call is skipped; a store
-/// that fails is logged and skipped (the call is asked, fail closed).
-pub async fn lift(
-    ledger: Option<&Ledger>,
-    offers: &[GrantOffer],
-    verdict: Verdict,
-    call: DirectCall<'_>,
-    requester: Option<&str>,
-) -> Verdict {
-    for offer in offers.iter().filter(|offer| may_lift(offer, &verdict, requester)) {
-        let Some(ledger) = ledger else {
-            if offer.unlimited {
-                return Verdict::allow().because(offer.description.clone());
-            }
-            continue;
-        };
-        let now = ledger.config.clock.now();
-        let event = granted(ledger, call, offer, now);
-        match ledger.config.store.use_decision(&offer.id, now, std::slice::from_ref(&event)).await {
-            Ok(Some(_)) => return Verdict::allow().because(offer.description.clone()),
-            Ok(None) => {}
-            Err(error) => tracing::warn!(grant = %offer.id, %error, "cannot spend a grant; approval required"),
-        }
-    }
-    verdict
 }
