@@ -6,12 +6,14 @@
 //!
 //! - **Made with an approval.** A [`GrantSpec`] (`{"uses": 5, "within":
 //!   "1h", "input": {"/amount": {"le": 1000}}, "scope": "conversation"}`)
-//!   travels with an approving decision on any path (the inbox, a chat's
-//!   answer, the CLI, the page, a link); [`issue`] turns it into the stored
-//!   row, authored by the approver with their groups as fields. A quorum
-//!   approval cannot be granted away by one person ([`GrantRefusal::Quorum`]).
-//!   Every path casts its vote first ([`super::cast`]) and saves the grant
-//!   only when the vote counted.
+//!   travels with an approving decision (the inbox and the page, a chat's
+//!   answer, the CLI); [`issue`] turns it into the stored row, authored by
+//!   the approver with their groups as fields. A quorum approval cannot be
+//!   granted away by one person ([`GrantRefusal::Quorum`]). The inbox and
+//!   the CLI check the grant, cast the vote ([`super::cast`]) and save the
+//!   grant only once the vote counted; a chat's answer keeps it with the
+//!   answer, for an approval still pending that the answer may decide
+//!   ([`super::check_vote`]).
 //! - **One concept with sticky decisions.** A grant is a sticky decision
 //!   that allows (`action = "allow"`) with an optional use limit (its
 //!   `uses_left` column) and optional input predicates; an "always allow"
@@ -34,8 +36,8 @@
 //!
 //! Which stored grants cover a call (tool, scope, input predicates, expiry)
 //! is the gate's judgement ([`crate::tool::CallGate::grants`], the
-//! `toolgate-policy` crate); whether one may lift the verdict and the spending
-//! are here, for every path: the engine's step loop and held calls through
+//! `toolgate-policy` crate); whether one may lift the verdict is here
+//! ([`may_lift`]), for every path, and so is what spends it: the engine's step loop and held calls through
 //! [`super::direct::admit`], the call-gating API and the gateway's prompt
 //! tool through [`super::direct::lift`] (a call run on a grant is decided
 //! without an approval, so its record is `direct`'s: the `granted` event).
