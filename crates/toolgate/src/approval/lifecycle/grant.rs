@@ -7,7 +7,7 @@
 //! - **Made with an approval.** A [`GrantSpec`] (`{"uses": 5, "within":
 //!   "1h", "input": {"/amount": {"le": 1000}}, "scope": "conversation"}`)
 //!   travels with an approving decision (the inbox and the page, a chat's
-//!   answer, the CLI); [`issue`] turns it into the stored row, authored by
+//!   answer, a channel's approve links, the CLI); [`issue`] turns it into the stored row, authored by
 //!   the approver with their groups as fields. A quorum approval cannot be
 //!   granted away by one person ([`GrantRefusal::Quorum`]). The inbox and
 //!   the CLI check the grant, cast the vote ([`super::cast`]) and save the
