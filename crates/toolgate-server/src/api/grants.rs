@@ -145,8 +145,9 @@ async fn visible(
         let theirs = store.decisions(&query).await?.into_iter().filter(|row| row.scope != DecisionScope::Global);
         rows.extend(theirs);
     }
+    let mut seen = std::collections::HashSet::new();
+    rows.retain(|row| seen.insert(row.id.clone()));
     rows.sort_by_key(|row| row.created_at);
-    rows.dedup_by(|a, b| a.id == b.id);
     let uses: HashMap<String, Option<i64>> = rows.iter().map(|row| (row.id.clone(), row.uses_left)).collect();
     let grants = decode_stored(rows).map_err(ApiError::from)?;
     Ok(grants
