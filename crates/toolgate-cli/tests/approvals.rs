@@ -280,3 +280,40 @@ fn the_operator_decides_a_single_user_servers_approvals_on_its_store() {
         "at": approved["votes"][0]["at"]}])
     );
 }
+
+/// `approve --grant` on the store: the grant is checked before the vote
+/// (a malformed one is refused by the flag, a quorum's by the lifecycle) and
+/// kept, as the owner's, with its use limit, once the vote counted.
+#[test]
+fn approve_with_a_grant_keeps_it_after_the_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let own = support::approval("apr-own", "alice", "chat-1", "pay_invoice", json!({"amount": 10}), false);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = runtime.block_on(async {
+        let store = open_store(&StoreSpec::parse("sqlite", dir.path()).unwrap()).await.unwrap().expect("a store");
+        store.issue(&[own, routed("apr-quorum")], &[]).await.unwrap();
+        store
+    });
+    let on_store = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["--data-dir", &data_dir]);
+        approvals(&args, None)
+    };
+
+    let bad = on_store(&["approve", "apr-own", "--as", "alice", "--grant", r#"{"uses": 0}"#]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("`uses` must be at least 1"), "{}", stderr(&bad));
+    let grant = r#"{"uses": 3, "within": "1h", "input": {"/amount": {"le": 100}}}"#;
+    assert_refused(&on_store(&["approve", "apr-quorum", "--as", "bob", "--grant", grant]), "grant_not_allowed");
+    assert_refused(&on_store(&["deny", "apr-own", "--as", "alice", "--grant", grant]), "invalid_grant");
+
+    let voted = item(&on_store(&["approve", "apr-own", "--as", "alice", "--grant", grant, "--output", "jsonl"]));
+    assert_eq!(voted["state"], "approved");
+    let kept = runtime.block_on(store.decisions_by(Some("alice"), support::now())).unwrap();
+    let [kept] = kept.as_slice() else { panic!("{kept:?}") };
+    assert_eq!((kept.tool_name.as_str(), kept.uses_left), ("pay_invoice", Some(3)));
+    assert_eq!(kept.body["approvalId"], "apr-own");
+    assert_eq!(kept.body["inputMatch"], json!({"/amount": {"le": 100}}));
+    runtime.block_on(async { drop(store) });
+}

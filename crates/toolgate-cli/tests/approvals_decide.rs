@@ -19,7 +19,7 @@ use toolgate::approval::lifecycle::{self, Decision, VoteOptions, Voter};
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, DecisionQuery, DecisionScope, LedgerStore, SystemClock, conversation_key,
 };
-use toolgate::tool::{GateAction, GateCall};
+use toolgate::tool::{CallGate, GateCall};
 use toolgate_policy::{Policy, StickyAction, StoredGate, decode_stored};
 use toolgate_store::{StoreSpec, open_store};
 
@@ -275,7 +275,7 @@ fn a_approves_and_always_allows_the_tool_in_that_conversation() {
     );
     assert!(watched.stdout.contains(&format!("(sticky decision {})", decisions[0].id)), "{}", watched.stdout);
 
-    // The next delete_file call there needs no approval; elsewhere nothing changed.
+    // The next delete_file call there is covered by the grant (an "always allow" is one); elsewhere nothing changed.
     let verdict = |conversation: &str, tool: &str| {
         let conversation = conversation.to_owned();
         let tool = tool.to_owned();
@@ -296,12 +296,13 @@ fn a_approves_and_always_allows_the_tool_in_that_conversation() {
                 principal: Some("alice"),
                 groups: &[],
             };
-            gate.decide(&call).await.map(|verdict| verdict.action)
+            assert_eq!(gate.decide(&call).await, None, "a grant is no rule");
+            gate.grants("call-next").iter().map(|offer| offer.granted_by.clone()).collect::<Vec<_>>()
         })
     };
-    assert_eq!(verdict(&key, "delete_file"), Some(GateAction::Allow));
-    assert_eq!(verdict(&key, "transfer_money"), None);
-    assert_eq!(verdict(&conversation_key(Some("alice"), "chat-2"), "delete_file"), None);
+    assert_eq!(verdict(&key, "delete_file"), [Some("alice".to_owned())]);
+    assert_eq!(verdict(&key, "transfer_money"), Vec::<Option<String>>::new());
+    assert_eq!(verdict(&conversation_key(Some("alice"), "chat-2"), "delete_file"), Vec::<Option<String>>::new());
 }
 
 #[test]

@@ -156,7 +156,9 @@ impl Gateway {
 
     /// What the rules and sticky decisions say about a call of a tool the
     /// gateway does not offer (Claude Code's own tools, for `approval_prompt`);
-    /// `None` when nothing speaks to it.
+    /// `None` when nothing speaks to it. A question (or nothing) that a grant
+    /// covers is lifted, spending one of its uses
+    /// ([`toolgate::approval::lifecycle::direct::lift`]).
     pub async fn decide_foreign(
         &self,
         session: &Session,
@@ -174,7 +176,23 @@ impl Gateway {
             principal: Some(&session.identity.principal),
             groups: &session.identity.groups,
         };
-        gate.decide(&call).await
+        let verdict = gate.decide(&call).await;
+        let offers = toolgate::tool::CallGate::grants(&gate, call_id);
+        let asking = verdict.clone().unwrap_or_else(Verdict::ask);
+        if asking.action != toolgate::tool::GateAction::Ask || offers.is_empty() {
+            return verdict;
+        }
+        // A retry attaches to the call already held: it spends no use of a grant.
+        let ledger = self.ledger(session);
+        match ledger.config.store.approvals(&[call_id.to_owned()]).await {
+            Ok(found) if found.is_empty() => {}
+            _ => return verdict,
+        }
+        let direct = direct::DirectCall { tool_call_id: call_id, tool_name, input };
+        let principal = Some(session.identity.principal.as_str());
+        let lifted =
+            toolgate::approval::lifecycle::direct::lift(Some(&ledger), &offers, asking, direct, principal).await;
+        if lifted.action == toolgate::tool::GateAction::Allow { Some(lifted) } else { verdict }
     }
 
     /// Refuses a call that would hold one more approval than the principal

@@ -27,6 +27,7 @@
 //! tls = "starttls"                        # starttls | implicit | none (loopback only)
 //! from = "toolgate <approvals@example.com>"
 //! to = ["approvers", "group:finance", "carol", "audit@example.com"]
+//! grant = { uses = 5, within = "1h" }    # optional: offered with the approve links (signed links only)
 //! ```
 //!
 //! [`Channels::from_config`] validates the tables ([`NotifyConfigError`]

@@ -2,7 +2,9 @@
 //! sticky decisions that apply to one request.
 //!
 //! Rules in shadow mode take no part in the verdict (`shadowed` lists what
-//! they would have decided). Among all other file rules and sticky decisions that match a call, the highest
+//! they would have decided), nor do allowing sticky decisions: those are
+//! grants, offered after the verdict ([`CallGate::grants`], see
+//! [`crate::grants`]) to lift a question. Among all other file rules and sticky decisions that match a call, the highest
 //! action wins (deny > ask > allow); the verdict names the first match with
 //! that action, file rules (in file order) before sticky decisions (in the
 //! order given). Nothing matched: no verdict, and the engine uses the tool's
@@ -17,6 +19,7 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use toolgate::approval::lifecycle::grant::GrantOffer;
 use toolgate::ledger::Millis;
 use toolgate::tool::{CallGate, GateAction, GateCall, Shadowed, Verdict};
 
@@ -117,7 +120,9 @@ fn matches<'a>(
             (Some(_), _) => None,
         }
     });
-    let sticky = sticky.iter().filter(move |decision| decision.matches(call, now_ms)).map(Candidate::Sticky);
+    // An allowing decision is a grant: it lifts a question after the verdict (`crate::grants`), it ranks as no rule.
+    let denies = sticky.iter().filter(|decision| decision.action == crate::sticky::StickyAction::Deny);
+    let sticky = denies.filter(move |decision| decision.matches(call, now_ms)).map(Candidate::Sticky);
     rules.chain(sticky)
 }
 
@@ -185,12 +190,14 @@ pub struct PolicyGate {
     policy: Arc<Policy>,
     sticky: Vec<StickyDecision>,
     now_ms: Millis,
+    /// The grants that covered each call at its last verdict, by tool call id.
+    offers: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<GrantOffer>>>>,
 }
 
 impl PolicyGate {
     /// A gate over `policy` and `sticky` decisions, judging expiry at `now_ms` (unix milliseconds).
     pub fn new(policy: Arc<Policy>, sticky: Vec<StickyDecision>, now_ms: Millis) -> Self {
-        Self { policy, sticky, now_ms }
+        Self { policy, sticky, now_ms, offers: Arc::default() }
     }
 
     /// The policy snapshot.
@@ -221,7 +228,18 @@ impl PolicyGate {
 
 impl CallGate for PolicyGate {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
+        let offers = crate::grants::covering(&self.sticky, &call, self.now_ms);
+        let mut held = self.offers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match offers.is_empty() {
+            true => held.remove(call.tool_call_id),
+            false => held.insert(call.tool_call_id.to_owned(), offers),
+        };
         futures::future::ready(self.decide(&call)).boxed()
+    }
+
+    fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
+        let mut held = self.offers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.remove(tool_call_id).unwrap_or_default()
     }
 }
 

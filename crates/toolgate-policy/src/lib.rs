@@ -99,9 +99,11 @@
 //! [`toolgate::tool::CallGate`]).
 //!
 //! [`StickyDecision`]s (a person's "always allow this tool in this
-//! conversation", "always allow exactly this input", "never allow") take part
-//! as rules of the same precedence: a sticky allow never overrides a file
-//! `deny` or `ask` rule, and a sticky deny wins over everything. See
+//! conversation", "always allow exactly this input", "never allow") take
+//! part too: a sticky deny as a rule that wins over everything; an allowing
+//! one is a grant ([`grants`]), which ranks as no rule but lifts a question
+//! the rules or the tool ask, when its author may decide the call (never a
+//! deny, never others' routes or a quorum), spending one of its uses. See
 //! [`sticky`]. [`PolicyGate`] evaluates a policy with decisions in hand;
 //! [`StoredGate`] reads them from a ledger store first.
 //!
@@ -153,6 +155,7 @@ pub mod config;
 pub mod error;
 pub mod evaluate;
 pub mod explain;
+pub mod grants;
 pub mod handle;
 pub mod history;
 mod predicate;

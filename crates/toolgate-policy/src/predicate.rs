@@ -10,6 +10,8 @@
 
 use globset::GlobMatcher;
 use regex::Regex;
+use std::collections::BTreeMap;
+
 use serde_json::{Number, Value};
 
 use crate::config::PredicateConfig;
@@ -219,3 +221,20 @@ pub(crate) fn render_pointer(pointer: &str) -> &str {
 /// TOML date-times have no JSON counterpart (and deserialize differently
 /// through `toml::Value` and `toml::from_str`), so they are refused.
 pub(crate) const DATETIME: &str = "TOML date-times are not JSON values; quote it as a string";
+
+/// Whether every predicate of a grant holds for `input` (none: any input).
+/// A predicate that does not compile (a corrupt row) holds for nothing: a
+/// grant only ever allows, so it fails closed by covering no call.
+pub(crate) fn grant_input_holds(id: &str, predicates: &BTreeMap<String, PredicateConfig>, input: &Value) -> bool {
+    if predicates.is_empty() {
+        return true;
+    }
+    let rule = RuleRef::new(1, Some(id.to_owned()));
+    predicates.iter().all(|(pointer, config)| match Predicate::compile(&rule, pointer, config) {
+        Ok(predicate) => predicate.matched(input).is_some(),
+        Err(error) => {
+            tracing::warn!(grant = id, %error, "a grant's input predicate does not compile; it covers nothing");
+            false
+        }
+    })
+}

@@ -17,10 +17,23 @@
 //! JSON (camelCase): `{"id", "action": "allow"|"deny", "tool", "input"?,
 //! "scope": {"kind": "conversation", "conversationId"} | {"kind": "principal",
 //! "principal"} | {"kind": "global"}, "expiresAt"?, "createdAt", "createdBy"?,
-//! "note"?}`; times are unix milliseconds. A missing or `null` `input` means
-//! any input.
+//! "note"?, "uses"?, "inputMatch"?, "granterGroups"?, "requester"?, "approvalId"?}`; times
+//! are unix milliseconds. A missing or `null` `input` means any input.
+//!
+//! **An allowing decision is a grant** ([`toolgate::approval::lifecycle::grant`]):
+//! it does not rank as a rule, it lifts a question the rules or the tool ask,
+//! when its author may ([`toolgate::approval::lifecycle::grant::may_lift`]),
+//! spending one of its `uses` (none: no limit; the store counts what is left,
+//! [`StickyDecision::uses_left`]). Its `inputMatch` predicates (the rules'
+//! operators, by JSON pointer) must all hold for the call's input. A grant
+//! made with an approval names it (`approvalId`) and its author's groups
+//! (`granterGroups`). Its scope covers the call as above; whether its author
+//! may decide the call is the lifecycle's check, not the scope's, so
+//! `created_by` narrows only a conversation-scoped *deny* to its author's calls.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,6 +41,7 @@ pub use toolgate::ledger::DecisionScope;
 use toolgate::ledger::Millis;
 use toolgate::tool::{GateAction, GateCall};
 
+use crate::config::PredicateConfig;
 use crate::predicate::json_eq;
 
 /// What a sticky decision decides.
@@ -86,6 +100,26 @@ pub struct StickyDecision {
     /// Free text from the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// For a grant: how many calls it let run when made (none: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<u32>,
+    /// For a grant: how many are left, as the store counts them (not part of
+    /// the stored body; set when read back).
+    #[serde(skip)]
+    pub uses_left: Option<i64>,
+    /// For a grant: predicates by JSON pointer that the call's input must all satisfy.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub input_match: BTreeMap<String, PredicateConfig>,
+    /// For a grant: its author's groups when they made it (without `group:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granter_groups: Vec<String>,
+    /// For a grant made with an approval: whose call it was (the
+    /// conversation's owner, whose later calls it lets run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
+    /// For a grant made with an approval: that approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 impl StickyDecision {
@@ -107,6 +141,12 @@ impl StickyDecision {
             created_at,
             created_by: None,
             note: None,
+            uses: None,
+            uses_left: None,
+            input_match: BTreeMap::new(),
+            granter_groups: Vec::new(),
+            requester: None,
+            approval_id: None,
         }
     }
 
@@ -146,28 +186,39 @@ impl StickyDecision {
     /// someone else's calls by sharing their conversation.
     pub fn matches(&self, call: &GateCall<'_>, now_ms: Millis) -> bool {
         !self.is_expired(now_ms)
+            && self.uses_left.is_none_or(|left| left > 0)
             && self.tool == call.tool_name
             && scope_covers(&self.scope, call.conversation_id, call.principal)
             && self.author_covers(call)
             && self.input.as_ref().is_none_or(|input| json_eq(input, call.input))
+            && crate::predicate::grant_input_holds(&self.id, &self.input_match, call.input)
     }
 
+    /// A grant's author need not be the caller (the lifecycle checks they may
+    /// decide the call); a conversation-scoped deny binds its author's calls only.
     fn author_covers(&self, call: &GateCall<'_>) -> bool {
-        match (&self.scope, &self.created_by) {
-            (DecisionScope::Conversation { .. }, Some(author)) => call.principal == Some(author.as_str()),
+        match (self.action, &self.scope, &self.created_by) {
+            (StickyAction::Deny, DecisionScope::Conversation { .. }, Some(author)) => {
+                call.principal == Some(author.as_str())
+            }
             _ => true,
         }
     }
 
     /// The reason text, e.g. ``sticky decision `d1` (always allow `fs__write_file` in this conversation, by alice)``.
     pub fn describe(&self) -> String {
-        let verb = match self.action {
-            StickyAction::Allow => "always allow",
-            StickyAction::Deny => "never allow",
+        let verb = match (self.action, self.uses) {
+            (StickyAction::Allow, None) => "always allow".to_owned(),
+            (StickyAction::Allow, Some(uses)) => format!("allow {uses} calls of"),
+            (StickyAction::Deny, _) => "never allow".to_owned(),
         };
-        let mut text = format!("sticky decision `{}` ({verb} `{}`", self.id, self.tool);
+        let what = if self.action == StickyAction::Allow { "grant" } else { "sticky decision" };
+        let mut text = format!("{what} `{}` ({verb} `{}`", self.id, self.tool);
         if self.input.is_some() {
             text.push_str(" with exactly this input");
+        }
+        if !self.input_match.is_empty() {
+            text.push_str(" with inputs like this");
         }
         match &self.scope {
             DecisionScope::Conversation { .. } => text.push_str(" in this conversation"),

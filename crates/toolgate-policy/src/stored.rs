@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use tokio::sync::OnceCell;
 
+use toolgate::approval::lifecycle::grant::GrantOffer;
 use toolgate::ledger::{
     ConversationStore, DecisionQuery, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, Millis, StoreError,
     StoreFuture, StoredDecision,
@@ -48,6 +49,11 @@ pub fn decode(stored: &StoredDecision) -> Result<StickyDecision, StoreError> {
     if decision.expires_at != stored.expires_at {
         return Err(corrupt("the body's expiry differs from the row's".into()));
     }
+    if stored.created_by.is_some() && decision.created_by != stored.created_by {
+        return Err(corrupt("the body's author differs from the row's".into()));
+    }
+    let mut decision = decision;
+    decision.uses_left = stored.uses_left;
     Ok(decision)
 }
 
@@ -65,6 +71,8 @@ pub fn to_stored(decision: &StickyDecision) -> StoredDecision {
         created_at: decision.created_at,
         expires_at: decision.expires_at,
         body: serde_json::to_value(decision).expect("a sticky decision serializes"),
+        uses_left: decision.uses_left.or(decision.uses.map(i64::from)),
+        created_by: decision.created_by.clone(),
     }
 }
 
@@ -141,6 +149,8 @@ pub struct StoredGate {
     judged: std::sync::Mutex<std::collections::HashMap<String, Vec<HistoryGuard>>>,
     /// The shadow rules each call's last verdict found matching, by tool call id.
     shadows: std::sync::Mutex<std::collections::HashMap<String, Vec<Shadowed>>>,
+    /// The grants that covered each call at its last verdict, by tool call id.
+    offers: std::sync::Mutex<std::collections::HashMap<String, Vec<GrantOffer>>>,
 }
 
 /// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
@@ -175,7 +185,8 @@ impl StoredGate {
     ) -> Self {
         let store = Box::new(Shared(store));
         let (loaded, judged, shadows) = (OnceCell::new(), Default::default(), Default::default());
-        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows }
+        let offers = Default::default();
+        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows, offers }
     }
 
     /// This gate with the ledger's history: its rules' history terms count
@@ -225,6 +236,11 @@ impl StoredGate {
             lock(&self.shadows).insert(call.tool_call_id.to_owned(), shadows);
         }
         let verdict = evaluate::decide(&self.policy, &loaded.decisions, &call, self.now, &facts);
+        let offers = crate::grants::covering(&loaded.decisions, &call, self.now);
+        match offers.is_empty() {
+            true => lock(&self.offers).remove(call.tool_call_id),
+            false => lock(&self.offers).insert(call.tool_call_id.to_owned(), offers),
+        };
         match loaded.corrupt.iter().find(|(row, _)| could_decide(row, &call, self.now)) {
             Some((_, error)) => {
                 tracing::warn!(tool = call.tool_name, %error, "corrupt sticky decision; approval required");
@@ -386,5 +402,9 @@ impl CallGate for StoredGate {
 
     fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
         lock(&self.shadows).remove(tool_call_id).unwrap_or_default()
+    }
+
+    fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
+        lock(&self.offers).remove(tool_call_id).unwrap_or_default()
     }
 }

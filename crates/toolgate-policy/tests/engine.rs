@@ -104,7 +104,7 @@ async fn an_ask_rule_requests_approval_naming_the_rule() {
 }
 
 #[tokio::test]
-async fn sticky_allow_relaxes_asking_but_not_an_ask_rule() {
+async fn sticky_allow_is_a_grant_lifting_only_questions_its_author_decides() {
     let always = StickyDecision::new(
         "d1",
         StickyAction::Allow,
@@ -114,7 +114,7 @@ async fn sticky_allow_relaxes_asking_but_not_an_ask_rule() {
     )
     .created_by("alice");
 
-    // The tool always asks; the sticky allow lets it run.
+    // The tool always asks; the sticky allow (a grant without a use limit, by alice) lets it run.
     let runs = Arc::new(AtomicUsize::new(0));
     let model = model("fs__write_file", json!({"path": "/tmp/x"}));
     let gate = PolicyGate::new(policy(), vec![always.clone()], 0);
@@ -122,11 +122,20 @@ async fn sticky_allow_relaxes_asking_but_not_an_ask_rule() {
     assert!(result.approval_requests().is_empty());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
-    // The file's ask rule still wins over the sticky allow.
+    // The file's unrouted ask rule asks alice, who granted it: lifted too.
     let runs = Arc::new(AtomicUsize::new(0));
     let model = self::model("fs__write_file", json!({"path": "/etc/passwd"}));
-    let gate = PolicyGate::new(policy(), vec![always], 0);
+    let gate = PolicyGate::new(policy(), vec![always.clone()], 0);
     let result = run(vec![tool("fs__write_file", &runs, true)], &model, gate).await;
+    assert!(result.approval_requests().is_empty());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // An ask rule routed to someone else still asks them.
+    let routed = RULES.replace("tool = \"fs__write_file\"", "tool = \"fs__write_file\"\napprovers = [\"bob\"]");
+    let routed = Arc::new(Policy::from_toml_str(&routed).unwrap());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = self::model("fs__write_file", json!({"path": "/etc/passwd"}));
+    let result = run(vec![tool("fs__write_file", &runs, true)], &model, PolicyGate::new(routed, vec![always], 0)).await;
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let reason = result.approval_requests()[0].reason.clone().unwrap();
     assert!(reason.starts_with("rule `ask-writes`"), "{reason}");

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use toolgate::approval::lifecycle::grant;
 use toolgate::tool::{GateAction, GateCall};
+use toolgate_policy::grants;
 use toolgate_policy::{
     DecisionScope, MatchSource, Policy, PolicyError, PolicyGate, PolicyHandle, PredicateConfig, RuleConfig,
     StickyAction, StickyDecision,
@@ -505,6 +507,11 @@ fn allow(id: &str, tool: &str, scope: DecisionScope) -> StickyDecision {
     StickyDecision::new(id, StickyAction::Allow, tool, scope, NOW - 1000)
 }
 
+/// Whether the gate offers a grant for the call.
+fn covers(gate: &PolicyGate, call: &GateCall<'_>) -> bool {
+    !grants::covering(gate.sticky(), call, gate.now_ms()).is_empty()
+}
+
 #[test]
 fn sticky_scopes() {
     let input = json!({"path": "/tmp/x"});
@@ -517,40 +524,56 @@ fn sticky_scopes() {
     ];
     for (scope, conversation, principal, expected) in cases {
         let gate = gate("", vec![allow("d1", "fs__write_file", scope.clone())]);
-        let verdict = gate.decide(&in_conversation("fs__write_file", &input, conversation, principal));
-        assert_eq!(verdict.is_some(), expected, "{scope:?} in {conversation} by {principal}");
-        let other_tool = gate.decide(&in_conversation("fs__write", &input, conversation, principal));
-        assert!(other_tool.is_none(), "the tool name is exact");
+        let covered = covers(&gate, &in_conversation("fs__write_file", &input, conversation, principal));
+        assert_eq!(covered, expected, "{scope:?} in {conversation} by {principal}");
+        let other_tool = covers(&gate, &in_conversation("fs__write", &input, conversation, principal));
+        assert!(!other_tool, "the tool name is exact");
     }
     let anonymous = call("fs__write_file", &input);
     let gate =
         gate("", vec![allow("d1", "fs__write_file", DecisionScope::Conversation { conversation_id: "c1".into() })]);
-    assert!(gate.decide(&anonymous).is_none());
+    assert!(!covers(&gate, &anonymous));
 }
 
 #[test]
-fn a_conversation_decision_with_an_author_covers_only_the_authors_calls() {
+fn a_conversation_grant_lifts_only_its_authors_questions() {
     let input = json!({});
     let scope = DecisionScope::Conversation { conversation_id: "c1".into() };
     let gate = gate("", vec![allow("d1", "t", scope.clone()).created_by("alice")]);
-    assert!(gate.decide(&in_conversation("t", &input, "c1", "alice")).is_some());
-    assert!(gate.decide(&in_conversation("t", &input, "c1", "bob")).is_none(), "bob shares the chat, not the decision");
+    let ask = toolgate::tool::Verdict::ask();
+    let lifts = |gate: &PolicyGate, call: &GateCall<'_>| {
+        let offers = grants::covering(gate.sticky(), call, gate.now_ms());
+        offers.iter().any(|offer| grant::may_lift(offer, &ask, call.principal))
+    };
+    assert!(lifts(&gate, &in_conversation("t", &input, "c1", "alice")));
+    assert!(!lifts(&gate, &in_conversation("t", &input, "c1", "bob")), "bob shares the chat, not the grant");
     let no_principal = GateCall { conversation_id: Some("c1"), ..call("t", &input) };
-    assert!(gate.decide(&no_principal).is_none());
+    assert!(!lifts(&gate, &no_principal));
     let unowned = self::gate("", vec![allow("d1", "t", scope)]);
-    assert!(
-        unowned.decide(&in_conversation("t", &input, "c1", "bob")).is_some(),
-        "an unowned decision covers everyone"
-    );
+    assert!(lifts(&unowned, &no_principal), "an unowned grant lifts the questions of a server without principals");
+    assert!(!lifts(&unowned, &in_conversation("t", &input, "c1", "bob")), "but not a principal's");
+
+    // A conversation-scoped deny still binds only its author's calls.
+    let never = StickyDecision::new(
+        "n1",
+        StickyAction::Deny,
+        "t",
+        DecisionScope::Conversation { conversation_id: "c1".into() },
+        0,
+    )
+    .created_by("alice");
+    let gate = self::gate("", vec![never]);
+    assert!(gate.decide(&in_conversation("t", &input, "c1", "alice")).is_some());
+    assert!(gate.decide(&in_conversation("t", &input, "c1", "bob")).is_none());
 }
 
 #[test]
 fn sticky_input_is_exact() {
     let sticky = allow("d1", "t", DecisionScope::Global).with_input(json!({"path": "/tmp/x", "n": 1}));
     let gate = gate("", vec![sticky]);
-    assert!(gate.decide(&call("t", &json!({"n": 1.0, "path": "/tmp/x"}))).is_some());
-    assert!(gate.decide(&call("t", &json!({"n": 1, "path": "/tmp/y"}))).is_none());
-    assert!(gate.decide(&call("t", &json!({"path": "/tmp/x"}))).is_none());
+    assert!(covers(&gate, &call("t", &json!({"n": 1.0, "path": "/tmp/x"}))));
+    assert!(!covers(&gate, &call("t", &json!({"n": 1, "path": "/tmp/y"}))));
+    assert!(!covers(&gate, &call("t", &json!({"path": "/tmp/x"}))));
 }
 
 #[test]
@@ -558,7 +581,7 @@ fn sticky_expiry() {
     let input = json!({});
     for (expires_at, matches) in [(NOW - 1, false), (NOW, false), (NOW + 1, true)] {
         let gate = gate("", vec![allow("d1", "t", DecisionScope::Global).expires_at(expires_at)]);
-        assert_eq!(gate.decide(&call("t", &input)).is_some(), matches, "expires at now{:+}", expires_at - NOW);
+        assert_eq!(covers(&gate, &call("t", &input)), matches, "expires at now{:+}", expires_at - NOW);
     }
 }
 
@@ -573,7 +596,7 @@ fn sticky_decisions_obey_precedence() {
         input = { "/path" = { glob = "/etc/**" } }
     "#;
     let verdict = gate(rules, vec![sticky_allow.clone()]).decide(&call("fs__write_file", &input)).unwrap();
-    assert_eq!(verdict.action, GateAction::Ask, "a file ask beats a sticky allow");
+    assert_eq!(verdict.action, GateAction::Ask, "a sticky allow is a grant, not a rule: the file's ask stands");
 
     let deny_rule = "[[rule]]\nname = \"no\"\naction = \"deny\"\n";
     let verdict = gate(deny_rule, vec![sticky_allow.clone()]).decide(&call("fs__write_file", &input)).unwrap();
@@ -593,20 +616,22 @@ fn sticky_decisions_obey_precedence() {
         Some("sticky decision `never` (never allow `fs__write_file` everywhere, by alice): it broke prod")
     );
 
-    let verdict = gate("", vec![sticky_allow]).decide(&call("fs__write_file", &input)).unwrap();
-    assert_eq!(verdict.action, GateAction::Allow);
+    let gate = gate("", vec![sticky_allow]);
+    assert_eq!(gate.decide(&call("fs__write_file", &input)), None, "no rule decides");
+    assert!(covers(&gate, &call("fs__write_file", &input)), "the grant is offered to lift a question");
 }
 
 #[test]
 fn sticky_reasons() {
     let conversation =
         allow("d1", "fs__write_file", DecisionScope::Conversation { conversation_id: "c1".into() }).created_by("alice");
-    assert_eq!(
-        conversation.describe(),
-        "sticky decision `d1` (always allow `fs__write_file` in this conversation, by alice)"
-    );
+    assert_eq!(conversation.describe(), "grant `d1` (always allow `fs__write_file` in this conversation, by alice)");
+    let mut limited = allow("d3", "t", DecisionScope::Global);
+    limited.uses = Some(5);
+    limited.input_match.insert("/n".into(), serde_json::from_value(json!({"le": 3})).unwrap());
+    assert_eq!(limited.describe(), "grant `d3` (allow 5 calls of `t` with inputs like this everywhere)");
     let principal = allow("d2", "t", DecisionScope::Principal { principal: "bob".into() }).with_input(json!({}));
-    assert_eq!(principal.describe(), "sticky decision `d2` (always allow `t` with exactly this input for bob)");
+    assert_eq!(principal.describe(), "grant `d2` (always allow `t` with exactly this input for bob)");
 }
 
 #[test]
@@ -654,17 +679,19 @@ fn sticky_json_shape() {
 
 #[test]
 fn gate_explains_sticky_matches() {
+    let deny = |id: &str| StickyDecision::new(id, StickyAction::Deny, "t", DecisionScope::Global, NOW - 1000);
     let gate = gate(
-        "[[rule]]\nname = \"ok\"\naction = \"allow\"\n",
-        vec![allow("d1", "t", DecisionScope::Global), allow("old", "t", DecisionScope::Global).expires_at(NOW)],
+        "[[rule]]\nname = \"no\"\naction = \"deny\"\n",
+        vec![deny("d1"), deny("old").expires_at(NOW), allow("grant", "t", DecisionScope::Global)],
     );
     let explanation = gate.explain(&call("t", &json!({})));
     let sources: Vec<_> = explanation.matches.iter().map(|m| m.source.clone()).collect();
     assert_eq!(
         sources,
-        [MatchSource::Rule { name: "ok".into(), position: 1 }, MatchSource::Sticky { id: "d1".into() }]
+        [MatchSource::Rule { name: "no".into(), position: 1 }, MatchSource::Sticky { id: "d1".into() }],
+        "live denies match; a grant is no rule"
     );
-    assert_eq!(explanation.rule.as_deref(), Some("ok"), "file rules come first among equals");
+    assert_eq!(explanation.rule.as_deref(), Some("no"), "file rules come first among equals");
 }
 
 // ---- handle ----

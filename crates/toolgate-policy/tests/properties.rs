@@ -133,6 +133,7 @@ fn gen_sticky() -> impl Strategy<Value = StickyDecision> {
             created_at: 0,
             created_by: author.map(str::to_owned),
             note: None,
+            ..StickyDecision::new("", action, tool, DecisionScope::Global, 0)
         })
 }
 
@@ -258,7 +259,7 @@ fn name(rule: &GenRule, index: usize) -> String {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// The decision is max(action) over matching rules and sticky decisions
+    /// The decision is max(action) over matching rules and sticky denies
     /// (deny > ask > allow), naming the first match of that action.
     #[test]
     fn verdict_is_the_maximum_over_matches(
@@ -277,7 +278,9 @@ proptest! {
             .filter(|(_, rule)| model_matches(rule, &call))
             .map(|(i, rule)| (name(rule, i), rule.action))
             .collect();
-        expected.extend(sticky.iter().filter(|s| model_sticky(s, &call)).map(|s| (s.id.clone(), s.action.into())));
+        // An allowing decision is a grant: it ranks as no rule (it lifts a question later).
+        let denies = sticky.iter().filter(|s| s.action == StickyAction::Deny);
+        expected.extend(denies.filter(|s| model_sticky(s, &call)).map(|s| (s.id.clone(), s.action.into())));
 
         let names: Vec<(String, GateAction)> =
             explanation.matches.iter().map(|m| (m.source.name().to_owned(), m.action)).collect();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use toolgate::ledger::{ConversationStore, DecisionQuery, MemoryStore, StoreError, StoreFuture, StoredDecision};
-use toolgate::tool::{GateAction, GateCall};
+use toolgate::tool::{CallGate, GateAction, GateCall};
 use toolgate_policy::{
     DecisionScope, DecisionSource, Policy, StickyAction, StickyDecision, StoredGate, decode_stored, to_stored,
     visible_to,
@@ -87,30 +87,27 @@ async fn the_gate_reads_the_decisions_of_its_conversation_and_principal() {
     .await;
     let gate = StoredGate::new(policy(""), store, Some("c1".into()), Some("alice".into()), NOW);
     let input = json!({});
-    let verdict = gate.decide(&call("write", &input)).await.unwrap();
-    assert_eq!(verdict.action, GateAction::Allow);
-    assert_eq!(
-        verdict.reason.as_deref(),
-        Some("sticky decision `here` (always allow `write` in this conversation, by alice)")
-    );
+    assert_eq!(gate.decide(&call("write", &input)).await, None, "a grant is no rule");
+    let [offer] = &gate.grants("call-1")[..] else { panic!("one grant covers the call") };
+    assert_eq!(offer.description, "grant `here` (always allow `write` in this conversation, by alice)");
+    assert_eq!(offer.granted_by.as_deref(), Some("alice"));
     assert_eq!(gate.decide(&call("rm", &input)).await.unwrap().action, GateAction::Deny);
     assert!(gate.decide(&call("read", &input)).await.is_none(), "another conversation's decision");
-    let bob = GateCall { principal: Some("bob"), ..call("write", &input) };
-    assert!(gate.decide(&bob).await.is_none(), "alice's decision is not bob's, even in her chat");
-    let explanation = gate.explain(&call("write", &input)).await.unwrap();
-    assert_eq!(explanation.rule.as_deref(), Some("here"));
+    assert!(gate.grants("call-1").is_empty(), "another conversation's grant");
 }
 
 #[tokio::test]
-async fn a_sticky_allow_never_lifts_a_file_rule() {
+async fn a_sticky_allow_ranks_as_no_rule() {
     let store =
         store_with(&[StickyDecision::new("always", StickyAction::Allow, "write", DecisionScope::Global, NOW)]).await;
     let gate = StoredGate::new(policy("[[rule]]\nname = \"look\"\naction = \"ask\"\n"), store, None, None, NOW);
     let verdict = gate.decide(&call("write", &json!({}))).await.unwrap();
     assert_eq!(
         (verdict.action, verdict.reason.as_deref().unwrap_or_default()),
-        (GateAction::Ask, "rule `look` matched tool `write`")
+        (GateAction::Ask, "rule `look` matched tool `write`"),
+        "the file's question stands; the grant is offered to lift it"
     );
+    assert_eq!(gate.grants("call-1").len(), 1);
 }
 
 #[tokio::test]
@@ -168,8 +165,8 @@ async fn decisions_given_with_the_gate_are_not_read_again() {
     );
     let gate = gate.with_decisions(Ok(vec![to_stored(&allow)]));
     let input = json!({});
-    let verdict = gate.decide(&call("rm", &input)).await.unwrap();
-    assert_eq!(verdict.action, GateAction::Allow, "the given decision decides; the store is not read");
+    assert_eq!(gate.decide(&call("rm", &input)).await, None, "the given decisions are read; the store is not");
+    assert_eq!(gate.grants("call-1").len(), 1, "the given grant is offered");
     // A call for another conversation is not covered by what was given: read, and the store is down.
     let elsewhere = GateCall { conversation_id: Some("c2"), ..call("rm", &input) };
     assert_eq!(gate.decide(&elsewhere).await.unwrap().action, GateAction::Ask);

@@ -580,6 +580,7 @@ const decisions = {
   error: '', // a revoke that failed
   revoking: new Set(), // ids with a DELETE in flight
   reads: 0, // GETs started: only the newest one's answer is shown
+  grants: [], // `GET api/grants`: the grants made with approvals (bounded: `usesLeft`), shown beside the decisions
   toggle: '#decisions-toggle',
   panel: '#decisions-panel',
   refresh: refreshDecisions,
@@ -606,7 +607,58 @@ async function refreshDecisions() {
     if (stale()) return;
     Object.assign(decisions, { list: [], note: `The sticky decisions could not be read: ${error.message}` });
   }
+  await refreshGrants(chatId, stale);
   renderDecisions();
+}
+
+// Grants: bounded approvals (`GET api/grants`), listed with their uses left, revoked with `DELETE api/grants/{id}`.
+const GRANTS_API = 'api/grants';
+
+async function refreshGrants(chatId, stale) {
+  try {
+    const response = await authFetch(`${GRANTS_API}?conversation=${encodeURIComponent(chatId)}`);
+    if (stale()) return;
+    const list = response.ok ? (await response.json())?.grants : [];
+    decisions.grants = Array.isArray(list) ? list.filter((grant) => grant && typeof grant.id === 'string') : [];
+  } catch {
+    decisions.grants = [];
+  }
+}
+
+async function revokeGrant(id) {
+  if (decisions.revoking.has(id)) return;
+  decisions.revoking.add(id);
+  renderDecisions();
+  let error = null;
+  try {
+    const url = `${GRANTS_API}/${encodeURIComponent(id)}?conversation=${encodeURIComponent(state.chatId)}`;
+    const response = await authFetch(url, { method: 'DELETE' });
+    if (!response.ok) error = errorLine(await httpError(response));
+  } catch (caught) {
+    error = caught.message;
+  }
+  decisions.revoking.delete(id);
+  decisions.error = error ? `The grant was not revoked: ${error}` : '';
+  await refreshDecisions();
+  renderDecisions();
+}
+
+function grantItem(grant) {
+  const left = grant.usesLeft === undefined ? 'no limit' : `${grant.usesLeft} of ${grant.uses ?? grant.usesLeft} left`;
+  const until = grant.expiresAt ? `until ${new Date(grant.expiresAt).toLocaleString()}` : 'until revoked';
+  const by = grant.createdBy ? `by ${grant.createdBy}` : '';
+  return el(
+    'li',
+    { class: 'decision grant', 'data-testid': 'grant', 'data-grant-id': grant.id, 'data-tool': grant.tool },
+    el('span', { class: 'decision-action decision-action-allow', 'data-testid': 'grant-uses' }, `Granted: ${left}`),
+    el('code', { class: 'decision-tool' }, grant.tool),
+    button('Revoke', 'grant-revoke-button', () => revokeGrant(grant.id), 'btn-small btn-secondary decision-revoke', {
+      disabled: decisions.revoking.has(grant.id),
+      'aria-label': `Revoke the grant for ${grant.tool}`,
+    }),
+    grant.inputMatch ? jsonBlock(grant.inputMatch, 'grant-input') : el('span', { class: 'decision-any muted' }, 'any input'),
+    el('span', { class: 'decision-made muted' }, [until, by].filter(Boolean).join(', ')),
+  );
 }
 
 // Saves a sticky decision; resolves to null, or the error to show.
@@ -706,7 +758,8 @@ function decisionItem(decision) {
 }
 
 function renderDecisions() {
-  $('#decisions-list').replaceChildren(...decisions.list.map(decisionItem));
+  const limited = decisions.grants.filter((grant) => grant.usesLeft !== undefined || grant.approvalId !== undefined);
+  $('#decisions-list').replaceChildren(...decisions.list.map(decisionItem), ...limited.map(grantItem));
   $('#decisions-note').textContent = decisions.note;
   const error = $('#decisions-error');
   error.textContent = decisions.error;
@@ -775,14 +828,16 @@ const waitsForPerson = (part, message = lastMessage()) =>
 // The person's answers
 
 // Approve or deny: the part goes to `approval-responded` with the decision in
-// `approval` (toolgate's extension: `editedInput` replaces the model's input).
-function decide(toolCallId, { approved, reason, editedInput }) {
+// `approval` (toolgate's extensions: `editedInput` replaces the model's input;
+// `grant` lets the next calls like it run without asking).
+function decide(toolCallId, { approved, reason, editedInput, grant }) {
   const part = findToolPart(lastMessage(), toolCallId);
   if (!part || part.state !== 'approval-requested' || busy()) return;
   part.state = 'approval-responded';
   part.approval = { ...part.approval, approved };
   if (reason) part.approval.reason = reason;
   if (editedInput !== undefined) part.approval.editedInput = editedInput;
+  if (grant) part.approval.grant = grant;
   drafts.delete(toolCallId);
   stickyRequests.delete(toolCallId);
   render();
@@ -1752,6 +1807,11 @@ function stickyActions(part, context, disabled) {
         disabled,
         title: `Deny this call and refuse every later ${name} call in this chat`,
       }),
+      // A grant: "approve, and allow N more like this for …" (the server spends one use per call).
+      button('Allow 5 more for 1 hour', 'allow-more-button', () => decide(id, { approved: true, grant: { uses: 5, within: '1h' } }), 'btn-small btn-sticky', {
+        disabled,
+        title: `Approve this call and let the next 5 ${name} calls in this chat run without asking, for one hour`,
+      }),
     ),
     error
       ? el('p', { class: 'field-error', role: 'alert', 'data-testid': 'sticky-error' }, `The decision was not saved: ${error}`)
@@ -2220,8 +2280,9 @@ function inboxActions(item) {
   };
   if (draft?.mode === 'deny') return inboxDenyForm(item, draft, close);
   if (draft?.mode === 'edit') return inboxEditForm(item, draft, close);
+  if (draft?.mode === 'grant') return inboxGrantForm(item, draft, close);
   const open = (mode) => () => {
-    inbox.drafts.set(item.id, { mode, reason: '', text: JSON.stringify(item.input ?? {}, null, 2) });
+    inbox.drafts.set(item.id, { mode, reason: '', text: JSON.stringify(item.input ?? {}, null, 2), uses: 5, within: '1h' });
     renderInbox();
   };
   const disabled = inbox.voting.has(item.id);
@@ -2241,6 +2302,62 @@ function inboxActions(item) {
     item.quorum <= 1
       ? button('Edit input…', 'inbox-edit-button', open('edit'), 'btn-secondary btn-small', { disabled, 'aria-label': `Edit the input of ${what}` })
       : null,
+    // A grant: one approver's "yes, and the next N like this"; a quorum cannot be granted away.
+    item.quorum <= 1
+      ? button('Approve, and allow more…', 'inbox-grant-button', open('grant'), 'btn-secondary btn-small', {
+          disabled,
+          'aria-label': `Approve ${what}, and allow more calls like it without asking`,
+        })
+      : null,
+  );
+}
+
+// The durations a grant from the page may last.
+const GRANT_WITHIN = [['15m', '15 minutes'], ['1h', '1 hour'], ['8h', '8 hours'], ['1d', '1 day']];
+
+// "Approve, and allow N more like this for …": a grant in this chat (`grant` with the vote).
+function inboxGrantForm(item, draft, close) {
+  const usesId = `inbox-grant-uses-${item.id}`;
+  const withinId = `inbox-grant-within-${item.id}`;
+  const uses = el('input', {
+    id: usesId,
+    type: 'number',
+    min: '1',
+    max: '10000',
+    class: 'text-input grant-uses',
+    'data-testid': 'inbox-grant-uses',
+    oninput: (event) => (draft.uses = Number(event.target.value)),
+  });
+  uses.value = String(draft.uses);
+  const within = el(
+    'select',
+    { id: withinId, class: 'grant-within', 'data-testid': 'inbox-grant-within', onchange: (event) => (draft.within = event.target.value) },
+    ...GRANT_WITHIN.map(([value, label]) => el('option', { value, ...(value === draft.within ? { selected: '' } : {}) }, label)),
+  );
+  const confirm = () => {
+    const count = Math.trunc(draft.uses);
+    if (!(count >= 1 && count <= 10000)) {
+      inbox.errors.set(item.id, 'Allow between 1 and 10000 more calls.');
+      renderInbox();
+      return;
+    }
+    voteInbox(item.id, { decision: 'approve', grant: { uses: count, within: draft.within, scope: 'conversation' } });
+  };
+  focusOnce(draft, uses);
+  return el(
+    'div',
+    { class: 'inbox-form grant-form', 'data-testid': 'inbox-grant-form' },
+    el('p', { class: 'field-label' }, 'Approve, and let more ', el('code', {}, item.tool), ' calls in this chat run without asking:'),
+    el('label', { for: usesId, class: 'field-label' }, 'How many more'),
+    uses,
+    el('label', { for: withinId, class: 'field-label' }, 'For'),
+    within,
+    el(
+      'div',
+      { class: 'button-row' },
+      button('Approve and allow', 'inbox-confirm-grant-button', confirm, 'btn-approve btn-small', { disabled: inbox.voting.has(item.id) }),
+      button('Cancel', 'inbox-cancel-button', close, 'btn-ghost btn-small'),
+    ),
   );
 }
 

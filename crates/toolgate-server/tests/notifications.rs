@@ -622,3 +622,37 @@ async fn a_person_named_like_the_rules_is_notified_and_a_rules_decision_is_not()
         decided.iter().filter(|r| r.event_type == "approval.decided").map(|r| &r.body["approval"]["id"]).collect();
     assert_eq!(ids, [&json!(id)], "the person's decision only, not the rule's");
 }
+
+#[tokio::test]
+async fn a_channels_grant_comes_with_its_approve_links() {
+    let receiver = WebhookReceiver::start(SECRET);
+    let extra = "events = [\"approval.requested\"]\ngrant = { uses = 2, within = \"1h\" }\n";
+    let one_approver = "[[rule]]\nname = \"finance-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n\
+                        approvers = [\"group:finance\"]\n";
+    let setup = Setup::new(&hook(&receiver.url(), "json", extra)).rules(one_approver);
+    let server = setup.start().await;
+    let id = ask(&server).await;
+    let requests = receiver.wait_for(|r| !r.is_empty(), Duration::from_secs(10)).await;
+    let link = path_of(&requests[0].body["links"]["approve"]);
+    let page = call(&server, "GET", &link, "erin", None).await;
+    assert!(page.body.contains("also allows the next 2 delete_file calls in this chat, for 1h"), "{}", page.body);
+    let approved = post_link(&server, &link, "erin", "").await;
+    assert_eq!(approved.status, 200, "{}", approved.body);
+    let state = item(&server, &id, "erin").await.json()["state"].clone();
+    assert!(state == "approved" || state == "executed", "{state}");
+    let grants = call(&server, "GET", "/api/grants", "erin", None).await.json();
+    let [grant] = grants["grants"].as_array().unwrap().as_slice() else { panic!("{grants}") };
+    assert_eq!(
+        (grant["usesLeft"].as_i64(), &grant["createdBy"], &grant["approvalId"]),
+        (Some(2), &json!("erin"), &json!(id))
+    );
+
+    let bearer = hook("http://127.0.0.1:9/", "json", "links = \"bearer\"\ngrant = { uses = 1 }\n");
+    #[derive(serde::Deserialize)]
+    struct File {
+        notify: Vec<NotifyConfig>,
+    }
+    let file: File = toml::from_str(&bearer).unwrap();
+    let error = Channels::from_config(&file.notify, &BTreeMap::new(), |_| Some(SECRET.into())).unwrap_err();
+    assert!(error.to_string().contains("invalid grant"), "{error}");
+}

@@ -174,11 +174,17 @@ async fn with_a_store_sticky_decisions_gate_stored_chats() {
 }
 
 #[tokio::test]
-async fn exact_input_never_allow_and_rules_rank_above_sticky_allows() {
+async fn exact_input_never_allow_and_sticky_allows_lift_only_their_authors_questions() {
     let server = with_rules("[[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\n").await;
     assert_eq!(decide(&server, None, always_allow("chat-1")).await.status, 201);
+    let (what, _) = outcome(&chat_as(&server, "chat-1", None).await);
+    assert_eq!(what, "ran", "a sticky allow is a grant: it lifts the question its author would be asked");
+    let routed =
+        "[[rule]]\nname = \"ask-deletes\"\naction = \"ask\"\ntool = \"delete_file\"\napprovers = [\"carol\"]\n";
+    let server = with_rules(routed).await;
+    assert_eq!(decide(&server, None, always_allow("chat-1")).await.status, 201);
     let (what, reason) = outcome(&chat_as(&server, "chat-1", None).await);
-    assert_eq!(what, "asked", "an ask rule is not lifted by a sticky allow");
+    assert_eq!(what, "asked", "an ask routed to someone else is not lifted");
     assert!(reason.unwrap().contains("ask-deletes"));
 
     let plain = start(None).await;

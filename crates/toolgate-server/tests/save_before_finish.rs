@@ -122,6 +122,19 @@ impl ConversationStore for SlowSaves {
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>> {
         self.0.revoke_decision(id)
     }
+
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        self.0.decisions_by(author, now)
+    }
+
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [toolgate::ledger::AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        self.0.use_decision(id, now, events)
+    }
 }
 
 impl InboxStore for SlowSaves {

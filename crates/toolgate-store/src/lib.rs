@@ -300,6 +300,19 @@ impl ConversationStore for SqlStore {
         Box::pin(async move { on_backend!(self, backend => backend.revoke_decision(id)) })
     }
 
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move { on_backend!(self, backend => backend.decisions_by(author, now)) })
+    }
+
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { on_backend!(self, backend => backend.use_decision(id, now, events)) })
+    }
+
     fn conversation_with_decisions<'a>(
         &'a self,
         conversation_id: &'a str,

@@ -291,6 +291,32 @@ impl<B: SqlBackend> Operations<B> {
         sql::conversation_read(rows)
     }
 
+    pub(crate) async fn decisions_by(
+        &self,
+        author: Option<&str>,
+        now: Millis,
+    ) -> Result<Vec<StoredDecision>, StoreError> {
+        let select = match author {
+            Some(author) => db::query_as::<DecisionRow>(sql::SELECT_DECISIONS_BY).bind(now).bind(author.to_owned()),
+            None => db::query_as::<DecisionRow>(sql::SELECT_LIVE_DECISIONS).bind(now),
+        };
+        let rows = select.fetch_all(self.backend.reader()).await?;
+        rows.into_iter().map(DecisionRow::into_decision).collect()
+    }
+
+    pub(crate) async fn use_decision(
+        &self,
+        id: &str,
+        now: Millis,
+        events: &[AuditEvent],
+    ) -> Result<Option<StoredDecision>, StoreError> {
+        // The conditional UPDATE and the append in one transaction: the row's
+        // lock orders concurrent uses, and a use not spent appends nothing.
+        self.backend
+            .write((id.to_owned(), now, events.to_vec()), |conn, data| Box::pin(use_decision_in::<B>(conn, data)))
+            .await
+    }
+
     pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {
         // In a transaction: a row that cannot be read back is not removed (the error rolls back).
         self.backend.write(id.to_owned(), revoke_decision_in).await
@@ -642,6 +668,8 @@ fn save_decision_in<'c, C: Connection>(
             .bind(decision.created_at)
             .bind(decision.expires_at)
             .bind(body)
+            .bind(decision.uses_left)
+            .bind(&decision.created_by)
             .execute(conn)
             .await?;
         if inserted == 0 {
@@ -649,6 +677,17 @@ fn save_decision_in<'c, C: Connection>(
         }
         Ok(())
     })
+}
+
+async fn use_decision_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (id, now, events): &(String, Millis, Vec<AuditEvent>),
+) -> Result<Option<StoredDecision>, StoreError> {
+    let row = db::query_as::<DecisionRow>(sql::USE_DECISION).bind(id).bind(*now).fetch_optional(&mut *conn).await?;
+    let Some(row) = row else { return Ok(None) };
+    let used = row.into_decision()?;
+    append_in::<B>(conn, events).await?;
+    Ok(Some(used))
 }
 
 fn revoke_decision_in<'c, C: Connection>(conn: &'c mut C, id: &'c String) -> WriteFuture<'c, Option<StoredDecision>> {

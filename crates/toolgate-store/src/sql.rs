@@ -37,7 +37,7 @@ pub(crate) use event_columns;
 /// The columns of `decisions` a [`DecisionRow`] reads, in its order.
 macro_rules! decision_columns {
     () => {
-        "id, scope_kind, scope_key, tool_name, created_at, expires_at, body"
+        "id, scope_kind, scope_key, tool_name, created_at, expires_at, body, uses_left, created_by"
     };
 }
 
@@ -165,7 +165,7 @@ pub(crate) const UPDATE_CONVERSATION: &str = "UPDATE conversations SET messages 
 pub(crate) const INSERT_DECISION: &str = concat!(
     "INSERT INTO decisions (",
     decision_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING"
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING"
 );
 
 /// The condition on `decisions` that selects the ones live at `$1` that are
@@ -173,7 +173,7 @@ pub(crate) const INSERT_DECISION: &str = concat!(
 /// one matches nothing).
 macro_rules! decisions_that_apply {
     () => {
-        "(expires_at IS NULL OR expires_at > $1) AND (scope_kind = 'global' \
+        "(expires_at IS NULL OR expires_at > $1) AND (uses_left IS NULL OR uses_left > 0) AND (scope_kind = 'global' \
          OR (scope_kind = 'conversation' AND scope_key = $2) OR (scope_kind = 'principal' AND scope_key = $3))"
     };
 }
@@ -194,13 +194,39 @@ pub(crate) const SELECT_DECISIONS: &str = concat!(
 /// owner in `scope_key`).
 pub(crate) const SELECT_CONVERSATION_WITH_DECISIONS: &str = concat!(
     "SELECT 0 AS part, conversation_id AS id, NULL AS scope_kind, owner AS scope_key, NULL AS tool_name, \
-     version AS created_at, updated_at AS expires_at, messages AS body, 0 AS seq \
+     version AS created_at, updated_at AS expires_at, messages AS body, NULL AS uses_left, NULL AS created_by, 0 AS seq \
      FROM conversations WHERE conversation_id = $4 UNION ALL SELECT 1, ",
     decision_columns!(),
     ", seq FROM decisions WHERE ",
     decisions_that_apply!(),
     " ORDER BY part, created_at, seq"
 );
+
+/// Spends one use of the decision `$1` if it is live at `$2` (a NULL limit
+/// stays NULL) and returns its row after; no row when it is not live.
+pub(crate) const USE_DECISION: &str = concat!(
+    "UPDATE decisions SET uses_left = uses_left - 1 WHERE id = $1 AND (expires_at IS NULL OR expires_at > $2) \
+     AND (uses_left IS NULL OR uses_left > 0) RETURNING ",
+    decision_columns!()
+);
+
+/// The decisions live at `$1` (a use left, not expired), oldest first.
+macro_rules! live_decisions {
+    () => {
+        concat!(
+            "SELECT ",
+            decision_columns!(),
+            " FROM decisions WHERE (expires_at IS NULL OR expires_at > $1) AND (uses_left IS NULL OR uses_left > 0)"
+        )
+    };
+}
+
+/// Every live decision (`$1` now), oldest first.
+pub(crate) const SELECT_LIVE_DECISIONS: &str = concat!(live_decisions!(), " ORDER BY created_at, seq");
+
+/// The live decisions (`$1` now) made by `$2`, oldest first.
+pub(crate) const SELECT_DECISIONS_BY: &str =
+    concat!(live_decisions!(), " AND created_by = $2 ORDER BY created_at, seq");
 
 /// Removes one sticky decision and returns its row.
 pub(crate) const DELETE_DECISION: &str = concat!("DELETE FROM decisions WHERE id = $1 RETURNING ", decision_columns!());
@@ -791,9 +817,22 @@ pub(crate) struct ReadRow {
     created_at: i64,
     expires_at: Option<i64>,
     body: String,
+    uses_left: Option<i64>,
+    created_by: Option<String>,
 }
 
-crate::lite::from_lite_row!(ReadRow { part, id, scope_kind, scope_key, tool_name, created_at, expires_at, body });
+crate::lite::from_lite_row!(ReadRow {
+    part,
+    id,
+    scope_kind,
+    scope_key,
+    tool_name,
+    created_at,
+    expires_at,
+    body,
+    uses_left,
+    created_by
+});
 
 /// The conversation and decisions of [`SELECT_CONVERSATION_WITH_DECISIONS`]'s
 /// rows. A conversation that does not decode fails the read; a decision that
@@ -821,6 +860,8 @@ pub(crate) fn conversation_read(rows: Vec<ReadRow>) -> Result<ConversationRead, 
             created_at: row.created_at,
             expires_at: row.expires_at,
             body: row.body,
+            uses_left: row.uses_left,
+            created_by: row.created_by,
         };
         decisions.push(stored.into_decision());
     }
@@ -847,9 +888,21 @@ pub(crate) struct DecisionRow {
     created_at: i64,
     expires_at: Option<i64>,
     body: String,
+    uses_left: Option<i64>,
+    created_by: Option<String>,
 }
 
-crate::lite::from_lite_row!(DecisionRow { id, scope_kind, scope_key, tool_name, created_at, expires_at, body });
+crate::lite::from_lite_row!(DecisionRow {
+    id,
+    scope_kind,
+    scope_key,
+    tool_name,
+    created_at,
+    expires_at,
+    body,
+    uses_left,
+    created_by
+});
 
 impl DecisionRow {
     /// The sticky decision this row stores.
@@ -866,6 +919,8 @@ impl DecisionRow {
             tool_name: self.tool_name,
             created_at: self.created_at,
             expires_at: self.expires_at,
+            uses_left: self.uses_left,
+            created_by: self.created_by,
         })
     }
 }

@@ -116,6 +116,17 @@ macro_rules! fill_at_0004 {
             .await
             .unwrap();
         }
+        // An "always allow" kept before grants: after 0012, a grant without a use limit, its author a column.
+        sqlx::query(
+            "INSERT INTO decisions (id, scope_kind, scope_key, tool_name, created_at, expires_at, body) \
+             VALUES ('dec_old', 'principal', 'alice', 'send_email', 10, NULL, $1)",
+        )
+        .bind(
+            r#"{"id":"dec_old","action":"allow","tool":"send_email","scope":{"kind":"principal","principal":"alice"},"createdAt":10,"createdBy":"alice"}"#,
+        )
+        .execute(&mut *conn)
+        .await
+        .unwrap();
         sqlx::query("DELETE FROM audit_events WHERE seq = (SELECT max(seq) FROM audit_events)")
             .execute(&mut *conn)
             .await
@@ -187,6 +198,10 @@ async fn check_upgraded(store: &SqlStore) {
     assert!(log[0].seq > 5, "a number given before is never given again: {}", log[0].seq);
     let allowed = event(AuditKind::Allowed, "", "chat", 202, json!({"toolName": "t", "input": {}}));
     store.append(&[allowed]).await.expect("0009's kind `allowed` is admitted");
+    let granted = event(AuditKind::Granted, "", "chat", 203, json!({"grant": "dec_old"}));
+    let used = store.use_decision("dec_old", 203, &[granted]).await.unwrap().expect("0012 keeps the decision live");
+    assert_eq!((used.uses_left, used.created_by.as_deref()), (None, Some("alice")), "a grant without a use limit");
+    assert_eq!(store.decisions_by(Some("alice"), 204).await.unwrap().len(), 1, "found by its author");
 
     let withdraw = Transition {
         approval_id: "owned".to_owned(),
@@ -252,6 +267,7 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
             "audit_events_calls_owner",
             "audit_events_conversation",
             "audit_events_owner",
+            "decisions_created_by",
             "decisions_scope",
             "link_uses_expiry",
             "notifications_approval",

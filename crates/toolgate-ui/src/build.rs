@@ -148,6 +148,7 @@ impl UiMessageBuilder {
                         reason: None,
                         signature: signature.clone(),
                         edited_input: None,
+                        grant: None,
                     });
                 }
             }

@@ -146,6 +146,11 @@ pub struct UiApproval {
     /// toolgate extension: the input the person approved instead of the model's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_input: Option<Value>,
+    /// toolgate extension: with an approval, a grant (`{"uses", "within",
+    /// "input", "scope"}`): the next calls like it run without asking. The
+    /// server checks it (`toolgate::approval::lifecycle::grant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Value>,
 }
 
 /// A tool invocation part.

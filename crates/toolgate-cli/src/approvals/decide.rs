@@ -197,14 +197,16 @@ impl Desk<'_> {
         loop {
             let Some(key) = self.answers.key(&prompt, &choices).await? else { return Ok(false) };
             let ballot = match key {
-                'y' | 'a' => Ballot { approve: true, reason: None, edited_input: None },
+                'y' | 'a' => Ballot { approve: true, reason: None, edited_input: None, grant: None },
                 'n' => match self.answers.line("  reason (Enter to skip): ").await? {
-                    Reply::Text(text) => Ballot { approve: false, reason: non_empty(&text), edited_input: None },
-                    Reply::Ended => Ballot { approve: false, reason: None, edited_input: None },
+                    Reply::Text(text) => {
+                        Ballot { approve: false, reason: non_empty(&text), edited_input: None, grant: None }
+                    }
+                    Reply::Ended => Ballot { approve: false, reason: None, edited_input: None, grant: None },
                     Reply::Cancelled | Reply::Failed(_) => continue,
                 },
                 'e' => match self.edit(&item).await? {
-                    Some(input) => Ballot { approve: true, reason: None, edited_input: Some(input) },
+                    Some(input) => Ballot { approve: true, reason: None, edited_input: Some(input), grant: None },
                     None => continue,
                 },
                 _ => {

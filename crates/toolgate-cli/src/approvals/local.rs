@@ -21,6 +21,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 use toolgate::Decision;
+use toolgate::approval::lifecycle::grant::{self, GrantRefusal};
 use toolgate::approval::lifecycle::{
     self, EditCheck, GROUP_PREFIX, VoteError, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
@@ -145,8 +146,22 @@ impl Local {
             }
         }
         let voter = self.acting_on(&record);
+        // A grant is checked before the vote and saved once it counted, as the server's inbox does.
+        let grant = match &ballot.grant {
+            None => None,
+            Some(_) if !decision.is_approve() => return Err(grant_refused(GrantRefusal::NotApproving)),
+            Some(spec) => {
+                toolgate_policy::grants::check_spec(spec).map_err(grant_refused)?;
+                let made = grant::issue(&record, &voter, spec, SystemClock.now(), grant::new_id());
+                Some(made.map_err(grant_refused)?)
+            }
+        };
         let voted = lifecycle::cast(self.store.as_ref(), &SystemClock, id, &voter, decision, options).await;
-        voted.map(|record| approval_item(&record)).map_err(vote_error)
+        let record = voted.map_err(vote_error)?;
+        if let Some(made) = grant {
+            grant::save(self.store.as_ref(), &made).await.context("cannot store the grant")?;
+        }
+        Ok(approval_item(&record))
     }
 
     /// Withdraws the voter's own pending request; the item as it is after.
@@ -227,6 +242,11 @@ impl Local {
 /// A refusal as an error.
 fn refusal(code: &str, message: &str) -> anyhow::Error {
     Refusal { code: code.to_owned(), message: message.to_owned() }.into()
+}
+
+/// A grant refused, as an error.
+fn grant_refused(refusal: GrantRefusal) -> anyhow::Error {
+    Refusal { code: refusal.code().to_owned(), message: refusal.to_string() }.into()
 }
 
 /// The lifecycle's refusal as an error.

@@ -13,6 +13,11 @@
 //!   (`toolgate::approval::lifecycle::cast`, marking the conversation due so
 //!   a running server continues it), exactly as the server's inbox does.
 //!
+//! `approve ID --grant JSON` approves with a grant (a bounded approval: the
+//! next calls like this one run without asking, `{"uses", "within", "input",
+//! "scope"}`; `toolgate::approval::lifecycle::grant`), checked before the
+//! vote and kept once it counted, on the server or in the store alike.
+//!
 //! Both modes print the same items (`toolgate_server::approval_item`): as
 //! text (a table, or one item's fields) or as JSON lines ([`render`]).
 //!
@@ -37,8 +42,9 @@
 //! - `a`, offered to the conversation's owner (or anyone where it has none):
 //!   approve, and keep "always allow this tool in this chat", a sticky
 //!   decision scoped to the approval's conversation, in the store or through
-//!   the server's `POST /api/decisions`; like chat's, it lifts the tool's own
-//!   approval, not a config rule that asks;
+//!   the server's `POST /api/decisions`; like chat's, it is a grant without a
+//!   use limit: it lifts the questions its author would be asked (the tool's
+//!   own, an unrouted rule's), never a deny or a rule routed to others;
 //! - `s`, or an empty answer (Enter): skip, leaving it pending.
 //!
 //! Votes go the way of `approve`/`deny`. A refusal (already decided, not an
@@ -77,6 +83,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::Value;
+use toolgate::approval::lifecycle::grant::GrantSpec;
 use toolgate::ledger::StateFilter;
 
 use crate::store::StoreArgs;
@@ -191,6 +198,11 @@ pub struct VoteArgs {
     /// Why: a denial's reason, or a note with an approval (kept on the vote).
     #[arg(long)]
     reason: Option<String>,
+    /// With `approve`: also let the next calls like this one run without asking, a bounded approval, as JSON:
+    /// `{"uses": 5, "within": "1h", "input": {"/amount": {"le": 1000}}, "scope": "conversation"}` (every key
+    /// optional; `scope` is `conversation`, the default, or `principal`).
+    #[arg(long, value_parser = parse_grant)]
+    grant: Option<GrantSpec>,
 }
 
 /// Arguments of `toolgate approvals watch`.
@@ -226,6 +238,8 @@ pub struct Ballot {
     pub reason: Option<String>,
     /// With an approval, the input to run instead of the model's.
     pub edited_input: Option<Value>,
+    /// With an approval, a grant: the next calls like it run without asking.
+    pub grant: Option<GrantSpec>,
 }
 
 /// The note of a sticky decision kept by `watch --decide`'s `a`.
@@ -377,7 +391,8 @@ async fn execute(command: ApprovalsCommand) -> anyhow::Result<()> {
 /// `approve` or `deny`: the item as it is after the vote.
 async fn vote(args: VoteArgs, approve: bool) -> anyhow::Result<()> {
     let inbox = Inbox::open(&args.mode).await?;
-    let item = inbox.vote(&args.id, Ballot { approve, reason: args.reason, edited_input: None }).await?;
+    let ballot = Ballot { approve, reason: args.reason, edited_input: None, grant: args.grant };
+    let item = inbox.vote(&args.id, ballot).await?;
     Printer::new(args.mode.output).item(&item)
 }
 
@@ -397,6 +412,14 @@ async fn watch(args: WatchArgs) -> anyhow::Result<()> {
         watched = watching => watched,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
+}
+
+/// A `--grant`: JSON of a grant, checked as every path checks one
+/// ([`toolgate_policy::grants::check_spec`]).
+fn parse_grant(text: &str) -> Result<GrantSpec, String> {
+    let spec: GrantSpec = serde_json::from_str(text).map_err(|error| format!("not a grant: {error}"))?;
+    toolgate_policy::grants::check_spec(&spec).map_err(|refusal| refusal.to_string())?;
+    Ok(spec)
 }
 
 /// A listing size from 1 to the server's maximum.

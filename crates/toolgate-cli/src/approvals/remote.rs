@@ -103,6 +103,9 @@ impl Remote {
         if let Some(input) = &ballot.edited_input {
             body["editedInput"] = input.clone();
         }
+        if let Some(grant) = &ballot.grant {
+            body["grant"] = serde_json::to_value(grant)?;
+        }
         send(self.request(Method::POST, self.url(id)).json(&body)).await
     }
 

@@ -71,6 +71,14 @@ pub enum NotifyConfigError {
         /// The value as written.
         links: String,
     },
+    /// `grant` is not a table, or is set where links vote as nobody (`links = "bearer"`).
+    #[error("notify channel {channel:?}: invalid grant: {reason}")]
+    InvalidGrant {
+        /// The channel.
+        channel: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `links = "bearer"` on an e-mail channel.
     #[error(
         "notify channel {channel:?}: e-mail links are always signed for their recipient; \

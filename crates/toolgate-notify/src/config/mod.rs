@@ -56,6 +56,9 @@ pub struct NotifyConfig {
     pub user_env: Option<String>,
     /// The environment variable holding the SMTP password (default `SMTP_PASSWORD`).
     pub password_env: Option<String>,
+    /// A grant its approve links offer (`{uses, within, input, scope}`): approving through one also lets the
+    /// next calls like it run without asking. Checked by the server; not with `links = "bearer"`.
+    pub grant: Option<serde_json::Value>,
 }
 /// The validated channels and the principals' e-mail addresses.
 #[derive(Debug, Clone, Default)]
@@ -75,6 +78,8 @@ pub struct Channel {
     pub events: BTreeSet<EventKind>,
     /// The kind of links the server puts in its messages.
     pub links: LinkMode,
+    /// The grant its approve links offer, as configured (a table; the server checks its keys).
+    pub grant: Option<serde_json::Value>,
     /// Where and how it delivers.
     pub target: Target,
 }
@@ -160,7 +165,17 @@ impl Channel {
             (None, None) => return Err(NotifyConfigError::NoTarget { channel: name }),
             (Some(_), Some(_)) => return Err(NotifyConfigError::BothTargets { channel: name }),
         };
-        Ok(Channel { name, events, links, target })
+        let grant = match &raw.grant {
+            Some(grant) if !grant.is_object() => {
+                return Err(NotifyConfigError::InvalidGrant { channel: name, reason: "it must be a table".into() });
+            }
+            Some(_) if links == LinkMode::Bearer => {
+                let reason = "a bearer link votes as its channel, which grants nothing: use signed links".into();
+                return Err(NotifyConfigError::InvalidGrant { channel: name, reason });
+            }
+            grant => grant.clone(),
+        };
+        Ok(Channel { name, events, links, target, grant })
     }
 }
 

@@ -4,8 +4,10 @@
 //! They are kept in the approval store when the server has one (so every
 //! replica sees them), else in this process's memory. Each engine request
 //! reads the ones that apply to it (see [`toolgate_policy::StoredGate`]);
-//! they rank like the config file's rules (deny > ask > allow), so a sticky
-//! allow never lifts a `deny` or `ask` rule.
+//! a sticky deny ranks like the config file's rules (deny > ask > allow); a
+//! sticky allow is a grant without a use limit (listed in `GET /api/grants`
+//! too): it never lifts a `deny`, and lifts an `ask` only where its author
+//! would have decided the call (see `toolgate::approval::lifecycle::grant`).
 //!
 //! Who may do what, with a principal source configured (`--principal-header`
 //! or `--tokens-file`):
@@ -171,6 +173,7 @@ pub(crate) async fn add(
         created_at: now,
         created_by: principal,
         note: new.note,
+        ..StickyDecision::new(String::new(), StickyAction::Allow, String::new(), DecisionScope::Global, now)
     };
     state.decision_store().save_decision(&to_stored(&decision)).await?;
     tracing::info!(id = %decision.id, tool = %decision.tool, action = ?decision.action, scope = decision.scope.kind(), "sticky decision added");

@@ -25,6 +25,7 @@
 //! | `audit.rs` | `GET /api/audit` |
 //! | `me.rs` | `GET /api/me` |
 //! | `decisions.rs` | `GET|POST /api/decisions`, `DELETE /api/decisions/{id}` |
+//! | `grants.rs` | `GET /api/grants`, `DELETE /api/grants/{id}` |
 //! | `calls.rs` | `POST /api/calls`, `GET /api/calls/{id}`, `POST /api/calls/{id}/start|finish`, `GET /api/calls/stream`: the call-gating API |
 //! | `policy.rs` | `POST /api/policy/explain` |
 //! | `approvals/` | `/api/approvals[/{id}]`, `/api/approvals/stream`: the inbox |
@@ -39,6 +40,7 @@ pub(crate) mod calls;
 pub(crate) mod chat;
 pub(crate) mod chats;
 pub(crate) mod decisions;
+pub(crate) mod grants;
 pub(crate) mod health;
 pub(crate) mod links;
 pub(crate) mod me;
@@ -108,6 +110,8 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(POST "/api/decisions", decisions::add, Open),
     route!(POST "/api/policy/explain", policy::explain, Open),
     route!(DELETE "/api/decisions/{id}", decisions::revoke, Open),
+    route!(GET "/api/grants", grants::list, Open),
+    route!(DELETE "/api/grants/{id}", grants::revoke, Open),
     route!(GET "/api/chats/{id}", chats::stored_messages, Open),
     route!(GET "/api/approvals", approvals::list, Open),
     route!(GET "/api/approvals/stream", approvals::stream, Open),

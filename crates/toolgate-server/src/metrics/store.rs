@@ -191,6 +191,19 @@ impl ConversationStore for MeteredStore {
         Box::pin(async move { timed!(self, "revoke_decision", self.inner.revoke_decision(id)) })
     }
 
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move { timed!(self, "decisions_by", self.inner.decisions_by(author, now)) })
+    }
+
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { timed!(self, "use_decision", self.inner.use_decision(id, now, events)) })
+    }
+
     fn conversation_with_decisions<'a>(
         &'a self,
         conversation_id: &'a str,

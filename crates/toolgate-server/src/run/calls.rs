@@ -44,6 +44,7 @@ use axum::http::StatusCode;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use toolgate::Decision;
+use toolgate::approval::lifecycle::grant::GrantOffer;
 use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, Started};
 use toolgate::approval::lifecycle::{self, direct};
 use toolgate::ledger::{
@@ -301,6 +302,10 @@ impl CallGate for CallsGate {
     fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
         self.rules.shadowed(tool_call_id)
     }
+
+    fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
+        self.rules.grants(tool_call_id)
+    }
 }
 
 /// What the gate says about a new call ([`CallsGate`] under the requester's
@@ -308,7 +313,8 @@ impl CallGate for CallsGate {
 /// ([`direct::admit`]): one the rules let through on the history they read
 /// is recorded (its `allowed` event) in one conditional write with that
 /// history, or decided again, so concurrent calls cannot all slip under a
-/// history term's limit.
+/// history term's limit; a question a grant covers is lifted there, spending
+/// one of its uses ([`direct::lift`]).
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,

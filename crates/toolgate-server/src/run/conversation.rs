@@ -340,6 +340,8 @@ fn merge_tool(ours: &UiToolPart, theirs: &UiToolPart, toolkit: &Toolkit) -> Resu
                 approval.approved = answer.approved;
                 approval.reason.clone_from(&answer.reason);
                 approval.edited_input.clone_from(&answer.edited_input);
+                // A grant with the answer (checked and kept by the step, `run::step`).
+                approval.grant.clone_from(&answer.grant);
             }
             Ok(ToolMerge::Answered(Box::new(answered)))
         }

@@ -96,6 +96,9 @@ pub(crate) async fn settle_step(
     let store = ledger.config.store.as_ref();
     let answers = answers_in(&messages[index]);
     if !new_message {
+        grants_with_answers(ledger, voter, &messages[index], &ids).await?;
+    }
+    if !new_message {
         let answered: Vec<(String, Decision)> =
             ids.iter().filter_map(|id| answers.get(id).map(|decision| (id.clone(), decision.clone()))).collect();
         super::vote::supersede_own_edits(context, &ledger.config, voter, &answered).await?;
@@ -143,6 +146,59 @@ pub(crate) async fn settle_step(
         // The server is continuing it right now: report where it stands; the client resumes the stream.
         None => Ok(Step::Waiting { approval_ids: ids, save: false }),
     }
+}
+
+/// Keeps the grants the requester's approving answers carry (the UI
+/// approval's `grant`): each checked as every path checks one
+/// ([`toolgate_policy::grants::check_spec`], [`lifecycle::grant::issue`])
+/// and saved only for an approval still pending that this answer may decide
+/// ([`lifecycle::check_vote`]), so a repeated request keeps nothing twice.
+async fn grants_with_answers(
+    ledger: &Ledger,
+    voter: &Voter,
+    message: &UiMessage,
+    ids: &[String],
+) -> Result<(), ApiError> {
+    let carried: Vec<(&str, &serde_json::Value)> = message
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            UiPart::Tool(tool) if tool.state == ToolState::ApprovalResponded => {
+                let approval = tool.approval.as_ref()?;
+                Some((approval.id.as_str(), approval.grant.as_ref()?, approval.approved?))
+            }
+            _ => None,
+        })
+        .map(|(id, grant, approved)| match approved {
+            true => Ok((id, grant)),
+            false => Err(super::vote::grant_refused(lifecycle::grant::GrantRefusal::NotApproving)),
+        })
+        .collect::<Result<_, _>>()?;
+    if carried.is_empty() {
+        return Ok(());
+    }
+    let config = &ledger.config;
+    let records = current(config.store.as_ref(), ids).await?;
+    for (id, grant) in carried {
+        let spec: lifecycle::grant::GrantSpec = serde_json::from_value(grant.clone()).map_err(|error| {
+            super::vote::grant_refused(lifecycle::grant::GrantRefusal::Invalid(format!("approval `{id}`: {error}")))
+        })?;
+        toolgate_policy::grants::check_spec(&spec).map_err(super::vote::grant_refused)?;
+        let Some((_, record)) = records.iter().find(|(asked, record)| asked == id && record.approval_id == id) else {
+            continue;
+        };
+        let now = config.clock.now();
+        if record.state != ApprovalState::Pending
+            || lifecycle::check_vote(record, voter, &Decision::APPROVE, now).is_err()
+        {
+            continue;
+        }
+        let made = lifecycle::grant::issue(record, voter, &spec, now, lifecycle::grant::new_id())
+            .map_err(super::vote::grant_refused)?;
+        lifecycle::grant::save(config.store.as_ref(), &made).await?;
+        tracing::info!(grant = %made.id, approval = %id, "grant made with a chat answer");
+    }
+    Ok(())
 }
 
 /// The answers the message carries, by approval id (those its client gave).
@@ -225,6 +281,7 @@ pub(crate) fn answer_from_records(message: &mut UiMessage, records: &[(String, A
                 None => decided.edited_input.clone(),
                 Some(_) => decided.edited_input.clone().or_else(|| Some(record.input.clone())),
             },
+            grant: None,
         };
         tool.state = ToolState::ApprovalResponded;
     }

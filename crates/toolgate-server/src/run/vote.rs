@@ -12,10 +12,11 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::Value;
 use toolgate::Decision;
+use toolgate::approval::lifecycle::grant::{GrantRefusal, GrantSpec};
 use toolgate::approval::lifecycle::{
     self, EditCheck, EditRefusal, VoteOptions, VoteRefusal, Voter, may_see, requester,
 };
-use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig, Origin};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig, Origin, StoredDecision};
 use toolgate::tool::{ApprovalContext, Caller as GateCaller, SharedMessages};
 
 use super::context::RunContext;
@@ -107,6 +108,47 @@ pub(crate) async fn vote(
         }
     }
     Ok(lifecycle::cast(ledger.store.as_ref(), ledger.clock.as_ref(), id, voter, decision, options).await?)
+}
+
+/// [`vote`] with a grant: the approver's "yes, and the next N like this"
+/// ([`lifecycle::grant`]). The grant is checked before the vote is cast
+/// (the policy's predicates, [`toolgate_policy::grants::check_spec`]; the
+/// lifecycle's rules, [`lifecycle::grant::issue`]: an approval, one
+/// approver's quorum) and saved once the vote counted (not when an edit
+/// superseded the approval). Returns the record and the grant saved.
+pub(crate) async fn vote_with_grant(
+    context: &RunContext,
+    ledger: &LedgerConfig,
+    id: &str,
+    voter: &Voter,
+    decision: Decision,
+    options: VoteOptions,
+    grant: Option<&GrantSpec>,
+) -> Result<(ApprovalRecord, Option<StoredDecision>), ApiError> {
+    let Some(spec) = grant else { return Ok((vote(context, ledger, id, voter, decision, options).await?, None)) };
+    if !decision.is_approve() {
+        return Err(grant_refused(GrantRefusal::NotApproving));
+    }
+    toolgate_policy::grants::check_spec(spec).map_err(grant_refused)?;
+    let record = visible(ledger, id, voter).await?;
+    let made = lifecycle::grant::issue(&record, voter, spec, ledger.clock.now(), lifecycle::grant::new_id())
+        .map_err(grant_refused)?;
+    let record = vote(context, ledger, id, voter, decision, options).await?;
+    if record.state == ApprovalState::Superseded {
+        return Ok((record, None));
+    }
+    lifecycle::grant::save(ledger.store.as_ref(), &made).await?;
+    tracing::info!(grant = %made.id, approval = %id, uses = ?made.uses_left, "grant made with an approval");
+    Ok((record, Some(made)))
+}
+
+/// A grant refused, as the API's error: 403 `grant_not_allowed`, else 400 `invalid_grant`.
+pub(crate) fn grant_refused(refusal: GrantRefusal) -> ApiError {
+    let status = match refusal {
+        GrantRefusal::Quorum { .. } => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::new(status, refusal.code(), refusal.to_string())
 }
 
 /// `voter`'s edit of `record`, as a vote: checked like any vote on it

@@ -200,6 +200,8 @@ pub fn sticky(id: &str, scope: DecisionScope, created_at: i64) -> StoredDecision
         tool_name: "send_email".to_owned(),
         created_at,
         expires_at: None,
+        uses_left: None,
+        created_by: None,
     }
 }
 

@@ -1,9 +1,12 @@
-//! Sticky decisions as the store keeps them.
+//! Sticky decisions and grants as the store keeps them.
 //!
 //! A sticky decision is a person's standing answer ("always allow this tool
-//! in this conversation", "never allow this input"). Policy code (the
-//! `toolgate-policy` crate) gives it meaning; the store only keeps it, by
-//! scope and expiry, with its full description as JSON in `body`.
+//! in this conversation", "never allow this input"); an allowing one is a
+//! grant (see [`crate::approval::lifecycle::grant`]), with or without a use
+//! limit. Policy code (the `toolgate-policy` crate) gives it meaning; the
+//! store only keeps it, by scope, expiry and uses left, with its full
+//! description as JSON in `body`, and spends its uses one at a time
+//! ([`ConversationStore::use_decision`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -74,12 +77,18 @@ pub struct StoredDecision {
     pub expires_at: Option<Millis>,
     /// The whole decision as JSON, as its maker wrote it.
     pub body: Value,
+    /// How many more calls it may let run (`None`: no limit); one that
+    /// reaches 0 no longer applies.
+    pub uses_left: Option<i64>,
+    /// Who made it (`None`: a server without principals), as a field the
+    /// store indexes ([`ConversationStore::decisions_by`]).
+    pub created_by: Option<String>,
 }
 
 impl StoredDecision {
-    /// True while it applies at `now`.
+    /// True while it applies at `now`: not expired, and a use left when it has a limit.
     pub fn is_live(&self, now: Millis) -> bool {
-        self.expires_at.is_none_or(|expires_at| now < expires_at)
+        self.expires_at.is_none_or(|expires_at| now < expires_at) && self.uses_left.is_none_or(|left| left > 0)
     }
 
     /// True when it applies to this conversation or principal (global ones always do).
@@ -143,6 +152,22 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug {
 
     /// Removes a sticky decision; returns it, or `None` when no decision has this id.
     fn revoke_decision<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<StoredDecision>>;
+
+    /// The live decisions (at `now`) `author` made, oldest first; `None`:
+    /// every live decision, whoever made it (a server without principals).
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>>;
+
+    /// Spends one use of a decision (a grant) and appends `events`, in one
+    /// conditional write: only if it is still stored, live at `now` and, when
+    /// it has a use limit, has a use left (then one fewer). Returns it as it
+    /// is after, or `None` (and appends nothing) when it was not live. Of
+    /// concurrent calls on a grant with `n` uses left, exactly `n` succeed.
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [super::AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>>;
 
     /// [`Self::conversation`] and [`Self::decisions`] together, as a request
     /// needs them before it runs: one round trip where the backend can. An

@@ -357,6 +357,39 @@ impl ConversationStore for MemoryStore {
             Ok(position.map(|position| inner.decisions.remove(position)))
         })
     }
+
+    fn decisions_by<'a>(&'a self, author: Option<&'a str>, now: Millis) -> StoreFuture<'a, Vec<StoredDecision>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let by =
+                |decision: &&StoredDecision| author.is_none_or(|author| decision.created_by.as_deref() == Some(author));
+            Ok(inner.decisions.iter().filter(|decision| decision.is_live(now)).filter(by).cloned().collect())
+        })
+    }
+
+    fn use_decision<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            // The check, the use and the append under one lock.
+            let Some(decision) = inner.decisions.iter_mut().find(|decision| decision.id == id) else {
+                return Ok(None);
+            };
+            if !decision.is_live(now) {
+                return Ok(None);
+            }
+            if let Some(left) = decision.uses_left.as_mut() {
+                *left -= 1;
+            }
+            let used = decision.clone();
+            inner.append(events);
+            Ok(Some(used))
+        })
+    }
 }
 
 impl InboxStore for MemoryStore {

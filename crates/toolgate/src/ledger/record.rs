@@ -304,11 +304,15 @@ pub enum AuditKind {
     /// A rule in shadow mode matched a call: the data names the rule and what
     /// it would have decided (it was not enforced).
     Shadowed,
+    /// A call ran without asking on a grant (a bounded approval, see
+    /// [`crate::approval::lifecycle::grant`]): one use spent; the data names
+    /// the grant (`grant`), who granted it (`grantedBy`) and the uses left.
+    Granted,
 }
 
 impl AuditKind {
     /// Every kind.
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 20] = [
         Self::Issued,
         Self::Approved,
         Self::Denied,
@@ -328,6 +332,7 @@ impl AuditKind {
         Self::NotificationFailed,
         Self::Allowed,
         Self::Shadowed,
+        Self::Granted,
     ];
 
     /// The name stored and shown (`issued`, `approved`, ...).
@@ -352,6 +357,7 @@ impl AuditKind {
             Self::NotificationFailed => "notification_failed",
             Self::Allowed => "allowed",
             Self::Shadowed => "shadowed",
+            Self::Granted => "granted",
         }
     }
 

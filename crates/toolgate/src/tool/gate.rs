@@ -102,6 +102,14 @@ pub trait CallGate: Send + Sync {
         let _ = tool_call_id;
         Vec::new()
     }
+
+    /// The stored grants that covered this call at its last verdict (tool,
+    /// scope, input and expiry), taken: the engine lets one lift a question
+    /// and spends a use ([`crate::approval::lifecycle::direct::lift`]). None by default.
+    fn grants(&self, tool_call_id: &str) -> Vec<crate::approval::lifecycle::grant::GrantOffer> {
+        let _ = tool_call_id;
+        Vec::new()
+    }
 }
 
 /// A rule in shadow mode that matched a call: what it would have decided.

@@ -10,7 +10,11 @@
 //! - `GET /api/approvals/{id}`: one item; 404 `unknown_approval` when the
 //!   caller may not see it (an outsider never learns it exists).
 //! - `POST /api/approvals/{id}` `{"decision": "approve"|"deny", "reason"?,
-//!   "editedInput"?}`: a vote; 200 with the item in its new state. An edit
+//!   "editedInput"?, "grant"?}`: a vote; 200 with the item in its new state.
+//!   An approval with a `grant` (`{"uses", "within", "input", "scope"}`)
+//!   also lets later calls like it run without asking
+//!   ([`toolgate::approval::lifecycle::grant`]; 400 `invalid_grant`, 403
+//!   `grant_not_allowed` for a quorum). An edit
 //!   passes the same checks as in the chat (the tool allows edits, the input
 //!   schema, the policy) before the vote counts; one the rules route to
 //!   approvers this vote does not satisfy becomes a new approval routed to
@@ -31,6 +35,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate::Decision;
+use toolgate::approval::lifecycle::grant::GrantSpec;
 use toolgate::approval::lifecycle::{self, VoteOptions, may_see};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, StateFilter};
 use utoipa::ToSchema;
@@ -43,7 +48,7 @@ use crate::approval_item::ApprovalItem;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::JsonBody;
-use crate::run::vote::{visible, vote};
+use crate::run::vote::{visible, vote_with_grant};
 
 /// A listing holds this many approvals unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -159,6 +164,11 @@ struct VoteBody {
     /// An approval's edit of the call's input (the tool must allow edits; one approver only).
     #[serde(default)]
     edited_input: Option<Value>,
+    /// With an approval: also let the next calls like this run without
+    /// asking (a bounded approval; see the policies chapter).
+    #[serde(default)]
+    #[schema(value_type = Option<crate::api::openapi::schemas::GrantSpecDoc>)]
+    grant: Option<GrantSpec>,
 }
 
 /// Votes on an approval. A deciding vote makes the server continue the conversation.
@@ -172,12 +182,14 @@ struct VoteBody {
     security(("bearer" = []), ("session" = []), ()),
     responses(
         (status = 200, description = "The vote counts: the approval in its new state.", body = ApprovalItem),
-        (status = 400, description = "A malformed vote, or an edit the chat would refuse.", body = ErrorBody,
+        (status = 400, description = "A malformed vote or grant, or an edit the chat would refuse.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["invalid_body", "tool_not_found", "edit_not_allowed",
-                "invalid_tool_input", "edit_denied", "edit_needs_single_approver"])))),
-        (status = 403, description = "The caller may not vote on it, or the edited input needs other approvers.",
+                "invalid_tool_input", "edit_denied", "edit_needs_single_approver", "invalid_grant"])))),
+        (status = 403, description = "The caller may not vote on it, the edited input needs other approvers, \
+            or a quorum cannot be granted away.",
             body = ErrorBody,
-            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden", "edit_not_allowed"])))),
+            extensions(("x-error-codes" = json!(["not_an_approver", "self_approval_forbidden", "edit_not_allowed",
+                "grant_not_allowed"])))),
         (status = 404, description = "No such approval visible to the caller, or no store.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["unknown_approval", "no_store"])))),
         (status = 409, description = "The vote is no longer possible.", body = ErrorBody,
@@ -217,7 +229,8 @@ pub(crate) async fn decide(
     };
     let voter = caller.voter(&state);
     let options = VoteOptions { continuation: true, note };
-    let record = vote(state.run_context(), ledger, &id, &voter, decision, options).await?;
+    let grant = body.grant.as_ref();
+    let (record, _) = vote_with_grant(state.run_context(), ledger, &id, &voter, decision, options, grant).await?;
     decided(&state, &record);
     Ok(Json(ApprovalItem::of(&record)))
 }

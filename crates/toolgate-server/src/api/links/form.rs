@@ -4,6 +4,7 @@
 use axum::http::StatusCode;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, REFERRER_POLICY};
 use axum::response::{IntoResponse, Response};
+use toolgate::approval::lifecycle::grant::{GrantScope, GrantSpec};
 use toolgate::approval::lifecycle::{requester, waiting_for};
 use toolgate::ledger::{ApprovalRecord, ApprovalState};
 
@@ -82,7 +83,12 @@ pub(crate) fn notice(status: StatusCode, notice: Notice) -> Response {
 }
 
 /// `GET`'s page: what the link would do, and the form that does it.
-pub(crate) fn confirmation(record: &ApprovalRecord, claims: &LinkClaims, asks_for_token: bool) -> Response {
+pub(crate) fn confirmation(
+    record: &ApprovalRecord,
+    claims: &LinkClaims,
+    asks_for_token: bool,
+    grant: Option<&GrantSpec>,
+) -> Response {
     let input = serde_json::to_string_pretty(&record.input).unwrap_or_default();
     let mut body = String::new();
     body.push_str(&row("Tool", &format!("<code>{}</code>", escape(&record.tool_name))));
@@ -100,6 +106,9 @@ pub(crate) fn confirmation(record: &ApprovalRecord, claims: &LinkClaims, asks_fo
         LinkChoice::Deny => ("Deny", "records your denial; the model is told the reason"),
     };
     body.push_str(&format!("<p>The button below {what}. Opening this page decided nothing.</p>"));
+    if let Some(grant) = grant {
+        body.push_str(&format!("<p>It also allows {}.</p>", escape(&grant_in_words(grant, &record.tool_name))));
+    }
     body.push_str("<form method=\"post\">");
     if claims.choice == LinkChoice::Deny {
         body.push_str("<label>Reason (optional)<textarea name=\"reason\" maxlength=\"2000\"></textarea></label>");
@@ -111,6 +120,18 @@ pub(crate) fn confirmation(record: &ApprovalRecord, claims: &LinkClaims, asks_fo
     }
     body.push_str(&format!("<button type=\"submit\" class=\"{}\">{verb}</button></form>", claims.choice.as_str()));
     html(StatusCode::OK, &format!("{verb} {}?", record.tool_name), &body)
+}
+
+/// A grant in words: "the next 5 `transfer` calls like it in this chat, for 1h, without asking".
+fn grant_in_words(grant: &GrantSpec, tool: &str) -> String {
+    let how_many = grant.uses.map_or_else(|| "every later".to_owned(), |uses| format!("the next {uses}"));
+    let inputs = if grant.input.is_empty() { "" } else { " with inputs like it" };
+    let scope = match grant.scope {
+        GrantScope::Principal => "in any chat of its requester",
+        _ => "in this chat",
+    };
+    let within = grant.within.as_deref().map(|within| format!(", for {within}")).unwrap_or_default();
+    format!("{how_many} {tool} calls{inputs} {scope}{within}, without asking")
 }
 
 /// The page after a recorded vote.

@@ -17,6 +17,9 @@
 //!   is not a delegation: 403), or any approver for a webhook's link.
 //!   Without sign-in, the principal the e-mail was sent to, or the server's
 //!   one user.
+//! - A channel with `grant` offers it with its approve links: approving
+//!   through one also keeps that grant, as the voter's, once the vote counted
+//!   ([`toolgate::approval::lifecycle::grant`]); the page says so.
 //! - A link is used once: its use is recorded before the vote is checked,
 //!   and forgotten again if the vote is refused (so a refused attempt, say by
 //!   the wrong person, leaves it usable). A used, expired or altered link,
@@ -34,6 +37,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use toolgate::Decision;
+use toolgate::approval::lifecycle::grant::GrantSpec;
 use toolgate::approval::lifecycle::{self, VoteOptions, VoteRefusal, Voter};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, LedgerConfig};
 use toolgate_notify::LinkMode;
@@ -95,7 +99,8 @@ pub(crate) async fn show(State(state): State<AppState>, Path(token): Path<String
         Ok(opened) => opened,
         Err(refused) => return refused,
     };
-    confirmation(&record, &claims, asks_for_token(&state.config().principals)).into_response()
+    let grant = offered_grant(&state, &claims);
+    confirmation(&record, &claims, asks_for_token(&state.config().principals), grant.as_ref()).into_response()
 }
 
 /// Decides through a one-time link.
@@ -187,6 +192,49 @@ fn same_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
     }
 }
 
+/// The grant the link's channel offers with its approve links (`grant` on
+/// the `[[notify]]` table), if it reads as one; else none (a grant never
+/// comes from a link whose channel's grant does not check).
+fn offered_grant(state: &AppState, claims: &LinkClaims) -> Option<GrantSpec> {
+    if claims.choice != LinkChoice::Approve {
+        return None;
+    }
+    let notifications = state.config().notifications.as_ref()?;
+    let channel = notifications.channels().channels.iter().find(|channel| channel.name == claims.channel)?;
+    let spec: GrantSpec = match serde_json::from_value(channel.grant.clone()?) {
+        Ok(spec) => spec,
+        Err(error) => {
+            tracing::warn!(channel = %claims.channel, %error, "the channel's grant does not read; its links grant nothing");
+            return None;
+        }
+    };
+    match toolgate_policy::grants::check_spec(&spec) {
+        Ok(()) => Some(spec),
+        Err(refusal) => {
+            tracing::warn!(channel = %claims.channel, %refusal, "the channel's grant is refused; its links grant nothing");
+            None
+        }
+    }
+}
+
+/// Keeps the grant a link's approval carries, once its vote counted: made
+/// by the voter on the approval as it was voted on
+/// ([`lifecycle::grant::issue`]); one that cannot be made or kept is logged
+/// (the vote stands, nothing more is allowed).
+async fn grant_with_link(ledger: &LedgerConfig, record: &ApprovalRecord, voter: &Voter, spec: &GrantSpec) {
+    let now = ledger.clock.now();
+    let kept = match lifecycle::grant::issue(record, voter, spec, now, lifecycle::grant::new_id()) {
+        Ok(grant) => {
+            lifecycle::grant::save(ledger.store.as_ref(), &grant).await.map(|()| grant.id).map_err(|e| e.to_string())
+        }
+        Err(refusal) => Err(refusal.to_string()),
+    };
+    match kept {
+        Ok(id) => tracing::info!(grant = %id, approval = %record.approval_id, "grant made with a link"),
+        Err(error) => tracing::warn!(approval = %record.approval_id, %error, "a link's grant was not kept"),
+    }
+}
+
 /// The checks, the link's single use, and the vote, on the record [`open`]
 /// read (the vote reads it again under its own conditional update).
 async fn vote(
@@ -213,7 +261,11 @@ async fn vote(
         }
     };
     match voted {
-        Ok(record) => {
+        Ok(decided) => {
+            if let Some(spec) = offered_grant(state, claims) {
+                grant_with_link(ledger, record, voter, &spec).await;
+            }
+            let record = decided;
             crate::api::approvals::decided(state, &record);
             notice(StatusCode::OK, Notice::Recorded { record: Box::new(record), choice: claims.choice })
         }

@@ -107,6 +107,10 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     ("too_many_decisions", "The scope holds as many live decisions as it may: revoke some first."),
     ("unknown_decision", "No such sticky decision visible to the requester."),
+    // Grants.
+    ("invalid_grant", "The grant is malformed (uses, within, input predicates or scope), or goes with a denial."),
+    ("grant_not_allowed", "The approval needs a quorum: one person cannot grant it away."),
+    ("unknown_grant", "No such grant visible to the requester."),
     // The call-gating API.
     ("unknown_call", "No such call of the caller's (another principal's call is unknown too)."),
     ("invalid_input_schema", "The `inputSchema` sent with a call is not a JSON Schema the server can check."),

@@ -51,6 +51,8 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::decisions::list,
         crate::api::decisions::add,
         crate::api::decisions::revoke,
+        crate::api::grants::list,
+        crate::api::grants::revoke,
         crate::api::policy::explain,
         crate::api::approvals::list,
         crate::api::approvals::stream,
@@ -81,6 +83,7 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         (name = "approvals", description = "The inbox: approvals listed, shown and decided out of band."),
         (name = "calls", description = "The call-gating API: any agent's tool calls gated, decided, started once and finished."),
         (name = "decisions", description = "Sticky decisions: always or never allow a tool."),
+        (name = "grants", description = "Grants: bounded approvals (the next N calls like this), listed and revoked."),
         (name = "audit", description = "The approval audit log."),
         (name = "links", description = "One-time approval links from notifications (HTML pages)."),
         (name = "auth", description = "Who the requester is, and OpenID Connect sign-in."),
@@ -173,11 +176,13 @@ mod tests {
     #[test]
     fn the_documented_query_parameters_are_the_ones_the_handlers_take() {
         let document = openapi();
-        let taken: [(&str, &str, &[&str]); 4] = [
+        let taken: [(&str, &str, &[&str]); 6] = [
             ("/api/audit", "get", &crate::api::audit::QUERY_PARAMS),
             ("/api/approvals", "get", &crate::api::approvals::LIST_PARAMS),
             ("/api/decisions", "get", &crate::api::decisions::QUERY_PARAMS),
             ("/api/decisions/{id}", "delete", &crate::api::decisions::QUERY_PARAMS),
+            ("/api/grants", "get", &crate::api::grants::QUERY_PARAMS),
+            ("/api/grants/{id}", "delete", &crate::api::grants::QUERY_PARAMS),
         ];
         for (path, method, names) in taken {
             let mut names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();

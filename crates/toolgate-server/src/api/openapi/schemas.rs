@@ -155,6 +155,74 @@ pub(crate) struct StickyDecisionDoc {
     note: Option<String>,
 }
 
+/// A grant (a bounded approval) or an "always allow" sticky decision, as `GET /api/grants` lists it.
+#[derive(ToSchema)]
+#[schema(as = Grant)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct GrantDoc {
+    /// Its id (`grant_...`, or `dec_...` for a sticky decision).
+    id: String,
+    /// Always `allow`.
+    #[schema(schema_with = sticky_action)]
+    action: StickyAction,
+    /// The tool.
+    tool: String,
+    /// Only exactly this input (absent: any input).
+    #[schema(nullable = false)]
+    input: Option<Value>,
+    /// Predicates by JSON pointer the input must all satisfy (the rules' operators).
+    #[schema(nullable = false)]
+    input_match: Option<Value>,
+    /// Where it applies.
+    scope: DecisionScopeDoc,
+    /// Unix milliseconds from which on it no longer applies (absent: until revoked).
+    #[schema(nullable = false)]
+    expires_at: Option<i64>,
+    /// Unix milliseconds when it was made.
+    created_at: i64,
+    /// Who granted it.
+    #[schema(nullable = false)]
+    created_by: Option<String>,
+    /// The granter's groups when they granted it.
+    #[schema(nullable = false)]
+    granter_groups: Option<Vec<String>>,
+    /// Whose calls it lets run (the approval's requester).
+    #[schema(nullable = false)]
+    requester: Option<String>,
+    /// The approval it was granted with.
+    #[schema(nullable = false)]
+    approval_id: Option<String>,
+    /// How many calls it let run when made (absent: no limit).
+    #[schema(nullable = false)]
+    uses: Option<u32>,
+    /// How many it still lets run (absent: no limit).
+    #[schema(nullable = false)]
+    uses_left: Option<i64>,
+    /// Free text from the person.
+    #[schema(nullable = false)]
+    note: Option<String>,
+}
+
+/// What an approver grants with an approval: the next calls like it run without asking.
+#[derive(ToSchema)]
+#[schema(as = GrantSpec)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct GrantSpecDoc {
+    /// How many later calls it lets run, 1 to 10000 (absent: no limit).
+    #[schema(nullable = false, minimum = 1, maximum = 10000)]
+    uses: Option<u32>,
+    /// How long it lasts, such as `30m`, `1h` or `7d` (absent: until revoked).
+    #[schema(nullable = false)]
+    within: Option<String>,
+    /// JSON pointer to predicate (`lt`, `le`, `gt`, `ge`, `equals`, `one_of`, `regex`, `glob`), all of which a
+    /// later call's input must satisfy, e.g. `{"/amount": {"le": 1000}}` (absent: any input).
+    #[schema(nullable = false)]
+    input: Option<Value>,
+    /// `conversation` (the default: the approval's chat) or `principal` (every chat of its requester).
+    #[schema(nullable = false, pattern = "^(conversation|principal)$")]
+    scope: Option<String>,
+}
+
 /// Where a sticky decision applies, tagged by `kind`.
 #[derive(ToSchema)]
 #[schema(as = DecisionScope)]

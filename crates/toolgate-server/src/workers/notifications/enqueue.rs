@@ -127,7 +127,8 @@ fn event_kind(kind: AuditKind) -> Option<EventKind> {
         | AuditKind::Notified
         | AuditKind::NotificationFailed
         | AuditKind::Allowed
-        | AuditKind::Shadowed => None,
+        | AuditKind::Shadowed
+        | AuditKind::Granted => None,
     }
 }
 

@@ -24,6 +24,10 @@
 //! written and the call is decided again. So parallel calls cannot all slip
 //! under a limit.
 //!
+//! A call that would ask but that a grant covers runs on it ([`lift`]): one
+//! use of the grant spent, atomically with its `granted` event (`toolName`,
+//! `input`, `grant`, `grantedBy`, `decidedBy`: `grant`).
+//!
 //! A rule in shadow mode decides nothing; when one matches a call that
 //! [`admit`] decides, what it would have decided is a `shadowed` event
 //! ([`shadowed`]: the rule, its action and reason, and what was decided).
@@ -36,6 +40,7 @@
 use serde_json::{Value, json};
 use toolgate_protocol::ToolCallPart;
 
+use super::grant::GrantOffer;
 use crate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoreError};
 use crate::tool::{ApprovalContext, Caller, GateAction, Shadowed, Tool, Verdict, decide_call};
 
@@ -96,7 +101,9 @@ pub fn allowed(ledger: &Ledger, call: DirectCall<'_>, at: Millis) -> AuditEvent 
     ledger.event(AuditKind::Allowed, "", call.tool_call_id, at, data)
 }
 
-/// Decides a call as [`decide_call`] does; when the caller's gate let it
+/// Decides a call as [`decide_call`] does; when that asks and a grant the
+/// caller's gate found may lift it, lets it run on one use of the grant
+/// ([`lift`]). When the caller's gate let it
 /// run on the history it read ([`crate::tool::CallGate::guards`]) and there
 /// is a ledger, records its `allowed` event only if that history still
 /// stands, atomically ([`crate::ledger::HistoryStore::append_if`]), and
@@ -111,9 +118,22 @@ pub async fn admit(
 ) -> Verdict {
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
-        let (Some(ledger), Some(gate)) = (ledger, caller.gate) else { return verdict };
+        let Some(gate) = caller.gate else { return verdict };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
+        let offers = gate.grants(call.tool_call_id);
+        let lifted = match verdict.action {
+            GateAction::Ask if !offers.is_empty() => {
+                let decided = lift(ledger, &offers, verdict.clone(), call, caller.principal).await;
+                (decided.action == GateAction::Allow).then_some(decided)
+            }
+            _ => None,
+        };
+        let Some(ledger) = ledger else { return lifted.unwrap_or(verdict) };
         let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
+        if let Some(verdict) = lifted {
+            record_shadowed(ledger, call, &shadow, verdict.action).await;
+            return verdict;
+        }
         let admitted = if verdict.action != GateAction::Allow || guards.is_empty() {
             Some(verdict)
         } else {
@@ -165,4 +185,45 @@ pub async fn record(ledger: &Ledger, events: &[AuditEvent]) -> Result<(), StoreE
         return Ok(());
     }
     ledger.config.store.append(events).await
+}
+
+/// The `granted` event of a call that runs on `offer`.
+pub fn granted(ledger: &Ledger, call: DirectCall<'_>, offer: &GrantOffer, at: Millis) -> AuditEvent {
+    let data = json!({
+        "toolName": call.tool_name,
+        "input": call.input,
+        "grant": offer.id,
+        "grantedBy": offer.granted_by,
+        "decidedBy": super::grant::DECIDED_BY_GRANT,
+    });
+    ledger.event(AuditKind::Granted, "", call.tool_call_id, at, data)
+}
+
+/// `verdict`, or a yes when one of `offers` may lift it ([`super::grant::may_lift`]) and
+/// a use of it is spent, atomically with its `granted` event. Offers are
+/// tried in order; one spent meanwhile by another call is skipped; a store
+/// that fails is logged and skipped (the call is asked, fail closed).
+pub async fn lift(
+    ledger: Option<&Ledger>,
+    offers: &[GrantOffer],
+    verdict: Verdict,
+    call: DirectCall<'_>,
+    requester: Option<&str>,
+) -> Verdict {
+    for offer in offers.iter().filter(|offer| super::grant::may_lift(offer, &verdict, requester)) {
+        let Some(ledger) = ledger else {
+            if offer.unlimited {
+                return Verdict::allow().because(offer.description.clone());
+            }
+            continue;
+        };
+        let now = ledger.config.clock.now();
+        let event = granted(ledger, call, offer, now);
+        match ledger.config.store.use_decision(&offer.id, now, std::slice::from_ref(&event)).await {
+            Ok(Some(_)) => return Verdict::allow().because(offer.description.clone()),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(grant = %offer.id, %error, "cannot spend a grant; approval required"),
+        }
+    }
+    verdict
 }

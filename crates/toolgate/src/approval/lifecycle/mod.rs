@@ -29,7 +29,10 @@
 //!
 //! A call that a rule or the tool's own policy allows or denies has no
 //! approval and takes no move; with a ledger it is still on record, as one
-//! `executed`, `failed` or `denied` event ([`direct`]).
+//! `executed`, `failed` or `denied` event ([`direct`]). So has a call that
+//! would ask but that a live grant covers (an approver's bounded "yes, and
+//! the next N like this", [`grant`]): it runs without asking, one use spent
+//! with its `granted` event.
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see
 //! [`crate::agent`]) takes the same moves, at the depth where it was made.
@@ -81,6 +84,7 @@
 pub(crate) mod claim;
 pub mod direct;
 mod edit;
+pub mod grant;
 pub mod held;
 pub mod route;
 mod schedule;
