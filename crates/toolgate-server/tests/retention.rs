@@ -38,6 +38,7 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
         reason: None,
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -122,6 +122,7 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
         reason: None,
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -120,6 +120,7 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
         reason: None,
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     }
 }
 

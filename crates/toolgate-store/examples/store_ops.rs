@@ -39,6 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         reason: None,
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     };
     let ids: Vec<String> = (0..n).map(|i| format!("apr-{run}-{i}")).collect();
     let started = Instant::now();

@@ -70,6 +70,7 @@ macro_rules! bind_record {
             .bind(&record.client)
             .bind(&record.supersedes)
             .bind(&record.superseded_by)
+            .bind(&params.lineage)
             .bind(params.vote_count)
             .bind(params.timer_at)
     }};

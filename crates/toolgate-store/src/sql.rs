@@ -10,8 +10,8 @@ use serde_json::Value;
 use toolgate::approval::lifecycle::{Routing, Vote};
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead,
-    DecisionScope, Guard, Lease, RecordedDecision, StateFilter, StoreError, StoredConversation, StoredDecision,
-    Transition,
+    DecisionScope, Guard, Lease, LineageStep, RecordedDecision, StateFilter, StoreError, StoredConversation,
+    StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -21,7 +21,7 @@ macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
          state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client, \
-         supersedes, superseded_by"
+         supersedes, superseded_by, lineage"
     };
 }
 
@@ -49,11 +49,11 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
     ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-     $18, $19, $20, $21, $22, $23) ON CONFLICT (approval_id) DO NOTHING"
+     $18, $19, $20, $21, $22, $23, $24) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 23;
+pub(crate) const RECORD_PARAMS: usize = 24;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -563,6 +563,8 @@ pub(crate) struct RecordParams {
     pub(crate) routing: Option<String>,
     pub(crate) votes: Option<String>,
     pub(crate) vote_count: i64,
+    /// The lineage as written: a JSON array, or NULL for a call of the root.
+    pub(crate) lineage: Option<String>,
     /// When its next timer is due (`toolgate::approval::lifecycle::next_due`).
     pub(crate) timer_at: Option<i64>,
     /// Its keys in `approval_viewers` ([`toolgate::approval::lifecycle::viewers`]).
@@ -578,6 +580,7 @@ impl RecordParams {
             routing: json_opt(record.routing.as_ref(), "a routing")?,
             votes: votes_text(&record.votes)?,
             vote_count: vote_count(&record.votes),
+            lineage: if record.lineage.is_empty() { None } else { Some(to_json(&record.lineage, "a lineage")?) },
             // The time its timer is stored with.
             timer_at: toolgate::approval::lifecycle::next_due(record),
             viewers: toolgate::approval::lifecycle::viewers(record),
@@ -624,6 +627,7 @@ pub(crate) struct RecordRow {
     client: Option<String>,
     supersedes: Option<String>,
     superseded_by: Option<String>,
+    lineage: Option<String>,
 }
 
 crate::lite::from_lite_row!(RecordRow {
@@ -647,7 +651,8 @@ crate::lite::from_lite_row!(RecordRow {
     owner,
     client,
     supersedes,
-    superseded_by
+    superseded_by,
+    lineage
 });
 
 impl RecordRow {
@@ -669,6 +674,8 @@ impl RecordRow {
             self.routing.as_deref().map(|text| from_json(text, "the routing", &id)).transpose()?;
         let votes: Vec<Vote> =
             self.votes.as_deref().map(|text| from_json(text, "the votes", &id)).transpose()?.unwrap_or_default();
+        let lineage: Vec<LineageStep> =
+            self.lineage.as_deref().map(|text| from_json(text, "the lineage", &id)).transpose()?.unwrap_or_default();
         Ok(ApprovalRecord {
             input: from_json(&self.input, "the input", &id)?,
             approval_id: id,
@@ -690,6 +697,7 @@ impl RecordRow {
             reason: self.reason,
             supersedes: self.supersedes,
             superseded_by: self.superseded_by,
+            lineage,
         })
     }
 }

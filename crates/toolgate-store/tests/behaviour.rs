@@ -18,7 +18,7 @@ use support::{
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditStore, AuditView,
-    DecisionScope, Guard, LedgerStore, Pruned, StoreError, Transition, TransitionOutcome,
+    DecisionScope, Guard, LedgerStore, LineageStep, Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -38,6 +38,9 @@ async fn issue_and_read_back(stores: &Stores) {
     full.decision = Some(decision(true, "bob", 20));
     full.output = Some(ToolResultOutput::Json { value: json!({"z": 1, "a": [2]}), provider_options: None });
     full.lease = Some(lease("exe_1", 500));
+    // A sub-agent's call: the agent calls from the root down, kept in order.
+    let step = |agent: &str, call: &str| LineageStep { agent: agent.to_owned(), tool_call_id: call.to_owned() };
+    full.lineage = vec![step("researcher", "call-1"), step("accountant ✓", "call-2")];
     let issued = [
         event(AuditKind::Issued, "ap_1", "conv", 10, json!({"z": "last", "a": "first"})),
         event(AuditKind::Issued, "ap_2", "conv", 10, json!(null)),

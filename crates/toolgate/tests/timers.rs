@@ -112,6 +112,7 @@ impl Fixture {
             reason: Some("ops decides".to_owned()),
             supersedes: None,
             superseded_by: None,
+            lineage: Vec::new(),
         }
     }
 

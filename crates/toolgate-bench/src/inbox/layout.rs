@@ -133,6 +133,7 @@ impl Layout {
             )),
             supersedes: None,
             superseded_by: None,
+            lineage: Vec::new(),
         }
     }
 

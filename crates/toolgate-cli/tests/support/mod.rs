@@ -122,5 +122,6 @@ pub fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, rou
         reason: Some("transfers over 1000 need approval".to_owned()),
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     }
 }

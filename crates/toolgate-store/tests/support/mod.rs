@@ -141,6 +141,7 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
         reason: None,
         supersedes: None,
         superseded_by: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -337,6 +337,7 @@ pub(crate) fn pending_record(
         reason: call.reason.map(str::to_owned),
         supersedes: None,
         superseded_by: None,
+        lineage: ledger.sub_run.as_ref().map(|place| place.lineage.clone()).unwrap_or_default(),
     }
 }
 
