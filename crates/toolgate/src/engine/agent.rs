@@ -345,6 +345,18 @@ pub fn sub_run_root(stored: &Value) -> Option<&str> {
     stored.get("root")?.as_str()
 }
 
+/// The agent whose progress a preliminary output of an agent call is
+/// (`{"status": "running" | "awaiting-approval", "agent", ...}`, as the
+/// engine reports it while the agent works or waits), or `None` for any
+/// other output. An encoder tags the progress with the sub-run by it.
+pub fn progress_agent(output: &Value) -> Option<&str> {
+    let status = output.get("status")?.as_str()?;
+    if status != "running" && status != "awaiting-approval" {
+        return None;
+    }
+    output.get("agent")?.as_str()
+}
+
 /// The engine call of a sub-run on `history`, inheriting what `parent` sets.
 fn sub_request(agent: &Agent, parent: &TextRequest, stored: &Stored, history: Vec<ModelMessage>) -> TextRequest {
     let caller = parent.caller();
