@@ -242,6 +242,9 @@ async fn a_depth_two_approval_names_its_lineage_in_the_inbox_and_in_notification
     );
     let listed = call(&server, "GET", "/api/approvals", "bob", None).await.json();
     assert_eq!(listed["approvals"][0]["lineage"], lineage, "{listed}");
+    // The requester finds it under the chat's id, as the page's watch asks for it.
+    let mine = call(&server, "GET", "/api/approvals?state=all&conversation=chat-1", "alice", None).await.json();
+    assert_eq!(mine["approvals"][0]["id"], id.as_str(), "{mine}");
 
     // The webhook's body is the inbox item; the mail names the path from the root.
     let requested = receiver

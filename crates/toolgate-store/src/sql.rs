@@ -245,20 +245,27 @@ pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
     let key_count = keys.unwrap_or(0);
     let conversation = query.conversation_id.as_ref().map(|_| format!("${}", key_count + 1));
     let mut next = key_count + 1 + usize::from(conversation.is_some());
-    // A conversation name binds the name, then the owner's separator and the name: an approval names it when
-    // its key is the name (no owner) or its stored owner, the separator and the name.
+    // A conversation name binds the name, then the owner's separator and the name, then both followed by the
+    // sub-run separator: an approval names it when its key is the name (no owner) or its stored owner, the
+    // separator and the name; or, for a sub-agent's approval (with a lineage), when its key starts with one of
+    // those and the sub-run separator (its root conversation's key, see `toolgate::agent`).
     let named = query.conversation_name.as_ref().map(|_| {
-        next += 2;
-        (format!("${}", next - 2), format!("${}", next - 1))
+        next += 4;
+        (format!("${}", next - 4), format!("${}", next - 3), format!("${}", next - 2), format!("${}", next - 1))
     });
     let limit = format!("${next}");
     let mut filters: Vec<String> = state_condition(query.states, "state").into_iter().collect();
     if let Some(conversation) = &conversation {
         filters.push(format!("conversation_id = {conversation}"));
     }
-    if let Some((name, owned)) = &named {
+    if let Some((name, owned, sub, owned_sub)) = &named {
         filters.push(format!(
-"((owner IS NULL AND conversation_id = {name}) OR (owner IS NOT NULL AND conversation_id = owner || {owned}))"
+            "((owner IS NULL AND conversation_id = {name}) \
+             OR (owner IS NOT NULL AND conversation_id = owner || {owned}) \
+             OR (lineage IS NOT NULL AND ((owner IS NULL \
+                 AND substr(conversation_id, 1, length(CAST({sub} AS TEXT))) = {sub}) \
+             OR (owner IS NOT NULL \
+                 AND substr(conversation_id, 1, length(owner) + length(CAST({owned_sub} AS TEXT))) = owner || {owned_sub}))))"
         ));
     }
     let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none() && named.is_none();

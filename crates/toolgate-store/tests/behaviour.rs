@@ -725,6 +725,7 @@ async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
 /// An inbox filter by conversation name matches an approval by its stored
 /// owner and the name, never by the shape of its key: a key that merely ends
 /// with the separator and the name, without an owner on record, is not it.
+/// A sub-agent's approval (with a lineage) is found under its root conversation.
 async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let store = &*stores.a;
     let key = toolgate::ledger::conversation_key;
@@ -734,7 +735,21 @@ async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let lookalike = record("lookalike", &key(Some("bob"), "c1"));
     let mut other = record("other", &key(Some("alice"), "c2"));
     other.owner = Some("alice".to_owned());
-    store.issue(&[owned, plain, lookalike, other], &[]).await.unwrap();
+    // Sub-agents' approvals are found under their root conversation: alice's c1, and the owner-less c1.
+    let step =
+        |call: &str| toolgate::ledger::LineageStep { agent: "janitor".to_owned(), tool_call_id: call.to_owned() };
+    let sub_key = |root: String, calls: &[&str]| {
+        calls.iter().fold(root, |key, call| format!("{key}{}{call}", toolgate::ledger::SUB_RUN_SEPARATOR))
+    };
+    let mut nested = record("nested", &sub_key(key(Some("alice"), "c1"), &["k1", "k2"]));
+    nested.owner = Some("alice".to_owned());
+    nested.lineage = vec![step("k1"), step("k2")];
+    let mut plain_nested = record("plain-nested", &sub_key("c1".to_owned(), &["k1"]));
+    plain_nested.lineage = vec![step("k1")];
+    let mut elsewhere = record("elsewhere", &sub_key(key(Some("alice"), "c11"), &["k1"]));
+    elsewhere.owner = Some("alice".to_owned());
+    elsewhere.lineage = vec![step("k1")];
+    store.issue(&[owned, plain, lookalike, other, nested, plain_nested, elsewhere], &[]).await.unwrap();
     let query = toolgate::ledger::ApprovalQuery {
         conversation_name: Some("c1".to_owned()),
         states: toolgate::ledger::StateFilter::All,
@@ -744,7 +759,7 @@ async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let mut ids: Vec<String> =
         stores.b.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect();
     ids.sort();
-    assert_eq!(ids, ["owned", "plain"]);
+    assert_eq!(ids, ["nested", "owned", "plain", "plain-nested"]);
 }
 
 /// An edit that needs other approvers: the successor is issued with the
