@@ -8,7 +8,8 @@
 # is served with `--config NAME.toml`, its approval policy, one with a sibling NAME.tokens with
 # `--tokens-file NAME.tokens`, and one with a sibling NAME.oidc signs people in with OpenID Connect at a
 # mock provider (e2e/browser/oidc-provider.mjs, oauth2-mock-server) this script starts on loopback
-# first; a NAME.toml naming `@SMTP_PORT@` mails an SMTP sink this script starts, see below), plus one
+# first; a NAME.toml naming `@SMTP_PORT@` mails an SMTP sink this script starts, see below, and one naming
+# `@FIXTURES@` gets this fixtures directory's path there, for the scripts of its [[agent]] models), plus one
 # with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
 # an error, as in CI), runs the tests with `node --test`, and always stops the servers.
@@ -143,8 +144,8 @@ for i in "${!fixtures[@]}"; do
   port="${ports[$i]}"
   config=()
   policy="${fixture%.json}.toml"
-  if [ -f "$policy" ] && grep -q '@SMTP_PORT@' "$policy"; then
-    sed "s/@SMTP_PORT@/$SMTP_PORT/g" "$policy" >"$WORK/$name.toml"
+  if [ -f "$policy" ] && grep -qE '@SMTP_PORT@|@FIXTURES@' "$policy"; then
+    sed -e "s/@SMTP_PORT@/$SMTP_PORT/g" -e "s|@FIXTURES@|$E2E/fixtures|g" "$policy" >"$WORK/$name.toml"
     policy="$WORK/$name.toml"
   fi
   [ -f "$policy" ] && config=(--config "$policy")

@@ -10,7 +10,9 @@
 //!   `tool-call` without input streaming emits all three at once, with the
 //!   whole arguments). Reasoning streams as `REASONING_*`.
 //! - Tool outcomes become `TOOL_CALL_RESULT` with the content of
-//!   [`crate::content`] (preliminary results are skipped). Results before the
+//!   [`crate::content`] (preliminary results are skipped, but a sub-agent's
+//!   progress is a `CUSTOM` event, [`crate::SUBAGENT_PROGRESS_EVENT`],
+//!   naming its sub-run). Results before the
 //!   first step answer calls of the previous run: they go against the
 //!   original `toolCallId`, with no `TOOL_CALL_START/ARGS/END`.
 //! - Approval requests are collected. At `finish`, a run that has any emits
@@ -35,7 +37,8 @@ use crate::content::{denial_content, error_content, output_content};
 use crate::error::{AguiError, engine_error_event};
 use crate::events::approval_response_schema;
 use crate::events::{
-    APPROVAL_EVENT, Event, Interrupt, ReasoningRole, RunOutcome, TOOL_CALL_REASON, TextRole, ToolRole,
+    APPROVAL_EVENT, Event, Interrupt, ReasoningRole, RunOutcome, SUBAGENT_PROGRESS_EVENT, TOOL_CALL_REASON, TextRole,
+    ToolRole,
 };
 use crate::input::RunAgentInput;
 use crate::resume::{Decision, PendingApproval, Resolution, STATE_KEY, state_with_pending, state_without_pending};
@@ -206,7 +209,15 @@ impl EventEncoder {
             }
             StreamPart::ToolInputEnd { id } => self.close_call(id, &mut out),
             StreamPart::ToolCall(info) => self.tool_call(info, &mut out),
-            StreamPart::ToolResult { preliminary: Some(true), .. } => {}
+            StreamPart::ToolResult { tool_call_id, output, preliminary: Some(true), .. } => {
+                if let Some(agent) = toolgate::agent::progress_agent(output) {
+                    // A sub-agent's progress, tagged with its sub-run (other preliminary results are skipped).
+                    let lineage = json!([{"agent": agent, "toolCallId": tool_call_id}]);
+                    let value = json!({"toolCallId": tool_call_id, "subagentRunId": tool_call_id,
+                        "lineage": lineage, "progress": output});
+                    out.push(Event::Custom { name: SUBAGENT_PROGRESS_EVENT.to_owned(), value });
+                }
+            }
             StreamPart::ToolResult { tool_call_id, input, output, .. } => {
                 self.apply_edit(tool_call_id, input);
                 self.result(tool_call_id, output_content(output), &mut out);

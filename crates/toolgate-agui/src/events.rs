@@ -164,6 +164,14 @@ pub const WARNING_EVENT: &str = "toolgate.warning";
 /// it is requested (the interrupt) and as it changes.
 pub const APPROVAL_EVENT: &str = "toolgate.approval";
 
+/// The `CUSTOM` event name of a sub-agent's progress, streamed while the
+/// agent call runs or waits: `value` is `{toolCallId, subagentRunId,
+/// lineage, progress}`, the agent call's id, the sub-run it is (the agent
+/// call ids from the root, joined by `/`, as an interrupt's
+/// `subagentRunId`), its lineage (`[{agent, toolCallId}]`) and the progress
+/// itself (the whole progress so far: a client shows the latest).
+pub const SUBAGENT_PROGRESS_EVENT: &str = "toolgate.subagent.progress";
+
 impl Event {
     /// A `CUSTOM` warning event (see [`WARNING_EVENT`]).
     pub fn warning(code: impl Into<String>, message: impl Into<String>) -> Self {

@@ -54,7 +54,8 @@ mod transcript;
 pub use encode::{EncoderOptions, EventEncoder, MODEL_ERROR_CODE};
 pub use error::{AguiError, HISTORY_MISMATCH_CODE, InputError, ResumeError, engine_error_event};
 pub use events::{
-    APPROVAL_EVENT, Event, Interrupt, RunOutcome, TOOL_CALL_REASON, WARNING_EVENT, approval_response_schema,
+    APPROVAL_EVENT, Event, Interrupt, RunOutcome, SUBAGENT_PROGRESS_EVENT, TOOL_CALL_REASON, WARNING_EVENT,
+    approval_response_schema,
 };
 pub use input::{Context, ResumeEntry, ResumeStatus, RunAgentInput, Tool};
 pub use messages::{Content, ContentPart, Message};

@@ -2,7 +2,8 @@
 //!
 //! [`render_email_content`] writes the subject (per event kind, such as
 //! `Approval requested: transfer_money`), a plain-text body and an HTML body
-//! with the same content: the tool, requester, reason, conversation, who
+//! with the same content: the tool (and, for a sub-agent's call, its
+//! lineage: `researcher › accountant › transfer_money`), requester, reason, conversation, who
 //! decides and the votes, the state or expiry, the input as pretty JSON (cut
 //! at [`EMAIL_INPUT_LIMIT`] characters with a note) and, when the event has
 //! links, Approve / Deny / View links (Approve and Deny only for events that
@@ -57,6 +58,7 @@ pub struct EmailContent {
 /// The rows of facts both bodies show, as (label, value).
 fn facts(summary: &Summary, event: &Event) -> Vec<(&'static str, String)> {
     let mut rows = vec![("Tool", summary.tool.clone())];
+    rows.extend(summary.lineage.clone().map(|l| ("Lineage", l)));
     rows.extend(summary.requester.clone().map(|r| ("Requested by", r)));
     rows.extend(summary.reason.clone().map(|r| ("Reason", r)));
     rows.extend(summary.conversation_id.clone().map(|c| ("Conversation", c)));

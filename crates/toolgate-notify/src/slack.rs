@@ -1,7 +1,8 @@
 //! The `slack` format: a Slack incoming-webhook message with Block Kit blocks.
 //!
 //! The message has a fallback `text` (notifications, clients without blocks)
-//! and these blocks: a header with the headline; a section with the tool, the
+//! and these blocks: a header with the headline; a section with the tool (and
+//! a sub-agent's call's lineage, `researcher › accountant › tool`), the
 //! requester, the reason and the conversation; a section with the input as
 //! pretty JSON in a code block, cut to stay within Block Kit's 3,000-character
 //! text limit with a note saying so; a section with who decides (approvers,
@@ -57,6 +58,9 @@ pub fn render_slack(event: &Event) -> Value {
 
 fn facts(summary: &Summary) -> String {
     let mut lines = vec![format!("*Tool:* `{}`", escape(&summary.tool))];
+    if let Some(lineage) = &summary.lineage {
+        lines.push(format!("*Lineage:* {}", escape(lineage)));
+    }
     if let Some(requester) = &summary.requester {
         lines.push(format!("*Requested by:* {}", escape(requester)));
     }

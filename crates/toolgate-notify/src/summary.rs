@@ -16,6 +16,9 @@ pub(crate) struct Summary {
     pub reason: Option<String>,
     pub requester: Option<String>,
     pub conversation_id: Option<String>,
+    /// A sub-agent's call: the agents from the root down, then the tool
+    /// (`researcher › accountant › transfer_money`).
+    pub lineage: Option<String>,
     pub approvers: Vec<String>,
     pub quorum: Option<u64>,
     pub votes: Vec<Vote>,
@@ -37,6 +40,18 @@ fn text(value: &Value, key: &str) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
+}
+
+/// The item's `lineage` (`[{agent, toolCallId}]`) and its tool, as a path;
+/// `None` for a call of the root (no lineage, or none that reads as one).
+fn lineage(approval: &Value) -> Option<String> {
+    let steps = approval.get("lineage")?.as_array()?;
+    let mut path: Vec<String> = steps.iter().filter_map(|step| text(step, "agent")).collect();
+    if path.is_empty() {
+        return None;
+    }
+    path.push(text(approval, "tool").unwrap_or_else(|| "(unknown tool)".into()));
+    Some(path.join(" \u{203a} "))
 }
 
 impl Summary {
@@ -72,6 +87,7 @@ impl Summary {
             reason: text(approval, "reason"),
             requester: text(approval, "requester"),
             conversation_id: text(approval, "conversationId"),
+            lineage: lineage(approval),
             approvers,
             quorum: approval.get("quorum").and_then(Value::as_u64),
             votes,

@@ -214,3 +214,26 @@ fn json_body_is_the_event() {
     let without: Value = serde_json::from_slice(&render_json(&decided())).unwrap();
     assert!(without.get("links").is_none());
 }
+
+/// A request for a sub-agent's call: its item names the agent calls from the root.
+fn requested_by_a_sub_agent() -> Event {
+    let mut event = requested();
+    event.approval["lineage"] = json!([
+        {"agent": "researcher", "toolCallId": "call-1"},
+        {"agent": "accountant", "toolCallId": "call-4"}
+    ]);
+    event
+}
+
+#[test]
+fn a_sub_agents_call_names_its_lineage_in_mail_and_slack() {
+    let event = requested_by_a_sub_agent();
+    let path = format!("researcher \u{203a} accountant \u{203a} {}", event.approval["tool"].as_str().unwrap());
+    let content = render_email_content(&event);
+    assert!(content.text.contains(&format!("Lineage:      {path}\n")), "{}", content.text);
+    assert!(content.html.contains(&path), "{}", content.html);
+    insta::assert_json_snapshot!("slack_requested_by_a_sub_agent", render_slack(&event));
+    // A call of the root has no lineage row.
+    assert!(!render_email_content(&requested()).text.contains("Lineage"));
+    assert!(!render_slack(&requested()).to_string().contains("Lineage"));
+}

@@ -127,6 +127,7 @@ function applyChunk(run, chunk) {
     }
     case 'tool-input-available': {
       const part = findToolPart(run.message, chunk.toolCallId) ?? startToolPart(run, chunk);
+      if (chunk.providerMetadata) part.callProviderMetadata = chunk.providerMetadata;
       return Object.assign(part, { state: 'input-available', input: chunk.input });
     }
     case 'tool-input-error': {
@@ -840,6 +841,7 @@ function decide(toolCallId, { approved, reason, editedInput, grant }) {
   if (grant) part.approval.grant = grant;
   drafts.delete(toolCallId);
   stickyRequests.delete(toolCallId);
+  answerCopies(lastMessage(), part);
   render();
   continueIfComplete();
 }
@@ -850,6 +852,7 @@ function undecide(toolCallId) {
   if (!part || part.state !== 'approval-responded' || busy() || sentAnswers.has(toolCallId)) return;
   part.state = 'approval-requested';
   part.approval = { id: part.approval.id, ...(part.approval.signature ? { signature: part.approval.signature } : {}) };
+  answerCopies(lastMessage(), part);
   render();
 }
 
@@ -1268,7 +1271,9 @@ function renderStatus() {
 }
 
 function pendingDecisions() {
-  return (lastMessage()?.parts ?? []).filter((part) => isToolPart(part) && waitsForPerson(part)).length;
+  const message = lastMessage();
+  return (message?.parts ?? []).filter((part) => isToolPart(part) && waitsForPerson(part) && !isApprovalCopy(message, part))
+    .length;
 }
 
 function renderBanner() {
@@ -1350,21 +1355,8 @@ function partNode(message, part, index, keep) {
     return cached(`${message.id}:${index}`, `${part.state}:${part.text}`, () => reasoningNode(part), keep);
   }
   if (isToolPart(part)) {
-    const draft = drafts.get(part.toolCallId);
-    const context = {
-      last,
-      busy: busy(),
-      pending: last ? pendingDecisions() : 0,
-      draftMode: draft?.mode,
-      streamed: streamedInput.get(part.toolCallId),
-      reason: reasonFor(message, part.toolCallId),
-      sticky: stickyRequests.get(part.toolCallId),
-      routing: routingFor(message, part),
-      othersDecide: inOtherHands(message, part),
-      sent: sentAnswers.has(part.toolCallId),
-      withdrawal: withdrawals.get(part.toolCallId),
-      gaveUp: last && watch.gaveUp === stepKey(),
-    };
+    if (agentCallOf(message, part)) return null; // drawn in its agent's card (subAgentSection)
+    const context = toolContext(message, part, last);
     const sig = JSON.stringify([part, context]);
     return cached(`tool:${part.toolCallId}`, sig, () => toolCard(part, context), keep);
   }
@@ -1372,6 +1364,29 @@ function partNode(message, part, index, keep) {
     return cached(`${message.id}:${index}`, part.url, () => el('a', { class: 'file-part', href: part.url, target: '_blank', rel: 'noopener' }, part.filename ?? part.mediaType), keep);
   }
   return null; // step-start, sources and data parts are not shown
+}
+
+// What a tool card shows besides its part: the page's state about the call, and a sub-agent's nested calls.
+function toolContext(message, part, last) {
+  const draft = drafts.get(part.toolCallId);
+  const context = {
+    last,
+    busy: busy(),
+    pending: last ? pendingDecisions() : 0,
+    draftMode: draft?.mode,
+    streamed: streamedInput.get(part.toolCallId),
+    reason: reasonFor(message, part.toolCallId),
+    sticky: stickyRequests.get(part.toolCallId),
+    routing: routingFor(message, part),
+    othersDecide: inOtherHands(message, part),
+    sent: sentAnswers.has(part.toolCallId),
+    withdrawal: withdrawals.get(part.toolCallId),
+    gaveUp: last && watch.gaveUp === stepKey(),
+    lineage: lineageOf(message, part),
+    copy: isApprovalCopy(message, part),
+    nested: nestedParts(message, part).map((nested) => ({ part: nested, context: toolContext(message, nested, last) })),
+  };
+  return context;
 }
 
 function textNode(part, role) {
@@ -1449,6 +1464,7 @@ function describe(part, context) {
         ? { label: 'Needs your answer', tone: 'ask' }
         : { label: 'Running', tone: 'running', spinner: true };
     case 'approval-requested':
+      if (context.copy) return { label: 'Waiting for a nested approval', tone: 'waiting', spinner: false };
       return context.othersDecide ? describeRouted(context.routing) : { label: 'Waiting for approval', tone: 'waiting' };
     case 'approval-responded':
       if (context.othersDecide) return describeRouted(context.routing);
@@ -1520,8 +1536,10 @@ function toolCard(part, context) {
         view.label,
       ),
     ),
+    lineageLine(part, context),
     askReason(context),
     cardBody(part, context),
+    subAgentSection(part, context),
     provenance(part, context),
     actionSection(part, context),
   );
@@ -1548,6 +1566,7 @@ function cardBody(part, context) {
 // Who let the call run, once it ran.
 function provenance(part, context) {
   if (part.state !== 'output-available' && part.state !== 'output-error') return null;
+  if (context.copy) return null; // the nested card inside says who approved its call
   const approval = part.approval;
   const approvers = context.routing?.routed ? approvedBy(context.routing.votes) : '';
   const text = approvers
@@ -1646,6 +1665,86 @@ function refusal(reason) {
   );
 }
 
+// ---------------------------------------------------------------------------
+// Sub-agents
+//
+// A sub-agent's call that needs approval surfaces in the root step as a tool part of its own, whose
+// `callProviderMetadata.toolgate.subAgent.lineage` (and reason part) names the agent calls from the root
+// down. It is drawn inside the card of the agent call it comes from (`lineage[0]`, a part of the same
+// message), in a collapsible transcript with the agent's progress. That agent call's part carries a copy of
+// the nested approval (the same approval id), as the stock AI SDK client needs it: the page answers both
+// together, as `addToolApprovalResponse` does, and shows no buttons on the copy.
+
+// The lineage of a sub-agent's call (`[{agent, toolCallId}]`), or null for a call of the root.
+function lineageOf(message, part) {
+  const meta = part.callProviderMetadata?.toolgate?.subAgent?.lineage;
+  if (Array.isArray(meta) && meta.length) return meta;
+  const data = message.parts.find((other) => other.type === REASON_PART && other.id === part.toolCallId)?.data;
+  return Array.isArray(data?.lineage) && data.lineage.length ? data.lineage : null;
+}
+
+// The id of the agent call (a part of this message) a nested call is drawn in, or null.
+function agentCallOf(message, part) {
+  const first = lineageOf(message, part)?.[0]?.toolCallId;
+  if (!first || first === part.toolCallId) return null;
+  return message.parts.some((other) => isToolPart(other) && other.toolCallId === first) ? first : null;
+}
+
+// The nested calls drawn in the card of `agent`.
+function nestedParts(message, agent) {
+  return message.parts.filter((part) => isToolPart(part) && part !== agent && agentCallOf(message, part) === agent.toolCallId);
+}
+
+// True for an agent call's copy of one of its nested approvals.
+function isApprovalCopy(message, part) {
+  const id = part.approval?.id;
+  if (!id || !message) return false;
+  return nestedParts(message, part).some((nested) => nested.approval?.id === id);
+}
+
+// Answers (or takes back) every other part of the message with the same approval id, as the SDK does.
+function answerCopies(message, part) {
+  for (const other of message?.parts ?? []) {
+    if (other === part || !isToolPart(other) || other.approval?.id !== part.approval?.id) continue;
+    if (!['approval-requested', 'approval-responded'].includes(other.state)) continue;
+    other.state = part.state;
+    other.approval = { ...part.approval };
+  }
+}
+
+// `manager › janitor › delete_file`.
+function lineagePath(lineage, tool) {
+  return [...lineage.map((step) => step.agent), tool].join(' \u203a ');
+}
+
+// A nested call's card names where it comes from.
+function lineageLine(part, context) {
+  if (!context.lineage) return null;
+  return el('p', { class: 'tool-lineage', 'data-testid': 'tool-lineage' }, `Called by ${lineagePath(context.lineage, toolName(part))}`);
+}
+
+// An agent call's transcript: its progress (steps, calls, text) and its nested calls with their cards.
+function subAgentSection(part, context) {
+  const progress = part.output && typeof part.output === 'object' && part.output.status ? part.output : null;
+  if (!context.nested.length && !(part.preliminary && progress)) return null;
+  const steps = progress?.steps;
+  const waitingCount = context.nested.filter((nested) => nested.part.state === 'approval-requested').length;
+  const summary = [
+    `Sub-agent ${progress?.agent ?? toolName(part)}`,
+    steps ? `${steps} step${steps === 1 ? '' : 's'}` : null,
+    waitingCount ? `${waitingCount} call${waitingCount === 1 ? '' : 's'} waiting for approval` : null,
+  ]
+    .filter(Boolean)
+    .join(' · ');
+  return el(
+    'details',
+    { class: 'subagent', 'data-testid': 'subagent-transcript', open: waitingCount > 0 || part.preliminary ? '' : null },
+    el('summary', { class: 'subagent-summary' }, summary),
+    progress?.text ? el('p', { class: 'subagent-text', 'data-testid': 'subagent-text' }, progress.text) : null,
+    el('div', { class: 'subagent-calls' }, context.nested.map((nested) => toolCard(nested.part, nested.context))),
+  );
+}
+
 function field(label, content) {
   return el('div', { class: 'field' }, el('div', { class: 'field-label' }, label), content);
 }
@@ -1675,7 +1774,7 @@ function jsonBlock(value, testid) {
 }
 
 function actionSection(part, context) {
-  if (!context.last) return null;
+  if (!context.last || context.copy) return null; // a nested approval's copy is answered with the nested card
   if (part.state === 'approval-requested') {
     return context.othersDecide ? routedStatus(part, context) : approvalActions(part, context);
   }
@@ -2254,6 +2353,7 @@ function inboxItem(item) {
       ` · ${new Date(item.createdAt).toLocaleTimeString()}`,
       item.state === 'pending' && item.expiresAt ? ` · expires ${new Date(item.expiresAt).toLocaleString()}` : '',
     ),
+    item.lineage?.length ? el('p', { class: 'tool-lineage', 'data-testid': 'inbox-lineage' }, lineagePath(item.lineage, item.tool)) : null,
     item.reason ? el('p', { class: 'tool-reason inbox-reason', 'data-testid': 'inbox-reason' }, `Asked because: ${item.reason}`) : null,
     inboxDraftMode(item) === 'edit' ? null : field('Input', jsonBlock(item.input ?? {}, 'inbox-input')),
     el('p', { class: 'inbox-approvers muted' }, `Approvers: ${describeApprovers(item.approvers ?? [])}, ${item.quorum} needed`),

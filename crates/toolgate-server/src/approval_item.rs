@@ -36,8 +36,14 @@ pub(crate) struct ApprovalItem {
     input: Value,
     /// Why it asks (the rule's or the tool's reason).
     reason: Option<String>,
-    /// The conversation (the chat id, or `ag-ui:` and the AG-UI thread id).
+    /// The conversation it is answered in (the chat id, or `ag-ui:` and the
+    /// AG-UI thread id): the root conversation for a sub-agent's call.
     conversation_id: String,
+    /// For a sub-agent's call: the agent calls from the root conversation
+    /// down to the sub-agent that made it (absent for a call of the root).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    lineage: Vec<LineageItem>,
     /// Who asked (`null`: the one user of a server without principals).
     requester: Option<String>,
     /// Who decides: principals and `group:NAME`s (the requester alone when the rule names nobody).
@@ -62,6 +68,16 @@ pub(crate) struct ApprovalItem {
     /// The approval that replaced this one (state `superseded`; absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     superseded_by: Option<String>,
+}
+
+/// One agent call on the way from the root conversation to a sub-agent's call.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LineageItem {
+    /// The agent (the name of the tool that runs it).
+    agent: String,
+    /// The id of the call that ran it, at its caller's level.
+    tool_call_id: String,
 }
 
 /// One vote on an approval.
@@ -159,7 +175,12 @@ impl ApprovalItem {
             tool: record.tool_name.clone(),
             input: record.input.clone(),
             reason: record.reason.clone(),
-            conversation_id: record.conversation_name().to_owned(),
+            conversation_id: record.root_conversation_name().to_owned(),
+            lineage: record
+                .lineage
+                .iter()
+                .map(|step| LineageItem { agent: step.agent.clone(), tool_call_id: step.tool_call_id.clone() })
+                .collect(),
             requester: requester(record).map(str::to_owned),
             approvers: approvers(record),
             quorum: quorum(record),

@@ -40,6 +40,7 @@ fn record(id: &str, conversation: &str, state: ApprovalState, updated_at: i64) -
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -183,3 +183,76 @@ async fn an_ag_ui_interrupt_names_the_sub_run_and_a_resume_runs_the_depth_two_ca
     assert_eq!(result["content"], "\"The janitor deleted it.\"");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+/// The channels of a `[[notify]]` text, the hook's secret `hook-secret`.
+fn channels(text: &str) -> toolgate_notify::Channels {
+    #[derive(serde::Deserialize)]
+    struct File {
+        notify: Vec<toolgate_notify::NotifyConfig>,
+        emails: std::collections::BTreeMap<String, String>,
+    }
+    let file: File = toml::from_str(text).unwrap();
+    toolgate_notify::Channels::from_config(&file.notify, &file.emails, |name| {
+        (name == "HOOK_SECRET").then(|| "hook-secret".into())
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_depth_two_approval_names_its_lineage_in_the_inbox_and_in_notifications() {
+    let receiver = toolgate_testkit::webhook::WebhookReceiver::start("hook-secret");
+    let sink = toolgate_testkit::smtp::SmtpSink::start();
+    let notify = format!(
+        "[emails]\nbob = \"bob@example.com\"\ncarol = \"carol@example.com\"\n\
+         [[notify]]\nname = \"hook\"\nwebhook = \"{}\"\nsecret_env = \"HOOK_SECRET\"\nformat = \"json\"\n\
+         [[notify]]\nname = \"mail\"\nsmtp = \"smtp://127.0.0.1:{}\"\ntls = \"none\"\n\
+         from = \"toolgate <approvals@example.com>\"\nto = [\"approvers\"]\nevents = [\"approval.requested\"]\n",
+        receiver.url(),
+        sink.port()
+    );
+    let notifications = Arc::new(
+        toolgate_server::Notifications::with_timeout(
+            channels(&notify),
+            Some("http://toolgate.test"),
+            std::time::Duration::from_secs(2),
+        )
+        .unwrap(),
+    );
+    let server = start_tree_with(Arc::default(), |config| {
+        config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
+        config.principals = PrincipalSource::Header(axum::http::HeaderName::from_static("x-user"), Vec::new());
+        let finance = ["bob", "carol"].map(str::to_owned).to_vec();
+        config.groups = std::collections::BTreeMap::from([("finance".to_owned(), finance)]);
+        config.notifications = Some(notifications);
+    })
+    .await;
+    let body = json!({"id": "chat-1", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "tidy up"}]}]});
+    let reply = call(&server, "POST", "/api/chat", "alice", Some(body)).await;
+    let chunks = reply.chunks();
+    let request = chunks.iter().find(|c| c["type"] == "tool-approval-request").expect("asked at the root");
+    let id = request["approvalId"].as_str().unwrap().to_owned();
+    let lineage = json!([{"agent": "manager", "toolCallId": "call-1"}, {"agent": "janitor", "toolCallId": "call-1"}]);
+
+    // The inbox item: the lineage as the reason part has it, in the root conversation.
+    let item = call(&server, "GET", &format!("/api/approvals/{id}"), "bob", None).await.json();
+    assert_eq!(
+        (&item["lineage"], &item["conversationId"], &item["tool"]),
+        (&lineage, &json!("chat-1"), &json!("delete_file"))
+    );
+    let listed = call(&server, "GET", "/api/approvals", "bob", None).await.json();
+    assert_eq!(listed["approvals"][0]["lineage"], lineage, "{listed}");
+    // The requester finds it under the chat's id, as the page's watch asks for it.
+    let mine = call(&server, "GET", "/api/approvals?state=all&conversation=chat-1", "alice", None).await.json();
+    assert_eq!(mine["approvals"][0]["id"], id.as_str(), "{mine}");
+
+    // The webhook's body is the inbox item; the mail names the path from the root.
+    let requested = receiver
+        .wait_for(|r| r.iter().any(|r| r.event_type == "approval.requested"), std::time::Duration::from_secs(10))
+        .await;
+    let hook = requested.iter().find(|r| r.event_type == "approval.requested").unwrap();
+    assert_eq!(hook.body["approval"], item);
+    let mails = sink.wait_for(1, std::time::Duration::from_secs(15)).await;
+    let text = mails[0].text.clone().unwrap_or_default();
+    assert!(text.contains("manager \u{203a} janitor \u{203a} delete_file"), "{text}");
+}

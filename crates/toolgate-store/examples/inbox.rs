@@ -124,6 +124,7 @@ fn routed(run: &str, n: usize, conversations: usize, approvers: usize) -> Approv
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     }
 }
 

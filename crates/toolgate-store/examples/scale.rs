@@ -122,6 +122,7 @@ fn record(id: &str, conversation: &str) -> ApprovalRecord {
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -41,6 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     };
     let ids: Vec<String> = (0..n).map(|i| format!("apr-{run}-{i}")).collect();
     let started = Instant::now();

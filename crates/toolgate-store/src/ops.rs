@@ -72,6 +72,7 @@ macro_rules! bind_record {
             .bind(&record.superseded_by)
             .bind(record.origin.as_str())
             .bind(&params.input_schema)
+            .bind(&params.lineage)
             .bind(params.vote_count)
             .bind(params.timer_at)
     }};
@@ -360,7 +361,12 @@ impl<B: SqlBackend> Operations<B> {
             select = select.bind(conversation_id);
         }
         if let Some(name) = &query.conversation_name {
-            select = select.bind(name).bind(format!("{}{name}", toolgate::ledger::OWNER_SEPARATOR));
+            let (owner, sub_run) = (toolgate::ledger::OWNER_SEPARATOR, toolgate::ledger::SUB_RUN_SEPARATOR);
+            select = select
+                .bind(name)
+                .bind(format!("{owner}{name}"))
+                .bind(format!("{name}{sub_run}"))
+                .bind(format!("{owner}{name}{sub_run}"));
         }
         let rows = select.bind(sql::limit_param(query.limit)).fetch_all(self.backend.reader()).await?;
         rows.into_iter().map(RecordRow::into_record).collect()

@@ -10,8 +10,8 @@ use serde_json::Value;
 use toolgate::approval::lifecycle::{Routing, Vote};
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, AuditEvent, AuditKind, AuditQuery, AuditView, ConversationRead,
-    DecisionScope, Guard, Lease, Origin, RecordedDecision, StateFilter, StoreError, StoredConversation, StoredDecision,
-    Transition,
+    DecisionScope, Guard, Lease, LineageStep, Origin, RecordedDecision, StateFilter, StoreError, StoredConversation,
+    StoredDecision, Transition,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -21,7 +21,7 @@ macro_rules! record_columns {
     () => {
         "approval_id, conversation_id, tool_call_id, tool_name, input, input_digest, issued_at, expires_at, \
          state, decision, output, lease_executor, lease_until, updated_at, routing, votes, reason, owner, client, \
-         supersedes, superseded_by, origin, input_schema"
+         supersedes, superseded_by, origin, input_schema, lineage"
     };
 }
 
@@ -49,11 +49,11 @@ pub(crate) const INSERT_RECORD: &str = concat!(
     "INSERT INTO approvals (",
     record_columns!(),
     ", vote_count, timer_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-     $18, $19, $20, $21, $22, $23, $24, $25) ON CONFLICT (approval_id) DO NOTHING"
+     $18, $19, $20, $21, $22, $23, $24, $25, $26) ON CONFLICT (approval_id) DO NOTHING"
 );
 
 /// The parameters of [`INSERT_RECORD`] (`$1` is the approval id, `$7` its issue time).
-pub(crate) const RECORD_PARAMS: usize = 25;
+pub(crate) const RECORD_PARAMS: usize = 26;
 
 /// The most viewer keys one insert statement holds ([`VIEWER_PARAMS`] parameters each).
 pub(crate) const VIEWERS_PER_INSERT: usize = 500;
@@ -271,20 +271,27 @@ pub(crate) fn list_sql(query: &ApprovalQuery, keys: Option<usize>) -> String {
     let key_count = keys.unwrap_or(0);
     let conversation = query.conversation_id.as_ref().map(|_| format!("${}", key_count + 1));
     let mut next = key_count + 1 + usize::from(conversation.is_some());
-    // A conversation name binds the name, then the owner's separator and the name: an approval names it when
-    // its key is the name (no owner) or its stored owner, the separator and the name.
+    // A conversation name binds the name, then the owner's separator and the name, then both followed by the
+    // sub-run separator: an approval names it when its key is the name (no owner) or its stored owner, the
+    // separator and the name; or, for a sub-agent's approval (with a lineage), when its key starts with one of
+    // those and the sub-run separator (its root conversation's key, see `toolgate::agent`).
     let named = query.conversation_name.as_ref().map(|_| {
-        next += 2;
-        (format!("${}", next - 2), format!("${}", next - 1))
+        next += 4;
+        (format!("${}", next - 4), format!("${}", next - 3), format!("${}", next - 2), format!("${}", next - 1))
     });
     let limit = format!("${next}");
     let mut filters: Vec<String> = state_condition(query.states, "state").into_iter().collect();
     if let Some(conversation) = &conversation {
         filters.push(format!("conversation_id = {conversation}"));
     }
-    if let Some((name, owned)) = &named {
+    if let Some((name, owned, sub, owned_sub)) = &named {
         filters.push(format!(
-"((owner IS NULL AND conversation_id = {name}) OR (owner IS NOT NULL AND conversation_id = owner || {owned}))"
+            "((owner IS NULL AND conversation_id = {name}) \
+             OR (owner IS NOT NULL AND conversation_id = owner || {owned}) \
+             OR (lineage IS NOT NULL AND ((owner IS NULL \
+                 AND substr(conversation_id, 1, length(CAST({sub} AS TEXT))) = {sub}) \
+             OR (owner IS NOT NULL \
+                 AND substr(conversation_id, 1, length(owner) + length(CAST({owned_sub} AS TEXT))) = owner || {owned_sub}))))"
         ));
     }
     let walk = keys.is_some_and(|keys| keys <= MAX_KEY_WALKS) && conversation.is_none() && named.is_none();
@@ -590,6 +597,8 @@ pub(crate) struct RecordParams {
     pub(crate) votes: Option<String>,
     pub(crate) input_schema: Option<String>,
     pub(crate) vote_count: i64,
+    /// The lineage as written: a JSON array, or NULL for a call of the root.
+    pub(crate) lineage: Option<String>,
     /// When its next timer is due (`toolgate::approval::lifecycle::next_due`).
     pub(crate) timer_at: Option<i64>,
     /// Its keys in `approval_viewers` ([`toolgate::approval::lifecycle::viewers`]).
@@ -606,6 +615,7 @@ impl RecordParams {
             votes: votes_text(&record.votes)?,
             input_schema: json_opt(record.input_schema.as_ref(), "an input schema")?,
             vote_count: vote_count(&record.votes),
+            lineage: if record.lineage.is_empty() { None } else { Some(to_json(&record.lineage, "a lineage")?) },
             // The time its timer is stored with.
             timer_at: toolgate::approval::lifecycle::next_due(record),
             viewers: toolgate::approval::lifecycle::viewers(record),
@@ -654,6 +664,7 @@ pub(crate) struct RecordRow {
     superseded_by: Option<String>,
     origin: String,
     input_schema: Option<String>,
+    lineage: Option<String>,
 }
 
 crate::lite::from_lite_row!(RecordRow {
@@ -679,7 +690,8 @@ crate::lite::from_lite_row!(RecordRow {
     supersedes,
     superseded_by,
     origin,
-    input_schema
+    input_schema,
+    lineage
 });
 
 impl RecordRow {
@@ -705,6 +717,8 @@ impl RecordRow {
             .ok_or_else(|| StoreError::Corrupt(format!("approval `{id}` has unknown origin `{}`", self.origin)))?;
         let input_schema: Option<Value> =
             self.input_schema.as_deref().map(|text| from_json(text, "the input schema", &id)).transpose()?;
+        let lineage: Vec<LineageStep> =
+            self.lineage.as_deref().map(|text| from_json(text, "the lineage", &id)).transpose()?.unwrap_or_default();
         Ok(ApprovalRecord {
             input: from_json(&self.input, "the input", &id)?,
             approval_id: id,
@@ -728,6 +742,7 @@ impl RecordRow {
             superseded_by: self.superseded_by,
             origin,
             input_schema,
+            lineage,
         })
     }
 }

@@ -18,7 +18,7 @@ use support::{
 use toolgate::ledger::ApprovalState::{Approved, Denied, Executed, Executing, Expired, Failed, Interrupted, Pending};
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, ApprovalStore, AuditEvent, AuditKind, AuditQuery, AuditStore, AuditView,
-    DecisionScope, Guard, LedgerStore, Pruned, StoreError, Transition, TransitionOutcome,
+    DecisionScope, Guard, LedgerStore, LineageStep, Pruned, StoreError, Transition, TransitionOutcome,
 };
 use toolgate_protocol::ToolResultOutput;
 
@@ -38,6 +38,9 @@ async fn issue_and_read_back(stores: &Stores) {
     full.decision = Some(decision(true, "bob", 20));
     full.output = Some(ToolResultOutput::Json { value: json!({"z": 1, "a": [2]}), provider_options: None });
     full.lease = Some(lease("exe_1", 500));
+    // A sub-agent's call: the agent calls from the root down, kept in order.
+    let step = |agent: &str, call: &str| LineageStep { agent: agent.to_owned(), tool_call_id: call.to_owned() };
+    full.lineage = vec![step("researcher", "call-1"), step("accountant ✓", "call-2")];
     let issued = [
         event(AuditKind::Issued, "ap_1", "conv", 10, json!({"z": "last", "a": "first"})),
         event(AuditKind::Issued, "ap_2", "conv", 10, json!(null)),
@@ -722,6 +725,7 @@ async fn a_conversation_and_its_decisions_are_read_together(stores: &Stores) {
 /// An inbox filter by conversation name matches an approval by its stored
 /// owner and the name, never by the shape of its key: a key that merely ends
 /// with the separator and the name, without an owner on record, is not it.
+/// A sub-agent's approval (with a lineage) is found under its root conversation.
 async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let store = &*stores.a;
     let key = toolgate::ledger::conversation_key;
@@ -731,7 +735,21 @@ async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let lookalike = record("lookalike", &key(Some("bob"), "c1"));
     let mut other = record("other", &key(Some("alice"), "c2"));
     other.owner = Some("alice".to_owned());
-    store.issue(&[owned, plain, lookalike, other], &[]).await.unwrap();
+    // Sub-agents' approvals are found under their root conversation: alice's c1, and the owner-less c1.
+    let step =
+        |call: &str| toolgate::ledger::LineageStep { agent: "janitor".to_owned(), tool_call_id: call.to_owned() };
+    let sub_key = |root: String, calls: &[&str]| {
+        calls.iter().fold(root, |key, call| format!("{key}{}{call}", toolgate::ledger::SUB_RUN_SEPARATOR))
+    };
+    let mut nested = record("nested", &sub_key(key(Some("alice"), "c1"), &["k1", "k2"]));
+    nested.owner = Some("alice".to_owned());
+    nested.lineage = vec![step("k1"), step("k2")];
+    let mut plain_nested = record("plain-nested", &sub_key("c1".to_owned(), &["k1"]));
+    plain_nested.lineage = vec![step("k1")];
+    let mut elsewhere = record("elsewhere", &sub_key(key(Some("alice"), "c11"), &["k1"]));
+    elsewhere.owner = Some("alice".to_owned());
+    elsewhere.lineage = vec![step("k1")];
+    store.issue(&[owned, plain, lookalike, other, nested, plain_nested, elsewhere], &[]).await.unwrap();
     let query = toolgate::ledger::ApprovalQuery {
         conversation_name: Some("c1".to_owned()),
         states: toolgate::ledger::StateFilter::All,
@@ -741,7 +759,7 @@ async fn a_conversation_name_matches_by_the_stored_owner(stores: &Stores) {
     let mut ids: Vec<String> =
         stores.b.list_approvals(&query).await.unwrap().into_iter().map(|record| record.approval_id).collect();
     ids.sort();
-    assert_eq!(ids, ["owned", "plain"]);
+    assert_eq!(ids, ["nested", "owned", "plain", "plain-nested"]);
 }
 
 /// An edit that needs other approvers: the successor is issued with the

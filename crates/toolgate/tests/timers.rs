@@ -114,6 +114,7 @@ impl Fixture {
             superseded_by: None,
             origin: Default::default(),
             input_schema: None,
+            lineage: Vec::new(),
         }
     }
 

@@ -1,6 +1,9 @@
 //! `subagents_bench`: sub-agents in process, on a store (a fresh SQLite file
 //! by default, or `--store postgres://...`).
 //!
+//! `--store memory` runs on the engine's in-memory store, to tell the
+//! engine's share of a round trip from the database's.
+//!
 //! 1. **Round trip**: the root calls an agent that calls an agent that calls
 //!    an agent that calls a gated tool (depth 3); the request that asks, then
 //!    the request that approves and runs to the root's answer, timed together;
@@ -34,7 +37,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// The store: `sqlite` (a fresh file in a temporary directory) or a `postgres://` URL.
+    /// The store: `sqlite` (a fresh file in a temporary directory), `memory` (the engine's in-memory
+    /// store, for profiling the engine alone) or a `postgres://` URL.
     #[arg(long, default_value = "sqlite")]
     store: String,
     /// Round trips of each kind.
@@ -153,7 +157,11 @@ async fn main() -> anyhow::Result<()> {
         "sqlite" => StoreSpec::Sqlite(dir.path().join("subagents.db")),
         url => StoreSpec::Postgres(url.to_owned()),
     };
-    let store: Arc<dyn LedgerStore> = Arc::new(SqlStore::open(&spec).await?);
+    let store: Arc<dyn LedgerStore> = match spec {
+        // The engine's own reference store: what is left of the round trip without a database.
+        _ if args.store == "memory" => Arc::new(toolgate::ledger::MemoryStore::new()),
+        spec => Arc::new(SqlStore::open(&spec).await?),
+    };
     let ledger = LedgerConfig::new(Arc::clone(&store));
     let runs = Arc::new(AtomicUsize::new(0));
     let run_id = std::process::id();

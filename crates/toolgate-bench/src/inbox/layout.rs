@@ -135,6 +135,7 @@ impl Layout {
             superseded_by: None,
             origin: Default::default(),
             input_schema: None,
+            lineage: Vec::new(),
         }
     }
 

@@ -124,5 +124,6 @@ pub fn approval(id: &str, owner: &str, chat: &str, tool: &str, input: Value, rou
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     }
 }

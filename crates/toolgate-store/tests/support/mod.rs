@@ -143,6 +143,7 @@ pub fn record(id: &str, conversation: &str) -> ApprovalRecord {
         superseded_by: None,
         origin: Default::default(),
         input_schema: None,
+        lineage: Vec::new(),
     }
 }
 

@@ -83,7 +83,7 @@ use toolgate_protocol::{FinishReason, ModelMessage, ToolApprovalResponsePart, To
 use super::nested::{answers_message, failure, lift};
 use super::stream::Emitter;
 use super::{DEFAULT_MAX_STEPS, Prepared, TextRequest, drive};
-use crate::ledger::{ConversationStore, Ledger};
+use crate::ledger::{ConversationStore, Ledger, SUB_RUN_SEPARATOR};
 use crate::{
     CallGate, EngineError, GateCall, LanguageModel, SharedModel, Tool, ToolContext, ToolError, Toolkit, Verdict,
 };
@@ -101,18 +101,7 @@ pub const INVALID_OUTPUT: &str = "subagent_invalid_output";
 /// The error code of a sub-agent whose stored state another request changed meanwhile.
 pub const CONFLICT: &str = "subagent_conflict";
 
-/// Separates the parts of a sub-run's conversation key (see the module docs).
-const KEY_SEPARATOR: char = '\u{1e}';
-
-/// One agent call on the way from the root to a nested call.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LineageStep {
-    /// The agent (the tool's name).
-    pub agent: String,
-    /// The id of the call that ran it, at its caller's level.
-    pub tool_call_id: String,
-}
+pub use crate::ledger::LineageStep;
 
 /// Where a sub-agent's run stands under the root conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,7 +319,7 @@ async fn open(parent: &TextRequest, agent: &str, call_id: &str) -> Result<(Store
     };
     let mut key = place.root.clone();
     for step in &place.lineage {
-        key.push(KEY_SEPARATOR);
+        key.push(SUB_RUN_SEPARATOR);
         key.push_str(&step.tool_call_id);
     }
     let ledger = Ledger { conversation_id: key, sub_run: Some(place.clone()), ..parent_ledger.clone() };
@@ -354,6 +343,18 @@ async fn open(parent: &TextRequest, agent: &str, call_id: &str) -> Result<(Store
 pub fn sub_run_root(stored: &Value) -> Option<&str> {
     stored.get("toolgateSubRun")?;
     stored.get("root")?.as_str()
+}
+
+/// The agent whose progress a preliminary output of an agent call is
+/// (`{"status": "running" | "awaiting-approval", "agent", ...}`, as the
+/// engine reports it while the agent works or waits), or `None` for any
+/// other output. An encoder tags the progress with the sub-run by it.
+pub fn progress_agent(output: &Value) -> Option<&str> {
+    let status = output.get("status")?.as_str()?;
+    if status != "running" && status != "awaiting-approval" {
+        return None;
+    }
+    output.get("agent")?.as_str()
 }
 
 /// The engine call of a sub-run on `history`, inheriting what `parent` sets.

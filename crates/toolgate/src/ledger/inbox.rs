@@ -63,7 +63,9 @@ pub struct ApprovalQuery {
     /// Only the approvals of conversations with this id as their approvals
     /// name it (the id its requester chose, whoever that is): what a viewer
     /// filters by, among the approvals they may see
-    /// ([`ApprovalRecord::conversation_name`](super::ApprovalRecord::conversation_name)).
+    /// ([`ApprovalRecord::conversation_name`](super::ApprovalRecord::conversation_name)); a sub-agent's
+    /// approvals by their root conversation's
+    /// ([`ApprovalRecord::root_conversation_name`](super::ApprovalRecord::root_conversation_name)).
     pub conversation_name: Option<String>,
     /// At most this many.
     pub limit: usize,

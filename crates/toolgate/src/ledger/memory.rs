@@ -410,7 +410,7 @@ impl InboxStore for MemoryStore {
                 .filter(|record| {
                     query.states.admits(record.state)
                         && query.conversation_id.as_ref().is_none_or(|id| &record.conversation_id == id)
-                        && query.conversation_name.as_ref().is_none_or(|name| record.conversation_name() == name)
+                        && query.conversation_name.as_ref().is_none_or(|name| record.root_conversation_name() == name)
                         && query.viewer_keys.as_ref().is_none_or(|keys| {
                             crate::approval::lifecycle::viewers(record).iter().any(|viewer| keys.contains(viewer))
                         })

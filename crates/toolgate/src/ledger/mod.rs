@@ -63,8 +63,8 @@ pub use memory::MemoryStore;
 pub use outbox::{AttemptEnd, AttemptResult, Delivery, DeliveryState, LinkStore, Outbound, OutboxQuery, OutboxStore};
 pub use owner::{AuditView, OWNER_SEPARATOR, conversation_key, conversation_name, is_valid_conversation_id};
 pub use record::{
-    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, Millis, Origin, Pruned, RecordedDecision,
-    StoredConversation, Transition, TransitionOutcome, Update,
+    ApprovalRecord, AuditEvent, AuditKind, AuditQuery, Guard, Lease, LineageStep, Millis, Origin, Pruned,
+    RecordedDecision, SUB_RUN_SEPARATOR, StoredConversation, Transition, TransitionOutcome, Update,
 };
 pub use store::{ApprovalStore, AuditStore, LedgerStore, StoreError, StoreFuture};
 

@@ -51,6 +51,23 @@ impl RecordedDecision {
     }
 }
 
+/// Separates the parts of a sub-run's conversation key: the root
+/// conversation's key, then each lineage call id after it (an ASCII record
+/// separator, which no conversation id may hold, so no client can name it).
+pub const SUB_RUN_SEPARATOR: char = '\u{1e}';
+
+/// One agent call on the way from the root conversation to a sub-agent's
+/// call (see [`crate::agent`]): a record's [`ApprovalRecord::lineage`] lists
+/// them from the root down.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LineageStep {
+    /// The agent (the tool's name).
+    pub agent: String,
+    /// The id of the call that ran it, at its caller's level.
+    pub tool_call_id: String,
+}
+
 /// Who holds an `executing` claim, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -164,6 +181,12 @@ pub struct ApprovalRecord {
     /// ([`crate::approval::lifecycle::check_edit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_schema: Option<Value>,
+    /// For a sub-agent's call: the agent calls from the root conversation
+    /// down to the sub-run that made it (empty for a call of the root; see
+    /// [`crate::agent`]). Stored as a field, beside the sub-run's
+    /// conversation key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lineage: Vec<LineageStep>,
 }
 
 impl ApprovalRecord {
@@ -171,6 +194,23 @@ impl ApprovalRecord {
     /// owner's part, see [`super::conversation_name`]).
     pub fn conversation_name(&self) -> &str {
         super::conversation_name(&self.conversation_id, self.owner.as_deref())
+    }
+
+    /// The conversation where it is answered, as its owner named it: the
+    /// root conversation's for a sub-agent's call (its key is the root's,
+    /// then each [`Self::lineage`] call id after [`SUB_RUN_SEPARATOR`]), else
+    /// [`Self::conversation_name`].
+    pub fn root_conversation_name(&self) -> &str {
+        let name = self.conversation_name();
+        if self.lineage.is_empty() {
+            return name;
+        }
+        let suffix: String = self
+            .lineage
+            .iter()
+            .flat_map(|step| std::iter::once(SUB_RUN_SEPARATOR).chain(step.tool_call_id.chars()))
+            .collect();
+        name.strip_suffix(suffix.as_str()).unwrap_or(name)
     }
 }
 
@@ -507,5 +547,6 @@ pub(crate) fn pending_record(approval_id: String, issued_at: Millis, expires_at:
         superseded_by: None,
         origin: Origin::Chat,
         input_schema: None,
+        lineage: Vec::new(),
     }
 }

@@ -381,6 +381,7 @@ pub(crate) fn pending_record(
         superseded_by: None,
         origin: ledger.origin,
         input_schema: call.input_schema.cloned(),
+        lineage: ledger.sub_run.as_ref().map(|place| place.lineage.clone()).unwrap_or_default(),
     }
 }
 
