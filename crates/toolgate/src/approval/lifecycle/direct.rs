@@ -22,7 +22,9 @@
 //! before the call runs, in one conditional write with that history: if a
 //! call was recorded meanwhile that the history read would count, nothing is
 //! written and the call is decided again. So parallel calls cannot all slip
-//! under a limit.
+//! under a limit. A call it asks about on that history is to be issued on
+//! it too: [`judge`] hands back the history read with the question
+//! ([`Judged::guards`]) and the issue checks it ([`super::held::admit`]).
 //!
 //! A call that would ask but that a grant covers runs on it ([`lift`]): one
 //! use of the grant spent, atomically with its `granted` event (`toolName`,
