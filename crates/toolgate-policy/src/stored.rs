@@ -123,6 +123,15 @@ impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
     ) -> StoreFuture<'a, bool> {
         self.0.append_if(guards, events)
     }
+
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        records: &'a [toolgate::ledger::ApprovalRecord],
+        events: &'a [toolgate::ledger::AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        self.0.issue_if(guards, records, events)
+    }
 }
 
 /// The decisions that apply to one request, as read from the store.

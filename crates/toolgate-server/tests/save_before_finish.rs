@@ -90,6 +90,15 @@ impl toolgate::ledger::HistoryStore for SlowSaves {
     ) -> StoreFuture<'a, bool> {
         self.0.append_if(guards, events)
     }
+
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        self.0.issue_if(guards, records, events)
+    }
 }
 
 impl ConversationStore for SlowSaves {

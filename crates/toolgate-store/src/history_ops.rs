@@ -4,15 +4,17 @@
 //! time), and the guarded append: the guards' reads and the append in one
 //! write transaction that holds the audit log's lock (SQLite's write lock;
 //! on Postgres the advisory lock every append takes), so no call is
-//! appended between a guard's read and this append.
+//! appended between a guard's read and this append. The guarded issue is
+//! the same transaction with an issue in place of the append.
 
 use toolgate::ledger::{
-    AuditEvent, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, OWNER_SEPARATOR, StoreError, entries_in,
+    ApprovalRecord, AuditEvent, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, OWNER_SEPARATOR, StoreError,
+    entries_in,
 };
 
 use crate::backend::SqlBackend;
 use crate::db;
-use crate::ops::{Operations, append_in};
+use crate::ops::{Operations, append_in, issue_in};
 use crate::sql::{EventRow, event_columns};
 
 /// The kinds of event that are calls (see [`entries_in`]).
@@ -30,6 +32,16 @@ impl<B: SqlBackend> Operations<B> {
             .write((guards.to_vec(), events.to_vec()), |conn, data| Box::pin(append_if_in::<B>(conn, data)))
             .await
     }
+
+    pub(crate) async fn issue_if(
+        &self,
+        guards: &[HistoryGuard],
+        records: &[ApprovalRecord],
+        events: &[AuditEvent],
+    ) -> Result<bool, StoreError> {
+        let data = (guards.to_vec(), records.to_vec(), events.to_vec());
+        self.backend().write(data, |conn, data| Box::pin(issue_if_in::<B>(conn, data))).await
+    }
 }
 
 /// The guards' reads, then the append if each still counts what it read.
@@ -37,6 +49,28 @@ async fn append_if_in<B: SqlBackend>(
     conn: &mut B::Conn,
     (guards, events): &(Vec<HistoryGuard>, Vec<AuditEvent>),
 ) -> Result<bool, StoreError> {
+    if !guards_hold_in::<B>(conn, guards).await? {
+        return Ok(false);
+    }
+    append_in::<B>(conn, events).await?;
+    Ok(true)
+}
+
+/// The guards' reads, then the issue if each still counts what it read.
+async fn issue_if_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (guards, records, events): &(Vec<HistoryGuard>, Vec<ApprovalRecord>, Vec<AuditEvent>),
+) -> Result<bool, StoreError> {
+    if !guards_hold_in::<B>(conn, guards).await? {
+        return Ok(false);
+    }
+    let issue = (records.clone(), events.clone());
+    issue_in::<B>(conn, &issue).await?;
+    Ok(true)
+}
+
+/// Takes the audit log's lock, then whether each guard still counts what it read.
+async fn guards_hold_in<B: SqlBackend>(conn: &mut B::Conn, guards: &[HistoryGuard]) -> Result<bool, StoreError> {
     if let Some(lock) = B::LOCK_AUDIT_LOG {
         db::query(lock).execute(&mut *conn).await?;
     }
@@ -47,7 +81,6 @@ async fn append_if_in<B: SqlBackend>(
             return Ok(false);
         }
     }
-    append_in::<B>(conn, events).await?;
     Ok(true)
 }
 

@@ -268,6 +268,15 @@ impl toolgate::ledger::HistoryStore for SqlStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move { on_backend!(self, backend => backend.append_if(guards, events)) })
     }
+
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move { on_backend!(self, backend => backend.issue_if(guards, records, events)) })
+    }
 }
 
 impl ConversationStore for SqlStore {

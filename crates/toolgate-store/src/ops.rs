@@ -496,7 +496,7 @@ struct ConversationSave {
     at: Millis,
 }
 
-fn issue_in<'c, B: SqlBackend>(
+pub(crate) fn issue_in<'c, B: SqlBackend>(
     conn: &'c mut B::Conn,
     (records, events): &'c (Vec<ApprovalRecord>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, ()> {

@@ -1,17 +1,24 @@
 //! History terms on every store: the calls a window and scope read (the SQL
 //! stores through their indexes, the same as the in-memory store), and the
 //! race: 50 concurrent calls against a count limit of 10, half on each of
-//! two handles (two replicas on Postgres), and exactly 10 run.
+//! two handles (two replicas on Postgres), and exactly 10 run; and the
+//! same race with questions among the calls: no question is issued on a
+//! history that moved before it was recorded (one judged on 9 calls while
+//! the 10th was recorded is denied, not asked).
 
 mod support;
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use std::time::Duration;
 use support::Stores;
+
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
+use toolgate::approval::lifecycle::held::{self, HeldCall};
 use toolgate::ledger::{
-    AuditKind, AuditQuery, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock, conversation_key,
+    ApprovalState, AuditKind, AuditQuery, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock,
+    conversation_key,
 };
 use toolgate::tool::{ApprovalContext, Caller, GateAction};
 use toolgate::{Tool, ToolError};
@@ -106,6 +113,92 @@ async fn fifty_calls_against_a_limit_of_ten(stores: Stores) {
     stores.finish().await;
 }
 
+/// 50 held calls at once, alternating between the two handles: the even ones
+/// small (allowed), the odd ones large (asked), all denied from the 10th call
+/// that ran. Each question is issued only on the history it was judged on.
+async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
+    let policy = Arc::new(
+        Policy::from_toml_str(
+            r#"
+            [[rule]]
+            name = "ten-a-day"
+            action = "deny"
+            tool = "transfer_money"
+            history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+            [[rule]]
+            name = "large"
+            action = "ask"
+            tool = "transfer_money"
+            input = { "/amount" = { gt = 100 } }
+
+            [[rule]]
+            name = "small"
+            action = "allow"
+            tool = "transfer_money"
+            "#,
+        )
+        .unwrap(),
+    );
+    let tool = Tool::dynamic("transfer_money", json!({}));
+    let tasks: Vec<_> = (0..50)
+        .map(|index| {
+            let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            let (policy, tool) = (policy.clone(), tool.clone());
+            tokio::spawn(async move {
+                let chat = format!("chat-{index}");
+                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+                let ledger = config.owned(Some("alice"), &chat).principal("alice");
+                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+                    .with_history(store, Arc::default());
+                let caller = Caller {
+                    gate: Some(&gate),
+                    conversation_id: Some(&ledger.conversation_id),
+                    principal: Some("alice"),
+                    groups: &[],
+                };
+                let input = json!({"amount": if index % 2 == 0 { 1 } else { 1000 }});
+                let call = HeldCall {
+                    tool_name: "transfer_money",
+                    input: &input,
+                    reason: None,
+                    route: None,
+                    ttl: None,
+                    single_use: false,
+                    key: None,
+                    decided: None,
+                    note: None,
+                    input_schema: None,
+                };
+                let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
+                let context = ApprovalContext::new(call_id, Vec::new());
+                let attached = held::admit(&ledger, caller, &tool, context, call, Duration::ZERO).await.unwrap();
+                match attached {
+                    held::Attached::Issued(record) => record.state,
+                    held::Attached::Existing(record) => panic!("a new call attached to {}", record.approval_id),
+                }
+            })
+        })
+        .collect();
+    let mut states = Vec::new();
+    for task in tasks {
+        states.push(task.await.unwrap());
+    }
+    let count = |state: ApprovalState| states.iter().filter(|found| **found == state).count();
+    assert_eq!(count(ApprovalState::Approved), 10, "exactly ten calls pass");
+    assert_eq!(count(ApprovalState::Approved) + count(ApprovalState::Pending) + count(ApprovalState::Denied), 50);
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let allowed: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Allowed).map(|e| e.seq).collect();
+    let issued: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Issued).map(|e| e.seq).collect();
+    assert_eq!((allowed.len(), issued.len()), (10, count(ApprovalState::Pending)));
+    let tenth = allowed.iter().max().copied().unwrap();
+    assert!(
+        issued.iter().all(|seq| *seq < tenth),
+        "a question was issued after the tenth call was recorded: {issued:?} after {tenth}"
+    );
+    stores.finish().await;
+}
+
 #[tokio::test]
 async fn memory_reads_the_calls_of_a_scope_and_window() {
     reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
@@ -137,5 +230,22 @@ async fn sqlite_lets_exactly_ten_of_fifty_through() {
 async fn postgres_replicas_let_exactly_ten_of_fifty_through() {
     if let Some(stores) = Stores::postgres("history_race").await {
         fifty_calls_against_a_limit_of_ten(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_issues_no_question_on_a_moved_history() {
+    questions_are_issued_on_the_history_they_were_judged_on(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_issues_no_question_on_a_moved_history() {
+    questions_are_issued_on_the_history_they_were_judged_on(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_issue_no_question_on_a_moved_history() {
+    if let Some(stores) = Stores::postgres("history_issue_race").await {
+        questions_are_issued_on_the_history_they_were_judged_on(stores).await;
     }
 }

@@ -158,6 +158,15 @@ impl HistoryStore for MeteredStore {
     fn append_if<'a>(&'a self, guards: &'a [HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool> {
         Box::pin(async move { timed!(self, "append_if", self.inner.append_if(guards, events)) })
     }
+
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move { timed!(self, "issue_if", self.inner.issue_if(guards, records, events)) })
+    }
 }
 
 impl ConversationStore for MeteredStore {

@@ -15,11 +15,12 @@
 //!   new call is decided by the gate every other path uses: the rules and
 //!   sticky decisions ([`toolgate_policy::StoredGate`]) under the
 //!   requester's principal and groups, a call nothing speaks to by
-//!   `[calls] default` ([`CallsDefault`]), through [`direct::admit`]: a call
+//!   `[calls] default` ([`CallsDefault`]), through [`held::admit`]: a call
 //!   the rules let through on the history they read is recorded in one
-//!   conditional write with that history (its `allowed` event), else judged
-//!   again, so concurrent calls cannot all slip under a history term's
-//!   limit. (Two identical requests racing may both be judged; the second
+//!   conditional write with that history (its `allowed` event), and one they
+//!   ask about on it is issued so (its record and `issued` event), else
+//!   judged again, so concurrent calls cannot all slip under a history
+//!   term's limit. (Two identical requests racing may both be judged; the second
 //!   then attaches to the first's call, and its `allowed` event stays: one
 //!   count too many, never one too few.) An allowed or denied call is
 //!   recorded decided ([`held::HeldCall::decided`]); an asked one is a
@@ -43,15 +44,14 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use toolgate::Decision;
+use toolgate::approval::lifecycle;
 use toolgate::approval::lifecycle::grant::GrantOffer;
 use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, Started};
-use toolgate::approval::lifecycle::{self, direct};
 use toolgate::ledger::{
     ApprovalRecord, ApprovalState, HistoryGuard, Ledger, LedgerConfig, Millis, Origin, check_conversation_id,
     conversation_name,
 };
-use toolgate::tool::{ApprovalContext, CallGate, Caller, GateAction, GateCall, Shadowed, SharedMessages, Verdict};
+use toolgate::tool::{ApprovalContext, CallGate, Caller, GateCall, Shadowed, SharedMessages, Verdict};
 use toolgate_policy::StoredGate;
 use toolgate_protocol::ToolResultOutput;
 
@@ -308,21 +308,22 @@ impl CallGate for CallsGate {
     }
 }
 
-/// What the gate says about a new call ([`CallsGate`] under the requester's
-/// identity), decided as every call a rule decides without an approval
-/// ([`direct::admit`]): one the rules let through on the history they read
-/// is recorded (its `allowed` event) in one conditional write with that
-/// history, or decided again, so concurrent calls cannot all slip under a
-/// history term's limit; a question a grant covers is lifted there, spending
-/// one of its uses ([`direct::lift`]).
-async fn verdict(
+/// Decides a new call with the gate ([`CallsGate`] under the requester's
+/// identity) and records it as decided ([`held::admit`]): one the rules let
+/// through on the history they read is recorded (its `allowed` event) in one
+/// conditional write with that history, and one they ask about on it is
+/// issued so too, or decided again, so concurrent calls cannot all slip
+/// under (or past) a history term's limit; a question a grant covers is
+/// lifted there, spending one of its uses
+/// ([`toolgate::approval::lifecycle::direct::lift`]).
+async fn decide_and_attach(
     context: &RunContext,
     settings: &CallsConfig,
     ledger: &Ledger,
     requester: Requester<'_>,
-    call: &NewCall,
+    held_call: HeldCall<'_>,
     call_id: &str,
-) -> Verdict {
+) -> Result<held::Attached, ApiError> {
     let gate =
         CallsGate { rules: context.gate(&ledger.conversation_id, requester.principal), default: settings.default };
     let caller = Caller {
@@ -332,9 +333,9 @@ async fn verdict(
         groups: requester.groups,
     };
     // A stand-in for a tool the server does not run: no policy of its own, so the gate decides.
-    let tool = toolgate::Tool::dynamic(call.tool.clone(), json!({}));
+    let tool = toolgate::Tool::dynamic(held_call.tool_name.to_owned(), json!({}));
     let approval = ApprovalContext::new(call_id, SharedMessages::new(Arc::new(Vec::new())));
-    direct::admit(Some(ledger), caller, &tool, &call.input, approval).await
+    held::admit(ledger, caller, &tool, approval, held_call, settings.retry_window).await.map_err(held_error)
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new
@@ -350,7 +351,7 @@ pub(crate) async fn submit(
     let ledger = ledger(config, requester, call.conversation_id.as_deref());
     let note = (call.description.is_some() || call.input_schema.is_some())
         .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
-    let mut held_call = HeldCall {
+    let held_call = HeldCall {
         tool_name: &call.tool,
         input: &call.input,
         reason: None,
@@ -370,16 +371,7 @@ pub(crate) async fn submit(
         Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
         None => held::call_id_of(&ledger.conversation_id, &call.tool, &call.input).map_err(held_error)?,
     };
-    let verdict = verdict(context, settings, &ledger, requester, &call, &call_id).await;
-    let decided = match verdict.action {
-        GateAction::Allow => Some(Decision::APPROVE),
-        GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
-        _ => None,
-    };
-    held_call.reason = verdict.reason.as_deref();
-    held_call.route = verdict.route.as_ref();
-    held_call.decided = decided.as_ref();
-    let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
+    let attached = decide_and_attach(context, settings, &ledger, requester, held_call, &call_id).await?;
     if let held::Attached::Issued(record) = &attached {
         tracing::debug!(call = %record.approval_id, tool = %record.tool_name, state = record.state.as_str(), "call gated");
         context.signals().approvals_changed();

@@ -17,6 +17,11 @@
 //! on its history: its `allowed` event comes just before its record is
 //! issued approved, and its approval's `executed` event does not count again.
 //!
+//! A call that a rule asks about after judging its history (its verdict
+//! rested on the history: a lower limit not yet reached, a higher one not
+//! yet crossed) is issued the same way: its record and `issued` event are
+//! written only if that history still stands ([`HistoryStore::issue_if`]).
+//!
 //! [`HistoryStore`] is the store's contract: the in-memory store reads the
 //! audit log from the window's start ([`history_from_audit`]); the SQL stores
 //! read the calls through an index.
@@ -104,6 +109,18 @@ pub trait HistoryStore: Send + Sync {
     /// number its `count`), atomically with that check: on SQL stores in one
     /// transaction that holds the audit log's write lock. Returns whether it appended.
     fn append_if<'a>(&'a self, guards: &'a [HistoryGuard], events: &'a [AuditEvent]) -> StoreFuture<'a, bool>;
+
+    /// Issues `records` with `events` as [`super::ApprovalStore::issue`] does
+    /// if every guard still holds, atomically with that check (as
+    /// [`Self::append_if`]): a call asked about on the history it was judged
+    /// on. Returns whether it issued; a taken id is
+    /// [`super::StoreError::DuplicateApproval`], nothing written.
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        records: &'a [super::ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool>;
 }
 
 /// The calls of `query` among every event at or after its start, read

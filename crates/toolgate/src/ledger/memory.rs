@@ -82,23 +82,7 @@ impl MemoryStore {
 
 impl ApprovalStore for MemoryStore {
     fn issue<'a>(&'a self, records: &'a [ApprovalRecord], events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let mut inner = self.lock();
-            let mut batch = std::collections::HashSet::with_capacity(records.len());
-            if let Some(taken) = records
-                .iter()
-                .find(|record| inner.approvals.contains_key(&record.approval_id) || !batch.insert(&record.approval_id))
-            {
-                return Err(StoreError::DuplicateApproval(taken.approval_id.clone()));
-            }
-            for record in records {
-                let call = (record.conversation_id.clone(), record.tool_call_id.clone());
-                inner.by_call.insert(call, record.approval_id.clone());
-                inner.approvals.insert(record.approval_id.clone(), record.clone());
-            }
-            inner.append(events);
-            Ok(())
-        })
+        Box::pin(async move { issue_in(&mut self.lock(), records, events) })
     }
 
     fn approvals<'a>(&'a self, approval_ids: &'a [String]) -> StoreFuture<'a, Vec<ApprovalRecord>> {
@@ -271,6 +255,24 @@ impl AuditStore for MemoryStore {
     }
 }
 
+/// Issues `records` with `events` under the lock `inner` is held by.
+fn issue_in(inner: &mut Inner, records: &[ApprovalRecord], events: &[AuditEvent]) -> Result<(), StoreError> {
+    let mut batch = std::collections::HashSet::with_capacity(records.len());
+    if let Some(taken) = records
+        .iter()
+        .find(|record| inner.approvals.contains_key(&record.approval_id) || !batch.insert(&record.approval_id))
+    {
+        return Err(StoreError::DuplicateApproval(taken.approval_id.clone()));
+    }
+    for record in records {
+        let call = (record.conversation_id.clone(), record.tool_call_id.clone());
+        inner.by_call.insert(call, record.approval_id.clone());
+        inner.approvals.insert(record.approval_id.clone(), record.clone());
+    }
+    inner.append(events);
+    Ok(())
+}
+
 impl super::HistoryStore for MemoryStore {
     fn history<'a>(&'a self, query: &'a super::HistoryQuery) -> StoreFuture<'a, Vec<super::HistoryEntry>> {
         Box::pin(super::history_from_audit(self, query))
@@ -285,6 +287,21 @@ impl super::HistoryStore for MemoryStore {
             }
             inner.append(events);
             Ok(true)
+        })
+    }
+
+    fn issue_if<'a>(
+        &'a self,
+        guards: &'a [super::HistoryGuard],
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if !super::guards_hold(guards, &inner.audit) {
+                return Ok(false);
+            }
+            issue_in(&mut inner, records, events).map(|()| true)
         })
     }
 }

@@ -22,7 +22,9 @@
 //! before the call runs, in one conditional write with that history: if a
 //! call was recorded meanwhile that the history read would count, nothing is
 //! written and the call is decided again. So parallel calls cannot all slip
-//! under a limit.
+//! under a limit. A call it asks about on that history is to be issued on
+//! it too: [`judge`] hands back the history read with the question
+//! ([`Judged::guards`]) and the issue checks it ([`super::held::admit`]).
 //!
 //! A call that would ask but that a grant covers runs on it ([`lift`]): one
 //! use of the grant spent, atomically with its `granted` event (`toolName`,
@@ -41,7 +43,7 @@ use serde_json::{Value, json};
 use toolgate_protocol::ToolCallPart;
 
 use super::grant::GrantOffer;
-use crate::ledger::{AuditEvent, AuditKind, Ledger, Millis, StoreError};
+use crate::ledger::{AuditEvent, AuditKind, HistoryGuard, Ledger, Millis, StoreError};
 use crate::tool::{ApprovalContext, Caller, GateAction, Shadowed, Tool, Verdict, decide_call};
 
 /// How often [`admit`] decides a call again when the history moved under it.
@@ -108,7 +110,8 @@ pub fn allowed(ledger: &Ledger, call: DirectCall<'_>, at: Millis) -> AuditEvent 
 /// is a ledger, records its `allowed` event only if that history still
 /// stands, atomically ([`crate::ledger::HistoryStore::append_if`]), and
 /// decides again when it does not (at most [`MAX_ADMITS`] times, then asks).
-/// A store that fails asks too (fails closed).
+/// A store that fails asks too (fails closed). A call that asks on the
+/// history it read is to be issued on it: see [`judge`].
 pub async fn admit(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
@@ -116,9 +119,35 @@ pub async fn admit(
     input: &Value,
     context: ApprovalContext,
 ) -> Verdict {
+    judge(ledger, caller, tool, input, context).await.verdict
+}
+
+/// What [`judge`] decided about a call, and the history a question rested on.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// The verdict, as [`admit`] returns it.
+    pub verdict: Verdict,
+    /// When the verdict asks and a rule's history term read the history
+    /// (with a ledger): the history it was judged on. The approval is to be
+    /// issued only while it stands ([`crate::ledger::HistoryStore::issue_if`],
+    /// [`super::held::attach_if`]), and the call decided again when it does
+    /// not. Empty otherwise (an allowed call's history was checked as it was
+    /// recorded; a denial needs none).
+    pub guards: Vec<HistoryGuard>,
+}
+
+/// [`admit`], keeping the history an `ask` verdict rested on ([`Judged::guards`]).
+pub async fn judge(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+) -> Judged {
+    let unguarded = |verdict| Judged { verdict, guards: Vec::new() };
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
-        let Some(gate) = caller.gate else { return verdict };
+        let Some(gate) = caller.gate else { return unguarded(verdict) };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
         let offers = gate.grants(call.tool_call_id);
         let lifted = match verdict.action {
@@ -128,31 +157,43 @@ pub async fn admit(
             }
             _ => None,
         };
-        let Some(ledger) = ledger else { return lifted.unwrap_or(verdict) };
+        let Some(ledger) = ledger else { return unguarded(lifted.unwrap_or(verdict)) };
         let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
         if let Some(verdict) = lifted {
             record_shadowed(ledger, call, &shadow, verdict.action).await;
-            return verdict;
+            return unguarded(verdict);
         }
-        let admitted = if verdict.action != GateAction::Allow || guards.is_empty() {
-            Some(verdict)
-        } else {
-            let event = allowed(ledger, call, ledger.config.clock.now());
-            match ledger.config.store.append_if(&guards, std::slice::from_ref(&event)).await {
-                Ok(true) => Some(verdict),
-                Ok(false) => None,
-                Err(error) => {
-                    tracing::warn!(tool = tool.name(), %error, "cannot record the call with its history; approval required");
-                    Some(Verdict::ask().because(format!("the call could not be recorded with its history ({error})")))
-                }
-            }
+        let admitted = match verdict.action {
+            GateAction::Ask => Some(Judged { verdict, guards }),
+            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict).await,
+            _ => Some(unguarded(verdict)),
         };
-        if let Some(verdict) = admitted {
-            record_shadowed(ledger, call, &shadow, verdict.action).await;
-            return verdict;
+        if let Some(judged) = admitted {
+            record_shadowed(ledger, call, &shadow, judged.verdict.action).await;
+            return judged;
         }
     }
-    Verdict::ask().because("the history kept changing while this call was judged; approval required")
+    unguarded(Verdict::ask().because("the history kept changing while this call was judged; approval required"))
+}
+
+/// Records an allowed call's `allowed` event if `guards` hold: `None` when
+/// they do not (decide again); a store that fails asks.
+async fn record_allowed(
+    ledger: &Ledger,
+    call: DirectCall<'_>,
+    guards: &[HistoryGuard],
+    verdict: Verdict,
+) -> Option<Judged> {
+    let event = allowed(ledger, call, ledger.config.clock.now());
+    let verdict = match ledger.config.store.append_if(guards, std::slice::from_ref(&event)).await {
+        Ok(true) => verdict,
+        Ok(false) => return None,
+        Err(error) => {
+            tracing::warn!(tool = call.tool_name, %error, "cannot record the call with its history; approval required");
+            Verdict::ask().because(format!("the call could not be recorded with its history ({error})"))
+        }
+    };
+    Some(Judged { verdict, guards: Vec::new() })
 }
 
 /// The `shadowed` event of a rule in shadow mode that matched `call`: what it

@@ -49,8 +49,10 @@ use super::route::Route;
 use super::{ApprovalState, Decision, transition};
 use crate::approval::{CanonicalError, canonical_digest, canonical_json};
 use crate::ledger::{
-    ApprovalRecord, AuditEvent, AuditKind, Ledger, Millis, StoreError, Transition, TransitionOutcome, millis,
+    ApprovalRecord, AuditEvent, AuditKind, HistoryGuard, Ledger, Millis, StoreError, Transition, TransitionOutcome,
+    millis,
 };
+use crate::tool::{ApprovalContext, Caller, GateAction, Tool};
 
 /// How many times [`attach`] reads again after losing an issue race.
 const MAX_ATTEMPTS: usize = 4;
@@ -214,13 +216,28 @@ pub fn call_id_of(conversation_key: &str, tool_name: &str, input: &Value) -> Res
 /// one (see the module docs). `retry_window` is how long after a final state
 /// an identical call still gets that outcome (a keyed call gets it always).
 pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration) -> Result<Attached, HeldError> {
+    let attached = attach_if(ledger, call, &[], retry_window).await?;
+    attached.ok_or_else(|| StoreError::Unavailable("an unguarded issue missed its guards".to_owned()).into())
+}
+
+/// [`attach`], issuing a new approval only while `guards` hold (the history
+/// the call was judged on, [`super::direct::Judged::guards`]), atomically
+/// with that check ([`crate::ledger::HistoryStore::issue_if`]): `None` when
+/// they no longer do and nothing was written (decide the call again). An
+/// approval attached to is attached to whatever the guards say.
+pub async fn attach_if(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    guards: &[HistoryGuard],
+    retry_window: Duration,
+) -> Result<Option<Attached>, HeldError> {
     let (canonical, digest, call_id) = identify(ledger, call)?;
     let store = &ledger.config.store;
     for _ in 0..MAX_ATTEMPTS {
         let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
         let now = ledger.config.clock.now();
         let next = match attachable_among(&records, call, &digest, now, retry_window)? {
-            Ok(record) => return Ok(Attached::Existing(record.clone())),
+            Ok(record) => return Ok(Some(Attached::Existing(record.clone()))),
             Err(next) => next,
         };
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
@@ -233,13 +250,58 @@ pub async fn attach(ledger: &Ledger, call: HeldCall<'_>, retry_window: Duration)
         if let (Some(note), Some(event)) = (call.note, events.first_mut()) {
             event.data["call"] = note.clone();
         }
-        match store.issue(std::slice::from_ref(&record), &events).await {
-            Ok(()) => return Ok(Attached::Issued(record)),
+        let records = std::slice::from_ref(&record);
+        let issued = match guards {
+            [] => store.issue(records, &events).await.map(|()| true),
+            guards => store.issue_if(guards, records, &events).await,
+        };
+        match issued {
+            Ok(true) => return Ok(Some(Attached::Issued(record))),
+            Ok(false) => return Ok(None),
             Err(StoreError::DuplicateApproval(_)) => continue,
             Err(error) => return Err(error.into()),
         }
     }
     Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
+}
+
+/// Decides a new held call as every call a rule decides without an
+/// approval ([`super::direct::judge`]) and attaches it as decided
+/// ([`attach_if`]): allowed or denied, it is issued decided by the rules
+/// ([`HeldCall::decided`]); asked on the history a rule's term read, it is
+/// issued `pending` only while that history stands, and decided again when
+/// it does not (at most [`super::direct::MAX_ADMITS`] times, then asked
+/// without a guard: a person decides). `call`'s reason, route and decision
+/// are the verdict's.
+pub async fn admit(
+    ledger: &Ledger,
+    caller: Caller<'_>,
+    tool: &Tool,
+    context: ApprovalContext,
+    mut call: HeldCall<'_>,
+    retry_window: Duration,
+) -> Result<Attached, HeldError> {
+    for _ in 0..super::direct::MAX_ADMITS {
+        let judged = super::direct::judge(Some(ledger), caller, tool, call.input, context.clone()).await;
+        let verdict = judged.verdict;
+        let decided = match verdict.action {
+            GateAction::Allow => Some(Decision::APPROVE),
+            GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
+            _ => None,
+        };
+        let decided_call = HeldCall {
+            reason: verdict.reason.as_deref(),
+            route: verdict.route.as_ref(),
+            decided: decided.as_ref(),
+            ..call
+        };
+        if let Some(attached) = attach_if(ledger, decided_call, &judged.guards, retry_window).await? {
+            return Ok(attached);
+        }
+    }
+    call.reason = Some("the history kept changing while this call was judged; approval required");
+    (call.route, call.decided) = (None, None);
+    attach(ledger, call, retry_window).await
 }
 
 /// The approval [`attach`] would attach this call to now, if any, without

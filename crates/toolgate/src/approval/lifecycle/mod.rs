@@ -12,6 +12,7 @@
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
 //! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
+//! | (none) | `pending` | a rule asked about a call of the call-gating API on the history it read (issued only while that history stands) | the server | [`held::admit`] |
 //! | (none) | `approved` / `denied` | a rule decided a call of the call-gating API before anyone was asked (recorded so its claim and outcome take the moves below; nobody is notified) | the server, as [`held::RULES_PRINCIPAL`] | [`held::attach`] with [`held::HeldCall::decided`] |
 //! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
 //! | `pending` | `pending` | a vote that does not reach the quorum | an approver ([`check_vote`]) | [`cast`] |
@@ -33,6 +34,15 @@
 //! would ask but that a live grant covers (an approver's bounded "yes, and
 //! the next N like this", [`grant`]): it runs without asking, one use spent
 //! with its `granted` event.
+//!
+//! A call a rule judged on the history (a rule's history term read it) is
+//! issued on that history: an allowed one's `allowed` event, and a held
+//! call's `pending` record with its `issued` event, are written only while
+//! the history it was judged on stands, in one conditional write with that
+//! check ([`crate::ledger::HistoryStore::append_if`], `issue_if`); on a miss
+//! nothing is written and the call is judged again ([`direct::judge`],
+//! [`held::admit`]). The chat engine's `record_issued` and the claim
+//! (`approved` → `executing`) do not hold the history they were judged on yet.
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see
 //! [`crate::agent`]) takes the same moves, at the depth where it was made.
