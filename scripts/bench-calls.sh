@@ -59,8 +59,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-log "cargo build --release (toolgate, calls_bench)"
-(cd "$ROOT" && cargo build --quiet --release -p toolgate-cli --bin toolgate -p toolgate-bench --bin calls_bench)
+log "cargo build --release --no-default-features (toolgate without the local model, calls_bench)"
+(cd "$ROOT" && cargo build --quiet --release --no-default-features -p toolgate-cli --bin toolgate -p toolgate-bench --bin calls_bench)
 cp "$TARGET_DIR/release/toolgate" "$TARGET_DIR/release/calls_bench" "$WORK/"
 REVISION="$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "toolgate ${REVISION} (release, log filter ${TOOLGATE_LOG:-info})$( ((QUICK)) && echo ', --quick')"

@@ -101,6 +101,8 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Caller::identify(state, &parts.headers, peer_of(parts)).await
+        // Boxed: a long-polling handler's future keeps the size of its largest
+        // step while it waits, and a credential check's is over a kilobyte.
+        Box::pin(Caller::identify(state, &parts.headers, peer_of(parts))).await
     }
 }

@@ -1,5 +1,5 @@
 //! The call-gating API (`/api/calls`): allow, deny, `[calls] default`,
-//! pending and waiting, an approver's edit, a quorum of two, expiry,
+//! pending and waiting (on a decision, on an outcome), an approver's edit, a quorum of two, expiry,
 //! idempotent retries, start once, finish, interruption, another
 //! principal's call, the call stream; and two replicas on one SQLite file
 //! and on one Postgres database (a call made on one, decided on the other).
@@ -178,6 +178,31 @@ async fn a_waiting_get_and_a_waiting_post_answer_when_the_owner_decides() {
     assert_eq!((long.status, code(&long)), (400, "invalid_body".to_owned()));
     let long = call(&server, "GET", &format!("/api/calls/{call_id}?wait=61s"), "alice", None).await;
     assert_eq!((long.status, code(&long)), (400, "invalid_query".to_owned()));
+}
+
+#[tokio::test]
+async fn a_wait_on_a_started_call_answers_its_outcome_or_its_state_when_the_wait_ends() {
+    let (server, _) = server().await;
+    let server = Arc::new(server);
+    let allowed = gate(&server, "alice", json!({"tool": "read_file", "input": {"path": "w.txt"}})).await.json();
+    let id = text(&allowed, "callId").to_owned();
+    let started = call(&server, "POST", &format!("/api/calls/{id}/start"), "alice", None).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    // A wait that ends before the outcome answers the call as it stands.
+    let short = call(&server, "GET", &format!("/api/calls/{id}?wait=200ms"), "alice", None).await;
+    assert_eq!((short.status, text(&short.json(), "state")), (200, "started"), "{}", short.body);
+    let waiting = {
+        let (server, id) = (server.clone(), id.clone());
+        tokio::spawn(async move { call(&server, "GET", &format!("/api/calls/{id}?wait=60s"), "alice", None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let output = json!({"output": {"lines": 3}});
+    let finished = call(&server, "POST", &format!("/api/calls/{id}/finish"), "alice", Some(output)).await;
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    // The outcome wakes the waiting request, which reads the call again (long before its wait would end).
+    let reply = tokio::time::timeout(Duration::from_secs(30), waiting).await.expect("woken by the outcome").unwrap();
+    assert_eq!((reply.status, text(&reply.json(), "state")), (200, "finished"), "{}", reply.body);
+    assert_eq!(reply.json()["output"], json!({"lines": 3}));
 }
 
 #[tokio::test]

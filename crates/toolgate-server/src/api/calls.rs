@@ -260,6 +260,11 @@ fn parse_wait(text: &str) -> Result<Duration, String> {
 }
 
 /// Waits on a call until it settles or `wait` ends (nothing to wait for: as it is).
+///
+/// Ten thousand requests may wait at once, each holding its future for up to
+/// a minute, and an async function's future is as large as its largest step:
+/// the steps that read and settle records (kilobytes each) are boxed, so a
+/// waiting request holds only what the wait needs (see the Benchmarks chapter).
 async fn waited(state: &AppState, record: ApprovalRecord, wait: Option<Duration>) -> Result<ApprovalRecord, ApiError> {
     let Some(wait) = wait.filter(|wait| !wait.is_zero() && !calls::settled(&record)) else { return Ok(record) };
     let config = state.ledger_config()?;
@@ -318,7 +323,7 @@ pub(crate) async fn create(
     };
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
     let settings = &state.config().calls;
-    let (call_id, record) = calls::submit(state.run_context(), config, settings, requester, call).await?;
+    let (call_id, record) = Box::pin(calls::submit(state.run_context(), config, settings, requester, call)).await?;
     let record = match record.state {
         toolgate::ledger::ApprovalState::Pending => waited(&state, record, wait).await?,
         _ => record,
@@ -368,7 +373,10 @@ pub(crate) async fn show(
     }
     let wait = params.get("wait").map(|text| parse_wait(text)).transpose().map_err(bad_query)?;
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
-    let record = calls::find(config, requester, &id).await?;
+    // Boxed, as `submit` in `create`: the request's future keeps the size of
+    // its largest step for as long as it waits (see `waited`).
+    let record = Box::pin(calls::find(config, requester, &id)).await?;
+    drop((caller, params));
     let record = waited(&state, record, wait).await?;
     Ok(Json(CallStatus::of(&id, &record)))
 }

@@ -450,30 +450,50 @@ pub(crate) fn settled(record: &ApprovalRecord) -> bool {
 /// woken by `changed` (notified when the process's follower of the store
 /// sees a change to the call: a vote here answers at once, one on another
 /// replica within its poll) and by the record's own expiry or lease (the
-/// ledger clock's). Returns it as it stands.
+/// ledger clock's). Returns it as it stands (read again when the wait ends).
+///
+/// While it waits it holds the call's id and when to look again, not the
+/// record (kilobytes with its input): ten thousand requests may wait at once.
 pub(crate) async fn wait(
     config: &LedgerConfig,
     changed: &tokio::sync::Notify,
-    mut record: ApprovalRecord,
+    record: ApprovalRecord,
     until: tokio::time::Instant,
 ) -> Result<ApprovalRecord, ApiError> {
+    if settled(&record) || tokio::time::Instant::now() >= until {
+        return Ok(record);
+    }
+    let mut id = record.approval_id.clone();
+    let mut due_at = wake_at(&record);
+    drop(record);
     loop {
         let now = tokio::time::Instant::now();
-        if settled(&record) || now >= until {
-            return Ok(record);
-        }
-        let due = wake_at(&record).map(|at| {
+        let due = due_at.map(|at| {
             let left = u64::try_from(at.saturating_sub(config.clock.now())).unwrap_or(0);
             now + Duration::from_millis(left.max(1))
         });
         let wake = due.map_or(until, |due| due.min(until));
-        let woken = tokio::time::timeout_at(wake, changed.notified()).await;
-        if woken.is_ok() || due.is_some_and(|due| due <= tokio::time::Instant::now()) {
-            let id = record.approval_id.clone();
-            let fresh = config.store.approvals(std::slice::from_ref(&id)).await?.pop().ok_or_else(|| unknown(&id))?;
-            record = current(config, fresh).await?;
+        let woken = tokio::time::timeout_at(wake, changed.notified()).await.is_ok();
+        let now = tokio::time::Instant::now();
+        if woken || due.is_some_and(|due| due <= now) || now >= until {
+            // Boxed: reading and settling a record is a large future, which would
+            // otherwise be part of every waiting request's for as long as it waits.
+            let record = Box::pin(read_current(config, &id)).await?;
+            if settled(&record) || now >= until {
+                return Ok(record);
+            }
+            // An edit that needed other approvers made it a new approval: wait on that one.
+            id.clone_from(&record.approval_id);
+            due_at = wake_at(&record);
         }
     }
+}
+
+/// The call whose current record is `id`, read again and settled ([`current`]).
+async fn read_current(config: &LedgerConfig, id: &str) -> Result<ApprovalRecord, ApiError> {
+    let ids = [id.to_owned()];
+    let fresh = config.store.approvals(&ids).await?.pop().ok_or_else(|| unknown(id))?;
+    current(config, fresh).await
 }
 
 /// Claims the requester's approved call `id` before it runs (exactly once),
