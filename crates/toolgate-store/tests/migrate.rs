@@ -252,6 +252,8 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
             "audit_events_calls_owner",
             "audit_events_conversation",
             "audit_events_owner",
+            "audit_receipts_approval",
+            "audit_seals_kind",
             "decisions_scope",
             "link_uses_expiry",
             "notifications_approval",

@@ -319,7 +319,8 @@ fn a_signed_prune_verifies_and_an_unsigned_one_is_missing() {
     let log = Log::new(4, &key);
     // Retention removes apr_1's and apr_3's events but keeps apr_2's (still open, say).
     let removed = |line: &EventLine| matches!(line.event["approvalId"].as_str(), Some("apr_1" | "apr_3"));
-    let links: Vec<(ChainLink, bool)> = log.events.iter().map(|line| (line.link.clone(), removed(line))).collect();
+    let links: Vec<(ChainLink, u64, bool)> =
+        log.events.iter().enumerate().map(|(at, line)| (line.link.clone(), at as u64 + 1, removed(line))).collect();
     let seal = sign_prune(&links, 5_000, &key, 9_700).unwrap().expect("something was pruned");
     let mut pruned = Log { signed: log.signed.clone(), events: log.events.clone() };
     pruned.events.retain(|line| !removed(line));

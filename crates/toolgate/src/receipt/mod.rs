@@ -22,12 +22,14 @@
 //! on SQLite and Postgres, and the server's receipts worker drives it.
 
 pub mod chain;
+mod export;
 mod keys;
 mod seal;
 mod sealer;
 mod verify;
 
 pub use chain::{ChainLink, GENESIS, Hash};
+pub use export::{export, verify_store};
 pub use keys::{Jwk, Jwks, ReceiptKey};
 pub use seal::{Checkpoint, PruneSeal, PrunedRange, Receipt, ReceiptEvent, ReceiptVote, SealError, SealKind, Signed};
 pub use sealer::{SealedBatch, seal_events, sign_checkpoint, sign_prune};

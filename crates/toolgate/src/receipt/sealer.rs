@@ -53,31 +53,38 @@ pub fn sign_checkpoint(head: &ChainLink, count: u64, key: &ReceiptKey, at: Milli
     Signed::sign(SealKind::Checkpoint, &checkpoint, key)
 }
 
-/// The signed record of a prune: `links` are the chain's links over the
-/// span pruned, in `seq` order, each with whether it is removed; every run
-/// of consecutive removed links becomes a range. `None` when nothing is removed.
+/// The signed record of a prune: `links` are the chain's links still kept
+/// over the span pruned, in `seq` order, each with its position in the chain
+/// (`n`: the events chained up to it, 1 for the first) and whether it is
+/// removed now; every run of consecutive removed links becomes a range. A
+/// range counts every position it spans, those an earlier prune removed
+/// between its links too. `None` when nothing is removed.
 pub fn sign_prune(
-    links: &[(ChainLink, bool)],
+    links: &[(ChainLink, u64, bool)],
     before: Millis,
     key: &ReceiptKey,
     at: Millis,
 ) -> Result<Option<Signed>, ReceiptError> {
     let mut ranges: Vec<PrunedRange> = Vec::new();
     let mut open = false;
-    for (link, removed) in links {
+    let mut first_n = 0;
+    for (link, n, removed) in links {
         match (removed, open, ranges.last_mut()) {
             (true, true, Some(range)) => {
                 range.to_seq = link.seq;
-                range.count += 1;
+                range.count = n - first_n + 1;
                 range.head = link.hash.clone();
             }
-            (true, _, _) => ranges.push(PrunedRange {
-                from_seq: link.seq,
-                to_seq: link.seq,
-                count: 1,
-                prev: link.prev.clone(),
-                head: link.hash.clone(),
-            }),
+            (true, _, _) => {
+                first_n = *n;
+                ranges.push(PrunedRange {
+                    from_seq: link.seq,
+                    to_seq: link.seq,
+                    count: 1,
+                    prev: link.prev.clone(),
+                    head: link.hash.clone(),
+                });
+            }
             (false, _, _) => {}
         }
         open = *removed;

@@ -374,13 +374,15 @@ impl Verifier {
             let checkpoint = self.checkpoints.get(&header.after_checkpoint).ok_or_else(|| {
                 broke(Some(seq), BreakKind::Missing, "the export starts after a checkpoint it does not hold")
             })?;
-            if decode(&checkpoint.head_hash) == Some(prev) {
-                self.running = prev;
-                self.count = checkpoint.count;
-                self.sealed_at = Some(checkpoint.count);
-                self.checkpoints.remove(&header.after_checkpoint);
-                self.report.checkpoints += 1;
-            }
+            let after = header.after_checkpoint;
+            self.running = decode(&checkpoint.head_hash)
+                .ok_or_else(|| broke(Some(seq), BreakKind::Malformed, "a checkpoint's head is not a hash"))?;
+            self.count = checkpoint.count;
+            self.sealed_at = Some(checkpoint.count);
+            self.last_seq = Some(after);
+            // What the export left out: the checkpoints up to its start.
+            self.checkpoints = self.checkpoints.split_off(&(after + 1));
+            self.report.checkpoints += 1;
         }
         while prev != self.running {
             let Some(range) = self.ranges.remove(&self.running) else {
