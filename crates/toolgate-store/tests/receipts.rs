@@ -152,7 +152,7 @@ async fn tampering_is_found(replicas: Replicas) {
     write_concurrently(&replicas, 12).await;
     let report = replicas.verify().await.expect("two replicas' log verifies");
     assert_eq!(report.events, 96);
-    assert_eq!(report.receipts, 72, "one per vote, approval and execution");
+    assert_eq!(report.receipts, 48, "one per decision and one per execution");
     assert_eq!(report.unsealed, 0);
     assert_eq!(replicas.keys().await.keys.len(), 2, "both replicas' keys are published");
     let (a, target) = (replicas.a.as_ref(), &replicas.target);

@@ -110,6 +110,22 @@ impl Jwks {
     pub fn find(&self, kid: &str) -> Option<VerifyingKey> {
         self.keys.iter().find(|key| key.kid == kid).and_then(|key| key.key().ok())
     }
+
+    /// Every usable key, decoded once, by id.
+    pub(crate) fn ring(&self) -> KeyRing {
+        KeyRing(self.keys.iter().filter_map(|key| Some((key.kid.clone(), key.key().ok()?))).collect())
+    }
+}
+
+/// Decoded keys by id (what a verifier checks many signatures with).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyRing(std::collections::HashMap<String, VerifyingKey>);
+
+impl KeyRing {
+    /// The key with this id.
+    pub(crate) fn get(&self, kid: &str) -> Option<&VerifyingKey> {
+        self.0.get(kid)
+    }
 }
 
 /// The private JWK as stored in the key file.

@@ -22,6 +22,7 @@
 //! on SQLite and Postgres, and the server's receipts worker drives it.
 
 pub mod chain;
+mod deferred;
 mod export;
 mod keys;
 mod seal;
@@ -69,11 +70,15 @@ pub(crate) fn digest_of(value: &serde_json::Value) -> Result<String, ReceiptErro
 /// Whether an event of this kind gets a receipt: every kind that decides,
 /// moves or ends an approval. Kinds that only tell (issued, notified,
 /// reminded, escalated, continued, shadowed, rejected) are chained without
-/// one; a kind added later gets receipts unless listed here.
+/// one, and so are a vote and an edit, which the decision's receipt names
+/// (every vote, the input as run); a kind added later gets receipts unless
+/// listed here.
 pub fn has_receipt(kind: AuditKind) -> bool {
     !matches!(
         kind,
         AuditKind::Issued
+            | AuditKind::Voted
+            | AuditKind::Edited
             | AuditKind::Notified
             | AuditKind::NotificationFailed
             | AuditKind::Reminded

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::chain::ChainLink;
-use super::keys::{Jwks, ReceiptKey, verify};
+use super::keys::{Jwks, KeyRing, ReceiptKey, verify};
 use super::{ReceiptError, digest_of};
 use crate::approval::canonical_json;
 use crate::approval::lifecycle::ApprovalState;
@@ -74,9 +74,19 @@ impl Signed {
     /// Checks the signature against the key set.
     pub fn verify(&self, keys: &Jwks) -> Result<(), SealError> {
         let key = keys.find(&self.kid).ok_or_else(|| SealError::UnknownKey(self.kid.clone()))?;
+        self.verify_under(&key)
+    }
+
+    /// Checks the signature against decoded keys.
+    pub(crate) fn verify_in(&self, ring: &KeyRing) -> Result<(), SealError> {
+        let key = ring.get(&self.kid).ok_or_else(|| SealError::UnknownKey(self.kid.clone()))?;
+        self.verify_under(key)
+    }
+
+    fn verify_under(&self, key: &ed25519_dalek::VerifyingKey) -> Result<(), SealError> {
         let bad = || SealError::BadSignature(self.kid.clone());
         let message = message(self.kind, &self.kid, &self.payload).map_err(|_| bad())?;
-        if verify(&key, message.as_bytes(), &self.sig) { Ok(()) } else { Err(bad()) }
+        if verify(key, message.as_bytes(), &self.sig) { Ok(()) } else { Err(bad()) }
     }
 
     /// The payload read as `T`.

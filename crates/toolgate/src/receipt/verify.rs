@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::chain::{ChainLink, GENESIS, Hash, decode, encode, link, value_digest};
-use super::keys::Jwks;
+use super::deferred::Deferred;
+use super::keys::{Jwks, KeyRing};
 use super::seal::{Checkpoint, PruneSeal, PrunedRange, Receipt, SealError, SealKind, Signed};
 
 /// The first line of an export that starts after the chain's start (`toolgate audit export --since`).
@@ -163,11 +164,12 @@ pub struct Report {
 /// Checks an export line by line (see the module docs).
 #[derive(Debug)]
 pub struct Verifier {
-    keys: Jwks,
     header: Option<ExportHeader>,
     checkpoints: BTreeMap<i64, Checkpoint>,
     ranges: HashMap<Hash, PrunedRange>,
-    receipts: BTreeMap<i64, Vec<Receipt>>,
+    receipts: BTreeMap<i64, Vec<ReceiptRef>>,
+    ring: KeyRing,
+    deferred: Deferred,
     /// The event read but not yet checked (checked when the next arrives).
     pending: Option<(EventLine, Hash)>,
     running: Hash,
@@ -185,11 +187,12 @@ impl Verifier {
     /// A verifier trusting these keys.
     pub fn new(keys: Jwks) -> Self {
         Self {
-            keys,
             header: None,
             checkpoints: BTreeMap::new(),
             ranges: HashMap::new(),
             receipts: BTreeMap::new(),
+            ring: keys.ring(),
+            deferred: Deferred::default(),
             pending: None,
             running: GENESIS,
             before_last: None,
@@ -237,10 +240,19 @@ impl Verifier {
             ));
         }
         let label = format!("{:?}", signed.kind).to_lowercase();
-        signed.verify(&self.keys).map_err(|error| match error {
-            SealError::UnknownKey(kid) => broke(None, BreakKind::UnknownKey, format!("a {label} signed by `{kid}`")),
-            other => broke(None, BreakKind::BadSignature, format!("a {label}: {other}")),
-        })?;
+        if self.ring.get(&signed.kid).is_none() {
+            return Err(broke(None, BreakKind::UnknownKey, format!("a {label} signed by `{}`", signed.kid)));
+        }
+        if signed.kind == SealKind::Receipt {
+            let placed = ReceiptRef::of(&signed.payload)
+                .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval and event"))?;
+            self.receipts.entry(placed.0).or_default().push(placed.1);
+            self.deferred.push(signed, &self.ring);
+            return Ok(());
+        }
+        signed
+            .verify_in(&self.ring)
+            .map_err(|error| broke(None, BreakKind::BadSignature, format!("a {label}: {error}")))?;
         let malformed = |error: SealError| broke(None, BreakKind::Malformed, error.to_string());
         match signed.kind {
             SealKind::Checkpoint => {
@@ -255,10 +267,7 @@ impl Verifier {
                     self.ranges.insert(prev, range);
                 }
             }
-            SealKind::Receipt => {
-                let receipt: Receipt = signed.payload().map_err(malformed)?;
-                self.receipts.entry(receipt.event.seq).or_default().push(receipt);
-            }
+            _ => {}
         }
         Ok(())
     }
@@ -278,6 +287,7 @@ impl Verifier {
         if let Some((pending, digest)) = self.pending.take() {
             self.check(pending, digest, None)?;
         }
+        self.check_deferred()?;
         if let Some((seq, checkpoint)) = self.checkpoints.iter().next() {
             let at = self.last_seq.map_or("no events".to_owned(), |last| format!("the log ends at event {last}"));
             return Err(broke(
@@ -287,7 +297,7 @@ impl Verifier {
             ));
         }
         if let Some((seq, receipts)) = self.receipts.iter().next() {
-            let approval = &receipts[0].approval_id;
+            let approval = &receipts[0].approval;
             return Err(broke(
                 Some(*seq),
                 BreakKind::Missing,
@@ -458,19 +468,54 @@ impl Verifier {
         let approval = line.event.get("approvalId").and_then(Value::as_str).unwrap_or_default();
         let kind = line.event.get("kind").and_then(Value::as_str).unwrap_or_default();
         for receipt in receipts {
-            if receipt.event.hash != line.link.hash || receipt.approval_id != approval || receipt.event.kind != kind {
+            if receipt.hash != line.link.hash || receipt.approval != approval || receipt.kind != kind {
+                // A receipt whose signature fails is that, before anything else.
+                self.check_deferred()?;
                 return Err(broke(
                     Some(seq),
                     BreakKind::Edited,
                     format!(
                         "the receipt of approval {} was not signed for this event (of approval {approval})",
-                        receipt.approval_id
+                        receipt.approval
                     ),
                 ));
             }
             self.report.receipts += 1;
         }
         Ok(())
+    }
+
+    /// The receipts' signatures checked so far and the rest: a break at the first bad one.
+    fn check_deferred(&mut self) -> Result<(), Break> {
+        match std::mem::take(&mut self.deferred).finish(&self.ring) {
+            Some((signed, why)) => {
+                let approval = signed.payload.get("approvalId").and_then(Value::as_str).unwrap_or_default();
+                Err(broke(None, BreakKind::BadSignature, format!("the receipt of approval {approval}: {why}")))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the walk checks of a receipt: the event it names.
+#[derive(Debug)]
+struct ReceiptRef {
+    approval: String,
+    kind: String,
+    hash: String,
+}
+
+impl ReceiptRef {
+    /// The event's `seq` and what must match it, from a receipt's payload.
+    fn of(payload: &Value) -> Option<(i64, Self)> {
+        let text = |value: &Value| value.as_str().map(str::to_owned);
+        let event = payload.get("event")?;
+        let placed = Self {
+            approval: text(payload.get("approvalId")?)?,
+            kind: text(event.get("kind")?)?,
+            hash: text(event.get("hash")?)?,
+        };
+        Some((event.get("seq")?.as_i64()?, placed))
     }
 }
 
