@@ -393,3 +393,40 @@ fn a_key_file_is_created_private_and_read_back() {
     assert!(ReceiptKey::load(&path).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn a_chat_approval_records_its_tools_definition_digest_and_its_receipt_names_it() {
+    use std::sync::Arc;
+    use toolgate::ledger::{AuditQuery, AuditStore, LedgerConfig, MemoryStore};
+    use toolgate::{ModelMessage, ScriptedModel, TextRequest, Tool, ToolError, Toolkit, generate_text};
+
+    let tool = Tool::dynamic("transfer", json!({"type": "object", "properties": {"amount": {"type": "number"}}}))
+        .description("Moves money.")
+        .needs_approval(true)
+        .handler(|_input: Value, _context| async { Ok::<_, ToolError>(json!({"ok": true})) });
+    let store = Arc::new(MemoryStore::new());
+    let ledger = LedgerConfig::new(store.clone());
+    let model = ScriptedModel::from_json(
+        &json!({"turns": [[{"type": "tool-call", "toolCallId": "t", "toolName": "transfer", "input": {"amount": 5}},
+                           {"type": "finish", "finishReason": "tool-calls"}]]})
+        .to_string(),
+    )
+    .unwrap();
+    let request = TextRequest::new(vec![ModelMessage::user("pay")])
+        .toolkit(Toolkit::new([tool.clone()]).unwrap())
+        .ledger(ledger.conversation("chat-1"));
+    let asked = generate_text(&model, request).await.unwrap();
+    let approval = asked.approval_requests()[0].approval_id.clone();
+    let events = store.audit(&AuditQuery::default()).await.unwrap();
+    let issued = events.iter().find(|event| event.kind == AuditKind::Issued).unwrap();
+    let digest = toolgate::receipt::tool_digest(&tool).unwrap();
+    assert_eq!(issued.data["toolDigest"], json!(digest));
+
+    let mut decided = record(&approval, &json!({"amount": 5}));
+    decided.tool_name = "transfer".into();
+    let approved = event(2, AuditKind::Approved, &approval, "bob", json!({}));
+    let issued_data = HashMap::from([(approval.clone(), issued.data.clone())]);
+    let records = HashMap::from([(approval.clone(), decided)]);
+    let sealed = seal_events(GENESIS, &[approved], &records, &issued_data, &key(1), 9).unwrap();
+    assert_eq!(sealed.receipts[0].2.payload["toolDigest"], json!(digest));
+}

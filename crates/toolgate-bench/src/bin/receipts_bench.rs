@@ -22,7 +22,9 @@ use serde_json::json;
 use toolgate::approval::lifecycle::{ApprovalState, Decision, Vote};
 use toolgate::ledger::{ApprovalRecord, AuditEvent, AuditKind, LedgerConfig, LedgerStore, RecordedDecision};
 use toolgate::protocol::ModelMessage;
-use toolgate::receipt::{EventLine, GENESIS, Jwks, LogLine, ReceiptKey, ReceiptStore, Verifier, chain, seal_events, sign_checkpoint};
+use toolgate::receipt::{
+    EventLine, GENESIS, Jwks, LogLine, ReceiptKey, ReceiptStore, Verifier, chain, seal_events, sign_checkpoint,
+};
 use toolgate::{ScriptedModel, TextRequest, Tool, ToolError, Toolkit, generate_text};
 use toolgate_store::{SqlStore, StoreSpec};
 
@@ -125,7 +127,11 @@ fn write_export(path: &std::path::Path, events: usize, key: &ReceiptKey) -> anyh
                 (AuditKind::Issued, "alice", json!({"toolName": "transfer", "input": input, "expiresAt": seq + 9})),
                 (AuditKind::Voted, "bob", json!({"decision": "approve"})),
                 (AuditKind::Approved, "bob", json!({})),
-                (AuditKind::Executed, "bob", json!({"toolName": "transfer", "result": {"type": "json", "value": {"ok": true}}})),
+                (
+                    AuditKind::Executed,
+                    "bob",
+                    json!({"toolName": "transfer", "result": {"type": "json", "value": {"ok": true}}}),
+                ),
             ] {
                 seq += 1;
                 batch.push(event(seq, kind, &id, principal, data));
@@ -242,9 +248,11 @@ async fn seal_loop(store: Arc<SqlStore>) {
 
 /// The latencies of `count` approval round trips (issued, approved, run), after 50 untimed.
 async fn measure(store: Arc<dyn LedgerStore>, count: usize) -> anyhow::Result<Vec<Duration>> {
-    let toolkit = Toolkit::new(vec![Tool::function::<serde_json::Value>("transfer").needs_approval(true).handler(
-        |_input: serde_json::Value, _context| async { Ok::<_, ToolError>(json!({"ok": true})) },
-    )])?;
+    let toolkit = Toolkit::new(vec![
+        Tool::function::<serde_json::Value>("transfer")
+            .needs_approval(true)
+            .handler(|_input: serde_json::Value, _context| async { Ok::<_, ToolError>(json!({"ok": true})) }),
+    ])?;
     let config = LedgerConfig::new(store);
     let mut timed = Vec::with_capacity(count);
     for index in 0..count + 50 {
@@ -252,7 +260,9 @@ async fn measure(store: Arc<dyn LedgerStore>, count: usize) -> anyhow::Result<Ve
         let ledger = config.conversation(format!("c{index}")).principal("alice");
         let started = Instant::now();
         let mut history = vec![ModelMessage::user("pay carol")];
-        let asked = generate_text(&model, TextRequest::new(history.clone()).toolkit(toolkit.clone()).ledger(ledger.clone())).await?;
+        let asked =
+            generate_text(&model, TextRequest::new(history.clone()).toolkit(toolkit.clone()).ledger(ledger.clone()))
+                .await?;
         let approval = asked.approval_requests().first().context("an approval request")?.approval_id.clone();
         history.extend(asked.response_messages);
         history.push(serde_json::from_value(json!({"role": "tool", "content": [

@@ -33,10 +33,8 @@ pub(crate) async fn record_issued(
         };
         let canonical = canonical_json(&call.input).map_err(invalid)?;
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
-        let ttl = toolkit
-            .and_then(|toolkit| toolkit.get(&call.tool_name))
-            .and_then(|tool| tool.approval_ttl_override())
-            .unwrap_or(ledger.config.ttl);
+        let tool = toolkit.and_then(|toolkit| toolkit.get(&call.tool_name));
+        let ttl = tool.and_then(|tool| tool.approval_ttl_override()).unwrap_or(ledger.config.ttl);
         let held = lifecycle::held::HeldCall {
             tool_name: &call.tool_name,
             input: &call.input,
@@ -50,7 +48,12 @@ pub(crate) async fn record_issued(
         };
         let ids = (request.approval_id.clone(), call.tool_call_id.clone());
         let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);
-        events.push(lifecycle::held::issued_event(ledger, &record, now));
+        let mut issued = lifecycle::held::issued_event(ledger, &record, now);
+        // The definition the model was offered, for the approval's receipts.
+        if let Some(digest) = tool.and_then(crate::receipt::tool_digest) {
+            issued.data["toolDigest"] = digest.into();
+        }
+        events.push(issued);
         records.push(record);
         input_sizes.push(canonical.len());
     }

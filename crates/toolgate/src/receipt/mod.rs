@@ -67,6 +67,13 @@ pub(crate) fn digest_of(value: &serde_json::Value) -> Result<String, ReceiptErro
     input_digest(value).map_err(|error| ReceiptError::Canonical(error.to_string()))
 }
 
+/// The digest of a tool's definition as the model is offered it (name,
+/// description and input schema: base64url SHA-256 of its canonical JSON),
+/// recorded in its approvals' `issued` events (`toolDigest`) and named by their receipts.
+pub fn tool_digest(tool: &crate::Tool) -> Option<String> {
+    serde_json::to_value(tool.spec()).ok().and_then(|spec| digest_of(&spec).ok())
+}
+
 /// Whether an event of this kind gets a receipt: every kind that decides,
 /// moves or ends an approval. Kinds that only tell (issued, notified,
 /// reminded, escalated, continued, shadowed, rejected) are chained without
