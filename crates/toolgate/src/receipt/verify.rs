@@ -272,9 +272,14 @@ impl Verifier {
         Ok(())
     }
 
-    fn event(&mut self, line: EventLine) -> Result<(), Break> {
+    fn event(&mut self, mut line: EventLine) -> Result<(), Break> {
+        // The digest leaves `seq` out: taken out and put back rather than the event copied.
+        let inner = line.event.as_object_mut().and_then(|fields| fields.remove("seq"));
         let digest = value_digest(&line.event)
             .map_err(|error| broke(Some(line.link.seq), BreakKind::Malformed, error.to_string()))?;
+        if let (Some(inner), Some(fields)) = (inner, line.event.as_object_mut()) {
+            fields.insert("seq".to_owned(), inner);
+        }
         if let Some((pending, pending_digest)) = self.pending.take() {
             self.check(pending, pending_digest, Some(&line))?;
         }
