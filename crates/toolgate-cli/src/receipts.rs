@@ -3,8 +3,8 @@
 //!
 //! - `keys`: the JWKS of every key that signed on the store (what
 //!   `GET /.well-known/toolgate/receipt-keys` serves);
-//! - `export [--since T]`: the chain as JSON lines (signed records first,
-//!   then the events with their links), for `verify --file`;
+//! - `export [--since T] [--receipts]`: the chain as JSON lines (signed
+//!   records first, then the events with their links), for `verify --file`;
 //! - `verify (--store URL | --file log.jsonl) --keys JWKS_FILE`: every
 //!   signature and the chain; prints the first break and exits 1;
 //! - `verify --receipt FILE --keys JWKS_FILE`: one receipt alone.
@@ -35,6 +35,9 @@ pub enum AuditAction {
         /// Start at the newest checkpoint before this time (milliseconds since the epoch or RFC 3339).
         #[arg(long)]
         since: Option<String>,
+        /// Also export every receipt (each one more signature for `verify` to check).
+        #[arg(long)]
+        receipts: bool,
     },
     /// Check every signature and the hash chain offline; print the first break and exit 1.
     Verify(VerifyArgs),
@@ -69,12 +72,13 @@ pub async fn run(action: AuditAction) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&keys)?);
             Ok(ExitCode::SUCCESS)
         }
-        AuditAction::Export { store, since } => {
+        AuditAction::Export { store, since, receipts: with_receipts } => {
             let since =
                 since.as_deref().map(toolgate_server::parse_time).transpose().map_err(|e| anyhow::anyhow!(e))?;
             let receipts = store.open_receipts().await?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            export::<ExportError>(receipts.as_ref(), since, |line| Ok(writeln!(out, "{}", line.to_json())?)).await?;
+            let write = |line: toolgate::receipt::LogLine| Ok(writeln!(out, "{}", line.to_json())?);
+            export::<ExportError>(receipts.as_ref(), since, with_receipts, write).await?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }

@@ -80,7 +80,9 @@ async fn an_export_verifies_offline_and_an_edited_line_or_an_unknown_key_is_refu
     std::fs::write(&jwks, &keys.stdout).unwrap();
     let jwks_arg = jwks.display().to_string();
 
-    let export = toolgate(&["audit", "export", "--store", &spec]);
+    let chain_only = toolgate(&["audit", "export", "--store", &spec]);
+    assert!(!String::from_utf8_lossy(&chain_only.stdout).contains("\"type\":\"receipt\""));
+    let export = toolgate(&["audit", "export", "--store", &spec, "--receipts"]);
     assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
     let log = dir.path().join("log.jsonl");
     std::fs::write(&log, &export.stdout).unwrap();

@@ -45,6 +45,9 @@ struct Args {
     /// Timed round trips per variant (0: skip).
     #[arg(long, default_value_t = 2_000)]
     requests: usize,
+    /// Leave the receipts out of the export (the chain and its checkpoints only).
+    #[arg(long)]
+    without_receipts: bool,
     /// Alternating blocks the round trips are split into.
     #[arg(long, default_value_t = 4)]
     blocks: usize,
@@ -68,7 +71,7 @@ fn verification(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     let (log, keys) = (dir.join("log.jsonl"), dir.join("keys.json"));
     std::fs::write(&keys, serde_json::to_string(&Jwks { keys: vec![key.public().clone()] })?)?;
     let started = Instant::now();
-    let receipts = write_export(&log, args.events, &key)?;
+    let receipts = write_export(&log, args.events, &key, !args.without_receipts)?;
     let written = started.elapsed();
     let size = std::fs::metadata(&log)?.len();
     let started = Instant::now();
@@ -108,7 +111,7 @@ fn verification(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Writes an export of `events` sealed events (signed records first); the receipts written.
-fn write_export(path: &std::path::Path, events: usize, key: &ReceiptKey) -> anyhow::Result<usize> {
+fn write_export(path: &std::path::Path, events: usize, key: &ReceiptKey, with_receipts: bool) -> anyhow::Result<usize> {
     // Signed records and events go to two files as they are made; the export is the first, then the second.
     let (signed_path, events_path) = (path.with_extension("signed"), path.with_extension("events"));
     let mut signed = BufWriter::new(std::fs::File::create(&signed_path)?);
@@ -145,6 +148,9 @@ fn write_export(path: &std::path::Path, events: usize, key: &ReceiptKey) -> anyh
                 writeln!(signed, "{}", LogLine::Signed(checkpoint).to_json())?;
             }
             writeln!(lines, "{}", LogLine::Event(EventLine { link, event: serde_json::to_value(event)? }).to_json())?;
+        }
+        if !with_receipts {
+            continue;
         }
         receipts += sealed.receipts.len();
         for (_, _, receipt) in sealed.receipts {
