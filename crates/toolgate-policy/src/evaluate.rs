@@ -223,11 +223,19 @@ impl CallGate for PolicyGate {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready(self.decide(&call)).boxed()
     }
+
+    fn config_digest(&self) -> Option<String> {
+        self.policy.digest().map(str::to_owned)
+    }
 }
 
 impl CallGate for Policy {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready(self.decide(&call)).boxed()
+    }
+
+    fn config_digest(&self) -> Option<String> {
+        self.digest().map(str::to_owned)
     }
 }
 

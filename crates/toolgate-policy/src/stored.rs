@@ -387,4 +387,8 @@ impl CallGate for StoredGate {
     fn shadowed(&self, tool_call_id: &str) -> Vec<Shadowed> {
         lock(&self.shadows).remove(tool_call_id).unwrap_or_default()
     }
+
+    fn config_digest(&self) -> Option<String> {
+        self.policy.digest().map(str::to_owned)
+    }
 }

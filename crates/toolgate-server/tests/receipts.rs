@@ -1,8 +1,11 @@
 //! Receipts over HTTP: a call decided by a quorum of two, run and finished;
 //! its receipt downloaded from `GET /api/approvals/{id}/receipt` verifies
 //! alone under the JWKS of `GET /.well-known/toolgate/receipt-keys` and names
-//! both votes; an outsider gets 404; at shutdown the last checkpoint is
-//! signed and the whole log verifies, nothing left unsealed.
+//! both votes, the rule that asked, the digest of the rules config that held
+//! it and of the tool's definition as the caller offered it; after a reload
+//! a later call's receipt names the new config's digest; an outsider gets
+//! 404; at shutdown the last checkpoint is signed and the whole log
+//! verifies, nothing left unsealed.
 
 mod common;
 
@@ -29,8 +32,18 @@ quorum = 2
 reason = "finance signs off payments"
 "#;
 
-fn configure(config: &mut ServerConfig, store: Arc<SqlStore>) {
-    config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
+/// The rules after a reload: the same rule, one approver enough.
+const RELOADED: &str = r#"
+[[rule]]
+name = "payments"
+action = "ask"
+tool = "transfer"
+approvers = ["group:finance"]
+reason = "finance signs off payments"
+"#;
+
+fn configure(config: &mut ServerConfig, store: Arc<SqlStore>, policy: &PolicyHandle) {
+    config.policy = policy.clone();
     config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
     config.groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned(), "carol".to_owned()])]);
     let ledger: Arc<dyn LedgerStore> = store.clone();
@@ -44,12 +57,14 @@ async fn a_decided_call_has_a_receipt_that_verifies_alone_and_the_log_verifies_a
     let spec = StoreSpec::Sqlite(dir.path().join("ledger.db"));
     let key = ReceiptKey::load_or_create(&dir.path().join("receipt-key.jwk")).unwrap();
     let store = Arc::new(SqlStore::open(&spec).await.unwrap().sign_with(key).await.unwrap());
-    let (server, stop) = start_stoppable(default_script(), |config| configure(config, store.clone())).await;
+    let loaded = Policy::from_toml_str(RULES).unwrap();
+    let config_digest = loaded.digest().unwrap().to_owned();
+    let policy = PolicyHandle::new(loaded);
+    let (server, stop) = start_stoppable(default_script(), |config| configure(config, store.clone(), &policy)).await;
 
-    let asked =
-        call(&server, "POST", "/api/calls", "alice", Some(json!({"tool": "transfer", "input": {"amount": 100}})))
-            .await
-            .json();
+    let schema = json!({"type": "object", "properties": {"amount": {"type": "number"}}});
+    let transfer = json!({"tool": "transfer", "input": {"amount": 100}, "description": "Pay", "inputSchema": schema});
+    let asked = call(&server, "POST", "/api/calls", "alice", Some(transfer)).await.json();
     let (call_id, approval) = (asked["callId"].as_str().unwrap(), asked["approvalId"].as_str().unwrap());
     let none = call(&server, "GET", &format!("/api/approvals/{approval}/receipt"), "alice", None).await;
     assert_eq!((none.status, none.json()["error"]["code"].clone()), (404, json!("no_receipt")), "{}", none.body);
@@ -79,6 +94,9 @@ async fn a_decided_call_has_a_receipt_that_verifies_alone_and_the_log_verifies_a
     assert_eq!(receipt.owner.as_deref(), Some("alice"));
     assert_eq!(receipt.tool_name, "transfer");
     assert_eq!(receipt.rule.as_deref(), Some("rule `payments` matched tool `transfer`: finance signs off payments"));
+    assert_eq!(receipt.config_digest.as_deref(), Some(config_digest.as_str()), "the loaded rules' digest");
+    let offered = toolgate::receipt::definition_digest("transfer", Some("Pay"), &schema).unwrap();
+    assert_eq!(receipt.tool_digest.as_deref(), Some(offered.as_str()), "the definition as the caller offered it");
     let voters: Vec<_> = receipt.votes.iter().map(|vote| vote.principal.clone().unwrap_or_default()).collect();
     assert_eq!(voters, ["bob", "carol"]);
     assert_eq!(receipt.input_digest, toolgate::approval::input_digest(&json!({"amount": 100})).unwrap());
@@ -86,6 +104,22 @@ async fn a_decided_call_has_a_receipt_that_verifies_alone_and_the_log_verifies_a
 
     let outsider = call(&server, "GET", &format!("/api/approvals/{approval}/receipt"), "mallory", None).await;
     assert_eq!((outsider.status, outsider.json()["error"]["code"].clone()), (404, json!("unknown_approval")));
+
+    // A reload: later receipts name the new config.
+    let reloaded = Policy::from_toml_str(RELOADED).unwrap();
+    let new_digest = reloaded.digest().unwrap().to_owned();
+    assert_ne!(new_digest, config_digest);
+    policy.replace(reloaded);
+    let later = json!({"tool": "transfer", "input": {"amount": 5}});
+    let asked = call(&server, "POST", "/api/calls", "alice", Some(later)).await.json();
+    let approval = asked["approvalId"].as_str().unwrap();
+    let voted =
+        call(&server, "POST", &format!("/api/approvals/{approval}"), "bob", Some(json!({"decision": "approve"}))).await;
+    assert_eq!(voted.status, 200, "{}", voted.body);
+    let reply = call(&server, "GET", &format!("/api/approvals/{approval}/receipt"), "alice", None).await;
+    let receipt = verify_receipt(&serde_json::from_str(&reply.body).unwrap(), &keys).unwrap();
+    assert_eq!(receipt.config_digest.as_deref(), Some(new_digest.as_str()), "the reloaded rules' digest");
+    assert_eq!(receipt.tool_digest, None, "no definition offered");
 
     drop(stop);
     // The launcher signs a last checkpoint once the server stopped.

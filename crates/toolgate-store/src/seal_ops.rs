@@ -149,12 +149,15 @@ impl<B: SqlBackend> Operations<B> {
         Ok(if wrote { chained } else { 0 })
     }
 
-    /// The data of the `issued` events of these approvals.
+    /// The data of the first event of each of these approvals: its `issued`
+    /// event, or the decision of a rule that decided it as it was issued,
+    /// which hold what its receipts name (`toolDigest`, `configDigest`).
     async fn issued_data(&self, ids: &[String]) -> Result<HashMap<String, Value>, StoreError> {
         let mut issued = HashMap::new();
         for ids in ids.chunks(sql::EVENTS_PER_INSERT) {
             let text = format!(
-                "SELECT approval_id, data FROM audit_events WHERE kind = 'issued' AND approval_id IN ({})",
+                "SELECT approval_id, data FROM audit_events WHERE seq IN \
+                 (SELECT MIN(seq) FROM audit_events WHERE approval_id IN ({}) GROUP BY approval_id)",
                 params(ids.len(), 1)
             );
             let mut select = db::query_as::<(String, String)>(db::AssertSqlSafe(text));

@@ -247,6 +247,7 @@ async fn a_sqlite_store_at_0004_opens_at_the_latest_with_every_row() {
             "approvals_pending_newest",
             "approvals_timer",
             "audit_events_answers",
+            "audit_events_approval",
             "audit_events_calls",
             "audit_events_calls_conversation",
             "audit_events_calls_owner",

@@ -394,8 +394,24 @@ fn a_key_file_is_created_private_and_read_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A gate with no rule for anything, whose config has the digest `cfg-1`.
+struct Configured;
+
+impl toolgate::CallGate for Configured {
+    fn check<'a>(
+        &'a self,
+        _call: toolgate::tool::GateCall<'a>,
+    ) -> futures::future::BoxFuture<'a, Option<toolgate::tool::Verdict>> {
+        Box::pin(async { None })
+    }
+
+    fn config_digest(&self) -> Option<String> {
+        Some("cfg-1".to_owned())
+    }
+}
+
 #[tokio::test]
-async fn a_chat_approval_records_its_tools_definition_digest_and_its_receipt_names_it() {
+async fn a_chat_approval_records_its_tools_definition_and_config_digests_and_its_receipt_names_them() {
     use std::sync::Arc;
     use toolgate::ledger::{AuditQuery, AuditStore, LedgerConfig, MemoryStore};
     use toolgate::{ModelMessage, ScriptedModel, TextRequest, Tool, ToolError, Toolkit, generate_text};
@@ -414,6 +430,7 @@ async fn a_chat_approval_records_its_tools_definition_digest_and_its_receipt_nam
     .unwrap();
     let request = TextRequest::new(vec![ModelMessage::user("pay")])
         .toolkit(Toolkit::new([tool.clone()]).unwrap())
+        .gate(Arc::new(Configured))
         .ledger(ledger.conversation("chat-1"));
     let asked = generate_text(&model, request).await.unwrap();
     let approval = asked.approval_requests()[0].approval_id.clone();
@@ -421,6 +438,7 @@ async fn a_chat_approval_records_its_tools_definition_digest_and_its_receipt_nam
     let issued = events.iter().find(|event| event.kind == AuditKind::Issued).unwrap();
     let digest = toolgate::receipt::tool_digest(&tool).unwrap();
     assert_eq!(issued.data["toolDigest"], json!(digest));
+    assert_eq!(issued.data["configDigest"], json!("cfg-1"), "the gate's config");
 
     let mut decided = record(&approval, &json!({"amount": 5}));
     decided.tool_name = "transfer".into();
@@ -429,4 +447,5 @@ async fn a_chat_approval_records_its_tools_definition_digest_and_its_receipt_nam
     let records = HashMap::from([(approval.clone(), decided)]);
     let sealed = seal_events(GENESIS, &[approved], &records, &issued_data, &key(1), 9).unwrap();
     assert_eq!(sealed.receipts[0].2.payload["toolDigest"], json!(digest));
+    assert_eq!(sealed.receipts[0].2.payload["configDigest"], json!("cfg-1"));
 }

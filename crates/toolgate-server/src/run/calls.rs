@@ -246,7 +246,8 @@ fn ledger_of(config: &LedgerConfig, record: &ApprovalRecord) -> Ledger {
 }
 
 /// What the gate says about a call: the rules and sticky decisions under the
-/// requester's identity, else `[calls] default`.
+/// requester's identity, else `[calls] default`; with the digest of the rules
+/// config that held them.
 async fn verdict(
     context: &RunContext,
     settings: &CallsConfig,
@@ -254,8 +255,9 @@ async fn verdict(
     requester: Requester<'_>,
     call: &NewCall,
     call_id: &str,
-) -> Verdict {
+) -> (Verdict, Option<String>) {
     let gate = context.gate(&ledger.conversation_id, requester.principal);
+    let config_digest = toolgate::tool::CallGate::config_digest(&gate);
     let gate_call = GateCall {
         tool_name: &call.tool,
         input: &call.input,
@@ -265,13 +267,14 @@ async fn verdict(
         groups: requester.groups,
     };
     let named = toolgate::tool::CallGate::check(&gate, gate_call).await;
-    named.unwrap_or_else(|| match settings.default {
+    let verdict = named.unwrap_or_else(|| match settings.default {
         CallsDefault::Allow => Verdict::allow(),
         CallsDefault::Deny => Verdict::deny(format!("no rule names `{}` ([calls] default = \"deny\")", call.tool)),
         CallsDefault::Ask => {
             Verdict::ask().because(format!("no rule names `{}` ([calls] default = \"ask\")", call.tool))
         }
-    })
+    });
+    (verdict, config_digest)
 }
 
 /// Gates a call: finds the call it retries, or decides and records a new
@@ -289,7 +292,7 @@ pub(crate) async fn submit(
         Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
         None => held::call_id_of(&ledger.conversation_id, &call.tool, &call.input).map_err(held_error)?,
     };
-    let verdict = verdict(context, settings, &ledger, requester, &call, &call_id).await;
+    let (verdict, config_digest) = verdict(context, settings, &ledger, requester, &call, &call_id).await;
     let decided = match verdict.action {
         GateAction::Allow => Some(Decision::APPROVE),
         GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
@@ -298,6 +301,11 @@ pub(crate) async fn submit(
     let route: Option<&Route> = verdict.route.as_ref();
     let note = (call.description.is_some() || call.input_schema.is_some())
         .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
+    // The definition as the caller offered it, for the call's receipts.
+    let tool_digest = note.as_ref().and_then(|_| {
+        let schema = call.input_schema.clone().unwrap_or_default();
+        toolgate::receipt::definition_digest(&call.tool, call.description.as_deref(), &schema)
+    });
     let held_call = HeldCall {
         tool_name: &call.tool,
         input: &call.input,
@@ -308,6 +316,8 @@ pub(crate) async fn submit(
         key: call.idempotency_key.as_deref(),
         decided: decided.as_ref(),
         note: note.as_ref(),
+        tool_digest: tool_digest.as_deref(),
+        config_digest: config_digest.as_deref(),
     };
     let attached = held::attach(&ledger, held_call, settings.retry_window).await.map_err(held_error)?;
     if let held::Attached::Issued(record) = &attached {

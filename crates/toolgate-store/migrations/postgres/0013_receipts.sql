@@ -40,3 +40,6 @@ CREATE TABLE receipt_keys (
     jwk      TEXT    NOT NULL,
     added_at BIGINT  NOT NULL
 );
+
+-- Each approval's events, in order: the seal reads the first (issued, or decided by a rule) for what receipts name.
+CREATE INDEX audit_events_approval ON audit_events (approval_id, seq);

@@ -74,6 +74,19 @@ pub fn tool_digest(tool: &crate::Tool) -> Option<String> {
     serde_json::to_value(tool.spec()).ok().and_then(|spec| digest_of(&spec).ok())
 }
 
+/// The [`tool_digest`] of a function tool known only by what a caller
+/// offered (the call-gating API's `description` and `inputSchema`, an MCP
+/// server's tool listing): the same digest a [`crate::Tool`] of that name,
+/// description and schema has.
+pub fn definition_digest(name: &str, description: Option<&str>, input_schema: &serde_json::Value) -> Option<String> {
+    let spec = toolgate_protocol::ToolSpec::Function {
+        name: name.to_owned(),
+        description: description.map(str::to_owned),
+        input_schema: input_schema.clone(),
+    };
+    serde_json::to_value(spec).ok().and_then(|spec| digest_of(&spec).ok())
+}
+
 /// Whether an event of this kind gets a receipt: every kind that decides,
 /// moves or ends an approval. Kinds that only tell (issued, notified,
 /// reminded, escalated, continued, shadowed, rejected) are chained without

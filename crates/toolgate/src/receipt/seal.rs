@@ -216,7 +216,7 @@ pub struct Receipt {
 
 impl Receipt {
     /// The receipt of `record` as of `event` (chained at `link`); `issued` is
-    /// the data of its `issued` event, for the tool and config digests.
+    /// the data of its first event (`issued`), for the tool and config digests.
     pub fn of(
         record: &ApprovalRecord,
         event: &AuditEvent,

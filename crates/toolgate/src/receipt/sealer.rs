@@ -23,7 +23,7 @@ pub struct SealedBatch {
 
 /// Chains `events` (in `seq` order) after `head` and signs a receipt for each
 /// that decides or ends an approval found in `records` (by approval id);
-/// `issued` holds the data of their `issued` events.
+/// `issued` holds the data of their first events (`issued`, or a rule's decision as it was issued).
 pub fn seal_events(
     head: Hash,
     events: &[AuditEvent],
