@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use toolgate::ledger::{LedgerConfig, LedgerStore};
 use toolgate::receipt::{ReceiptKey, ReceiptStore};
+use toolgate_server::receipts::Sealer;
 use toolgate_store::{SqlStore, StoreSpec, StoreSync, open_store_synced};
 
 /// Where approvals, their audit log and conversations are kept.
@@ -63,6 +64,16 @@ impl StoreArgs {
         let store = Arc::new(store.sign_with(key).await.context("cannot register the receipt key")?);
         tracing::info!(store = %spec, "approval store open");
         Ok((Some(store.clone()), Some(store)))
+    }
+
+    /// [`Self::open_signed`] with the data directory's key, and for a SQL
+    /// store the receipts worker started on it, for a process that writes
+    /// audit events without serving (`toolgate chat`, `toolgate
+    /// mcp-gateway`): call [`Sealer::finish`] when it ends.
+    pub async fn open_sealed(&self) -> anyhow::Result<(Option<Arc<dyn LedgerStore>>, Option<Sealer>)> {
+        let (store, receipts) = self.open_signed(None).await?;
+        let clock: Arc<dyn toolgate::ledger::Clock> = Arc::new(toolgate::ledger::SystemClock);
+        Ok((store, receipts.map(|receipts| Sealer::start(receipts, clock))))
     }
 
     /// The store's audit chain, to read (`toolgate audit keys`, `export`, `verify --store`).

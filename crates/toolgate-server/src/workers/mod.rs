@@ -22,6 +22,6 @@ pub(crate) mod call_waiters;
 pub mod continuation;
 pub(crate) mod inbox_hub;
 pub(crate) mod notifications;
-pub(crate) mod receipts;
+pub mod receipts;
 pub mod retention;
 pub mod timers;

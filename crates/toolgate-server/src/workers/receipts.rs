@@ -3,10 +3,14 @@
 //! Every [`SEAL_EVERY`] it chains the events appended since the chain's head
 //! and signs their receipts (in batches of [`BATCH`] until none is left);
 //! every [`CHECKPOINT_EVERY`] it signs a checkpoint of the head, when the
-//! head moved. At shutdown the launcher calls [`finish`]: the last events are
+//! head moved. At shutdown the launcher calls `finish`: the last events are
 //! sealed and a final checkpoint signed. Replicas on one store each run it;
 //! the store serialises them on one chain. A failure is logged and tried
 //! again at the next tick; the events wait, unchained, meanwhile.
+//!
+//! Processes that write to the store without serving (`toolgate chat`,
+//! `toolgate mcp-gateway`) run the same worker through a [`Sealer`], which
+//! they [`finish`](Sealer::finish) when they end.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,4 +74,30 @@ async fn sign_head(store: &dyn ReceiptStore, clock: &dyn Clock) {
 /// At shutdown: seals the last events and signs a final checkpoint.
 pub(crate) async fn finish(store: &dyn ReceiptStore, clock: &dyn Clock) {
     sign_head(store, clock).await;
+}
+
+/// The receipts worker outside the server: started beside whatever writes
+/// audit events, finished when it ends (the last events sealed, a final
+/// checkpoint signed).
+#[derive(Debug)]
+pub struct Sealer {
+    store: Arc<dyn ReceiptStore>,
+    clock: Arc<dyn Clock>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sealer {
+    /// Starts sealing `store` every [`SEAL_EVERY`] and signing checkpoints
+    /// every [`CHECKPOINT_EVERY`], on the current Tokio runtime.
+    pub fn start(store: Arc<dyn ReceiptStore>, clock: Arc<dyn Clock>) -> Self {
+        let task = tokio::spawn(seal_loop(Arc::clone(&store), Arc::clone(&clock)));
+        Self { store, clock, task }
+    }
+
+    /// Stops the loop, seals what is left and signs a final checkpoint.
+    pub async fn finish(self) {
+        self.task.abort();
+        let _ = self.task.await;
+        finish(self.store.as_ref(), self.clock.as_ref()).await;
+    }
 }
