@@ -126,12 +126,46 @@ impl Log {
     }
 }
 
+/// Verifies line by line, and a chunk at a time on every core (`texts`);
+/// both must find the same.
 fn verify(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
+    let one_by_one = one_by_one(lines, keys.clone());
+    assert_eq!(one_by_one, chunked(lines, keys, 7), "both paths agree");
+    one_by_one
+}
+
+fn one_by_one(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
     let mut verifier = Verifier::new(keys);
     for line in lines {
         verifier.text(line)?;
     }
     verifier.finish()
+}
+
+fn chunked(lines: &[String], keys: Jwks, size: usize) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
+    let mut verifier = Verifier::new(keys);
+    for chunk in lines.chunks(size) {
+        verifier.texts(chunk)?;
+    }
+    verifier.finish()
+}
+
+#[test]
+fn a_large_log_verifies_on_every_core_and_a_bad_receipt_among_many_is_named() {
+    let key = key(1);
+    let log = Log::new(400, &key);
+    let lines = log.lines();
+    let report = chunked(&lines, keys(&[&key]), 4096).unwrap();
+    assert_eq!((report.events, report.receipts, report.unsealed), (1600, 800, 0));
+    assert_eq!(Ok(report), one_by_one(&lines, keys(&[&key])));
+    // One receipt in the middle of a batch made to name another approval: its batch fails, and it is named.
+    let mut moved = Log { signed: log.signed.clone(), events: log.events.clone() };
+    let index = moved.signed.iter().rposition(|signed| signed.payload["approvalId"] == json!("apr_200")).unwrap();
+    moved.signed[index].payload["approvalId"] = json!("apr_9999");
+    let found = chunked(&moved.lines(), keys(&[&key]), 4096).unwrap_err();
+    assert_eq!(found.kind, BreakKind::BadSignature, "{found}");
+    assert!(found.detail.contains("apr_9999"), "{found}");
+    assert_eq!(Err(found), one_by_one(&moved.lines(), keys(&[&key])));
 }
 
 fn broken(lines: &[String], keys: Jwks) -> (Option<i64>, BreakKind, String) {

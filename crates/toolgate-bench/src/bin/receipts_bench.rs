@@ -89,8 +89,13 @@ fn verification(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
         }
         None => {
             let mut verifier = Verifier::new(serde_json::from_str(&std::fs::read_to_string(&keys)?)?);
-            for line in std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&log)?).lines() {
-                verifier.text(&line?)?;
+            let mut lines = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(&log)?).lines();
+            loop {
+                let chunk: Vec<String> = lines.by_ref().take(8192).collect::<Result<_, _>>()?;
+                if chunk.is_empty() {
+                    break;
+                }
+                verifier.texts(&chunk)?;
             }
             format!("{:?}", verifier.finish()?)
         }

@@ -25,6 +25,7 @@ pub mod chain;
 mod deferred;
 mod export;
 mod keys;
+mod parallel;
 mod seal;
 mod sealer;
 mod verify;

@@ -83,7 +83,7 @@ impl Signed {
         self.verify_under(key)
     }
 
-    fn verify_under(&self, key: &ed25519_dalek::VerifyingKey) -> Result<(), SealError> {
+    pub(crate) fn verify_under(&self, key: &ed25519_dalek::VerifyingKey) -> Result<(), SealError> {
         let bad = || SealError::BadSignature(self.kid.clone());
         let message = message(self.kind, &self.kid, &self.payload).map_err(|_| bad())?;
         if verify(key, message.as_bytes(), &self.sig) { Ok(()) } else { Err(bad()) }
@@ -96,9 +96,28 @@ impl Signed {
     }
 }
 
-fn message(kind: SealKind, kid: &str, payload: &Value) -> Result<String, ReceiptError> {
-    canonical_json(&json!({"type": kind, "kid": kid, "payload": payload}))
-        .map_err(|error| ReceiptError::Canonical(error.to_string()))
+/// The signed message: the canonical JSON of `{"type", "kid", "payload"}`,
+/// written member by member in canonical order (`kid`, `payload`, `type`)
+/// rather than the payload copied into a new object.
+pub(crate) fn message(kind: SealKind, kid: &str, payload: &Value) -> Result<String, ReceiptError> {
+    let canonical = |value: &Value| canonical_json(value).map_err(|error| ReceiptError::Canonical(error.to_string()));
+    let kind = serde_json::to_value(kind).map_err(|error| ReceiptError::Canonical(error.to_string()))?;
+    let (kid, payload, kind) = (canonical(&json!(kid))?, canonical(payload)?, canonical(&kind)?);
+    Ok(format!("{{\"kid\":{kid},\"payload\":{payload},\"type\":{kind}}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_is_the_canonical_json_of_type_kid_and_payload() {
+        let payload = json!({"b": [1, 2.5, "é\u{1}"], "a": {"z": null, "y": true}, "€": 1e21});
+        for kind in [SealKind::Checkpoint, SealKind::Prune, SealKind::Receipt] {
+            let whole = canonical_json(&json!({"type": kind, "kid": "k\"1", "payload": payload})).unwrap();
+            assert_eq!(message(kind, "k\"1", &payload).unwrap(), whole);
+        }
+    }
 }
 
 /// The chain's head: after `count` events, the last at `headSeq`, the hash was `headHash`.

@@ -168,8 +168,10 @@ pub struct Verifier {
     checkpoints: BTreeMap<i64, Checkpoint>,
     ranges: HashMap<Hash, PrunedRange>,
     receipts: BTreeMap<i64, Vec<ReceiptRef>>,
-    ring: KeyRing,
+    pub(super) ring: KeyRing,
     deferred: Deferred,
+    /// The first receipt checked already (`texts`) whose signature does not hold: its approval, and why.
+    bad_receipt: Option<(String, String)>,
     /// The event read but not yet checked (checked when the next arrives).
     pending: Option<(EventLine, Hash)>,
     running: Hash,
@@ -193,6 +195,7 @@ impl Verifier {
             receipts: BTreeMap::new(),
             ring: keys.ring(),
             deferred: Deferred::default(),
+            bad_receipt: None,
             pending: None,
             running: GENESIS,
             before_last: None,
@@ -239,16 +242,12 @@ impl Verifier {
                 "a signed record after the events (an export lists them first)",
             ));
         }
+        if signed.kind == SealKind::Receipt {
+            return self.receipt(signed, None);
+        }
         let label = format!("{:?}", signed.kind).to_lowercase();
         if self.ring.get(&signed.kid).is_none() {
             return Err(broke(None, BreakKind::UnknownKey, format!("a {label} signed by `{}`", signed.kid)));
-        }
-        if signed.kind == SealKind::Receipt {
-            let placed = ReceiptRef::of(&signed.payload)
-                .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval and event"))?;
-            self.receipts.entry(placed.0).or_default().push(placed.1);
-            self.deferred.push(signed, &self.ring);
-            return Ok(());
         }
         signed
             .verify_in(&self.ring)
@@ -273,13 +272,12 @@ impl Verifier {
     }
 
     fn event(&mut self, mut line: EventLine) -> Result<(), Break> {
-        // The digest leaves `seq` out: taken out and put back rather than the event copied.
-        let inner = line.event.as_object_mut().and_then(|fields| fields.remove("seq"));
-        let digest = value_digest(&line.event)
-            .map_err(|error| broke(Some(line.link.seq), BreakKind::Malformed, error.to_string()))?;
-        if let (Some(inner), Some(fields)) = (inner, line.event.as_object_mut()) {
-            fields.insert("seq".to_owned(), inner);
-        }
+        let digest = event_digest(&mut line)?;
+        self.digested(line, digest)
+    }
+
+    /// Reads an event whose digest is known.
+    pub(super) fn digested(&mut self, line: EventLine, digest: Hash) -> Result<(), Break> {
         if let Some((pending, pending_digest)) = self.pending.take() {
             self.check(pending, pending_digest, Some(&line))?;
         }
@@ -491,7 +489,34 @@ impl Verifier {
     }
 
     /// The receipts' signatures checked so far and the rest: a break at the first bad one.
+    /// Places a receipt for the walk; `checked`: its signature's check, done
+    /// already (`texts`), else it is queued for the workers.
+    pub(super) fn receipt(&mut self, signed: Signed, checked: Option<Result<(), String>>) -> Result<(), Break> {
+        if self.pending.is_some() || self.last_seq.is_some() {
+            return Err(broke(
+                None,
+                BreakKind::Malformed,
+                "a signed record after the events (an export lists them first)",
+            ));
+        }
+        if self.ring.get(&signed.kid).is_none() {
+            return Err(broke(None, BreakKind::UnknownKey, format!("a receipt signed by `{}`", signed.kid)));
+        }
+        let placed = ReceiptRef::of(&signed.payload)
+            .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval and event"))?;
+        match checked {
+            None => self.deferred.push(signed, &self.ring),
+            Some(Err(why)) if self.bad_receipt.is_none() => self.bad_receipt = Some((placed.1.approval.clone(), why)),
+            Some(_) => {}
+        }
+        self.receipts.entry(placed.0).or_default().push(placed.1);
+        Ok(())
+    }
+
     fn check_deferred(&mut self) -> Result<(), Break> {
+        if let Some((approval, why)) = self.bad_receipt.take() {
+            return Err(broke(None, BreakKind::BadSignature, format!("the receipt of approval {approval}: {why}")));
+        }
         match std::mem::take(&mut self.deferred).finish(&self.ring) {
             Some((signed, why)) => {
                 let approval = signed.payload.get("approvalId").and_then(Value::as_str).unwrap_or_default();
@@ -500,6 +525,18 @@ impl Verifier {
             None => Ok(()),
         }
     }
+}
+
+/// An event's digest: its canonical JSON without `seq` (taken out and put
+/// back rather than the event copied).
+pub(super) fn event_digest(line: &mut EventLine) -> Result<Hash, Break> {
+    let inner = line.event.as_object_mut().and_then(|fields| fields.remove("seq"));
+    let digest =
+        value_digest(&line.event).map_err(|error| broke(Some(line.link.seq), BreakKind::Malformed, error.to_string()));
+    if let (Some(inner), Some(fields)) = (inner, line.event.as_object_mut()) {
+        fields.insert("seq".to_owned(), inner);
+    }
+    digest
 }
 
 /// What the walk checks of a receipt: the event it names.
