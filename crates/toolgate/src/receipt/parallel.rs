@@ -19,7 +19,7 @@ use super::seal::{SealKind, Signed, message};
 use super::verify::{Break, BreakKind, EventLine, LogLine, Verifier, event_digest};
 
 /// Receipts checked in one batch equation.
-const BATCH: usize = 64;
+const BATCH: usize = 256;
 /// Fewer lines than this per thread are not worth a thread.
 const MIN_PER_THREAD: usize = 256;
 
