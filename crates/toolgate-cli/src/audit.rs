@@ -15,7 +15,11 @@ const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Arguments of `toolgate audit`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    /// The signed audit chain: `keys`, `export`, `verify`.
+    #[command(subcommand)]
+    action: Option<crate::receipts::AuditAction>,
     #[command(flatten)]
     store: StoreArgs,
     /// Only this conversation's events (the chat id or AG-UI thread id).
@@ -42,6 +46,9 @@ fn parse_kind(text: &str) -> Result<AuditKind, String> {
 
 /// Prints the matching events, one JSON object per line; with `--follow`, keeps going.
 pub async fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    if let Some(action) = args.action {
+        return crate::receipts::run(action).await;
+    }
     let Some(store) = args.store.open().await? else {
         bail!("`toolgate audit` needs a store; --store none keeps no audit log");
     };

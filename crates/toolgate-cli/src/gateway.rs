@@ -96,7 +96,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
          `serve`, `chat` and `run`",
         args.config.display()
     );
-    let store = args.store.open().await?.context(
+    let (store, sealer) = args.store.open_sealed().await?;
+    let store = store.context(
         "mcp-gateway needs a store that keeps approvals (`--store sqlite`, the default, or `postgres://...`), not `none`",
     )?;
     let ledger = LedgerConfig { groups: Arc::new(config.groups.clone()), ..args.ledger.config(store) };
@@ -130,6 +131,9 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<std::process::ExitCode> {
         Some(addr) => serve_http(&args, &config, gateway, identity, addr).await,
     };
     mcp.shutdown().await;
+    if let Some(sealer) = sealer {
+        sealer.finish().await;
+    }
     served.map(|()| std::process::ExitCode::SUCCESS)
 }
 

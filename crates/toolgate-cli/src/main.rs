@@ -9,6 +9,7 @@ mod duration;
 mod gateway;
 mod model_spec;
 mod policy;
+mod receipts;
 mod run;
 mod serve;
 mod store;

@@ -61,6 +61,11 @@ pub struct ServeArgs {
     /// remove them (checked at start and hourly; nothing pending is ever removed). Default: keep everything.
     #[arg(long, value_name = "DURATION", value_parser = parse_retain)]
     retain: Option<Duration>,
+    /// The Ed25519 key receipts and audit checkpoints are signed with: a private JWK (OKP, Ed25519). Default:
+    /// `receipt-key.jwk` in the data directory, created (0600) on first use. To rotate, point this at a new
+    /// key: the old one stays in the store's key set (GET /.well-known/toolgate/receipt-keys), verify-only.
+    #[arg(long, value_name = "FILE")]
+    receipt_key: Option<PathBuf>,
     /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
     #[arg(long, conflicts_with = "tokens_file")]
     principal_header: Option<String>,
@@ -140,7 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let model = model_or_default(args.model.as_deref())?;
     let data_dir = args.store.data_dir();
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
-    let store = args.store.open().await?;
+    let (store, receipts) = args.store.open_signed(args.receipt_key.as_deref()).await?;
     let jwt = match args.jwt_jwks {
         Some(_) => Some(jwt_verifier(&args).await?),
         None => None,
@@ -162,6 +167,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--retain needs a store: with --store none nothing is kept");
     }
     config.ledger = store.map(|store| args.ledger.config(store));
+    config.receipts = receipts;
     config.retain = args.retain;
     config.admins = args.admins.iter().chain(setup.admins()).cloned().collect();
     config.groups = setup.groups();

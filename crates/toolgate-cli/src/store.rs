@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use toolgate::ledger::{LedgerConfig, LedgerStore};
-use toolgate_store::{StoreSpec, StoreSync, open_store_synced};
+use toolgate::receipt::{ReceiptKey, ReceiptStore};
+use toolgate_server::receipts::Sealer;
+use toolgate_store::{SqlStore, StoreSpec, StoreSync, open_store_synced};
 
 /// Where approvals, their audit log and conversations are kept.
 #[derive(Debug, Args)]
@@ -39,6 +41,62 @@ impl StoreArgs {
         open(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir(), self.store_sync).await
     }
 }
+
+impl StoreArgs {
+    /// [`Self::open`], and for a SQL store the same store signing receipts
+    /// with the key in `key` (default: `receipt-key.jwk` in the data
+    /// directory, created `0600` on first use): the ledger, and the receipts.
+    pub async fn open_signed(&self, key: Option<&Path>) -> anyhow::Result<(Option<Arc<dyn LedgerStore>>, Receipts)> {
+        let spec = StoreSpec::parse(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir()).context("--store")?;
+        if !matches!(spec, StoreSpec::Sqlite(_) | StoreSpec::Postgres(_)) {
+            return Ok((
+                open_store_synced(&spec, self.store_sync).await.context("cannot open the approval store")?,
+                None,
+            ));
+        }
+        let path = key.map_or_else(|| self.data_dir().join(RECEIPT_KEY_FILE), Path::to_path_buf);
+        if key.is_none() {
+            std::fs::create_dir_all(self.data_dir()).context("cannot create the data directory")?;
+        }
+        let key = ReceiptKey::load_or_create(&path).context("--receipt-key")?;
+        tracing::info!(kid = key.kid(), file = %path.display(), "signing receipts");
+        let store = SqlStore::open_synced(&spec, self.store_sync).await.context("cannot open the approval store")?;
+        let store = Arc::new(store.sign_with(key).await.context("cannot register the receipt key")?);
+        tracing::info!(store = %spec, "approval store open");
+        Ok((Some(store.clone()), Some(store)))
+    }
+
+    /// [`Self::open_signed`] with the data directory's key, and for a SQL
+    /// store the receipts worker started on it, for a process that writes
+    /// audit events without serving (`toolgate chat`, `toolgate
+    /// mcp-gateway`): call [`Sealer::finish`] when it ends.
+    pub async fn open_sealed(&self) -> anyhow::Result<(Option<Arc<dyn LedgerStore>>, Option<Sealer>)> {
+        let (store, receipts) = self.open_signed(None).await?;
+        let clock: Arc<dyn toolgate::ledger::Clock> = Arc::new(toolgate::ledger::SystemClock);
+        Ok((store, receipts.map(|receipts| Sealer::start(receipts, clock))))
+    }
+
+    /// The store's audit chain, to read (`toolgate audit keys`, `export`, `verify --store`).
+    pub async fn open_receipts(&self) -> anyhow::Result<Arc<dyn ReceiptStore>> {
+        open_receipts(self.store.as_deref().unwrap_or("sqlite"), &self.data_dir()).await
+    }
+}
+
+/// The audit chain of the SQL store a `--store` value names, to read.
+pub async fn open_receipts(text: &str, data_dir: &Path) -> anyhow::Result<Arc<dyn ReceiptStore>> {
+    let spec = StoreSpec::parse(text, data_dir).context("--store")?;
+    anyhow::ensure!(
+        matches!(spec, StoreSpec::Sqlite(_) | StoreSpec::Postgres(_)),
+        "receipts and the audit chain are kept by SQL stores (sqlite, postgres), not `{spec}`"
+    );
+    Ok(Arc::new(SqlStore::open(&spec).await.context("cannot open the approval store")?))
+}
+
+/// The receipt key's file in the data directory.
+pub const RECEIPT_KEY_FILE: &str = "receipt-key.jwk";
+
+/// A store's audit chain, when it signs receipts.
+pub type Receipts = Option<Arc<dyn ReceiptStore>>;
 
 /// Opens the store a `--store` value names, its commits as durable as `sync` says; `None` for `none`.
 pub async fn open(text: &str, data_dir: &Path, sync: StoreSync) -> anyhow::Result<Option<Arc<dyn LedgerStore>>> {

@@ -311,6 +311,16 @@ fn the_default_store_is_sqlite_in_the_data_dir_and_the_ledger_knows_the_chat() {
     let conversation = events[0]["conversationId"].as_str().unwrap();
     assert!(conversation.starts_with("chat-"), "the ledger conversation is the chat id: {conversation}");
 
+    // The chat ran the receipts worker: its events are chained, receipted and checkpointed.
+    let keys = toolgate(&["audit", "keys", "--data-dir", &data_arg]);
+    assert!(keys.status.success(), "{}", stderr(&keys));
+    let keys_arg = scratch.file("keys.json", &stdout(&keys));
+    let verified = toolgate(&["audit", "verify", "--store", "sqlite", "--data-dir", &data_arg, "--keys", &keys_arg]);
+    let report = stdout(&verified);
+    assert!(verified.status.success(), "{report}{}", stderr(&verified));
+    assert!(report.contains("verified: 3 events") && report.contains(", 2 receipts;"), "{report}");
+    assert!(!report.contains("not yet signed"), "nothing unsealed: {report}");
+
     // `--store none` keeps nothing.
     let empty = scratch.path("empty");
     let output = scratch.chat(&["--data-dir", &empty.display().to_string(), "--approve-all", "-m", "delete it"]);

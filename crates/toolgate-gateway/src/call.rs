@@ -57,6 +57,9 @@ pub async fn call(
                 return outcome::error_text(refusal).into();
             }
             let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
+            // The MCP tool's definition (description and input schema) as listed, for the receipts.
+            let tool_digest = toolgate::receipt::tool_digest(&tool.tool);
+            let config_digest = gateway.config_digest();
             let held_call = HeldCall {
                 tool_name: &tool.info.name,
                 input: &input,
@@ -68,6 +71,8 @@ pub async fn call(
                 decided: None,
                 note: None,
                 input_schema: None,
+                tool_digest: tool_digest.as_deref(),
+                config_digest: config_digest.as_deref(),
             };
             match hold(gateway, session, request, tool, held_call, &reason).await {
                 Ok(result) => result,

@@ -117,6 +117,12 @@ impl Gateway {
         .with_history(Arc::clone(&self.ledger.store), Arc::clone(&self.ledger.groups))
     }
 
+    /// The digest of the rules config now loaded ([`toolgate_policy::Policy::digest`]),
+    /// which the approvals the gateway holds record for their receipts.
+    pub fn config_digest(&self) -> Option<String> {
+        self.policy.current().digest().map(str::to_owned)
+    }
+
     /// What the engine would decide about this call of an upstream tool:
     /// the rules and sticky decisions first (deny > ask > allow), then the
     /// tool's own default from its trusted annotations. Fails closed.

@@ -100,6 +100,7 @@ pub async fn call(
                 return answer(&deny(refusal));
             }
             let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
+            let config_digest = gateway.config_digest();
             let held_call = HeldCall {
                 tool_name,
                 input: &input,
@@ -111,6 +112,9 @@ pub async fn call(
                 decided: None,
                 note: None,
                 input_schema: None,
+                // A tool the gateway does not offer: its definition is unknown here.
+                tool_digest: None,
+                config_digest: config_digest.as_deref(),
             };
             match hold(gateway, session, request, held_call).await {
                 Ok(value) => answer(&value),

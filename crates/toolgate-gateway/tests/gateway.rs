@@ -66,6 +66,14 @@ async fn elicitation_approve_runs_once_and_is_recorded_in_the_session_conversati
     assert!(events.iter().all(|event| event.conversation_id == "mcp:alice:test-client"));
     assert_eq!(events[0].owner.as_deref(), Some("alice"));
     assert_eq!(events[1].principal.as_deref(), Some("alice"));
+    // What its receipts name: the MCP tool's definition as listed, and the rules config.
+    let tools = session.peer().list_all_tools().await.unwrap();
+    let bump = tools.iter().find(|tool| tool.name == "count__bump").unwrap();
+    let schema = serde_json::Value::Object((*bump.input_schema).clone());
+    let listed = toolgate::receipt::definition_digest("count__bump", bump.description.as_deref(), &schema).unwrap();
+    assert_eq!(events[0].data["toolDigest"], json!(listed), "{}", events[0].data);
+    let rules = toolgate_policy::Policy::from_toml_str(NO_RULES).unwrap();
+    assert_eq!(events[0].data["configDigest"], json!(rules.digest().unwrap()));
 }
 
 #[tokio::test]

@@ -184,6 +184,8 @@ impl Rule {
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     rules: Vec<Rule>,
+    /// base64url SHA-256 of the canonical JSON of the rules as loaded.
+    digest: Option<String>,
 }
 
 impl Policy {
@@ -227,7 +229,19 @@ impl Policy {
             names.insert(rule.name.clone(), index + 1);
             compiled.push(rule);
         }
-        Ok(Self { rules: compiled })
+        let configs: Vec<&RuleConfig> = compiled.iter().map(|rule| &rule.config).collect();
+        let digest =
+            serde_json::to_value(&configs).ok().and_then(|value| toolgate::approval::input_digest(&value).ok());
+        Ok(Self { rules: compiled, digest })
+    }
+
+    /// The digest of the rules config as loaded: base64url SHA-256 of the
+    /// canonical JSON (RFC 8785) of its rules, in order, as parsed (so a
+    /// comment or layout change keeps it, a changed rule changes it).
+    /// Receipts name it as the config that held the rule that asked. `None`
+    /// for [`Policy::empty`] (no rules file).
+    pub fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
     }
 
     /// The rules, in file order.

@@ -241,11 +241,19 @@ impl CallGate for PolicyGate {
         let mut held = self.offers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         held.remove(tool_call_id).unwrap_or_default()
     }
+
+    fn config_digest(&self) -> Option<String> {
+        self.policy.digest().map(str::to_owned)
+    }
 }
 
 impl CallGate for Policy {
     fn check<'a>(&'a self, call: GateCall<'a>) -> BoxFuture<'a, Option<Verdict>> {
         futures::future::ready(self.decide(&call)).boxed()
+    }
+
+    fn config_digest(&self) -> Option<String> {
+        self.digest().map(str::to_owned)
     }
 }
 

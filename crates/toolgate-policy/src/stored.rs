@@ -416,4 +416,8 @@ impl CallGate for StoredGate {
     fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
         lock(&self.offers).remove(tool_call_id).unwrap_or_default()
     }
+
+    fn config_digest(&self) -> Option<String> {
+        self.policy.digest().map(str::to_owned)
+    }
 }

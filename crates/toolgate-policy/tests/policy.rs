@@ -755,3 +755,15 @@ fn an_ask_rule_routes_to_its_approvers_and_bad_routing_names_the_rule() {
         assert!(error.contains("`r`") && error.contains(complaint), "{rule}: {error}");
     }
 }
+
+#[test]
+fn the_digest_names_the_rules_as_loaded_not_their_layout() {
+    let one = policy("[[rule]]\nname = \"a\"\naction = \"ask\"\ntool = \"x\"\n");
+    let laid_out = policy("# the same rule\n[[rule]]\ntool = \"x\"\naction = \"ask\"\n\nname = \"a\"\n");
+    let changed = policy("[[rule]]\nname = \"a\"\naction = \"deny\"\ntool = \"x\"\n");
+    let digest = one.digest().expect("a loaded config has a digest");
+    assert_eq!(digest.len(), 43, "base64url SHA-256: {digest}");
+    assert_eq!(laid_out.digest(), Some(digest), "comments, order of keys and blank lines do not count");
+    assert_ne!(changed.digest(), Some(digest), "a changed rule does");
+    assert_eq!(Policy::empty().digest(), None, "no rules file, no digest");
+}

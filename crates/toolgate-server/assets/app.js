@@ -2365,8 +2365,30 @@ function inboxItem(item) {
 
 const inboxDraftMode = (item) => (canVote(item) ? inbox.drafts.get(item.id)?.mode : undefined);
 
+// A decided approval's signed receipt, saved as a file (`GET /api/approvals/{id}/receipt`):
+// `toolgate audit verify --receipt FILE --keys JWKS_FILE` checks it offline.
+async function downloadReceipt(item) {
+  const response = await authFetch(`${APPROVALS_API}/${encodeURIComponent(item.id)}/receipt`);
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    inbox.errors.set(item.id, `No receipt: ${body?.error?.message ?? `HTTP ${response.status}`}`);
+    renderInbox();
+    return;
+  }
+  const url = URL.createObjectURL(await response.blob());
+  const link = el('a', { href: url, download: `receipt-${item.id}.json`, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
 function inboxActions(item) {
-  if (item.state !== 'pending') return null;
+  if (item.state !== 'pending') {
+    return button('Download receipt', 'inbox-receipt-button', () => downloadReceipt(item), 'btn-secondary btn-small', {
+      'aria-label': `Download the signed receipt of ${item.tool}`,
+    });
+  }
   const own = (item.votes ?? []).find(isOwnVote);
   if (own) {
     const verb = own.decision === 'approve' ? 'approved' : 'denied';

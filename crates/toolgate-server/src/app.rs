@@ -79,6 +79,9 @@ pub struct ServerConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// The call-gating API's settings (`[calls]`, `--retry-window`; see [`crate::CallsConfig`]).
     pub calls: crate::run::calls::CallsConfig,
+    /// The audit chain and its receipts, signed with the store's key (`--receipt-key`;
+    /// `None`: no receipts). The receipts worker seals it; see [`toolgate::receipt`].
+    pub receipts: Option<Arc<dyn toolgate::receipt::ReceiptStore>>,
 }
 
 impl ServerConfig {
@@ -104,6 +107,7 @@ impl ServerConfig {
             allowed_hosts: Vec::new(),
             metrics_addr: None,
             calls: crate::run::calls::CallsConfig::default(),
+            receipts: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The launcher: binds the listener, serves the router behind the `Host`
 //! guard, and runs the background workers (continuation, timers, retention,
-//! notifications) until shutdown. It stands above everything else in the
-//! crate: the state, the router and the workers; none of them imports it.
+//! receipts, notifications) until shutdown, then signs the receipts' last
+//! checkpoint. It stands above everything else in the crate: the state, the
+//! router and the workers; none of them imports it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -80,6 +81,9 @@ pub async fn serve_listener(
     for task in background {
         task.abort();
     }
+    if let (Some(receipts), Some(ledger)) = (&state.config().receipts, &state.config().ledger) {
+        workers::receipts::finish(receipts.as_ref(), ledger.clock.as_ref()).await;
+    }
     state.flush_trace();
     // The spans of the last requests: the exporter's thread sends them (it blocks until it answers).
     if crate::telemetry::enabled() && tokio::task::spawn_blocking(crate::telemetry::flush).await.is_err() {
@@ -117,6 +121,9 @@ fn spawn_workers(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     if let Some(retain) = config.retain {
         tasks.push(tokio::spawn(retention::prune_loop(Arc::clone(&store), Arc::clone(&clock), retain)));
+    }
+    if let Some(receipts) = &config.receipts {
+        tasks.push(tokio::spawn(workers::receipts::seal_loop(Arc::clone(receipts), Arc::clone(&clock))));
     }
     tasks.push(tokio::spawn(continuation::continue_due(ledger.clone(), state.run_context().clone())));
     tasks.push(tokio::spawn(timers::fire_due(ledger.clone(), config.groups.clone(), state.signals().clone())));

@@ -114,4 +114,4 @@ pub use toolgate_auth::{
     SecretError, SecretSource, TokenEntryError, TokenTable, TokensError,
 };
 pub use trace::{PromptTracer, TraceFile, trace_prompts};
-pub use workers::{continuation, retention, timers};
+pub use workers::{continuation, receipts, retention, timers};

@@ -41,6 +41,8 @@ async fn held_by(store: Arc<dyn LedgerStore>, clock: Arc<ManualClock>, origin: O
         decided: None,
         note: None,
         input_schema: None,
+        tool_digest: None,
+        config_digest: None,
     };
     let attached = held::attach(&ledger, call, Duration::from_secs(600)).await.unwrap();
     attached.into_record().approval_id

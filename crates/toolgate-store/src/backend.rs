@@ -57,6 +57,10 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// a write transaction does not hold it already (Postgres's advisory
     /// lock; none on SQLite, whose write transaction holds the database's).
     const LOCK_AUDIT_LOG: Option<&'static str>;
+    /// A statement that takes the audit chain's sealing lock until commit
+    /// (Postgres's advisory lock; none on SQLite), so two replicas sealing at
+    /// once extend the chain one after the other (`seal_ops.rs`).
+    const LOCK_CHAIN: Option<&'static str>;
 
     /// The newest schema migration this build carries (the store is ready
     /// only at it: [`toolgate::ledger::AuditStore::ready`]).

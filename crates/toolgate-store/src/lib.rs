@@ -61,6 +61,7 @@ mod outbox_ops;
 mod outbox_sql;
 mod postgres;
 mod private;
+mod seal_ops;
 mod spec;
 mod sql;
 mod sqlite;
@@ -73,8 +74,8 @@ use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, AuditStore, ContinuationClaim,
     ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, InboxStore, LedgerStore,
-    LinkStore, MemoryStore, Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreFuture, StoredConversation,
-    StoredDecision, Transition, TransitionOutcome,
+    LinkStore, MemoryStore, Millis, Outbound, OutboxQuery, OutboxStore, Pruned, StoreError, StoreFuture,
+    StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
 use ops::Operations;
@@ -147,6 +148,10 @@ pub enum OpenError {
 pub struct SqlStore {
     backend: Backend,
     shown: String,
+    /// The key receipts, checkpoints and prunes are signed with, when set
+    /// ([`SqlStore::sign_with`]); without one the store seals nothing and
+    /// prunes without a signed record.
+    signer: Option<Arc<toolgate::receipt::ReceiptKey>>,
 }
 
 /// The operations (ops.rs) on the backend the spec named.
@@ -180,7 +185,21 @@ impl SqlStore {
             }
             StoreSpec::None | StoreSpec::Memory => return Err(OpenError::NotSql { spec: spec.to_string() }),
         };
-        Ok(Self { backend, shown: spec.to_string() })
+        Ok(Self { backend, shown: spec.to_string(), signer: None })
+    }
+
+    /// Signs with `key` from now on (its public half is registered in the
+    /// store's key set): [`toolgate::receipt::ReceiptStore`]'s sealing and
+    /// checkpoints, and prunes with a signed record.
+    pub async fn sign_with(mut self, key: toolgate::receipt::ReceiptKey) -> Result<Self, StoreError> {
+        let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);
+        on_backend!(self, backend => backend.register_key(&key, now))?;
+        self.signer = Some(Arc::new(key));
+        Ok(self)
+    }
+
+    fn signer(&self) -> Result<&toolgate::receipt::ReceiptKey, StoreError> {
+        self.signer.as_deref().ok_or_else(|| StoreError::Unavailable("this store has no receipt key".into()))
     }
 
     /// Closes the connections; operations after this fail as unavailable.
@@ -245,7 +264,9 @@ impl AuditStore for SqlStore {
     }
 
     fn prune(&self, before: Millis) -> StoreFuture<'_, Pruned> {
-        Box::pin(async move { on_backend!(self, backend => backend.prune(before)) })
+        let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);
+        let signed = self.signer.as_deref().map(|key| (key, now));
+        Box::pin(async move { on_backend!(self, backend => backend.prune(before, signed)) })
     }
 
     fn ready(&self) -> StoreFuture<'_, ()> {
@@ -409,6 +430,43 @@ impl LinkStore for SqlStore {
 
     fn link_used<'a>(&'a self, link_id: &'a str) -> StoreFuture<'a, bool> {
         Box::pin(async move { on_backend!(self, backend => backend.link_used(link_id)) })
+    }
+}
+
+impl toolgate::receipt::ReceiptStore for SqlStore {
+    fn seal(&self, limit: usize) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let key = self.signer()?;
+            let now = toolgate::ledger::Clock::now(&toolgate::ledger::SystemClock);
+            on_backend!(self, backend => backend.seal(key, limit, now))
+        })
+    }
+
+    fn checkpoint(&self, at: Millis) -> StoreFuture<'_, Option<toolgate::receipt::Checkpoint>> {
+        Box::pin(async move {
+            let key = self.signer()?;
+            on_backend!(self, backend => backend.checkpoint(key, at))
+        })
+    }
+
+    fn receipt<'a>(&'a self, approval_id: &'a str) -> StoreFuture<'a, Option<toolgate::receipt::Signed>> {
+        Box::pin(async move { on_backend!(self, backend => backend.receipt(approval_id)) })
+    }
+
+    fn receipt_keys(&self) -> StoreFuture<'_, toolgate::receipt::Jwks> {
+        Box::pin(async move { on_backend!(self, backend => backend.receipt_keys()) })
+    }
+
+    fn signed_records(&self, after_seq: i64) -> StoreFuture<'_, Vec<toolgate::receipt::Signed>> {
+        Box::pin(async move { on_backend!(self, backend => backend.signed_records(after_seq)) })
+    }
+
+    fn chained_events(&self, after_seq: i64, limit: usize) -> StoreFuture<'_, Vec<toolgate::receipt::EventLine>> {
+        Box::pin(async move { on_backend!(self, backend => backend.chained_events(after_seq, limit)) })
+    }
+
+    fn checkpoint_before(&self, since: Millis) -> StoreFuture<'_, Option<toolgate::receipt::Checkpoint>> {
+        Box::pin(async move { on_backend!(self, backend => backend.checkpoint_before(since)) })
     }
 }
 

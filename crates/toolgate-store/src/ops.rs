@@ -182,13 +182,23 @@ impl<B: SqlBackend> Operations<B> {
     /// Prunes in chunks of at most [`sql::PRUNE_CHUNK`] rows, each its own
     /// write: events first (they look at the approvals), then approvals (with
     /// their viewers, in the same transaction), then conversations.
-    pub(crate) async fn prune(&self, before: Millis) -> Result<Pruned, StoreError> {
+    /// With a receipt key (`signed`: the key and the time now), events go
+    /// through the audit chain's signed prune instead (`seal_ops.rs`).
+    pub(crate) async fn prune(
+        &self,
+        before: Millis,
+        signed: Option<(&toolgate::receipt::ReceiptKey, Millis)>,
+    ) -> Result<Pruned, StoreError> {
         let mut removed = [0u64; 3];
         for (step, count) in removed.iter_mut().enumerate() {
             loop {
-                let chunk = match step {
-                    0 => self.prune_chunk(sql::PRUNE_EVENTS, before).await?,
-                    1 => self.backend.write(before, prune_approvals_in).await?,
+                let chunk = match (step, signed) {
+                    (0, Some((key, now))) => {
+                        *count += self.prune_signed(key, before, now).await?;
+                        break;
+                    }
+                    (0, None) => self.prune_chunk(sql::PRUNE_EVENTS, before).await?,
+                    (1, _) => self.backend.write(before, prune_approvals_in).await?,
                     _ => self.prune_chunk(sql::PRUNE_CONVERSATIONS, before).await?,
                 };
                 *count += chunk;

@@ -41,6 +41,9 @@ const AUDIT_LOCK_KEY: i64 = 0x746f_6f6c_6761_7465;
 /// Takes the log's advisory lock ([`AUDIT_LOCK_KEY`], in decimal) until commit (the guarded appends of history terms).
 const LOCK_AUDIT_LOG: &str = "SELECT pg_advisory_xact_lock(8390047142196114533)::text";
 
+/// Takes the audit chain's sealing lock until commit (the key is "tg-chain" in ASCII).
+const LOCK_CHAIN: &str = "SELECT pg_advisory_xact_lock(8387722735977064814)::text";
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Marks a conversation due (see `sql::mark_due_sql!`), drawing its
@@ -147,6 +150,7 @@ impl SqlBackend for Backend {
 
     const MARK_DUE: &'static str = MARK_DUE;
     const LOCK_AUDIT_LOG: Option<&'static str> = Some(LOCK_AUDIT_LOG);
+    const LOCK_CHAIN: Option<&'static str> = Some(LOCK_CHAIN);
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
     /// A sequence draws a generation within the one statement that uses it.
     const GENERATION_NEEDS_TRANSACTION: bool = false;

@@ -139,6 +139,7 @@ impl SqlBackend for Backend {
 
     const MARK_DUE: &'static str = MARK_DUE;
     const LOCK_AUDIT_LOG: Option<&'static str> = None;
+    const LOCK_CHAIN: Option<&'static str> = None;
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
     /// Drawing a generation and using it are two statements: they need a transaction.
     const GENERATION_NEEDS_TRANSACTION: bool = true;

@@ -169,6 +169,8 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
                     decided: None,
                     note: None,
                     input_schema: None,
+                    tool_digest: None,
+                    config_digest: None,
                 };
                 let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
                 let context = ApprovalContext::new(call_id, Vec::new());

@@ -48,14 +48,18 @@ async fn sqlite_file_is_created_with_its_directories_in_wal_mode() {
             "_sqlx_migrations",
             "approval_viewers",
             "approvals",
+            "audit_chain",
             "audit_events",
+            "audit_receipts",
+            "audit_seals",
             "continuation_generations",
             "continuations",
             "conversations",
             "decisions",
             "link_uses",
             "notifications",
-            "notify_cursor"
+            "notify_cursor",
+            "receipt_keys"
         ]
     );
 }

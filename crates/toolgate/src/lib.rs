@@ -123,6 +123,7 @@ mod error;
 pub mod ledger;
 pub use toolgate_model as model;
 pub mod prompt;
+pub mod receipt;
 pub mod tool;
 
 pub use toolgate_protocol as protocol;

@@ -6,6 +6,7 @@
 // the chat's own approval in the inbox, where it can be edited and approved.
 
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { after, before, test } from 'node:test';
 import {
   card,
@@ -198,6 +199,17 @@ test('inbox: a call routed to group finance waits for two approvals, then the se
     assert.equal(await alice.getByTestId('chat-status').getAttribute('data-status'), 'ready');
     assert.equal(await alice.evaluate(() => window.__sameDocument), true, 'no reload');
     await shot(alice, `${name}-7-alice-completed`);
+
+    // carol downloads the decision's signed receipt from "Recently decided": it names both votes.
+    const decided = recentItem(carol, chatId, 'call-payroll');
+    const [download] = await Promise.all([
+      carol.waitForEvent('download'),
+      decided.getByTestId('inbox-receipt-button').click(),
+    ]);
+    const receipt = JSON.parse(await readFile(await download.path(), 'utf8'));
+    assert.equal(receipt.type, 'receipt');
+    assert.equal(receipt.payload.approvalId, await decided.getAttribute('data-approval-id'));
+    assert.deepEqual(receipt.payload.votes.map((vote) => vote.principal), ['bob', 'carol']);
 
     const calls = traces('inbox').slice(before);
     assert.equal(calls.length, 2, 'the request and the server-side continuation');

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
+use toolgate_server::receipts::Sealer;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
@@ -119,6 +120,18 @@ enum Approver {
 /// Runs the chat. Exit status 1 when a request failed (with `-m` or stdin
 /// lines); Ctrl-D at the prompt ends an interactive chat with 0.
 pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let mut sealer = None;
+    let result = converse(args, &mut sealer).await;
+    // The receipts worker of an in-process engine's store: the last events sealed, a final checkpoint.
+    if let Some(sealer) = sealer {
+        sealer.finish().await;
+    }
+    result
+}
+
+/// Runs the chat; `sealer` receives the receipts worker of the store an
+/// in-process engine writes to.
+async fn converse(args: ChatArgs, sealer: &mut Option<Sealer>) -> anyhow::Result<ExitCode> {
     let stdin_is_terminal = std::io::stdin().is_terminal();
     let approver = if args.approve_all {
         Approver::ApproveAll
@@ -150,7 +163,8 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
             (Chat::new(chat_id.clone(), transport), format!("server {endpoint}"), sticky)
         }
         None => {
-            let (transport, description, decisions) = in_process(&args, toolkit.clone(), &setup).await?;
+            let (transport, description, decisions, sealed) = in_process(&args, toolkit.clone(), &setup).await?;
+            *sealer = sealed;
             (Chat::new(chat_id.clone(), transport), description, StickySink::Store(decisions))
         }
     };
@@ -239,12 +253,12 @@ async fn in_process(
     args: &ChatArgs,
     toolkit: Option<Toolkit>,
     setup: &ToolSetup,
-) -> anyhow::Result<(InProcessTransport, String, Arc<dyn LedgerStore>)> {
+) -> anyhow::Result<(InProcessTransport, String, Arc<dyn LedgerStore>, Option<Sealer>)> {
     let model = model_or_default(args.model.as_deref())?;
     let store_text = args.store.store.clone().unwrap_or_else(|| "sqlite".into());
     let store_name = toolgate_store::StoreSpec::parse(&store_text, &args.store.data_dir())
         .map_or_else(|_| store_text.clone(), |spec| spec.to_string());
-    let store = args.store.open().await?;
+    let (store, sealer) = args.store.open_sealed().await?;
     let signer = InProcessTransport::random_signer()?;
     let decisions: Arc<dyn LedgerStore> = store.clone().unwrap_or_else(|| Arc::new(MemoryStore::new()));
     let ledger = store.map(|store| args.ledger.config(store));
@@ -275,7 +289,7 @@ async fn in_process(
         }
         request
     });
-    Ok((transport, description, decisions))
+    Ok((transport, description, decisions, sealer))
 }
 
 /// The chat endpoint of `--server`: `/api/chat` added to a URL without a path.

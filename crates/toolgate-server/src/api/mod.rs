@@ -47,6 +47,7 @@ pub(crate) mod me;
 pub(crate) mod metrics;
 pub mod openapi;
 pub(crate) mod policy;
+pub(crate) mod receipts;
 pub(crate) mod sign_in;
 pub(crate) mod stream_resume;
 pub(crate) mod web_page;
@@ -116,6 +117,8 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/approvals", approvals::list, Open),
     route!(GET "/api/approvals/stream", approvals::stream, Open),
     route!(GET "/api/approvals/{id}", approvals::show, Open),
+    route!(GET "/api/approvals/{id}/receipt", receipts::receipt, Open),
+    route!(GET "/.well-known/toolgate/receipt-keys", receipts::keys, Open),
     route!(POST "/api/approvals/{id}", approvals::decide, Open),
     route!(DELETE "/api/approvals/{id}", approvals::withdraw, Open),
     route!(POST "/api/calls", calls::create, Open),

@@ -306,6 +306,10 @@ impl CallGate for CallsGate {
     fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
         self.rules.grants(tool_call_id)
     }
+
+    fn config_digest(&self) -> Option<String> {
+        self.rules.config_digest()
+    }
 }
 
 /// Decides a new call with the gate ([`CallsGate`] under the requester's
@@ -332,6 +336,9 @@ async fn decide_and_attach(
         principal: requester.principal,
         groups: requester.groups,
     };
+    // The receipts name the rules config that held the verdict.
+    let config_digest = gate.config_digest();
+    let held_call = HeldCall { config_digest: config_digest.as_deref(), ..held_call };
     // A stand-in for a tool the server does not run: no policy of its own, so the gate decides.
     let tool = toolgate::Tool::dynamic(held_call.tool_name.to_owned(), json!({}));
     let approval = ApprovalContext::new(call_id, SharedMessages::new(Arc::new(Vec::new())));
@@ -351,6 +358,11 @@ pub(crate) async fn submit(
     let ledger = ledger(config, requester, call.conversation_id.as_deref());
     let note = (call.description.is_some() || call.input_schema.is_some())
         .then(|| json!({"description": call.description, "inputSchema": call.input_schema}));
+    // The definition as the caller offered it, for the call's receipts.
+    let tool_digest = note.as_ref().and_then(|_| {
+        let schema = call.input_schema.clone().unwrap_or_default();
+        toolgate::receipt::definition_digest(&call.tool, call.description.as_deref(), &schema)
+    });
     let held_call = HeldCall {
         tool_name: &call.tool,
         input: &call.input,
@@ -362,6 +374,9 @@ pub(crate) async fn submit(
         decided: None,
         note: note.as_ref(),
         input_schema: call.input_schema.as_ref(),
+        tool_digest: tool_digest.as_deref(),
+        // Set by the gate that decides it (`decide_and_attach`).
+        config_digest: None,
     };
     // A retry is not decided (nor counted by a history term) again.
     if let Some(record) = held::attachable(&ledger, held_call, settings.retry_window).await.map_err(held_error)? {

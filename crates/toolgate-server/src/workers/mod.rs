@@ -9,6 +9,8 @@
 //!   the ledger, the configured groups and the process's signals.
 //! - [`retention`]: prunes what finished before the retention period, on the
 //!   store and its clock.
+//! - [`receipts`]: seals the audit chain and signs its checkpoints, on the
+//!   receipt store and the clock (a last checkpoint at shutdown).
 //! - [`notifications`]: follows the audit log into the outbox and delivers
 //!   it, on the store, its clock, the groups and the link signer.
 //! - [`call_waiters`]: the requests waiting on single calls of the call-gating API, woken by the hub's changes;
@@ -20,5 +22,6 @@ pub(crate) mod call_waiters;
 pub mod continuation;
 pub(crate) mod inbox_hub;
 pub(crate) mod notifications;
+pub mod receipts;
 pub mod retention;
 pub mod timers;

@@ -396,6 +396,11 @@ impl CallGate for Layered {
             }
         })
     }
+
+    /// The caller's config (the server's rules), else the agent's own.
+    fn config_digest(&self) -> Option<String> {
+        self.caller.config_digest().or_else(|| self.own.config_digest())
+    }
 }
 
 /// Prepares the resumption of the agent call `call` (of `tool`) with `answers`,

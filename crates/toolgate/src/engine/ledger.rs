@@ -15,10 +15,12 @@ use crate::ledger::{AuditEvent, AuditKind, Ledger, Transition, WARNING_NOT_RECOR
 use crate::tool::Toolkit;
 
 /// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
+/// `config_digest`: the request's gate's ([`crate::CallGate::config_digest`]).
 pub(crate) async fn record_issued(
     ledger: &Ledger,
     toolkit: Option<&Toolkit>,
     requests: &[ApprovalRequest],
+    config_digest: Option<&str>,
 ) -> Result<(), EngineError> {
     let now = ledger.config.clock.now();
     let mut records = Vec::with_capacity(requests.len());
@@ -33,10 +35,10 @@ pub(crate) async fn record_issued(
         };
         let canonical = canonical_json(&call.input).map_err(invalid)?;
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
-        let ttl = toolkit
-            .and_then(|toolkit| toolkit.get(&call.tool_name))
-            .and_then(|tool| tool.approval_ttl_override())
-            .unwrap_or(ledger.config.ttl);
+        let tool = toolkit.and_then(|toolkit| toolkit.get(&call.tool_name));
+        // The definition the model was offered, for the approval's receipts.
+        let tool_digest = tool.and_then(crate::receipt::tool_digest);
+        let ttl = tool.and_then(|tool| tool.approval_ttl_override()).unwrap_or(ledger.config.ttl);
         let held = lifecycle::held::HeldCall {
             tool_name: &call.tool_name,
             input: &call.input,
@@ -48,10 +50,12 @@ pub(crate) async fn record_issued(
             decided: None,
             note: None,
             input_schema: None,
+            tool_digest: tool_digest.as_deref(),
+            config_digest,
         };
         let ids = (request.approval_id.clone(), call.tool_call_id.clone());
         let record = lifecycle::held::pending_record(ledger, ids, held, (input, canonical_digest(&canonical)), now);
-        events.push(lifecycle::held::issued_event(ledger, &record, now));
+        events.push(lifecycle::held::issued_event_of(ledger, &record, &held, now));
         records.push(record);
         input_sizes.push(canonical.len());
     }

@@ -492,7 +492,10 @@ async fn act_on_calls(
         })
         .collect();
     let failure = match &context.request.ledger {
-        Some(ledger) if !issued.is_empty() => record_issued(ledger, context.toolkit, &issued).await.err(),
+        Some(ledger) if !issued.is_empty() => {
+            let config_digest = context.request.gate.as_ref().and_then(|gate| gate.config_digest());
+            record_issued(ledger, context.toolkit, &issued, config_digest.as_deref()).await.err()
+        }
         _ => None,
     };
     if failure.is_none() {

@@ -110,6 +110,14 @@ pub trait CallGate: Send + Sync {
         let _ = tool_call_id;
         Vec::new()
     }
+
+    /// The digest of the configuration its verdicts come from (a rules
+    /// file's, as loaded), which the approvals it asks for record in their
+    /// `issued` events (`configDigest`) and their receipts name. `None` by
+    /// default: a gate with no configuration to name.
+    fn config_digest(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A rule in shadow mode that matched a call: what it would have decided.

@@ -59,6 +59,8 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::approvals::show,
         crate::api::approvals::decide,
         crate::api::approvals::withdraw,
+        crate::api::receipts::receipt,
+        crate::api::receipts::keys,
         crate::api::calls::create,
         crate::api::calls::stream,
         crate::api::calls::show,

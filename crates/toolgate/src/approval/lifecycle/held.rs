@@ -97,6 +97,27 @@ pub struct HeldCall<'a> {
     /// `inputSchema`), kept with the record: an approver's edit must pass it
     /// too ([`super::check_edit`]).
     pub input_schema: Option<&'a Value>,
+    /// The digest of the tool's definition as offered (description and
+    /// input schema: [`crate::receipt::tool_digest`], or a caller's own),
+    /// kept as `toolDigest` in the data of its first audit event, which its
+    /// receipts name.
+    pub tool_digest: Option<&'a str>,
+    /// The digest of the configuration that held the rule that asked
+    /// ([`crate::CallGate::config_digest`]), kept as `configDigest` beside it.
+    pub config_digest: Option<&'a str>,
+}
+
+impl HeldCall<'_> {
+    /// Writes what the call's receipts name (`toolDigest`, `configDigest`)
+    /// into the data of its first audit event.
+    fn provenance(&self, data: &mut Value) {
+        if let Some(digest) = self.tool_digest {
+            data["toolDigest"] = json!(digest);
+        }
+        if let Some(digest) = self.config_digest {
+            data["configDigest"] = json!(digest);
+        }
+    }
 }
 
 /// Who decides a call that a rule decided before anyone was asked
@@ -247,8 +268,11 @@ pub async fn attach_if(
             Some(decision) => decided_by_rule_now(ledger, &mut record, decision, now),
             None => vec![issued_event(ledger, &record, now)],
         };
-        if let (Some(note), Some(event)) = (call.note, events.first_mut()) {
-            event.data["call"] = note.clone();
+        if let Some(event) = events.first_mut() {
+            if let Some(note) = call.note {
+                event.data["call"] = note.clone();
+            }
+            call.provenance(&mut event.data);
         }
         let records = std::slice::from_ref(&record);
         let issued = match guards {
@@ -447,8 +471,20 @@ pub(crate) fn pending_record(
     }
 }
 
-/// The `issued` event of a record, as the engine writes it for a chat's approvals.
-pub(crate) fn issued_event(ledger: &Ledger, record: &ApprovalRecord, now: Millis) -> AuditEvent {
+/// The `issued` event of `call`'s record, as the engine writes it for a chat's approvals.
+pub(crate) fn issued_event_of(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    call: &HeldCall<'_>,
+    now: Millis,
+) -> AuditEvent {
+    let mut event = issued_event(ledger, record, now);
+    call.provenance(&mut event.data);
+    event
+}
+
+/// The `issued` event of a record (without what [`HeldCall::provenance`] adds).
+fn issued_event(ledger: &Ledger, record: &ApprovalRecord, now: Millis) -> AuditEvent {
     let mut data = json!({"toolName": record.tool_name, "input": record.input, "expiresAt": record.expires_at});
     if let Some(reason) = &record.reason {
         data["reason"] = json!(reason);
