@@ -10,6 +10,7 @@
 //! - [`report`]: the results and their markdown table.
 //! - [`soak`]: the sustained-load memory check (`--soak`).
 //! - [`inbox`]: the inbox at scale (the `inbox_bench` binary, `scripts/bench-inbox.sh`).
+//! - [`subagents`]: the sub-agent approval round trip over HTTP (`subagents_bench --http`).
 //!
 //! `scripts/bench-vs-ai-sdk.sh` builds everything, starts the servers and runs
 //! the `toolgate-bench` binary; see its usage line.
@@ -22,3 +23,4 @@ pub mod process;
 pub mod report;
 pub mod soak;
 pub mod sse;
+pub mod subagents;

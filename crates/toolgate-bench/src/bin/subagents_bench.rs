@@ -14,8 +14,15 @@
 //! 2. **Paused trees**: `--trees` depth-2 trees asked and left paused; this
 //!    process's RSS (the engine is the server's) after each tenth.
 //!
+//! `--http` measures the round trip over HTTP instead, as a stock AI SDK
+//! client makes it (`toolgate_bench::subagents`): two release `toolgate serve
+//! --store sqlite` (a flat config and one with three chained `[[agent]]`
+//! tables), one keep-alive connection each, flat and depth 3 alternated, one
+//! request at a time; `--runs` such runs back to back, each reported.
+//!
 //! Prints markdown tables to stdout, progress to stderr.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -47,6 +54,16 @@ struct Args {
     /// Paused depth-2 trees to hold.
     #[arg(long, default_value_t = 10_000)]
     trees: usize,
+    /// Over HTTP: two `toolgate serve --store sqlite` (flat, and three chained `[[agent]]` tables), one
+    /// connection each; `--store` and `--trees` do not apply.
+    #[arg(long)]
+    http: bool,
+    /// With `--http`: runs of `--rounds` round trips of each kind, back to back, on the same servers.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// With `--http`: the `toolgate` binary (default: the one beside this bench, as `cargo build --release` puts it).
+    #[arg(long)]
+    toolgate: Option<PathBuf>,
 }
 
 fn script(tool: &str, input: Value, done: &str) -> ScriptedModel {
@@ -149,9 +166,79 @@ async fn stored_bytes(
     Ok(bytes)
 }
 
+/// The p50/p99 table of one run, flat first.
+fn print_round_trips(header: &str, rounds: usize, times: &mut [Vec<Duration>; 2]) {
+    for list in times.iter_mut() {
+        list.sort();
+    }
+    println!("| {header} ({rounds} each, alternated) | p50 | p99 | p50 ratio |");
+    println!("|---|---:|---:|---:|");
+    let flat = percentile(&times[0], 0.5);
+    for (name, list) in
+        [("flat: root → gated call", &times[0]), ("depth 3: root → agent → agent → agent → gated call", &times[1])]
+    {
+        let ratio = percentile(list, 0.5).as_secs_f64() / flat.as_secs_f64();
+        println!("| {name} | {} | {} | {ratio:.2}× |", ms(percentile(list, 0.5)), ms(percentile(list, 0.99)));
+    }
+}
+
+/// `--http`: the round trips over HTTP against two servers.
+async fn http(args: &Args) -> anyhow::Result<()> {
+    use toolgate_bench::subagents;
+    let toolgate = match &args.toolgate {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("toolgate"),
+    };
+    anyhow::ensure!(toolgate.exists(), "no {} (build it: cargo build --release -p toolgate-cli)", toolgate.display());
+    let work = tempfile::Builder::new().prefix("subagents-bench.").tempdir()?;
+    let servers =
+        [subagents::serve(&toolgate, work.path(), "flat", 0)?, subagents::serve(&toolgate, work.path(), "deep", 3)?];
+    let mut clients = [subagents::client(&servers[0])?, subagents::client(&servers[1])?];
+    for (server, name) in servers.iter().zip(["flat", "depth 3"]) {
+        eprintln!(
+            "subagents_bench: {name}: toolgate serve --store sqlite on {} (pid {})",
+            server.addr, server.process.pid
+        );
+    }
+    println!(
+        "{}
+",
+        machine_summary()
+    );
+    let run_id = std::process::id();
+    for run in 1..=args.runs {
+        let mut times: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+        for round in 0..args.rounds {
+            for (slot, client) in clients.iter_mut().enumerate() {
+                let chat = format!("http-{run_id}-{run}-{slot}-{round}");
+                let elapsed = subagents::round_trip(client, &chat)
+                    .await
+                    .map_err(|error| anyhow::anyhow!("{error:#}\nthe server's log:\n{}", servers[slot].log_tail(20)))?;
+                times[slot].push(elapsed);
+            }
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load: Vec<&str> = load.split_whitespace().take(3).collect();
+        println!("run {run} of {}, over HTTP, load average after it: {}\n", args.runs, load.join(" "));
+        print_round_trips("round trip over HTTP, one connection", args.rounds, &mut times);
+        println!();
+    }
+    drop(servers);
+    for (file, name) in [("flat.log", "flat"), ("deep.log", "depth 3")] {
+        let log = std::fs::read_to_string(work.path().join(file))?;
+        for line in log.lines().filter(|line| line.contains(" WARN ") || line.contains(" ERROR ")) {
+            eprintln!("subagents_bench: the {name} server logged: {line}");
+        }
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.http {
+        return http(&args).await;
+    }
     let dir = tempfile::tempdir()?;
     let spec = match args.store.as_str() {
         "sqlite" => StoreSpec::Sqlite(dir.path().join("subagents.db")),
@@ -174,19 +261,8 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     anyhow::ensure!(runs.load(Ordering::Relaxed) == 2 * args.rounds, "every approved call ran once");
-    for list in &mut times {
-        list.sort();
-    }
     println!("{}\n", machine_summary());
-    println!("| round trip ({} each, alternated) | p50 | p99 | p50 ratio |", args.rounds);
-    println!("|---|---:|---:|---:|");
-    let flat = percentile(&times[0], 0.5);
-    for (name, list) in
-        [("flat: root → gated call", &times[0]), ("depth 3: root → agent → agent → agent → gated call", &times[1])]
-    {
-        let ratio = percentile(list, 0.5).as_secs_f64() / flat.as_secs_f64();
-        println!("| {name} | {} | {} | {ratio:.2}× |", ms(percentile(list, 0.5)), ms(percentile(list, 0.99)));
-    }
+    print_round_trips("round trip", args.rounds, &mut times);
     println!("\n| depth | bytes stored for one finished tree |\n|---:|---:|");
     for depth in 0..=3 {
         let chat = format!("size-{run_id}-{depth}");
