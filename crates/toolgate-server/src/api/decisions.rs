@@ -243,16 +243,28 @@ pub(crate) async fn revoke(
     Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_decision", format!("no sticky decision `{id}`"));
-    if !visible(&state, &params, principal.as_deref()).await?.iter().any(|decision| decision.id == id) {
-        return Err(unknown());
+    let seen = visible(&state, &params, principal.as_deref()).await?.iter().any(|decision| decision.id == id);
+    let unknown = ApiError::new(StatusCode::NOT_FOUND, "unknown_decision", format!("no sticky decision `{id}`"));
+    revoke_seen(&state, &id, seen, unknown).await
+}
+
+/// Revokes the stored decision (or grant) `id` that the caller was found to
+/// see (`seen`); `unknown` answers one it does not see or that is gone.
+pub(crate) async fn revoke_seen(
+    state: &AppState,
+    id: &str,
+    seen: bool,
+    unknown: ApiError,
+) -> Result<Response, ApiError> {
+    if !seen {
+        return Err(unknown);
     }
-    match state.decision_store().revoke_decision(&id).await? {
+    match state.decision_store().revoke_decision(id).await? {
         Some(_) => {
-            tracing::info!(%id, "sticky decision revoked");
+            tracing::info!(%id, "decision revoked");
             Ok(StatusCode::NO_CONTENT.into_response())
         }
-        None => Err(unknown()),
+        None => Err(unknown),
     }
 }
 

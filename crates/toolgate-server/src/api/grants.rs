@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 use toolgate::ledger::{DecisionQuery, DecisionScope, StoredDecision, conversation_name};
 use toolgate_policy::{StickyAction, StickyDecision, decode_stored};
@@ -103,17 +103,9 @@ pub(crate) async fn revoke(
     Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let unknown = || ApiError::new(StatusCode::NOT_FOUND, "unknown_grant", format!("no grant `{id}`"));
-    if !visible(&state, &params, principal.as_deref()).await?.iter().any(|(grant, _)| grant.id == id) {
-        return Err(unknown());
-    }
-    match state.decision_store().revoke_decision(&id).await? {
-        Some(_) => {
-            tracing::info!(%id, "grant revoked");
-            Ok(StatusCode::NO_CONTENT.into_response())
-        }
-        None => Err(unknown()),
-    }
+    let seen = visible(&state, &params, principal.as_deref()).await?.iter().any(|(grant, _)| grant.id == id);
+    let unknown = ApiError::new(StatusCode::NOT_FOUND, "unknown_grant", format!("no grant `{id}`"));
+    super::decisions::revoke_seen(&state, &id, seen, unknown).await
 }
 
 /// The live grants `principal` sees (module docs), oldest first, with their uses left.
