@@ -7,79 +7,27 @@
 //! Postgres runs when `TOOLGATE_TEST_POSTGRES_URL` is set:
 //! `bash scripts/with-postgres.sh cargo test -p toolgate-server --test calls`.
 
+mod calls_support;
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::HeaderName;
+use calls_support::*;
 use common::*;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use toolgate::ledger::{LedgerConfig, LedgerStore, ManualClock, MemoryStore};
-use toolgate_policy::{Policy, PolicyHandle};
-use toolgate_server::{CallsDefault, PrincipalSource, ServerConfig};
-
-const RULES: &str = r#"
-[[rule]]
-name = "reads"
-action = "allow"
-tool = "read_file"
-
-[[rule]]
-name = "no-drops"
-action = "deny"
-tool = "drop_table"
-reason = "tables are never dropped"
-
-[[rule]]
-name = "payments"
-action = "ask"
-tool = "transfer"
-approvers = ["group:finance"]
-quorum = 2
-reason = "finance signs off payments"
-"#;
-
-/// The clock every test server starts at.
-const T0: i64 = 1_800_000_000_000;
-
-/// A server with the rules, principals from `x-user`, `finance` = bob and carol, on `store` at `clock`.
-async fn server_on(store: Arc<dyn LedgerStore>, clock: Arc<ManualClock>, default: CallsDefault) -> Server {
-    start_configured(default_script(), move |config: &mut ServerConfig| {
-        config.policy = PolicyHandle::new(Policy::from_toml_str(RULES).unwrap());
-        config.principals = PrincipalSource::Header(HeaderName::from_static("x-user"), Vec::new());
-        config.groups = BTreeMap::from([("finance".to_owned(), vec!["bob".to_owned(), "carol".to_owned()])]);
-        config.ledger = Some(LedgerConfig::new(store).clock(clock).ttl(Duration::from_secs(3600)));
-        config.calls.default = default;
-    })
-    .await
-}
+use toolgate::ledger::{LedgerStore, ManualClock, MemoryStore};
+use toolgate_server::CallsDefault;
 
 async fn server() -> (Server, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
     (server_on(Arc::new(MemoryStore::new()), clock.clone(), CallsDefault::Ask).await, clock)
 }
 
-async fn gate(server: &Server, user: &str, body: Value) -> Reply {
-    call(server, "POST", "/api/calls", user, Some(body)).await
-}
-
-async fn status(server: &Server, user: &str, id: &str) -> Reply {
-    call(server, "GET", &format!("/api/calls/{id}"), user, None).await
-}
-
-async fn vote(server: &Server, approval: &str, user: &str, body: Value) -> Reply {
-    call(server, "POST", &format!("/api/approvals/{approval}"), user, Some(body)).await
-}
-
-fn code(reply: &Reply) -> String {
-    reply.json()["error"]["code"].as_str().unwrap_or_default().to_owned()
-}
-
-fn text<'v>(value: &'v Value, key: &str) -> &'v str {
-    value[key].as_str().unwrap_or_else(|| panic!("`{key}` in {value}"))
+/// A server with the shared rules ([`RULES`]) on `store` at `clock`.
+async fn server_on(store: Arc<dyn LedgerStore>, clock: Arc<ManualClock>, default: CallsDefault) -> Server {
+    server_with(RULES, store, clock, default).await
 }
 
 #[tokio::test]
@@ -500,19 +448,4 @@ async fn two_replicas_on_one_postgres_database() {
     let first = server_on(one, clock.clone(), CallsDefault::Ask).await;
     let second = server_on(two, clock, CallsDefault::Ask).await;
     across_replicas(&first, &second).await;
-}
-
-/// A fresh database on the server of `url`, and its URL.
-async fn fresh_database(url: &str) -> String {
-    use sqlx::Connection;
-    let name = format!("toolgate_calls_{}", uuid::Uuid::now_v7().simple());
-    let mut connection = sqlx::PgConnection::connect(url).await.expect("Postgres answers");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut connection).await.unwrap();
-    connection.close().await.ok();
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, format!("?{query}")),
-        None => (url, String::new()),
-    };
-    let (server, _) = head.rsplit_once('/').expect("a database URL");
-    format!("{server}/{name}{query}")
 }

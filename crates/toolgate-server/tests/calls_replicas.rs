@@ -17,27 +17,6 @@ use common::*;
 use serde_json::{Value, json};
 use toolgate_server::CallsDefault;
 
-const RULES: &str = r#"
-[[rule]]
-name = "reads"
-action = "allow"
-tool = "read_file"
-
-[[rule]]
-name = "no-drops"
-action = "deny"
-tool = "drop_table"
-reason = "tables are never dropped"
-
-[[rule]]
-name = "payments"
-action = "ask"
-tool = "transfer"
-approvers = ["group:finance"]
-quorum = 2
-reason = "finance signs off payments"
-"#;
-
 /// Allow and deny at once; a tool nothing names waits for its owner; an
 /// owner's edit is the input to run; a quorum of two; another principal's call is unknown.
 async fn deciding(replicas: &Replicas) {

@@ -15,6 +15,29 @@ use toolgate_server::{CallsDefault, PrincipalSource, ServerConfig};
 
 use crate::common::*;
 
+/// The rules most call tests run under: reads allowed, drops denied,
+/// payments asked of two of finance.
+pub const RULES: &str = r#"
+[[rule]]
+name = "reads"
+action = "allow"
+tool = "read_file"
+
+[[rule]]
+name = "no-drops"
+action = "deny"
+tool = "drop_table"
+reason = "tables are never dropped"
+
+[[rule]]
+name = "payments"
+action = "ask"
+tool = "transfer"
+approvers = ["group:finance"]
+quorum = 2
+reason = "finance signs off payments"
+"#;
+
 /// The clock every test server starts at.
 pub const T0: i64 = 1_800_000_000_000;
 
