@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use toolgate::approval::lifecycle::grant::{GrantOffer, GrantRefusal, GrantSpec};
-use toolgate::ledger::Millis;
+use toolgate::approval::lifecycle::{self, Voter};
+use toolgate::ledger::{ApprovalRecord, Millis, StoredDecision};
 use toolgate::tool::GateCall;
 
 use crate::config::PredicateConfig;
@@ -26,6 +27,21 @@ use crate::sticky::{StickyAction, StickyDecision};
 pub fn check_spec(spec: &GrantSpec) -> Result<(), GrantRefusal> {
     spec.check()?;
     compile(&spec.input).map(|_| ())
+}
+
+/// Makes the grant an approver gives with `voter`'s approval of `record` at
+/// `now`: the spec checked ([`check_spec`]), then made by the lifecycle's
+/// rules ([`lifecycle::grant::issue`]: an approval, one approver's quorum),
+/// under a new id. Every path that takes a grant (inbox, chat, CLI, link)
+/// makes it here, so none skips a check.
+pub fn issue(
+    record: &ApprovalRecord,
+    voter: &Voter,
+    spec: &GrantSpec,
+    now: Millis,
+) -> Result<StoredDecision, GrantRefusal> {
+    check_spec(spec)?;
+    lifecycle::grant::issue(record, voter, spec, now, lifecycle::grant::new_id())
 }
 
 /// The predicates compiled, or why not.

@@ -151,8 +151,7 @@ impl Local {
             None => None,
             Some(_) if !decision.is_approve() => return Err(grant_refused(GrantRefusal::NotApproving)),
             Some(spec) => {
-                toolgate_policy::grants::check_spec(spec).map_err(grant_refused)?;
-                let made = grant::issue(&record, &voter, spec, SystemClock.now(), grant::new_id());
+                let made = toolgate_policy::grants::issue(&record, &voter, spec, SystemClock.now());
                 Some(made.map_err(grant_refused)?)
             }
         };

@@ -193,8 +193,7 @@ async fn grants_with_answers(
         {
             continue;
         }
-        let made = lifecycle::grant::issue(record, voter, &spec, now, lifecycle::grant::new_id())
-            .map_err(super::vote::grant_refused)?;
+        let made = toolgate_policy::grants::issue(record, voter, &spec, now).map_err(super::vote::grant_refused)?;
         lifecycle::grant::save(config.store.as_ref(), &made).await?;
         tracing::info!(grant = %made.id, approval = %id, "grant made with a chat answer");
     }

@@ -129,10 +129,8 @@ pub(crate) async fn vote_with_grant(
     if !decision.is_approve() {
         return Err(grant_refused(GrantRefusal::NotApproving));
     }
-    toolgate_policy::grants::check_spec(spec).map_err(grant_refused)?;
     let record = visible(ledger, id, voter).await?;
-    let made = lifecycle::grant::issue(&record, voter, spec, ledger.clock.now(), lifecycle::grant::new_id())
-        .map_err(grant_refused)?;
+    let made = toolgate_policy::grants::issue(&record, voter, spec, ledger.clock.now()).map_err(grant_refused)?;
     let record = vote(context, ledger, id, voter, decision, options).await?;
     if record.state == ApprovalState::Superseded {
         return Ok((record, None));

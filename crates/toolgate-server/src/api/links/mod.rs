@@ -219,11 +219,11 @@ fn offered_grant(state: &AppState, claims: &LinkClaims) -> Option<GrantSpec> {
 
 /// Keeps the grant a link's approval carries, once its vote counted: made
 /// by the voter on the approval as it was voted on
-/// ([`lifecycle::grant::issue`]); one that cannot be made or kept is logged
+/// ([`toolgate_policy::grants::issue`]); one that cannot be made or kept is logged
 /// (the vote stands, nothing more is allowed).
 async fn grant_with_link(ledger: &LedgerConfig, record: &ApprovalRecord, voter: &Voter, spec: &GrantSpec) {
     let now = ledger.clock.now();
-    let kept = match lifecycle::grant::issue(record, voter, spec, now, lifecycle::grant::new_id()) {
+    let kept = match toolgate_policy::grants::issue(record, voter, spec, now) {
         Ok(grant) => {
             lifecycle::grant::save(ledger.store.as_ref(), &grant).await.map(|()| grant.id).map_err(|e| e.to_string())
         }
