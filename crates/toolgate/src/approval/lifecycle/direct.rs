@@ -34,6 +34,12 @@
 //! [`admit`] decides, what it would have decided is a `shadowed` event
 //! ([`shadowed`]: the rule, its action and reason, and what was decided).
 //!
+//! Where the recording path knows them, each of these events also names the
+//! tool's definition digest (`toolDigest`, [`crate::receipt::tool_digest`])
+//! and the gate's config digest (`configDigest`), as an approval's `issued`
+//! event does ([`Described`]): the event's receipt
+//! ([`crate::receipt::CallReceipt`]) carries them.
+//!
 //! Every path that runs or refuses calls without an approval (the engine's
 //! step loop and its pre-resolution of held batches, a gateway's allowed and
 //! denied calls, and any edge built on the held-call path) writes these
@@ -67,6 +73,42 @@ impl<'a> DirectCall<'a> {
     /// The call a model's tool call part names.
     pub fn of(part: &'a ToolCallPart) -> Self {
         Self { tool_call_id: &part.tool_call_id, tool_name: &part.tool_name, input: &part.input }
+    }
+}
+
+/// What a call's events name besides the call, for its receipts: the
+/// digest of the tool's definition as offered and of the config that decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Described {
+    /// `toolDigest`: the tool's definition ([`crate::receipt::tool_digest`]).
+    pub tool_digest: Option<String>,
+    /// `configDigest`: the deciding gate's ([`crate::tool::CallGate::config_digest`]).
+    pub config_digest: Option<String>,
+}
+
+impl Described {
+    /// The digests of `tool` and of `gate`'s config.
+    pub fn of(tool: Option<&Tool>, gate: Option<&dyn crate::tool::CallGate>) -> Self {
+        Self {
+            tool_digest: tool.and_then(crate::receipt::tool_digest),
+            config_digest: gate.and_then(|gate| gate.config_digest()),
+        }
+    }
+
+    /// Writes the digests known into `event`'s data (an object).
+    pub fn describe(&self, event: &mut AuditEvent) {
+        let Some(data) = event.data.as_object_mut() else { return };
+        for (key, value) in [("toolDigest", &self.tool_digest), ("configDigest", &self.config_digest)] {
+            if let Some(value) = value {
+                data.insert(key.to_owned(), Value::String(value.clone()));
+            }
+        }
+    }
+
+    /// `event`, described.
+    pub fn described(&self, mut event: AuditEvent) -> AuditEvent {
+        self.describe(&mut event);
+        event
     }
 }
 
@@ -150,9 +192,11 @@ pub async fn judge(
         let Some(gate) = caller.gate else { return unguarded(verdict) };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
         let offers = gate.grants(call.tool_call_id);
+        let described = Described::of(Some(tool), Some(gate));
         let lifted = match verdict.action {
             GateAction::Ask if !offers.is_empty() => {
-                let decided = lift(ledger, &offers, verdict.clone(), call, caller.principal).await;
+                let decided =
+                    lift_described(ledger, &offers, verdict.clone(), call, caller.principal, &described).await;
                 (decided.action == GateAction::Allow).then_some(decided)
             }
             _ => None,
@@ -165,7 +209,7 @@ pub async fn judge(
         }
         let admitted = match verdict.action {
             GateAction::Ask => Some(Judged { verdict, guards }),
-            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict).await,
+            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict, &described).await,
             _ => Some(unguarded(verdict)),
         };
         if let Some(judged) = admitted {
@@ -183,8 +227,9 @@ async fn record_allowed(
     call: DirectCall<'_>,
     guards: &[HistoryGuard],
     verdict: Verdict,
+    described: &Described,
 ) -> Option<Judged> {
-    let event = allowed(ledger, call, ledger.config.clock.now());
+    let event = described.described(allowed(ledger, call, ledger.config.clock.now()));
     let verdict = match ledger.config.store.append_if(guards, std::slice::from_ref(&event)).await {
         Ok(true) => verdict,
         Ok(false) => return None,
@@ -251,6 +296,18 @@ pub async fn lift(
     call: DirectCall<'_>,
     requester: Option<&str>,
 ) -> Verdict {
+    lift_described(ledger, offers, verdict, call, requester, &Described::default()).await
+}
+
+/// [`lift`], its `granted` event naming the digests in `described`.
+pub async fn lift_described(
+    ledger: Option<&Ledger>,
+    offers: &[GrantOffer],
+    verdict: Verdict,
+    call: DirectCall<'_>,
+    requester: Option<&str>,
+    described: &Described,
+) -> Verdict {
     for offer in offers.iter().filter(|offer| super::grant::may_lift(offer, &verdict, requester)) {
         let Some(ledger) = ledger else {
             if offer.unlimited {
@@ -259,7 +316,7 @@ pub async fn lift(
             continue;
         };
         let now = ledger.config.clock.now();
-        let event = granted(ledger, call, offer, now);
+        let event = described.described(granted(ledger, call, offer, now));
         match ledger.config.store.use_decision(&offer.id, now, std::slice::from_ref(&event)).await {
             Ok(Some(_)) => return Verdict::allow().because(offer.description.clone()),
             Ok(None) => {}
