@@ -118,6 +118,8 @@ async fn calls_without_an_approval_have_receipts_their_owner_can_fetch() {
     let grant_id = events.iter().find(|event| event["seq"] == granted).unwrap()["data"]["grant"].clone();
     assert_eq!(grant_use.grant.as_deref(), grant_id.as_str());
     assert_eq!(grant_use.input_digest, Some(toolgate::approval::input_digest(&json!({"amount": 6})).unwrap()));
+    assert_eq!(grant_use.config_digest.as_deref(), Some(digest.as_str()), "the rules that asked");
+    assert_eq!(grant_use.tool_digest, None, "the caller offered no definition (not the server's stand-in's)");
     assert_eq!(fetch(&server, &path, "mallory").await.unwrap_err(), (404, json!("unknown_event")));
 
     // Its outcome.

@@ -179,6 +179,8 @@ pub struct Judged {
 }
 
 /// [`admit`], keeping the history an `ask` verdict rested on ([`Judged::guards`]).
+/// Its events name `tool`'s definition digest and the gate's config digest
+/// ([`Described::of`]).
 pub async fn judge(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
@@ -186,17 +188,29 @@ pub async fn judge(
     input: &Value,
     context: ApprovalContext,
 ) -> Judged {
+    let described = Described::of(Some(tool), caller.gate);
+    judge_described(ledger, caller, tool, input, context, &described).await
+}
+
+/// [`judge`], its events naming the digests in `described` (a held call's:
+/// the definition its caller offered, not the stand-in `tool` it is judged as).
+pub async fn judge_described(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+    described: &Described,
+) -> Judged {
     let unguarded = |verdict| Judged { verdict, guards: Vec::new() };
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
         let Some(gate) = caller.gate else { return unguarded(verdict) };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
         let offers = gate.grants(call.tool_call_id);
-        let described = Described::of(Some(tool), Some(gate));
         let lifted = match verdict.action {
             GateAction::Ask if !offers.is_empty() => {
-                let decided =
-                    lift_described(ledger, &offers, verdict.clone(), call, caller.principal, &described).await;
+                let decided = lift_described(ledger, &offers, verdict.clone(), call, caller.principal, described).await;
                 (decided.action == GateAction::Allow).then_some(decided)
             }
             _ => None,
@@ -209,7 +223,7 @@ pub async fn judge(
         }
         let admitted = match verdict.action {
             GateAction::Ask => Some(Judged { verdict, guards }),
-            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict, &described).await,
+            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict, described).await,
             _ => Some(unguarded(verdict)),
         };
         if let Some(judged) = admitted {
