@@ -40,6 +40,7 @@ pub async fn call(
     let described = direct::Described {
         tool_digest: toolgate::receipt::tool_digest(&tool.tool),
         config_digest: gateway.config_digest(),
+        rule: None,
     };
     match verdict.action {
         GateAction::Deny => {
@@ -64,7 +65,7 @@ pub async fn call(
             }
             let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
             // The MCP tool's definition (description and input schema) as listed, for the receipts.
-            let direct::Described { tool_digest, config_digest } = described;
+            let direct::Described { tool_digest, config_digest, .. } = described;
             let held_call = HeldCall {
                 tool_name: &tool.info.name,
                 input: &input,

@@ -91,6 +91,7 @@ async fn calls_without_an_approval_have_receipts_their_owner_can_fetch() {
     assert_eq!((receipt.decision.as_str(), receipt.decided_by.as_deref()), ("allow", Some("policy")));
     assert_eq!((receipt.owner.as_deref(), receipt.conversation_id.as_str()), (Some("alice"), "chat-1"));
     assert_eq!(receipt.config_digest.as_deref(), Some(digest.as_str()), "the rules that decided");
+    assert!(receipt.rule.as_deref().is_some_and(|rule| rule.contains("`tidy-up`")), "{:?}", receipt.rule);
     assert!(receipt.tool_digest.is_some() && receipt.result_digest.is_some(), "{receipt:?}");
     assert_eq!(receipt.event.seq, ran);
     for outsider in ["mallory", "bob"] {

@@ -108,8 +108,9 @@ pub(crate) async fn record_outcomes(
 
 /// The events of calls decided without an approval: those that `ran` (a
 /// rule or their policy allowed them) and those `refused`, with the reason
-/// (see [`lifecycle::direct`]), each naming its tool's definition digest and
-/// the request's gate's config digest ([`Described`]).
+/// (see [`lifecycle::direct`]), each naming its tool's definition digest,
+/// the request's gate's config digest and, for a call a rule allowed, the
+/// rule ([`Described`]).
 pub(crate) fn direct_events(
     request: &TextRequest,
     ledger: &Ledger,
@@ -128,7 +129,9 @@ pub(crate) fn direct_events(
             Err(error) => Err(error.to_value()),
         };
         let event = lifecycle::direct::ran(ledger, DirectCall::of(&outcome.call), detail.as_ref(), now);
-        events.push(described(&outcome.call.tool_name).described(event));
+        let call = &outcome.call;
+        let described = described(&call.tool_name).allowed_by(request.gate.as_deref(), &call.tool_call_id);
+        events.push(described.described(event));
     }
     for (part, reason) in refused {
         let event = lifecycle::direct::refused(ledger, DirectCall::of(part), reason, now);

@@ -37,7 +37,8 @@
 //! Where the recording path knows them, each of these events also names the
 //! tool's definition digest (`toolDigest`, [`crate::receipt::tool_digest`])
 //! and the gate's config digest (`configDigest`), as an approval's `issued`
-//! event does ([`Described`]): the event's receipt
+//! event does, and an allowed call's the rule that allowed it (`rule`,
+//! [`crate::tool::CallGate::allowed_by`]) ([`Described`]): the event's receipt
 //! ([`crate::receipt::CallReceipt`]) carries them.
 //!
 //! Every path that runs or refuses calls without an approval (the engine's
@@ -77,13 +78,16 @@ impl<'a> DirectCall<'a> {
 }
 
 /// What a call's events name besides the call, for its receipts: the
-/// digest of the tool's definition as offered and of the config that decided.
+/// digest of the tool's definition as offered and of the config that
+/// decided, and the rule that allowed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Described {
     /// `toolDigest`: the tool's definition ([`crate::receipt::tool_digest`]).
     pub tool_digest: Option<String>,
     /// `configDigest`: the deciding gate's ([`crate::tool::CallGate::config_digest`]).
     pub config_digest: Option<String>,
+    /// `rule`: the rule that allowed the call ([`crate::tool::CallGate::allowed_by`]).
+    pub rule: Option<String>,
 }
 
 impl Described {
@@ -92,13 +96,20 @@ impl Described {
         Self {
             tool_digest: tool.and_then(crate::receipt::tool_digest),
             config_digest: gate.and_then(|gate| gate.config_digest()),
+            rule: None,
         }
+    }
+
+    /// These digests, and the rule `gate` says allowed the call `tool_call_id`.
+    pub fn allowed_by(&self, gate: Option<&dyn crate::tool::CallGate>, tool_call_id: &str) -> Self {
+        Self { rule: gate.and_then(|gate| gate.allowed_by(tool_call_id)), ..self.clone() }
     }
 
     /// Writes the digests known into `event`'s data (an object).
     pub fn describe(&self, event: &mut AuditEvent) {
         let Some(data) = event.data.as_object_mut() else { return };
-        for (key, value) in [("toolDigest", &self.tool_digest), ("configDigest", &self.config_digest)] {
+        let fields = [("toolDigest", &self.tool_digest), ("configDigest", &self.config_digest), ("rule", &self.rule)];
+        for (key, value) in fields {
             if let Some(value) = value {
                 data.insert(key.to_owned(), Value::String(value.clone()));
             }
@@ -223,7 +234,10 @@ pub async fn judge_described(
         }
         let admitted = match verdict.action {
             GateAction::Ask => Some(Judged { verdict, guards }),
-            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict, described).await,
+            GateAction::Allow if !guards.is_empty() => {
+                let described = described.allowed_by(Some(gate), call.tool_call_id);
+                record_allowed(ledger, call, &guards, verdict, &described).await
+            }
             _ => Some(unguarded(verdict)),
         };
         if let Some(judged) = admitted {

@@ -309,6 +309,7 @@ pub async fn admit(
     let described = super::direct::Described {
         tool_digest: call.tool_digest.map(str::to_owned),
         config_digest: call.config_digest.map(str::to_owned),
+        rule: None,
     };
     for _ in 0..super::direct::MAX_ADMITS {
         let judged =
