@@ -23,6 +23,12 @@ use toolgate_store::{SqlStore, StoreSpec};
 
 const RULES: &str = r#"
 [[rule]]
+name = "not-mallory"
+action = "deny"
+tool = "delete_file"
+principal = "mallory"
+
+[[rule]]
 name = "tidy-up"
 action = "allow"
 tool = "delete_file"
@@ -85,6 +91,17 @@ async fn calls_without_an_approval_have_receipts_their_owner_can_fetch() {
     assert_eq!(chat.status, 200, "{}", chat.body);
     assert!(chat.chunks().iter().all(|chunk| chunk["type"] != "tool-approval-request"), "{}", chat.body);
     let ran = seq_of(&audit(&server, "alice").await, "executed", Some("call-1"));
+    // Mallory's own call of it, denied by a rule: hers is an approval-less event too (principal mallory),
+    // which must not open everybody else's approval-less events to her.
+    let body = json!({"id": "chat-m", "messages": [{"id": "u1", "role": "user",
+        "parts": [{"type": "text", "text": "delete notes.txt"}]}]});
+    assert_eq!(call(&server, "POST", "/api/chat", "mallory", Some(body)).await.status, 200);
+    let hers = audit(&server, "mallory").await;
+    let denied = seq_of(&hers, "denied", Some("call-1"));
+    assert!(hers.iter().all(|event| event["owner"] == "mallory"), "mallory sees only her own: {hers:?}");
+    let refused =
+        verify_call_receipt(&fetch(&server, &format!("/api/audit/{denied}/receipt"), "mallory").await.unwrap(), &keys);
+    assert!(refused.unwrap().rule.is_some_and(|rule| rule.contains("`not-mallory`")));
     let path = format!("/api/audit/{ran}/receipt");
     let receipt = verify_call_receipt(&fetch(&server, &path, "alice").await.unwrap(), &keys).unwrap();
     assert_eq!((receipt.tool_name.as_str(), receipt.tool_call_id.as_str()), ("delete_file", "call-1"));

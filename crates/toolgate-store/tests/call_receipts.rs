@@ -4,6 +4,8 @@
 //! the event's `seq`; they verify alone and with the whole log; a receipt
 //! whose input digest was edited in the database, one re-signed to name
 //! another event, or one signed by another key is found by `verify_store`.
+//! And a principal's own rule-denied call does not open other owners'
+//! approval-less events to their audit view (memory, SQLite, Postgres).
 
 mod support;
 
@@ -12,7 +14,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
 use toolgate::ledger::{
-    AuditEvent, AuditQuery, AuditStore, ConversationStore, DecisionScope, LedgerConfig, LedgerStore, ManualClock,
+    AuditEvent, AuditQuery, AuditStore, AuditView, ConversationStore, DecisionScope, LedgerConfig, LedgerStore,
+    ManualClock,
 };
 use toolgate::receipt::{
     BreakKind, CallReceipt, Jwks, ReceiptKey, ReceiptStore, SealKind, Signed, verify_call_receipt, verify_store,
@@ -210,5 +213,42 @@ async fn sqlite_calls_without_an_approval_have_receipts_and_tampering_is_found()
 async fn postgres_calls_without_an_approval_have_receipts_and_tampering_is_found() {
     if let Some(db) = Db::postgres("call_receipts").await {
         calls_have_receipts_and_tampering_is_found(db).await;
+    }
+}
+
+/// A principal's own call denied by a rule (a `denied` event with no
+/// approval) answers no approval: it does not open the approval-less events
+/// of other owners to them (their receipts are served by that view).
+async fn a_denied_call_opens_no_other_owners_events(stores: support::Stores) {
+    let input = json!({"path": "notes.txt"});
+    for (owner, call_id) in [("alice", "call-a"), ("mallory", "call-m")] {
+        let ledger = LedgerConfig::new(stores.a.clone()).owned(Some(owner), "chat").principal(owner);
+        let call = DirectCall { tool_call_id: call_id, tool_name: "delete_file", input: &input };
+        let event = match owner {
+            "alice" => direct::ran(&ledger, call, Ok(&json!(1)), NOW),
+            _ => direct::refused(&ledger, call, "rule `not-mallory`", NOW),
+        };
+        direct::record(&ledger, &[event]).await.unwrap();
+    }
+    let query = AuditQuery { view: AuditView::Principal("mallory".into()), ..AuditQuery::default() };
+    let seen: Vec<String> = stores.b.audit(&query).await.unwrap().into_iter().map(|event| event.tool_call_id).collect();
+    assert_eq!(seen, ["call-m"]);
+    stores.finish().await;
+}
+
+#[tokio::test]
+async fn memory_a_denied_call_opens_no_other_owners_events() {
+    a_denied_call_opens_no_other_owners_events(support::Stores::memory()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_denied_call_opens_no_other_owners_events() {
+    a_denied_call_opens_no_other_owners_events(support::Stores::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn postgres_a_denied_call_opens_no_other_owners_events() {
+    if let Some(stores) = support::Stores::postgres("denied_view").await {
+        a_denied_call_opens_no_other_owners_events(stores).await;
     }
 }
