@@ -554,14 +554,11 @@ impl ReceiptRef {
     fn of(payload: &Value) -> Option<(i64, Self)> {
         let text = |value: &Value| value.as_str().map(str::to_owned);
         let event = payload.get("event")?;
-        let call = payload.get("toolCallId").and_then(text);
-        let approval = match payload.get("approvalId") {
-            Some(approval) => text(approval)?,
-            None => String::new(),
+        // A call receipt (no approval) is bound to its call too; an approval's, to its approval.
+        let (approval, call) = match payload.get("approvalId") {
+            Some(approval) => (text(approval)?, None),
+            None => (String::new(), Some(text(payload.get("toolCallId")?)?)),
         };
-        if approval.is_empty() && call.is_none() {
-            return None;
-        }
         let placed = Self { approval, call, kind: text(event.get("kind")?)?, hash: text(event.get("hash")?)? };
         Some((event.get("seq")?.as_i64()?, placed))
     }
