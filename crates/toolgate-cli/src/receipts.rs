@@ -16,7 +16,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use toolgate::ledger::StoreError;
-use toolgate::receipt::{Break, Jwks, Report, Signed, Verifier, export, verify_receipt, verify_store};
+use toolgate::receipt::{
+    Break, Jwks, Report, Signed, Verifier, export, is_call_receipt, verify_call_receipt, verify_receipt, verify_store,
+};
 
 use crate::store::StoreArgs;
 
@@ -56,7 +58,7 @@ pub struct VerifyArgs {
     /// An export (`toolgate audit export > log.jsonl`).
     #[arg(long)]
     file: Option<PathBuf>,
-    /// One receipt (`GET /api/approvals/{id}/receipt`, the inbox's "download receipt").
+    /// One receipt (`GET /api/approvals/{id}/receipt`, the inbox's "download receipt", or a call's: `GET /api/audit/{seq}/receipt`).
     #[arg(long)]
     receipt: Option<PathBuf>,
     /// The trusted keys, a JWKS file (from `toolgate audit keys` or `/.well-known/toolgate/receipt-keys`).
@@ -102,10 +104,16 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
         let signed: Signed =
             serde_json::from_str(&text).with_context(|| format!("{} is not a receipt", path.display()))?;
-        return Ok(match verify_receipt(&signed, &keys) {
+        // A call decided without an approval has a receipt of its own shape.
+        let verified = if is_call_receipt(&signed) {
+            verify_call_receipt(&signed, &keys).map(|receipt| serde_json::to_string_pretty(&receipt))
+        } else {
+            verify_receipt(&signed, &keys).map(|receipt| serde_json::to_string_pretty(&receipt))
+        };
+        return Ok(match verified {
             Ok(receipt) => {
                 println!("receipt verified: signed by {}", signed.kid);
-                println!("{}", serde_json::to_string_pretty(&receipt)?);
+                println!("{}", receipt?);
                 ExitCode::SUCCESS
             }
             Err(broken) => broke(&broken),

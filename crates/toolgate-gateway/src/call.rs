@@ -36,12 +36,18 @@ pub async fn call(
     };
     let verdict = gateway.decide(session, tool, &input, &call_id).await;
     let direct = |input| DirectCall { tool_call_id: &call_id, tool_name: &tool.info.name, input };
+    // The definition as listed and the rules that decided, for the events' receipts.
+    let described = direct::Described {
+        tool_digest: toolgate::receipt::tool_digest(&tool.tool),
+        config_digest: gateway.config_digest(),
+        rule: None,
+    };
     match verdict.action {
         GateAction::Deny => {
             let reason = verdict.reason.as_deref().unwrap_or("denied");
             let ledger = gateway.ledger(session);
             let event = direct::refused(&ledger, direct(&input), reason, ledger.config.clock.now());
-            on_record(&ledger, event).await;
+            on_record(&ledger, described.described(event)).await;
             outcome::denied_by_policy(reason).into()
         }
         GateAction::Allow => {
@@ -49,7 +55,8 @@ pub async fn call(
             let ledger = gateway.ledger(session);
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             let outcome = if result.is_error == Some(true) { Err(&value) } else { Ok(&value) };
-            on_record(&ledger, direct::ran(&ledger, direct(&input), outcome, ledger.config.clock.now())).await;
+            let event = direct::ran(&ledger, direct(&input), outcome, ledger.config.clock.now());
+            on_record(&ledger, described.described(event)).await;
             result.into()
         }
         GateAction::Ask => {
@@ -58,8 +65,7 @@ pub async fn call(
             }
             let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
             // The MCP tool's definition (description and input schema) as listed, for the receipts.
-            let tool_digest = toolgate::receipt::tool_digest(&tool.tool);
-            let config_digest = gateway.config_digest();
+            let direct::Described { tool_digest, config_digest, .. } = described;
             let held_call = HeldCall {
                 tool_name: &tool.info.name,
                 input: &input,

@@ -160,6 +160,8 @@ pub struct StoredGate {
     shadows: std::sync::Mutex<std::collections::HashMap<String, Vec<Shadowed>>>,
     /// The grants that covered each call at its last verdict, by tool call id.
     offers: std::sync::Mutex<std::collections::HashMap<String, Vec<GrantOffer>>>,
+    /// Per call, the reason of its last verdict when that allowed it (see `allowed_by`).
+    allowed: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Where a [`StoredGate`] reads the calls history terms count, and the configured groups.
@@ -194,8 +196,8 @@ impl StoredGate {
     ) -> Self {
         let store = Box::new(Shared(store));
         let (loaded, judged, shadows) = (OnceCell::new(), Default::default(), Default::default());
-        let offers = Default::default();
-        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows, offers }
+        let (offers, allowed) = (Default::default(), Default::default());
+        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows, offers, allowed }
     }
 
     /// This gate with the ledger's history: its rules' history terms count
@@ -230,6 +232,16 @@ impl StoredGate {
 
     /// The verdict for one call (what [`CallGate::check`] returns).
     pub async fn decide(&self, call: &GateCall<'_>) -> Option<Verdict> {
+        let verdict = self.decide_now(call).await;
+        let mut allowed = lock(&self.allowed);
+        match verdict.as_ref().filter(|verdict| verdict.action == GateAction::Allow).and_then(|v| v.reason.clone()) {
+            Some(reason) => allowed.insert(call.tool_call_id.to_owned(), reason),
+            None => allowed.remove(call.tool_call_id),
+        };
+        verdict
+    }
+
+    async fn decide_now(&self, call: &GateCall<'_>) -> Option<Verdict> {
         let call = self.complete(call);
         let loaded = match self.load(&call).await {
             Ok(loaded) => loaded,
@@ -415,6 +427,10 @@ impl CallGate for StoredGate {
 
     fn grants(&self, tool_call_id: &str) -> Vec<GrantOffer> {
         lock(&self.offers).remove(tool_call_id).unwrap_or_default()
+    }
+
+    fn allowed_by(&self, tool_call_id: &str) -> Option<String> {
+        lock(&self.allowed).get(tool_call_id).cloned()
     }
 
     fn config_digest(&self) -> Option<String> {

@@ -453,6 +453,10 @@ impl toolgate::receipt::ReceiptStore for SqlStore {
         Box::pin(async move { on_backend!(self, backend => backend.receipt(approval_id)) })
     }
 
+    fn receipt_at(&self, seq: i64) -> StoreFuture<'_, Option<toolgate::receipt::Signed>> {
+        Box::pin(async move { on_backend!(self, backend => backend.receipt_at(seq)) })
+    }
+
     fn receipt_keys(&self) -> StoreFuture<'_, toolgate::receipt::Jwks> {
         Box::pin(async move { on_backend!(self, backend => backend.receipt_keys()) })
     }

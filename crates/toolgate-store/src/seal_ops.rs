@@ -238,6 +238,10 @@ impl<B: SqlBackend> Operations<B> {
 
     /// The newest receipt of an approval, checked to be that approval's.
     pub(crate) async fn receipt(&self, approval_id: &str) -> Result<Option<Signed>, StoreError> {
+        if approval_id.is_empty() {
+            // Calls decided without an approval are stored under an empty one: not an approval's.
+            return Ok(None);
+        }
         let body: Option<String> =
             db::query_scalar("SELECT body FROM audit_receipts WHERE approval_id = $1 ORDER BY seq DESC LIMIT 1")
                 .bind(approval_id)
@@ -252,6 +256,26 @@ impl<B: SqlBackend> Operations<B> {
             return Err(StoreError::Corrupt(format!(
                 "the receipt stored for approval {approval_id} is not its own (it names {})",
                 names.unwrap_or("nothing")
+            )));
+        }
+        Ok(Some(signed))
+    }
+
+    /// The receipt of the event at `seq`, checked to name that event.
+    pub(crate) async fn receipt_at(&self, seq: i64) -> Result<Option<Signed>, StoreError> {
+        let body: Option<String> = db::query_scalar("SELECT body FROM audit_receipts WHERE seq = $1")
+            .bind(seq)
+            .fetch_optional(self.backend().reader())
+            .await?;
+        let Some(body) = body else {
+            return Ok(None);
+        };
+        let signed: Signed = serde_json::from_str(&body).map_err(|error| corrupt("a receipt", error))?;
+        let names = signed.payload.get("event").and_then(|event| event.get("seq")).and_then(Value::as_i64);
+        if signed.kind != SealKind::Receipt || names != Some(seq) {
+            return Err(StoreError::Corrupt(format!(
+                "the receipt stored for event {seq} is not its own (it names {})",
+                names.map_or_else(|| "nothing".to_owned(), |seq| format!("event {seq}"))
             )));
         }
         Ok(Some(signed))

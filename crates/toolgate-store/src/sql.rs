@@ -542,7 +542,8 @@ pub(crate) fn audit_sql(query: &AuditQuery) -> String {
         AuditView::Principal(_) => {
             filters.push(format!(
                 "(owner = ${next} OR approval_id IN (SELECT approval_id FROM audit_events \
-                 WHERE principal = ${next} AND kind IN ('approved', 'denied', 'edited', 'voted')))"
+                 WHERE principal = ${next} AND approval_id <> '' \
+                 AND kind IN ('approved', 'denied', 'edited', 'voted')))"
             ));
             next += 1;
         }

@@ -73,7 +73,10 @@ async fn an_allowed_call_and_a_denied_one_are_on_record() {
         call("t1", "transfer_money", json!({"amount": 50, "to": "bob"})),
         call("t2", "transfer_money", json!({"amount": 5, "to": "mallory"})),
     ]));
-    generate_text(&model, fixture.request(toolkit(&fixture.log), "chat-1")).await.unwrap();
+    let offered = toolkit(&fixture.log);
+    // The tool's definition as offered: its events name it, as an approval's `issued` event does.
+    let digest = toolgate::receipt::tool_digest(offered.get("transfer_money").unwrap()).unwrap();
+    generate_text(&model, fixture.request(offered, "chat-1")).await.unwrap();
     assert_eq!(fixture.log.call_ids(), ["t1"]);
 
     let events = fixture.events("chat-1").await;
@@ -91,6 +94,7 @@ async fn an_allowed_call_and_a_denied_one_are_on_record() {
             "input": {"amount": 50, "to": "bob"},
             "result": {"type": "json", "value": {"transferred": 50.0}},
             "decidedBy": DECIDED_BY_POLICY,
+            "toolDigest": digest,
         })
     );
     assert_eq!(
@@ -100,6 +104,7 @@ async fn an_allowed_call_and_a_denied_one_are_on_record() {
             "input": {"amount": 5, "to": "mallory"},
             "reason": "rule `no-mallory`: never to mallory",
             "decidedBy": DECIDED_BY_POLICY,
+            "toolDigest": digest,
         })
     );
 }

@@ -23,6 +23,7 @@
 //! | `chats.rs` | `GET /api/chats/{id}`: a stored chat |
 //! | `agui.rs` | `POST /ag-ui` |
 //! | `audit.rs` | `GET /api/audit` |
+//! | `receipts.rs` | `GET /.well-known/toolgate/receipt-keys`, `GET /api/approvals/{id}/receipt`, `GET /api/audit/{seq}/receipt`, `GET /api/calls/{id}/receipt` |
 //! | `me.rs` | `GET /api/me` |
 //! | `decisions.rs` | `GET|POST /api/decisions`, `DELETE /api/decisions/{id}` |
 //! | `grants.rs` | `GET /api/grants`, `DELETE /api/grants/{id}` |
@@ -118,6 +119,8 @@ pub(crate) const ROUTES: &[Route] = &[
     route!(GET "/api/approvals/stream", approvals::stream, Open),
     route!(GET "/api/approvals/{id}", approvals::show, Open),
     route!(GET "/api/approvals/{id}/receipt", receipts::receipt, Open),
+    route!(GET "/api/audit/{seq}/receipt", receipts::event_receipt, Open),
+    route!(GET "/api/calls/{id}/receipt", receipts::call_receipt, Open),
     route!(GET "/.well-known/toolgate/receipt-keys", receipts::keys, Open),
     route!(POST "/api/approvals/{id}", approvals::decide, Open),
     route!(DELETE "/api/approvals/{id}", approvals::withdraw, Open),

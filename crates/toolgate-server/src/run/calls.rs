@@ -307,6 +307,10 @@ impl CallGate for CallsGate {
         self.rules.grants(tool_call_id)
     }
 
+    fn allowed_by(&self, tool_call_id: &str) -> Option<String> {
+        self.rules.allowed_by(tool_call_id)
+    }
+
     fn config_digest(&self) -> Option<String> {
         self.rules.config_digest()
     }

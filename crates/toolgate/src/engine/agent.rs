@@ -397,6 +397,11 @@ impl CallGate for Layered {
         })
     }
 
+    /// The rule that allowed the call: the caller's, else the agent's own.
+    fn allowed_by(&self, tool_call_id: &str) -> Option<String> {
+        self.caller.allowed_by(tool_call_id).or_else(|| self.own.allowed_by(tool_call_id))
+    }
+
     /// The caller's config (the server's rules), else the agent's own.
     fn config_digest(&self) -> Option<String> {
         self.caller.config_digest().or_else(|| self.own.config_digest())

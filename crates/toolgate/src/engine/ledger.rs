@@ -7,9 +7,10 @@ use serde_json::json;
 use toolgate_protocol::{StreamPart, ToolCallPart};
 
 use super::ApprovalRequest;
+use super::TextRequest;
 use super::execute::ToolOutcome;
 use crate::EngineError;
-use crate::approval::lifecycle::direct::DirectCall;
+use crate::approval::lifecycle::direct::{Described, DirectCall};
 use crate::approval::{canonical_digest, canonical_json, lifecycle};
 use crate::ledger::{AuditEvent, AuditKind, Ledger, Transition, WARNING_NOT_RECORDED};
 use crate::tool::Toolkit;
@@ -107,23 +108,34 @@ pub(crate) async fn record_outcomes(
 
 /// The events of calls decided without an approval: those that `ran` (a
 /// rule or their policy allowed them) and those `refused`, with the reason
-/// (see [`lifecycle::direct`]).
+/// (see [`lifecycle::direct`]), each naming its tool's definition digest,
+/// the request's gate's config digest and, for a call a rule allowed, the
+/// rule ([`Described`]).
 pub(crate) fn direct_events(
+    request: &TextRequest,
     ledger: &Ledger,
     ran: &[&ToolOutcome],
     refused: &[(&ToolCallPart, &str)],
 ) -> Vec<AuditEvent> {
     let now = ledger.config.clock.now();
+    let described = |name: &str| {
+        let tool = request.toolkit.as_ref().and_then(|toolkit| toolkit.get(name));
+        Described::of(tool, request.gate.as_deref())
+    };
     let mut events = Vec::with_capacity(ran.len() + refused.len());
     for outcome in ran {
         let detail = match &outcome.output {
             Ok(_) => Ok(serde_json::to_value(outcome.to_result_part().output).unwrap_or_default()),
             Err(error) => Err(error.to_value()),
         };
-        events.push(lifecycle::direct::ran(ledger, DirectCall::of(&outcome.call), detail.as_ref(), now));
+        let event = lifecycle::direct::ran(ledger, DirectCall::of(&outcome.call), detail.as_ref(), now);
+        let call = &outcome.call;
+        let described = described(&call.tool_name).allowed_by(request.gate.as_deref(), &call.tool_call_id);
+        events.push(described.described(event));
     }
     for (part, reason) in refused {
-        events.push(lifecycle::direct::refused(ledger, DirectCall::of(part), reason, now));
+        let event = lifecycle::direct::refused(ledger, DirectCall::of(part), reason, now);
+        events.push(described(&part.tool_name).described(event));
     }
     events
 }

@@ -258,7 +258,7 @@ async fn preresolve(
             .filter(|((id, replayed), outcome)| id.is_none() && !**replayed && outcome.paused().is_none())
             .map(|(_, outcome)| outcome)
             .collect();
-        let direct = direct_events(ledger, &unclaimed, &[]);
+        let direct = direct_events(request, ledger, &unclaimed, &[]);
         if let Some(warning) = record_outcomes(ledger, &finished, &direct).await {
             out.emit(warning).await;
         }

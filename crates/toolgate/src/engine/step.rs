@@ -464,7 +464,9 @@ async fn act_on_calls(
                 _ => None,
             })
             .collect();
-        if let Some(warning) = record_outcomes(ledger, &[], &direct_events(ledger, &ran, &refused)).await {
+        if let Some(warning) =
+            record_outcomes(ledger, &[], &direct_events(context.request, ledger, &ran, &refused)).await
+        {
             out.emit(warning).await;
         }
     }

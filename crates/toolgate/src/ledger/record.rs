@@ -450,21 +450,25 @@ pub struct AuditQuery {
 
 impl AuditEvent {
     /// True when `view` may see this event, given the approvals its principal
-    /// answered (`answered`, for [`AuditView::Principal`]).
+    /// answered (`answered`, for [`AuditView::Principal`]). An event of a call
+    /// decided without an approval (an empty approval id) is its owner's only.
     pub fn visible_in(&self, view: &AuditView, answered: impl Fn(&str) -> bool) -> bool {
         match view {
             AuditView::All => true,
             AuditView::Principal(principal) => {
-                self.owner.as_deref() == Some(principal.as_str()) || answered(&self.approval_id)
+                self.owner.as_deref() == Some(principal.as_str())
+                    || (!self.approval_id.is_empty() && answered(&self.approval_id))
             }
             AuditView::Anonymous => self.owner.is_none(),
         }
     }
 
-    /// True when this event records `principal` answering its approval.
+    /// True when this event records `principal` answering its approval (a
+    /// rule's `denied` event of a call without an approval answers none).
     pub fn is_answer_by(&self, principal: &str) -> bool {
         matches!(self.kind, AuditKind::Approved | AuditKind::Denied | AuditKind::Edited | AuditKind::Voted)
             && self.principal.as_deref() == Some(principal)
+            && !self.approval_id.is_empty()
     }
 }
 

@@ -13,6 +13,10 @@
 //!   approval, conversation, owner, tool, input digests as asked and as run,
 //!   decision, votes, rule, times and result digest, bound to the event's
 //!   hash and signed;
+//! - each event that decides or ends a call without an approval (allowed or
+//!   denied by a rule or the tool's policy, run on a grant, and how it ran)
+//!   gets a [`CallReceipt`], made from the event alone and bound to its hash
+//!   the same way;
 //! - signatures are Ed25519 under a [`ReceiptKey`], named by `kid` in a
 //!   [`Jwks`]; an old key stays in the key set, so rotating keeps what it
 //!   signed verifiable;
@@ -21,6 +25,7 @@
 //! A store keeps the chain ([`ReceiptStore`]); `toolgate-store` implements it
 //! on SQLite and Postgres, and the server's receipts worker drives it.
 
+mod call;
 pub mod chain;
 mod deferred;
 mod export;
@@ -30,6 +35,7 @@ mod seal;
 mod sealer;
 mod verify;
 
+pub use call::{CallReceipt, has_call_receipt, is_call_receipt, verify_call_receipt};
 pub use chain::{ChainLink, GENESIS, Hash};
 pub use export::{export, verify_store};
 pub use keys::{Jwk, Jwks, ReceiptKey};
@@ -125,6 +131,10 @@ pub trait ReceiptStore: Send + Sync + std::fmt::Debug {
 
     /// The newest receipt of an approval.
     fn receipt<'a>(&'a self, approval_id: &'a str) -> StoreFuture<'a, Option<Signed>>;
+
+    /// The receipt signed for the event at `seq` (an approval's or a
+    /// call's), checked to name that event.
+    fn receipt_at(&self, seq: i64) -> StoreFuture<'_, Option<Signed>>;
 
     /// The public keys that ever signed here (every replica's, old ones too).
     fn receipt_keys(&self) -> StoreFuture<'_, Jwks>;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::call::{CallReceipt, has_call_receipt};
 use super::chain::{ChainLink, Hash, chain_after};
 use super::seal::{Checkpoint, PruneSeal, PrunedRange, Receipt, SealKind, Signed};
 use super::{ReceiptError, ReceiptKey, has_receipt};
@@ -17,13 +18,16 @@ use crate::ledger::{ApprovalRecord, AuditEvent, Millis};
 pub struct SealedBatch {
     /// One link per event, in order.
     pub links: Vec<ChainLink>,
-    /// The receipts signed: the event's `seq`, its approval id, the receipt.
+    /// The receipts signed: the event's `seq`, its approval id (empty for a
+    /// call decided without an approval), the receipt.
     pub receipts: Vec<(i64, String, Signed)>,
 }
 
 /// Chains `events` (in `seq` order) after `head` and signs a receipt for each
-/// that decides or ends an approval found in `records` (by approval id);
-/// `issued` holds the data of their first events (`issued`, or a rule's decision as it was issued).
+/// that decides or ends an approval found in `records` (by approval id), and
+/// a [`CallReceipt`] for each that decides or ends a call without an approval
+/// ([`has_call_receipt`]); `issued` holds the data of the approvals' first
+/// events (`issued`, or a rule's decision as it was issued).
 pub fn seal_events(
     head: Hash,
     events: &[AuditEvent],
@@ -35,6 +39,11 @@ pub fn seal_events(
     let links = chain_after(head, events)?;
     let mut receipts = Vec::new();
     for (event, link) in events.iter().zip(&links) {
+        if has_call_receipt(event) {
+            let receipt = CallReceipt::of(event, link, now)?;
+            receipts.push((link.seq, String::new(), Signed::sign(SealKind::Receipt, &receipt, key)?));
+            continue;
+        }
         if event.approval_id.is_empty() || !has_receipt(event.kind) {
             continue;
         }

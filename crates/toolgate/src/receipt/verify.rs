@@ -17,7 +17,8 @@
 //! - a signature by a key not in the key set, or one that does not match:
 //!   *unknown key*, *bad signature*;
 //! - a receipt whose event is not the chain's event at that place, or names
-//!   another approval: *edited* (a receipt moved between approvals).
+//!   another approval (a call receipt: another call): *edited* (a receipt
+//!   moved between approvals or events).
 //!
 //! Events after the last checkpoint verify as a chain but no signature vouches
 //! for them yet; the report counts them.
@@ -170,7 +171,7 @@ pub struct Verifier {
     receipts: BTreeMap<i64, Vec<ReceiptRef>>,
     pub(super) ring: KeyRing,
     deferred: Deferred,
-    /// The first receipt checked already (`texts`) whose signature does not hold: its approval, and why.
+    /// The first receipt checked already (`texts`) whose signature does not hold: whose it is, and why.
     bad_receipt: Option<(String, String)>,
     /// The event read but not yet checked (checked when the next arrives).
     pending: Option<(EventLine, Hash)>,
@@ -300,11 +301,11 @@ impl Verifier {
             ));
         }
         if let Some((seq, receipts)) = self.receipts.iter().next() {
-            let approval = &receipts[0].approval;
+            let of = receipts[0].label();
             return Err(broke(
                 Some(*seq),
                 BreakKind::Missing,
-                format!("the receipt of approval {approval} names event {seq}, which is not in the log"),
+                format!("the receipt of {of} names event {seq}, which is not in the log"),
             ));
         }
         let sealed = self.sealed_at.unwrap_or(0).min(self.count);
@@ -468,19 +469,18 @@ impl Verifier {
         let Some(receipts) = self.receipts.remove(&seq) else {
             return Ok(());
         };
-        let approval = line.event.get("approvalId").and_then(Value::as_str).unwrap_or_default();
-        let kind = line.event.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let field = |name: &str| line.event.get(name).and_then(Value::as_str).unwrap_or_default();
+        let (approval, kind, call) = (field("approvalId"), field("kind"), field("toolCallId"));
         for receipt in receipts {
-            if receipt.hash != line.link.hash || receipt.approval != approval || receipt.kind != kind {
+            let other_call = receipt.approval.is_empty() && receipt.call.as_deref() != Some(call);
+            if receipt.hash != line.link.hash || receipt.approval != approval || receipt.kind != kind || other_call {
                 // A receipt whose signature fails is that, before anything else.
                 self.check_deferred()?;
+                let this = if approval.is_empty() { format!("call {call}") } else { format!("approval {approval}") };
                 return Err(broke(
                     Some(seq),
                     BreakKind::Edited,
-                    format!(
-                        "the receipt of approval {} was not signed for this event (of approval {approval})",
-                        receipt.approval
-                    ),
+                    format!("the receipt of {} was not signed for this event (of {this})", receipt.label()),
                 ));
             }
             self.report.receipts += 1;
@@ -503,10 +503,10 @@ impl Verifier {
             return Err(broke(None, BreakKind::UnknownKey, format!("a receipt signed by `{}`", signed.kid)));
         }
         let placed = ReceiptRef::of(&signed.payload)
-            .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval and event"))?;
+            .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval (or call) and event"))?;
         match checked {
             None => self.deferred.push(signed, &self.ring),
-            Some(Err(why)) if self.bad_receipt.is_none() => self.bad_receipt = Some((placed.1.approval.clone(), why)),
+            Some(Err(why)) if self.bad_receipt.is_none() => self.bad_receipt = Some((placed.1.label(), why)),
             Some(_) => {}
         }
         self.receipts.entry(placed.0).or_default().push(placed.1);
@@ -514,13 +514,13 @@ impl Verifier {
     }
 
     fn check_deferred(&mut self) -> Result<(), Break> {
-        if let Some((approval, why)) = self.bad_receipt.take() {
-            return Err(broke(None, BreakKind::BadSignature, format!("the receipt of approval {approval}: {why}")));
+        if let Some((of, why)) = self.bad_receipt.take() {
+            return Err(broke(None, BreakKind::BadSignature, format!("the receipt of {of}: {why}")));
         }
         match std::mem::take(&mut self.deferred).finish(&self.ring) {
             Some((signed, why)) => {
-                let approval = signed.payload.get("approvalId").and_then(Value::as_str).unwrap_or_default();
-                Err(broke(None, BreakKind::BadSignature, format!("the receipt of approval {approval}: {why}")))
+                let of = ReceiptRef::of(&signed.payload).map_or_else(String::new, |(_, placed)| placed.label());
+                Err(broke(None, BreakKind::BadSignature, format!("the receipt of {of}: {why}")))
             }
             None => Ok(()),
         }
@@ -539,10 +539,12 @@ pub(super) fn event_digest(line: &mut EventLine) -> Result<Hash, Break> {
     digest
 }
 
-/// What the walk checks of a receipt: the event it names.
+/// What the walk checks of a receipt: the event it names (and the approval,
+/// or for a call receipt, which has none, the call).
 #[derive(Debug)]
 struct ReceiptRef {
     approval: String,
+    call: Option<String>,
     kind: String,
     hash: String,
 }
@@ -552,12 +554,21 @@ impl ReceiptRef {
     fn of(payload: &Value) -> Option<(i64, Self)> {
         let text = |value: &Value| value.as_str().map(str::to_owned);
         let event = payload.get("event")?;
-        let placed = Self {
-            approval: text(payload.get("approvalId")?)?,
-            kind: text(event.get("kind")?)?,
-            hash: text(event.get("hash")?)?,
+        // A call receipt (no approval) is bound to its call too; an approval's, to its approval.
+        let (approval, call) = match payload.get("approvalId") {
+            Some(approval) => (text(approval)?, None),
+            None => (String::new(), Some(text(payload.get("toolCallId")?)?)),
         };
+        let placed = Self { approval, call, kind: text(event.get("kind")?)?, hash: text(event.get("hash")?)? };
         Some((event.get("seq")?.as_i64()?, placed))
+    }
+
+    /// Whose receipt it is, in words.
+    fn label(&self) -> String {
+        match &self.call {
+            Some(call) if self.approval.is_empty() => format!("call {call}"),
+            _ => format!("approval {}", self.approval),
+        }
     }
 }
 

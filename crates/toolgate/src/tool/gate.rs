@@ -111,6 +111,16 @@ pub trait CallGate: Send + Sync {
         Vec::new()
     }
 
+    /// Why its last verdict for this call allowed it, when a rule did (the
+    /// rule as its reason names it), not taken: the engine records it in the
+    /// call's `allowed`, `executed` or `failed` event (`rule`), which the
+    /// call's receipt names ([`crate::receipt::CallReceipt`]). `None` by
+    /// default, and when the verdict was not an allow.
+    fn allowed_by(&self, tool_call_id: &str) -> Option<String> {
+        let _ = tool_call_id;
+        None
+    }
+
     /// The digest of the configuration its verdicts come from (a rules
     /// file's, as loaded), which the approvals it asks for record in their
     /// `issued` events (`configDigest`) and their receipts name. `None` by

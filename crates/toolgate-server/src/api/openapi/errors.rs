@@ -47,7 +47,11 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     ("no_store", "The server runs without a store (`--store none`), which this endpoint needs."),
     ("receipts_off", "The server signs no receipts (it runs without a store)."),
-    ("no_receipt", "The approval has no receipt yet: nothing has decided, moved or ended it."),
+    (
+        "no_receipt",
+        "No receipt yet: nothing has decided, moved or ended the approval or call, or the audit event is of a kind that gets none.",
+    ),
+    ("unknown_event", "No audit event at that position in the caller's audit view (another owner's is unknown too)."),
     ("store_unavailable", "The approval store failed; nothing ran that was not recorded. Retry."),
     ("not_found", "The server does not sign people in with OpenID Connect."),
     // Messages and histories.

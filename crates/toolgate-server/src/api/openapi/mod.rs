@@ -60,6 +60,8 @@ webhook bodies the server sends are described by JSON Schemas in the documentati
         crate::api::approvals::decide,
         crate::api::approvals::withdraw,
         crate::api::receipts::receipt,
+        crate::api::receipts::event_receipt,
+        crate::api::receipts::call_receipt,
         crate::api::receipts::keys,
         crate::api::calls::create,
         crate::api::calls::stream,

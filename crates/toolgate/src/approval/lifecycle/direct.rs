@@ -34,6 +34,13 @@
 //! [`admit`] decides, what it would have decided is a `shadowed` event
 //! ([`shadowed`]: the rule, its action and reason, and what was decided).
 //!
+//! Where the recording path knows them, each of these events also names the
+//! tool's definition digest (`toolDigest`, [`crate::receipt::tool_digest`])
+//! and the gate's config digest (`configDigest`), as an approval's `issued`
+//! event does, and an allowed call's the rule that allowed it (`rule`,
+//! [`crate::tool::CallGate::allowed_by`]) ([`Described`]): the event's receipt
+//! ([`crate::receipt::CallReceipt`]) carries them.
+//!
 //! Every path that runs or refuses calls without an approval (the engine's
 //! step loop and its pre-resolution of held batches, a gateway's allowed and
 //! denied calls, and any edge built on the held-call path) writes these
@@ -67,6 +74,52 @@ impl<'a> DirectCall<'a> {
     /// The call a model's tool call part names.
     pub fn of(part: &'a ToolCallPart) -> Self {
         Self { tool_call_id: &part.tool_call_id, tool_name: &part.tool_name, input: &part.input }
+    }
+}
+
+/// What a call's events name besides the call, for its receipts: the
+/// digest of the tool's definition as offered and of the config that
+/// decided, and the rule that allowed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Described {
+    /// `toolDigest`: the tool's definition ([`crate::receipt::tool_digest`]).
+    pub tool_digest: Option<String>,
+    /// `configDigest`: the deciding gate's ([`crate::tool::CallGate::config_digest`]).
+    pub config_digest: Option<String>,
+    /// `rule`: the rule that allowed the call ([`crate::tool::CallGate::allowed_by`]).
+    pub rule: Option<String>,
+}
+
+impl Described {
+    /// The digests of `tool` and of `gate`'s config.
+    pub fn of(tool: Option<&Tool>, gate: Option<&dyn crate::tool::CallGate>) -> Self {
+        Self {
+            tool_digest: tool.and_then(crate::receipt::tool_digest),
+            config_digest: gate.and_then(|gate| gate.config_digest()),
+            rule: None,
+        }
+    }
+
+    /// These digests, and the rule `gate` says allowed the call `tool_call_id`.
+    pub fn allowed_by(&self, gate: Option<&dyn crate::tool::CallGate>, tool_call_id: &str) -> Self {
+        Self { rule: gate.and_then(|gate| gate.allowed_by(tool_call_id)), ..self.clone() }
+    }
+
+    /// Writes the digests known into `event`'s data (an object).
+    pub fn describe(&self, event: &mut AuditEvent) {
+        let Some(data) = event.data.as_object_mut() else { return };
+        let fields = [("toolDigest", &self.tool_digest), ("configDigest", &self.config_digest), ("rule", &self.rule)];
+        for (key, value) in fields {
+            if let Some(value) = value {
+                data.insert(key.to_owned(), Value::String(value.clone()));
+            }
+        }
+    }
+
+    /// `event`, described.
+    pub fn described(&self, mut event: AuditEvent) -> AuditEvent {
+        self.describe(&mut event);
+        event
     }
 }
 
@@ -137,12 +190,28 @@ pub struct Judged {
 }
 
 /// [`admit`], keeping the history an `ask` verdict rested on ([`Judged::guards`]).
+/// Its events name `tool`'s definition digest and the gate's config digest
+/// ([`Described::of`]).
 pub async fn judge(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
     tool: &Tool,
     input: &Value,
     context: ApprovalContext,
+) -> Judged {
+    let described = Described::of(Some(tool), caller.gate);
+    judge_described(ledger, caller, tool, input, context, &described).await
+}
+
+/// [`judge`], its events naming the digests in `described` (a held call's:
+/// the definition its caller offered, not the stand-in `tool` it is judged as).
+pub async fn judge_described(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+    described: &Described,
 ) -> Judged {
     let unguarded = |verdict| Judged { verdict, guards: Vec::new() };
     for _ in 0..MAX_ADMITS {
@@ -152,7 +221,7 @@ pub async fn judge(
         let offers = gate.grants(call.tool_call_id);
         let lifted = match verdict.action {
             GateAction::Ask if !offers.is_empty() => {
-                let decided = lift(ledger, &offers, verdict.clone(), call, caller.principal).await;
+                let decided = lift_described(ledger, &offers, verdict.clone(), call, caller.principal, described).await;
                 (decided.action == GateAction::Allow).then_some(decided)
             }
             _ => None,
@@ -165,7 +234,10 @@ pub async fn judge(
         }
         let admitted = match verdict.action {
             GateAction::Ask => Some(Judged { verdict, guards }),
-            GateAction::Allow if !guards.is_empty() => record_allowed(ledger, call, &guards, verdict).await,
+            GateAction::Allow if !guards.is_empty() => {
+                let described = described.allowed_by(Some(gate), call.tool_call_id);
+                record_allowed(ledger, call, &guards, verdict, &described).await
+            }
             _ => Some(unguarded(verdict)),
         };
         if let Some(judged) = admitted {
@@ -183,8 +255,9 @@ async fn record_allowed(
     call: DirectCall<'_>,
     guards: &[HistoryGuard],
     verdict: Verdict,
+    described: &Described,
 ) -> Option<Judged> {
-    let event = allowed(ledger, call, ledger.config.clock.now());
+    let event = described.described(allowed(ledger, call, ledger.config.clock.now()));
     let verdict = match ledger.config.store.append_if(guards, std::slice::from_ref(&event)).await {
         Ok(true) => verdict,
         Ok(false) => return None,
@@ -251,6 +324,18 @@ pub async fn lift(
     call: DirectCall<'_>,
     requester: Option<&str>,
 ) -> Verdict {
+    lift_described(ledger, offers, verdict, call, requester, &Described::default()).await
+}
+
+/// [`lift`], its `granted` event naming the digests in `described`.
+pub async fn lift_described(
+    ledger: Option<&Ledger>,
+    offers: &[GrantOffer],
+    verdict: Verdict,
+    call: DirectCall<'_>,
+    requester: Option<&str>,
+    described: &Described,
+) -> Verdict {
     for offer in offers.iter().filter(|offer| super::grant::may_lift(offer, &verdict, requester)) {
         let Some(ledger) = ledger else {
             if offer.unlimited {
@@ -259,7 +344,7 @@ pub async fn lift(
             continue;
         };
         let now = ledger.config.clock.now();
-        let event = granted(ledger, call, offer, now);
+        let event = described.described(granted(ledger, call, offer, now));
         match ledger.config.store.use_decision(&offer.id, now, std::slice::from_ref(&event)).await {
             Ok(Some(_)) => return Verdict::allow().because(offer.description.clone()),
             Ok(None) => {}

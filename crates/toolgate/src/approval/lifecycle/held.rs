@@ -305,8 +305,15 @@ pub async fn admit(
     mut call: HeldCall<'_>,
     retry_window: Duration,
 ) -> Result<Attached, HeldError> {
+    // The grant uses and allowed events name what the call's issued event would.
+    let described = super::direct::Described {
+        tool_digest: call.tool_digest.map(str::to_owned),
+        config_digest: call.config_digest.map(str::to_owned),
+        rule: None,
+    };
     for _ in 0..super::direct::MAX_ADMITS {
-        let judged = super::direct::judge(Some(ledger), caller, tool, call.input, context.clone()).await;
+        let judged =
+            super::direct::judge_described(Some(ledger), caller, tool, call.input, context.clone(), &described).await;
         let verdict = judged.verdict;
         let decided = match verdict.action {
             GateAction::Allow => Some(Decision::APPROVE),
