@@ -52,7 +52,7 @@ use crate::ledger::{
     ApprovalRecord, AuditEvent, AuditKind, HistoryGuard, Ledger, Millis, StoreError, Transition, TransitionOutcome,
     millis,
 };
-use crate::tool::{ApprovalContext, Caller, GateAction, Tool};
+use crate::tool::{ApprovalContext, Caller, GateAction, Tool, Verdict};
 
 /// How many times [`attach`] reads again after losing an issue race.
 const MAX_ATTEMPTS: usize = 4;
@@ -302,9 +302,82 @@ pub async fn admit(
     caller: Caller<'_>,
     tool: &Tool,
     context: ApprovalContext,
-    mut call: HeldCall<'_>,
+    call: HeldCall<'_>,
     retry_window: Duration,
 ) -> Result<Attached, HeldError> {
+    let judging = Judging { caller, tool, context, issue_decided: true };
+    match admit_with(ledger, judging, call, retry_window, || std::future::ready(Ok(()))).await? {
+        Admitted::Held(attached) => Ok(*attached),
+        // Neither is returned when decided calls are issued and there is always room.
+        Admitted::Decided(_) | Admitted::Refused(_) => {
+            Err(StoreError::Unavailable("a decided call was not issued".to_owned()).into())
+        }
+    }
+}
+
+/// What [`admit_asked`] made of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admitted {
+    /// Decided without a person (a rule, the tool's policy, a grant): allowed
+    /// (a history term's `allowed` entry already recorded with the history it
+    /// read) or denied. Nothing was issued: the caller runs or refuses it, and
+    /// puts it on record ([`super::direct::ran`], [`super::direct::refused`]).
+    Decided(Verdict),
+    /// Asked: the approval of this call attached to, or one issued while the
+    /// history the question rested on stood.
+    Held(Box<Attached>),
+    /// Asked, but the caller's `room` refused to hold one more approval: why.
+    Refused(String),
+}
+
+/// Decides a call a gateway holds only when a person must answer (the MCP
+/// gateway's calls and permission prompts): as [`admit`] does, except that a
+/// call allowed or denied without a person is returned
+/// ([`Admitted::Decided`]) instead of issued, and that `room` is asked before
+/// a question is attached or issued (a gateway's cap on calls waiting; its
+/// refusal is [`Admitted::Refused`]). A question is issued only while the
+/// history it was judged on stands, atomically with that check, and judged
+/// again when it does not, as in [`admit`].
+pub async fn admit_asked<R, F>(
+    ledger: &Ledger,
+    caller: Caller<'_>,
+    tool: &Tool,
+    context: ApprovalContext,
+    call: HeldCall<'_>,
+    retry_window: Duration,
+    room: R,
+) -> Result<Admitted, HeldError>
+where
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let judging = Judging { caller, tool, context, issue_decided: false };
+    admit_with(ledger, judging, call, retry_window, room).await
+}
+
+/// What [`admit_with`] judges a call with.
+struct Judging<'a, 'c> {
+    caller: Caller<'c>,
+    tool: &'a Tool,
+    context: ApprovalContext,
+    /// Issue a call allowed or denied without a person decided ([`admit`]),
+    /// or hand its verdict back ([`admit_asked`]).
+    issue_decided: bool,
+}
+
+/// [`admit`] and [`admit_asked`]: judge, then attach or issue on the history judged.
+async fn admit_with<R, F>(
+    ledger: &Ledger,
+    judging: Judging<'_, '_>,
+    mut call: HeldCall<'_>,
+    retry_window: Duration,
+    mut room: R,
+) -> Result<Admitted, HeldError>
+where
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let Judging { caller, tool, context, issue_decided } = judging;
     for _ in 0..super::direct::MAX_ADMITS {
         let judged = super::direct::judge(Some(ledger), caller, tool, call.input, context.clone()).await;
         let verdict = judged.verdict;
@@ -313,19 +386,31 @@ pub async fn admit(
             GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
             _ => None,
         };
+        match &decided {
+            Some(_) if !issue_decided => return Ok(Admitted::Decided(verdict)),
+            None => {
+                if let Err(refusal) = room().await {
+                    return Ok(Admitted::Refused(refusal));
+                }
+            }
+            Some(_) => {}
+        }
         let decided_call = HeldCall {
-            reason: verdict.reason.as_deref(),
+            reason: verdict.reason.as_deref().or(call.reason),
             route: verdict.route.as_ref(),
             decided: decided.as_ref(),
             ..call
         };
         if let Some(attached) = attach_if(ledger, decided_call, &judged.guards, retry_window).await? {
-            return Ok(attached);
+            return Ok(Admitted::Held(Box::new(attached)));
         }
     }
     call.reason = Some("the history kept changing while this call was judged; approval required");
     (call.route, call.decided) = (None, None);
-    attach(ledger, call, retry_window).await
+    if let Err(refusal) = room().await {
+        return Ok(Admitted::Refused(refusal));
+    }
+    Ok(Admitted::Held(Box::new(attach(ledger, call, retry_window).await?)))
 }
 
 /// The approval [`attach`] would attach this call to now, if any, without
