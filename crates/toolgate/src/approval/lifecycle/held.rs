@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_protocol::ToolResultOutput;
 
+use super::grant::GrantOffer;
 use super::route::Route;
 use super::{ApprovalState, Decision, transition};
 use crate::approval::{CanonicalError, canonical_digest, canonical_json};
@@ -379,7 +380,12 @@ where
 {
     let Judging { caller, tool, context, issue_decided } = judging;
     for _ in 0..super::direct::MAX_ADMITS {
-        let judged = super::direct::judge(Some(ledger), caller, tool, call.input, context.clone()).await;
+        let judged = super::direct::judge_held(Some(ledger), caller, tool, call.input, context.clone()).await;
+        if !judged.offers.is_empty()
+            && let Some(attached) = attach_granted(ledger, call, &judged.offers, retry_window).await?
+        {
+            return Ok(Admitted::Held(Box::new(attached)));
+        }
         let verdict = judged.verdict;
         let decided = match verdict.action {
             GateAction::Allow => Some(Decision::APPROVE),
@@ -411,6 +417,59 @@ where
         return Ok(Admitted::Refused(refusal));
     }
     Ok(Admitted::Held(Box::new(attach(ledger, call, retry_window).await?)))
+}
+
+/// Attaches to this call's approval as [`attach`] does, or issues it
+/// approved on a use of one of `offers` (grants that may lift its question,
+/// tried in order), the use spent and the record issued in one conditional
+/// write ([`crate::ledger::DecisionStore::use_decision_issuing`]): two
+/// requests for the same call race for the same next approval id, so one
+/// spends a use and the other attaches to its record. The record is decided
+/// by [`RULES_PRINCIPAL`] (its `approved` event by rule, then a `granted`
+/// event naming the grant). `None` when no offer has a use left (ask); a
+/// store that fails on an offer is logged and the next one tried (fail closed).
+async fn attach_granted(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    offers: &[GrantOffer],
+    retry_window: Duration,
+) -> Result<Option<Attached>, HeldError> {
+    let (canonical, digest, call_id) = identify(ledger, call)?;
+    let store = &ledger.config.store;
+    'attempts: for _ in 0..MAX_ATTEMPTS {
+        let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+        let now = ledger.config.clock.now();
+        let next = match attachable_among(&records, call, &digest, now, retry_window)? {
+            Ok(record) => return Ok(Some(Attached::Existing(record.clone()))),
+            Err(next) => next,
+        };
+        let input: Value = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
+        for offer in offers {
+            let granted_call = HeldCall { reason: Some(&offer.description), route: None, ..call };
+            let ids = (format!("{call_id}_{next}"), call_id.clone());
+            let mut record = pending_record(ledger, ids, granted_call, (input.clone(), digest.clone()), now);
+            let mut events = decided_by_rule_now(ledger, &mut record, &Decision::APPROVE, now);
+            if let Some(event) = events.first_mut() {
+                if let Some(note) = call.note {
+                    event.data["call"] = note.clone();
+                }
+                call.provenance(&mut event.data);
+            }
+            let direct = super::direct::DirectCall { tool_call_id: &call_id, tool_name: call.tool_name, input: &input };
+            let mut granted = super::direct::granted(ledger, direct, offer, now);
+            granted.approval_id.clone_from(&record.approval_id);
+            events.push(granted);
+            let records = std::slice::from_ref(&record);
+            match store.use_decision_issuing(&offer.id, now, records, &events).await {
+                Ok(Some(_)) => return Ok(Some(Attached::Issued(record))),
+                Ok(None) => {}
+                Err(StoreError::DuplicateApproval(_)) => continue 'attempts,
+                Err(error) => tracing::warn!(grant = %offer.id, %error, "cannot spend a grant; approval required"),
+            }
+        }
+        return Ok(None);
+    }
+    Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
 }
 
 /// The approval [`attach`] would attach this call to now, if any, without
