@@ -420,7 +420,7 @@ impl ConversationStore for MemoryStore {
 }
 
 impl MemoryStore {
-    /// [`super::DecisionStore::use_decision_issuing`] under the lock: the
+    /// [`super::ConversationStore::use_decision_issuing`] under the lock: the
     /// grant's check, the issue (which fails on a taken id before it writes)
     /// and then the use.
     fn use_decision_issuing_in(

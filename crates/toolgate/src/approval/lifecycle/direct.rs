@@ -141,7 +141,7 @@ pub struct Judged {
     /// When the verdict asks and was judged by [`judge_held`]: the grants
     /// with a use limit that may lift it, none of their uses spent yet. The
     /// issue spends one with the call's record
-    /// ([`crate::ledger::DecisionStore::use_decision_issuing`],
+    /// ([`crate::ledger::ConversationStore::use_decision_issuing`],
     /// [`super::held::admit`]), so a use is bound to the call. Empty
     /// otherwise.
     pub offers: Vec<GrantOffer>,

@@ -422,7 +422,7 @@ where
 /// Attaches to this call's approval as [`attach`] does, or issues it
 /// approved on a use of one of `offers` (grants that may lift its question,
 /// tried in order), the use spent and the record issued in one conditional
-/// write ([`crate::ledger::DecisionStore::use_decision_issuing`]): two
+/// write ([`crate::ledger::ConversationStore::use_decision_issuing`]): two
 /// requests for the same call race for the same next approval id, so one
 /// spends a use and the other attaches to its record. The record is decided
 /// by [`RULES_PRINCIPAL`] (its `approved` event by rule, then a `granted`
