@@ -116,6 +116,7 @@ impl Gateway {
             self.ledger.clock.now(),
         )
         .with_history(Arc::clone(&self.ledger.store), Arc::clone(&self.ledger.groups))
+        .with_clock(Arc::clone(&self.ledger.clock))
     }
 
     /// The digest of the rules config now loaded ([`toolgate_policy::Policy::digest`]),

@@ -32,7 +32,7 @@ const RULES: &str = r#"
     tool = "count__bump"
 "#;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_calls_against_a_count_rule_run_exactly_the_limit_and_ask_only_on_the_history_judged() {
     let setup = Setup::new(RULES, |options| options.hold = Duration::from_millis(50)).await;
     let session = connect(&setup.gateway, Client::default(), "alice").await;
