@@ -17,7 +17,11 @@
 //! **Decisions.** `status: "resolved"` with payload `{approved: true}`
 //! approves; `{approved: true, editedArgs: {...}}` approves with the edit (a
 //! full replacement of the arguments); `{approved: false, reason?}` denies.
-//! `status: "cancelled"` denies with reason `cancelled`. A *malformed* entry
+//! `status: "cancelled"` denies with reason `cancelled`. An approval may
+//! carry a grant, `{approved: true, grant: {uses, within, input, scope}}`
+//! (the inbox's grant object, [`grant_of`]): "yes, and the next N calls like
+//! this". The server checks and keeps it before the run (an invalid grant,
+//! or one with a denial, fails the run: nothing runs). A *malformed* entry
 //! (another status, no payload, `approved` missing or not a boolean,
 //! `editedArgs` not an object, `reason` not a string) does not fail the run:
 //! it resolves as a **denial** whose reason names the entry and the problem.
@@ -220,6 +224,14 @@ fn read_decision(entry: &ResumeEntry) -> Result<Decision, String> {
         Some(other) => return Err(format!("`payload.editedArgs` must be an object, got {other}")),
     };
     Ok(if approved { Decision::Approve { edited_args, reason } } else { Decision::Deny { reason } })
+}
+
+/// The grant an entry's payload carries (`payload.grant`: the inbox's grant
+/// object, `{uses, within, input, scope}`), if any, as sent. The server
+/// checks and keeps it with the approval the entry answers; one sent with a
+/// denial, or one that does not check, refuses the run.
+pub fn grant_of(entry: &ResumeEntry) -> Option<&Value> {
+    entry.payload.as_ref()?.get("grant")
 }
 
 /// Writes the decisions into a converted history (see the module docs).

@@ -1,5 +1,8 @@
 //! One `tools/call` of an upstream tool through the gate: rules, trusted
-//! annotations and sticky decisions decide; a denial answers at once, an
+//! annotations, sticky decisions and grants decide, through the lifecycle
+//! ([`Gateway::admit`]: a call a history term lets through is counted as it
+//! is let through, a question issued only on the history it was judged on);
+//! a denial answers at once, an
 //! allowed call is relayed (both on record, as `denied` and `executed`
 //! events: `toolgate::approval::lifecycle::direct`), and a call that needs a person is held
 //! ([`crate::hold`]); an approved call runs once, under the ledger's claim,
@@ -9,9 +12,9 @@ use rmcp::model::{CallToolResponse, CallToolResult, ProgressNotificationParam};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
-use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError};
+use toolgate::approval::lifecycle::held::{self, Admitted, Attached, HeldCall, HeldError};
 use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger};
-use toolgate::tool::GateAction;
+use toolgate::tool::{GateAction, Verdict};
 use toolgate_mcp::RelayedTool;
 use toolgate_protocol::ToolResultOutput;
 
@@ -34,65 +37,78 @@ pub async fn call(
         Ok(call_id) => call_id,
         Err(error) => return outcome::error_text(error.to_string()).into(),
     };
-    let verdict = gateway.decide(session, tool, &input, &call_id).await;
-    let direct = |input| DirectCall { tool_call_id: &call_id, tool_name: &tool.info.name, input };
+    let reason = tool.tool.ask_reason();
+    // The MCP tool's definition (description and input schema) as listed, for the receipts.
+    let tool_digest = toolgate::receipt::tool_digest(&tool.tool);
+    let config_digest = gateway.config_digest();
+    let held_call = HeldCall {
+        tool_name: &tool.info.name,
+        input: &input,
+        reason: Some(&reason),
+        route: None,
+        ttl: tool.tool.approval_ttl_override(),
+        single_use: false,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        tool_digest: tool_digest.as_deref(),
+        config_digest: config_digest.as_deref(),
+    };
+    let attached = match gateway.admit(session, &tool.tool, held_call, &call_id).await {
+        Ok(Admitted::Held(attached)) => *attached,
+        Ok(Admitted::Decided(verdict)) => {
+            return decided(gateway, session, request, tool, input, &call_id, verdict).await;
+        }
+        Ok(Admitted::Refused(refusal)) => return outcome::error_text(refusal).into(),
+        Err(error) => return not_held(tool, &error),
+    };
+    match hold(gateway, session, request, tool, attached).await {
+        Ok(result) => result,
+        Err(error) => not_held(tool, &error),
+    }
+}
+
+/// Answers a call decided without a person: a denial at once, an allowed
+/// call relayed; either put on record.
+async fn decided(
+    gateway: &Gateway,
+    session: &Session,
+    request: &Request<'_>,
+    tool: &RelayedTool,
+    input: Value,
+    call_id: &str,
+    verdict: Verdict,
+) -> CallToolResponse {
+    let ledger = gateway.ledger(session);
+    let direct = DirectCall { tool_call_id: call_id, tool_name: &tool.info.name, input: &input };
     // The definition as listed and the rules that decided, for the events' receipts.
     let described = direct::Described {
         tool_digest: toolgate::receipt::tool_digest(&tool.tool),
         config_digest: gateway.config_digest(),
         rule: None,
     };
-    match verdict.action {
-        GateAction::Deny => {
-            let reason = verdict.reason.as_deref().unwrap_or("denied");
-            let ledger = gateway.ledger(session);
-            let event = direct::refused(&ledger, direct(&input), reason, ledger.config.clock.now());
-            on_record(&ledger, described.described(event)).await;
-            outcome::denied_by_policy(reason).into()
-        }
-        GateAction::Allow => {
-            let result = relay(gateway, request, tool, input.clone()).await;
-            let ledger = gateway.ledger(session);
-            let value = serde_json::to_value(&result).unwrap_or(Value::Null);
-            let outcome = if result.is_error == Some(true) { Err(&value) } else { Ok(&value) };
-            let event = direct::ran(&ledger, direct(&input), outcome, ledger.config.clock.now());
-            on_record(&ledger, described.described(event)).await;
-            result.into()
-        }
-        GateAction::Ask => {
-            if let Err(refusal) = gateway.check_held_capacity(session, &call_id).await {
-                return outcome::error_text(refusal).into();
-            }
-            let reason = verdict.reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
-            // The MCP tool's definition (description and input schema) as listed, for the receipts.
-            let direct::Described { tool_digest, config_digest, .. } = described;
-            let held_call = HeldCall {
-                tool_name: &tool.info.name,
-                input: &input,
-                reason: Some(&reason),
-                route: verdict.route.as_ref(),
-                ttl: tool.tool.approval_ttl_override(),
-                single_use: false,
-                key: None,
-                decided: None,
-                note: None,
-                input_schema: None,
-                tool_digest: tool_digest.as_deref(),
-                config_digest: config_digest.as_deref(),
-            };
-            match hold(gateway, session, request, tool, held_call, &reason).await {
-                Ok(result) => result,
-                Err(error) => {
-                    tracing::error!(%error, tool = %tool.info.name, "cannot hold the call for approval");
-                    outcome::error_text(format!(
-                        "`{}` needs approval, but the approval could not be recorded, so it did not run: {error}",
-                        tool.info.name
-                    ))
-                    .into()
-                }
-            }
-        }
+    if verdict.action == GateAction::Deny {
+        let reason = verdict.reason.as_deref().unwrap_or("denied");
+        let event = direct::refused(&ledger, direct, reason, ledger.config.clock.now());
+        on_record(&ledger, described.described(event)).await;
+        return outcome::denied_by_policy(reason).into();
     }
+    let result = relay(gateway, request, tool, input.clone()).await;
+    let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+    let outcome = if result.is_error == Some(true) { Err(&value) } else { Ok(&value) };
+    on_record(&ledger, described.described(direct::ran(&ledger, direct, outcome, ledger.config.clock.now()))).await;
+    result.into()
+}
+
+/// The answer to a call that needed approval when its approval could not be recorded.
+fn not_held(tool: &RelayedTool, error: &HeldError) -> CallToolResponse {
+    tracing::error!(%error, tool = %tool.info.name, "cannot hold the call for approval");
+    outcome::error_text(format!(
+        "`{}` needs approval, but the approval could not be recorded, so it did not run: {error}",
+        tool.info.name
+    ))
+    .into()
 }
 
 /// Puts a call decided without an approval on record; a store that fails is
@@ -109,15 +125,14 @@ async fn hold(
     session: &Session,
     request: &Request<'_>,
     tool: &RelayedTool,
-    held_call: HeldCall<'_>,
-    reason: &str,
+    attached: Attached,
 ) -> Result<CallToolResponse, HeldError> {
     let ledger = gateway.ledger(session);
-    let attached = held::attach(&ledger, held_call, gateway.options().retry_window).await?;
     if let Some(response) = input_required(gateway, request, attached.record()) {
         return Ok(response);
     }
-    let ask = Ask { tool_name: &tool.info.name, reason };
+    let reason = attached.record().reason.clone().unwrap_or_else(|| tool.tool.ask_reason());
+    let ask = Ask { tool_name: &tool.info.name, reason: &reason };
     let idempotent = tool.tool.is_idempotent();
     let public_url = gateway.options().public_url.as_deref();
     let result = match settle(gateway, session, request, attached, Some(ask), idempotent).await? {

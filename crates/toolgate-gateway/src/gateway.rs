@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate::ApprovalContext;
-use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit, direct};
+use toolgate::approval::lifecycle::held::{self, Admitted, HeldCall, HeldError};
+use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, Origin, StateFilter, conversation_key};
-use toolgate::tool::{Caller, GateCall, Verdict};
+use toolgate::tool::Caller;
 use toolgate_mcp::{McpTools, RelayedTool};
 use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
 
@@ -115,6 +116,7 @@ impl Gateway {
             self.ledger.clock.now(),
         )
         .with_history(Arc::clone(&self.ledger.store), Arc::clone(&self.ledger.groups))
+        .with_clock(Arc::clone(&self.ledger.clock))
     }
 
     /// The digest of the rules config now loaded ([`toolgate_policy::Policy::digest`]),
@@ -123,15 +125,29 @@ impl Gateway {
         self.policy.current().digest().map(str::to_owned)
     }
 
-    /// What the engine would decide about this call of an upstream tool:
-    /// the rules and sticky decisions first (deny > ask > allow), then the
-    /// tool's own default from its trusted annotations. Fails closed.
-    pub async fn decide(&self, session: &Session, tool: &RelayedTool, input: &Value, call_id: &str) -> Verdict {
+    /// Decides a call of the session (an upstream tool, or a stand-in for
+    /// a tool the gateway does not offer) and, when a person must answer,
+    /// finds or issues its approval, through the lifecycle's one path
+    /// ([`held::admit_asked`]): the rules and sticky decisions first (deny >
+    /// ask > allow), then the tool's own default from its trusted
+    /// annotations; a question a grant covers is lifted; a call a history
+    /// term let through is recorded with that history before it runs, and a
+    /// question is issued only while the history it was judged on stands. A
+    /// new question is refused when the principal has too many waiting
+    /// ([`Self::check_held_capacity`]). Fails closed.
+    pub async fn admit(
+        &self,
+        session: &Session,
+        tool: &toolgate::Tool,
+        held_call: HeldCall<'_>,
+        call_id: &str,
+    ) -> Result<Admitted, HeldError> {
         let (gate, key) = (self.gate(session), session.conversation_key());
         let caller = requester(session, &gate, &key);
         let ledger = self.ledger(session);
-        // A call a history term let through is recorded with that history before it runs.
-        direct::admit(Some(&ledger), caller, &tool.tool, input, ApprovalContext::new(call_id, Vec::new())).await
+        let context = ApprovalContext::new(call_id, Vec::new());
+        let room = || self.check_held_capacity(session, call_id);
+        held::admit_asked(&ledger, caller, tool, context, held_call, self.options.retry_window, room).await
     }
 
     /// Whether a decided edit of `record` may run: the lifecycle's one edit
@@ -158,47 +174,6 @@ impl Gateway {
         let routed = record.routing.is_some();
         let input_schema = record.input_schema.as_ref();
         check_edit(EditCheck { tool, edit, requester, context, routed, voter: Some(&voter), input_schema }).await
-    }
-
-    /// What the rules and sticky decisions say about a call of a tool the
-    /// gateway does not offer (Claude Code's own tools, for `approval_prompt`);
-    /// `None` when nothing speaks to it. A question (or nothing) that a grant
-    /// covers is lifted, spending one of its uses
-    /// ([`toolgate::approval::lifecycle::direct::lift`]).
-    pub async fn decide_foreign(
-        &self,
-        session: &Session,
-        tool_name: &str,
-        input: &Value,
-        call_id: &str,
-    ) -> Option<Verdict> {
-        let gate = self.gate(session);
-        let key = session.conversation_key();
-        let call = GateCall {
-            tool_name,
-            input,
-            tool_call_id: call_id,
-            conversation_id: Some(&key),
-            principal: Some(&session.identity.principal),
-            groups: &session.identity.groups,
-        };
-        let verdict = gate.decide(&call).await;
-        let offers = toolgate::tool::CallGate::grants(&gate, call_id);
-        let asking = verdict.clone().unwrap_or_else(Verdict::ask);
-        if asking.action != toolgate::tool::GateAction::Ask || offers.is_empty() {
-            return verdict;
-        }
-        // A retry attaches to the call already held: it spends no use of a grant.
-        let ledger = self.ledger(session);
-        match ledger.config.store.approvals(&[call_id.to_owned()]).await {
-            Ok(found) if found.is_empty() => {}
-            _ => return verdict,
-        }
-        let direct = direct::DirectCall { tool_call_id: call_id, tool_name, input };
-        let principal = Some(session.identity.principal.as_str());
-        let lifted =
-            toolgate::approval::lifecycle::direct::lift(Some(&ledger), &offers, asking, direct, principal).await;
-        if lifted.action == toolgate::tool::GateAction::Allow { Some(lifted) } else { verdict }
     }
 
     /// Refuses a call that would hold one more approval than the principal

@@ -1,8 +1,11 @@
 //! A call that needs a person: ask the client (elicitation), or hold it for
 //! an out-of-band decision, then tell the caller what to do with it.
 //!
-//! The approval is found or issued by what the call asks
-//! ([`toolgate::approval::lifecycle::held::attach`]), so a retry of a held call
+//! The call is decided and its approval found or issued by what the call
+//! asks, through the lifecycle's one path
+//! ([`toolgate::approval::lifecycle::held::admit_asked`], called by
+//! [`Gateway::admit`]): a question is issued only while the history it was
+//! judged on stands. So a retry of a held call
 //! (after the pending result, a reconnect, or a gateway restart) attaches to
 //! its approval instead of asking again, and a call already run gets its
 //! stored outcome. [`settle`] asks the client when it can, and otherwise lets

@@ -10,9 +10,10 @@
 //!   clients `notifications/tools/list_changed` when they change. Resources
 //!   and prompts of the upstream servers pass through unchanged.
 //! - **The gate.** Every `tools/call` is decided as the engine decides a
-//!   model's call ([`Gateway::decide`]): rules (deny > ask > allow), sticky
-//!   decisions, then the tool's default from annotations believed only from
-//!   `trusted` servers. A denial answers at once with an `isError` result
+//!   model's call, and its question issued, through the lifecycle's one
+//!   path ([`Gateway::admit`]): rules (deny > ask > allow, history terms
+//!   counted atomically), sticky decisions and grants, then the tool's
+//!   default from annotations believed only from `trusted` servers. A denial answers at once with an `isError` result
 //!   whose text starts `denied by policy: ` and names the rule; nothing
 //!   reaches the upstream server. A call that needs no approval is relayed.
 //! - **Approval.** Every other call is held ([`hold`]) and recorded in the

@@ -21,7 +21,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
-use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError};
+use toolgate::approval::lifecycle::held::{self, Admitted, Attached, HeldCall, HeldError};
 use toolgate::ledger::{ApprovalRecord, ApprovalState};
 use toolgate::tool::GateAction;
 use toolgate_protocol::ToolResultOutput;
@@ -87,40 +87,36 @@ pub async fn call(
         Ok(call_id) => call_id,
         Err(error) => return answer(&deny(error.to_string())),
     };
-    let verdict = gateway.decide_foreign(session, tool_name, &input, &call_id).await;
-    let (action, reason, route) = match verdict {
-        Some(verdict) => (verdict.action, verdict.reason, verdict.route),
-        None => (GateAction::Ask, None, None),
+    let config_digest = gateway.config_digest();
+    let held_call = HeldCall {
+        tool_name,
+        input: &input,
+        reason: Some(DEFAULT_REASON),
+        route: None,
+        ttl: None,
+        single_use: true,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        // A tool the gateway does not offer: its definition is unknown here.
+        tool_digest: None,
+        config_digest: config_digest.as_deref(),
     };
-    match action {
-        GateAction::Deny => answer(&deny(format!("{}: {}", outcome::DENIED_BY_POLICY, reason.unwrap_or_default()))),
-        GateAction::Allow => answer(&allow(&input)),
-        GateAction::Ask => {
-            if let Err(refusal) = gateway.check_held_capacity(session, &call_id).await {
-                return answer(&deny(refusal));
-            }
-            let reason = reason.unwrap_or_else(|| DEFAULT_REASON.to_owned());
-            let config_digest = gateway.config_digest();
-            let held_call = HeldCall {
-                tool_name,
-                input: &input,
-                reason: Some(&reason),
-                route: route.as_ref(),
-                ttl: None,
-                single_use: true,
-                key: None,
-                decided: None,
-                note: None,
-                input_schema: None,
-                // A tool the gateway does not offer: its definition is unknown here.
-                tool_digest: None,
-                config_digest: config_digest.as_deref(),
-            };
-            match hold(gateway, session, request, held_call).await {
-                Ok(value) => answer(&value),
-                Err(error) => answer(&deny(format!("the approval could not be recorded: {error}"))),
-            }
+    // A stand-in for a tool the gateway does not offer: no policy of its own, so
+    // a prompt nothing speaks to asks.
+    let stand_in = toolgate::Tool::dynamic(tool_name, json!({})).needs_approval(true).approval_reason(DEFAULT_REASON);
+    match gateway.admit(session, &stand_in, held_call, &call_id).await {
+        Ok(Admitted::Decided(verdict)) if verdict.action == GateAction::Deny => {
+            answer(&deny(format!("{}: {}", outcome::DENIED_BY_POLICY, verdict.reason.unwrap_or_default())))
         }
+        Ok(Admitted::Decided(_)) => answer(&allow(&input)),
+        Ok(Admitted::Refused(refusal)) => answer(&deny(refusal)),
+        Ok(Admitted::Held(attached)) => match hold(gateway, session, request, *attached).await {
+            Ok(value) => answer(&value),
+            Err(error) => answer(&deny(format!("the approval could not be recorded: {error}"))),
+        },
+        Err(error) => answer(&deny(format!("the approval could not be recorded: {error}"))),
     }
 }
 
@@ -129,10 +125,9 @@ async fn hold(
     gateway: &Gateway,
     session: &Session,
     request: &Request<'_>,
-    held_call: HeldCall<'_>,
+    attached: Attached,
 ) -> Result<Value, HeldError> {
     let ledger = gateway.ledger(session);
-    let attached = held::attach(&ledger, held_call, gateway.options().retry_window).await?;
     Ok(match settle(gateway, session, request, attached, None, true).await? {
         Settled::Run(record) => {
             let edited = record.decision.as_ref().and_then(|decision| decision.edited_input.clone());

@@ -154,6 +154,8 @@ pub struct StoredGate {
     now: Millis,
     loaded: OnceCell<Result<Loaded, StoreError>>,
     history: Option<HistorySource>,
+    /// Where history terms read the time at each decision ([`Self::with_clock`]); `None`: `now`.
+    clock: Option<Arc<dyn toolgate::ledger::Clock>>,
     /// The history each call's last verdict rested on, by tool call id (see [`CallGate::guards`]).
     judged: std::sync::Mutex<std::collections::HashMap<String, Vec<HistoryGuard>>>,
     /// The shadow rules each call's last verdict found matching, by tool call id.
@@ -197,7 +199,21 @@ impl StoredGate {
         let store = Box::new(Shared(store));
         let (loaded, judged, shadows) = (OnceCell::new(), Default::default(), Default::default());
         let (offers, allowed) = (Default::default(), Default::default());
-        Self { policy, store, conversation_id, principal, now, loaded, history: None, judged, shadows, offers, allowed }
+        let (history, clock) = (None, None);
+        Self {
+            policy,
+            store,
+            conversation_id,
+            principal,
+            now,
+            loaded,
+            history,
+            clock,
+            judged,
+            shadows,
+            offers,
+            allowed,
+        }
     }
 
     /// This gate with the ledger's history: its rules' history terms count
@@ -209,6 +225,16 @@ impl StoredGate {
         groups: Arc<BTreeMap<String, Vec<String>>>,
     ) -> Self {
         self.history = Some(HistorySource { store: Arc::new(SharedHistory(store)), groups });
+        self
+    }
+
+    /// This gate judging its history terms at `clock`'s time at each decision
+    /// instead of at the `now` it was made with: a call decided again on the
+    /// same gate, as the lifecycle decides one whose history moved before it
+    /// was recorded, counts the calls recorded meanwhile (without it they are
+    /// later than `now`, outside every window).
+    pub fn with_clock(mut self, clock: Arc<dyn toolgate::ledger::Clock>) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -295,9 +321,10 @@ impl StoredGate {
             return Facts::unknown(&self.policy, call, "no store keeps the calls that ran");
         };
         let members = |group: &str| source.groups.get(group).cloned().unwrap_or_default();
-        let queries: Vec<HistoryQuery> = wanted.iter().map(|(_, term)| term.query(call, self.now, members)).collect();
+        let now = self.clock.as_ref().map_or(self.now, |clock| clock.now());
+        let queries: Vec<HistoryQuery> = wanted.iter().map(|(_, term)| term.query(call, now, members)).collect();
         let read = HistoryQuery {
-            since: queries.iter().map(|query| query.since).min().unwrap_or(self.now),
+            since: queries.iter().map(|query| query.since).min().unwrap_or(now),
             scope: common_scope(&queries),
             include_pending: queries.iter().any(|query| query.include_pending),
         };
@@ -315,7 +342,7 @@ impl StoredGate {
         };
         let mut facts = vec![None; rules.len()];
         for ((index, term), query) in wanted.into_iter().zip(&queries) {
-            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries, self.now));
+            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries, now));
         }
         Facts::new(facts)
     }

@@ -129,13 +129,18 @@ async fn calls_without_an_approval_have_receipts_their_owner_can_fetch() {
     assert_eq!(second["state"], "approved", "{second}");
     let call_id = second["callId"].as_str().unwrap();
     let events = audit(&server, "alice").await;
-    let granted = seq_of(&events, "granted", None);
+    // The held call's grant use is bound to its approval record: an approval's receipt naming the grant.
+    let spent = events.iter().find(|event| event["kind"] == "granted" && event["toolCallId"] != "call-1").unwrap();
+    let granted = spent["seq"].as_i64().unwrap();
     let path = format!("/api/audit/{granted}/receipt");
-    let grant_use = verify_call_receipt(&fetch(&server, &path, "alice").await.unwrap(), &keys).unwrap();
-    assert_eq!((grant_use.decided_by.as_deref(), grant_use.granted_by.as_deref()), (Some("grant"), Some("bob")));
-    let grant_id = events.iter().find(|event| event["seq"] == granted).unwrap()["data"]["grant"].clone();
-    assert_eq!(grant_use.grant.as_deref(), grant_id.as_str());
-    assert_eq!(grant_use.input_digest, Some(toolgate::approval::input_digest(&json!({"amount": 6})).unwrap()));
+    let grant_use = verify_receipt(&fetch(&server, &path, "alice").await.unwrap(), &keys).unwrap();
+    assert_eq!(grant_use.approval_id, spent["approvalId"].as_str().unwrap());
+    assert_eq!(
+        (grant_use.grant.as_deref(), grant_use.granted_by.as_deref()),
+        (spent["data"]["grant"].as_str(), Some("bob"))
+    );
+    assert_eq!((grant_use.event.kind.as_str(), grant_use.decision.as_deref()), ("granted", Some("approve")));
+    assert_eq!(grant_use.run_input_digest, toolgate::approval::input_digest(&json!({"amount": 6})).unwrap());
     assert_eq!(grant_use.config_digest.as_deref(), Some(digest.as_str()), "the rules that asked");
     assert_eq!(grant_use.tool_digest, None, "the caller offered no definition (not the server's stand-in's)");
     assert_eq!(fetch(&server, &path, "mallory").await.unwrap_err(), (404, json!("unknown_event")));

@@ -144,6 +144,16 @@ impl ConversationStore for SlowSaves {
     ) -> StoreFuture<'a, Option<StoredDecision>> {
         self.0.use_decision(id, now, events)
     }
+
+    fn use_decision_issuing<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        records: &'a [ApprovalRecord],
+        events: &'a [toolgate::ledger::AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        self.0.use_decision_issuing(id, now, records, events)
+    }
 }
 
 impl InboxStore for SlowSaves {

@@ -343,6 +343,16 @@ impl ConversationStore for SqlStore {
         Box::pin(async move { on_backend!(self, backend => backend.use_decision(id, now, events)) })
     }
 
+    fn use_decision_issuing<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { on_backend!(self, backend => backend.use_decision_issuing(id, now, records, events)) })
+    }
+
     fn conversation_with_decisions<'a>(
         &'a self,
         conversation_id: &'a str,

@@ -328,6 +328,20 @@ impl<B: SqlBackend> Operations<B> {
             .await
     }
 
+    pub(crate) async fn use_decision_issuing(
+        &self,
+        id: &str,
+        now: Millis,
+        records: &[ApprovalRecord],
+        events: &[AuditEvent],
+    ) -> Result<Option<StoredDecision>, StoreError> {
+        // The conditional UPDATE, then the issue, in one transaction: the
+        // row's lock orders concurrent uses, and an issue that finds its id
+        // taken rolls the use back.
+        let data = (id.to_owned(), now, records.to_vec(), events.to_vec());
+        self.backend.write(data, |conn, data| Box::pin(use_decision_issuing_in::<B>(conn, data))).await
+    }
+
     pub(crate) async fn revoke_decision(&self, id: &str) -> Result<Option<StoredDecision>, StoreError> {
         // In a transaction: a row that cannot be read back is not removed (the error rolls back).
         self.backend.write(id.to_owned(), revoke_decision_in).await
@@ -703,6 +717,18 @@ async fn use_decision_in<B: SqlBackend>(
     let Some(row) = row else { return Ok(None) };
     let used = row.into_decision()?;
     append_in::<B>(conn, events).await?;
+    Ok(Some(used))
+}
+
+async fn use_decision_issuing_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (id, now, records, events): &(String, Millis, Vec<ApprovalRecord>, Vec<AuditEvent>),
+) -> Result<Option<StoredDecision>, StoreError> {
+    let row = db::query_as::<DecisionRow>(sql::USE_DECISION).bind(id).bind(*now).fetch_optional(&mut *conn).await?;
+    let Some(row) = row else { return Ok(None) };
+    let used = row.into_decision()?;
+    let issue = (records.clone(), events.clone());
+    issue_in::<B>(conn, &issue).await?;
     Ok(Some(used))
 }
 

@@ -205,6 +205,31 @@ describe('@ag-ui/client HttpAgent against /ag-ui', () => {
     assert.deepEqual(toolResults(all[1])['call-del-1'].output, { type: 'json', value: { deleted: 'notes.txt' } });
   });
 
+  test('a grant given with the resume: a later matching call in the thread runs without asking', async (t) => {
+    if (skipIfNoRoute(t)) return;
+    const { url } = server('grant');
+    const thread = new AguiThread({ url });
+    thread.say('delete notes.txt');
+    const first = await thread.run();
+    const [interrupt] = assertInterrupted(thread, first, [
+      { toolCallId: 'call-del-1', toolName: 'delete_file', input: { path: 'notes.txt' } },
+    ]);
+    // The inbox's grant object, passed through HttpAgent's resume payload as it is.
+    const grant = { uses: 2, within: '1h', input: { '/path': { glob: '*.txt' } }, scope: 'conversation' };
+    const second = await thread.run({ resume: [resolved(interrupt.id, { approved: true, grant })] });
+    assertResumed(thread, second, { results: { 'call-del-1': { deleted: 'notes.txt' } } });
+    assert.equal(thread.requests.at(-1).body.resume[0].payload.grant.uses, 2, 'the grant went with the resume');
+
+    thread.say('and draft.txt');
+    const third = await thread.run();
+    assert.equal(third.error, undefined, third.error?.stack);
+    assert.equal(terminal(third).outcome.type, 'success', 'no interrupt: the grant covers it');
+    const results = eventsOf(third, 'TOOL_CALL_RESULT').map((e) => [e.toolCallId, JSON.parse(e.content)]);
+    assert.deepEqual(results, [['call-del-2', { deleted: 'draft.txt' }]]);
+    const granted = (await auditEvents(url)).filter((event) => event.kind === 'granted');
+    assert.deepEqual(granted.map((event) => event.toolCallId), ['call-del-2'], 'one use spent, on the later call');
+  });
+
   test('sub-agent: a depth-2 approval is an interrupt naming the sub-run; the resume runs the call once', async (t) => {
     if (skipIfNoRoute(t)) return;
     const { url } = server('subagent');

@@ -20,7 +20,9 @@
 //! way. The run goes on when the client disconnects, and the thread is stored
 //! when it ends, before its last event is sent. A resume whose edit the rules
 //! route to other approvers supersedes its approval and runs nothing
-//! (`run/agui/edits.rs`).
+//! (`run/agui/edits.rs`). A grant an approving resume entry carries is
+//! checked and kept before the run (`run/agui/grants.rs`); one that does not
+//! check is `RUN_ERROR` (`invalid_grant`, `grant_not_allowed`), and nothing runs.
 
 use std::convert::Infallible;
 
@@ -28,6 +30,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use futures::StreamExt;
+use toolgate::approval::lifecycle::grant::GrantRefusal;
 use toolgate_agui::{EncoderOptions, Event, EventEncoder, RunAgentInput, run_events};
 
 use crate::app::AppState;
@@ -35,7 +38,8 @@ use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::run::agui::{
-    CatchUp, StoredThread, ThreadRun, caught_up_events, stored_frames, supersede_resumed_edits, thread_key,
+    CatchUp, StoredThread, ThreadRun, carried_grants, caught_up_events, keep_resumed_grants, stored_frames,
+    supersede_resumed_edits, thread_key,
 };
 
 /// The headers of an AG-UI event stream.
@@ -70,7 +74,7 @@ const AGUI_STREAM_HEADERS: &[(&str, &str)] =
                 "edit_denied", "approval_not_issued", "approval_mismatch", "approval_already_decided",
                 "approval_in_progress", "approvals_pending", "forged_tool_result", "not_an_approver",
                 "self_approval_forbidden", "already_voted", "approval_expired", "edit_needs_single_approver",
-                "not_the_requester", "store_unavailable"])))),
+                "not_the_requester", "store_unavailable", "invalid_grant", "grant_not_allowed"])))),
         (status = 400, description = "The body is not a usable `RunAgentInput`.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["invalid_input", "invalid_message", "unknown_role",
                 "invalid_resume_entry", "invalid_chat_id", "missing_conversation_id"])))),
@@ -94,6 +98,11 @@ pub(crate) async fn run(
     tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
     let request_state = state.clone();
     let Some(ledger) = ledger else {
+        if carried_grants(&input).is_ok_and(|carried| !carried.is_empty()) {
+            let refusal =
+                GrantRefusal::Invalid("a grant is kept in the server's store, and it runs without one".into());
+            return Ok(refused(&input, &crate::run::vote::grant_refused(refusal)));
+        }
         let events = run_events(state.model(), input, EncoderOptions::default(), move |messages| {
             request_state.text_request(messages, &thread_key, principal.as_deref()).groups(groups.clone())
         })
@@ -109,8 +118,12 @@ pub(crate) async fn run(
     if let Err(mismatch) = thread.check(&input, &state.toolkit()) {
         tracing::warn!(thread = %input.thread_id, %mismatch, "ag-ui history refused");
         let events = EventEncoder::new(&input, EncoderOptions::default()).agui_error(&mismatch.into());
-        let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
-        return Ok(sse_response(frames, AGUI_STREAM_HEADERS));
+        return Ok(event_response(events));
+    }
+    // A grant the resume carries is checked and kept first: one that does not check runs nothing.
+    if let Err(refusal) = keep_resumed_grants(&ledger, &voter, &input).await {
+        tracing::info!(thread = %input.thread_id, code = refusal.code, "ag-ui resume's grant refused");
+        return Ok(refused(&input, &refusal));
     }
     // An edit that needs other approvers waits for them (see `run/agui/edits.rs`): report the interrupts, run nothing.
     if caught_up == CatchUp::NothingToRun
@@ -137,4 +150,16 @@ pub(crate) async fn run(
     let run = ThreadRun { key: thread_key, principal, groups, ledger, thread };
     let frames = stored_frames(state.run_context().clone(), run, input, snapshot);
     Ok(detached_sse(frames, AGUI_STREAM_HEADERS))
+}
+
+/// A run that ends before it starts with `RUN_ERROR` carrying `refusal`'s code and message.
+fn refused(input: &RunAgentInput, refusal: &ApiError) -> Response {
+    let error = Event::run_error(refusal.message.clone(), refusal.code);
+    event_response(EventEncoder::new(input, EncoderOptions::default()).error_event(error))
+}
+
+/// `events` as the run's stream.
+fn event_response(events: Vec<Event>) -> Response {
+    let frames = futures::stream::iter(events).map(|event| Ok::<_, Infallible>(Bytes::from(event.to_sse())));
+    sse_response(frames, AGUI_STREAM_HEADERS)
 }

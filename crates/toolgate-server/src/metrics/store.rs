@@ -213,6 +213,19 @@ impl ConversationStore for MeteredStore {
         Box::pin(async move { timed!(self, "use_decision", self.inner.use_decision(id, now, events)) })
     }
 
+    fn use_decision_issuing<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move {
+            let events = crate::telemetry::approval::issued(records, events);
+            timed!(self, "use_decision_issuing", self.inner.use_decision_issuing(id, now, records, &events))
+        })
+    }
+
     fn conversation_with_decisions<'a>(
         &'a self,
         conversation_id: &'a str,

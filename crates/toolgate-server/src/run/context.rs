@@ -148,7 +148,9 @@ impl RunContext {
             self.now(),
         );
         match &parts.history {
-            Some(store) if remembers => gate.with_history(Arc::clone(store), Arc::new(parts.groups.clone())),
+            Some(store) if remembers => {
+                gate.with_history(Arc::clone(store), Arc::new(parts.groups.clone())).with_clock(self.clock())
+            }
             _ => gate,
         }
     }

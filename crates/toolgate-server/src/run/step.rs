@@ -174,12 +174,29 @@ async fn grants_with_answers(
             false => Err(super::vote::grant_refused(lifecycle::grant::GrantRefusal::NotApproving)),
         })
         .collect::<Result<_, _>>()?;
+    keep_grants(ledger, voter, &carried, ids).await
+}
+
+/// Keeps the grants approving answers carry (`(approval id, grant object)`,
+/// the inbox's shape): each parsed and checked as every path checks one
+/// ([`toolgate_policy::grants::check_spec`], then
+/// [`toolgate_policy::grants::issue`]: an invalid one is `invalid_grant`, one
+/// on a quorum `grant_not_allowed`) and saved only for an approval of `ids`
+/// still pending that this answer may decide ([`lifecycle::check_vote`]), so
+/// a repeated request keeps nothing twice. The chat's answers and the AG-UI
+/// resume's come through here.
+pub(crate) async fn keep_grants(
+    ledger: &Ledger,
+    voter: &Voter,
+    carried: &[(&str, &serde_json::Value)],
+    ids: &[String],
+) -> Result<(), ApiError> {
     if carried.is_empty() {
         return Ok(());
     }
     let config = &ledger.config;
     let records = current(config.store.as_ref(), ids).await?;
-    for (id, grant) in carried {
+    for &(id, grant) in carried {
         let spec: lifecycle::grant::GrantSpec = serde_json::from_value(grant.clone()).map_err(|error| {
             super::vote::grant_refused(lifecycle::grant::GrantRefusal::Invalid(format!("approval `{id}`: {error}")))
         })?;
@@ -195,7 +212,7 @@ async fn grants_with_answers(
         }
         let made = toolgate_policy::grants::issue(record, voter, &spec, now).map_err(super::vote::grant_refused)?;
         lifecycle::grant::save(config.store.as_ref(), &made).await?;
-        tracing::info!(grant = %made.id, approval = %id, "grant made with a chat answer");
+        tracing::info!(grant = %made.id, approval = %id, "grant made with an answer");
     }
     Ok(())
 }

@@ -169,6 +169,22 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug {
         events: &'a [super::AuditEvent],
     ) -> StoreFuture<'a, Option<StoredDecision>>;
 
+    /// Spends one use of a decision (a grant) as [`Self::use_decision`] does
+    /// and issues `records` with `events` as
+    /// [`super::ApprovalStore::issue`] does, in one conditional write: the
+    /// use is bound to the call the records are issued for. Returns the
+    /// decision as it is after, or `None` (nothing written) when it was not
+    /// live; a taken approval id is [`super::StoreError::DuplicateApproval`]
+    /// and spends nothing. So of concurrent requests for the same call (the
+    /// same next approval id), one spends a use and issues it.
+    fn use_decision_issuing<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        records: &'a [super::ApprovalRecord],
+        events: &'a [super::AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>>;
+
     /// [`Self::conversation`] and [`Self::decisions`] together, as a request
     /// needs them before it runs: one round trip where the backend can. An
     /// unreachable store fails the call; a decision that cannot be read back

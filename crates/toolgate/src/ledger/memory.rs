@@ -407,6 +407,41 @@ impl ConversationStore for MemoryStore {
             Ok(Some(used))
         })
     }
+
+    fn use_decision_issuing<'a>(
+        &'a self,
+        id: &'a str,
+        now: Millis,
+        records: &'a [ApprovalRecord],
+        events: &'a [AuditEvent],
+    ) -> StoreFuture<'a, Option<StoredDecision>> {
+        Box::pin(async move { self.use_decision_issuing_in(id, now, records, events) })
+    }
+}
+
+impl MemoryStore {
+    /// [`super::ConversationStore::use_decision_issuing`] under the lock: the
+    /// grant's check, the issue (which fails on a taken id before it writes)
+    /// and then the use.
+    fn use_decision_issuing_in(
+        &self,
+        id: &str,
+        now: Millis,
+        records: &[ApprovalRecord],
+        events: &[AuditEvent],
+    ) -> Result<Option<StoredDecision>, super::StoreError> {
+        let mut inner = self.lock();
+        let live = inner.decisions.iter().any(|decision| decision.id == id && decision.is_live(now));
+        if !live {
+            return Ok(None);
+        }
+        issue_in(&mut inner, records, events)?;
+        let Some(decision) = inner.decisions.iter_mut().find(|decision| decision.id == id) else { return Ok(None) };
+        if let Some(left) = decision.uses_left.as_mut() {
+            *left -= 1;
+        }
+        Ok(Some(decision.clone()))
+    }
 }
 
 impl InboxStore for MemoryStore {

@@ -227,6 +227,12 @@ pub struct Receipt {
     pub updated_at: Millis,
     /// Digest of the result or error, once it ran.
     pub result_digest: Option<String>,
+    /// For a grant's use (a `granted` event): the grant spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// For a grant's use: who granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_by: Option<String>,
     /// The event this receipt was signed for.
     pub event: ReceiptEvent,
     /// When it was signed.
@@ -261,6 +267,10 @@ impl Receipt {
             at: vote.at,
         });
         let decision = record.decision.as_ref();
+        let spent = |key: &str| match event.kind {
+            crate::ledger::AuditKind::Granted => event.data.get(key).and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        };
         Ok(Self {
             approval_id: record.approval_id.clone(),
             conversation_id: record.conversation_name().to_owned(),
@@ -280,6 +290,8 @@ impl Receipt {
             issued_at: record.issued_at,
             updated_at: record.updated_at,
             result_digest,
+            grant: spent("grant"),
+            granted_by: spent("grantedBy"),
             event: ReceiptEvent { seq: link.seq, kind: event.kind.as_str().to_owned(), hash: link.hash.clone() },
             signed_at,
         })

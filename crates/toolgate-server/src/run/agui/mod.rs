@@ -6,6 +6,7 @@
 
 mod continuation;
 mod edits;
+mod grants;
 mod thread;
 
 use axum::body::Bytes;
@@ -18,6 +19,7 @@ use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_K
 use super::context::RunContext;
 pub(crate) use continuation::continue_thread;
 pub(crate) use edits::supersede_resumed_edits;
+pub(crate) use grants::{carried_grants, keep_resumed_grants};
 pub(crate) use thread::{CatchUp, StoredThread};
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).

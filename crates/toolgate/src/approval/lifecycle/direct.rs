@@ -28,7 +28,11 @@
 //!
 //! A call that would ask but that a grant covers runs on it ([`lift`]): one
 //! use of the grant spent, atomically with its `granted` event (`toolName`,
-//! `input`, `grant`, `grantedBy`, `decidedBy`: `grant`).
+//! `input`, `grant`, `grantedBy`, `decidedBy`: `grant`). A held call (the
+//! call-gating API's, the gateway's) is judged by [`judge_held`] instead: a
+//! grant with a use limit is spent by the issue of the call's record, in the
+//! same write ([`super::held::admit`]), so concurrent requests for one call
+//! spend one use.
 //!
 //! A rule in shadow mode decides nothing; when one matches a call that
 //! [`admit`] decides, what it would have decided is a `shadowed` event
@@ -187,6 +191,13 @@ pub struct Judged {
     /// not. Empty otherwise (an allowed call's history was checked as it was
     /// recorded; a denial needs none).
     pub guards: Vec<HistoryGuard>,
+    /// When the verdict asks and was judged by [`judge_held`]: the grants
+    /// with a use limit that may lift it, none of their uses spent yet. The
+    /// issue spends one with the call's record
+    /// ([`crate::ledger::ConversationStore::use_decision_issuing`],
+    /// [`super::held::admit`]), so a use is bound to the call. Empty
+    /// otherwise.
+    pub offers: Vec<GrantOffer>,
 }
 
 /// [`admit`], keeping the history an `ask` verdict rested on ([`Judged::guards`]).
@@ -200,12 +211,17 @@ pub async fn judge(
     context: ApprovalContext,
 ) -> Judged {
     let described = Described::of(Some(tool), caller.gate);
-    judge_described(ledger, caller, tool, input, context, &described).await
+    judge_with(ledger, caller, tool, input, context, &described, false).await
 }
 
-/// [`judge`], its events naming the digests in `described` (a held call's:
-/// the definition its caller offered, not the stand-in `tool` it is judged as).
-pub async fn judge_described(
+/// [`judge`] for a held call, whose approval record a grant's use is bound
+/// to: a question that a grant with a use limit may lift is handed back
+/// with those grants ([`Judged::offers`]) instead of spending one here (an
+/// unlimited grant, which has no use to spend, lifts it here). With a
+/// ledger only; without one, as [`judge`]. Its events name the digests in
+/// `described` (the definition the call's caller offered, not the stand-in
+/// `tool` it is judged as).
+pub async fn judge_held(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
     tool: &Tool,
@@ -213,18 +229,39 @@ pub async fn judge_described(
     context: ApprovalContext,
     described: &Described,
 ) -> Judged {
-    let unguarded = |verdict| Judged { verdict, guards: Vec::new() };
+    let defer = ledger.is_some();
+    judge_with(ledger, caller, tool, input, context, described, defer).await
+}
+
+/// [`judge`] and [`judge_held`] (`defer`: limited grants are handed back, not spent).
+async fn judge_with(
+    ledger: Option<&Ledger>,
+    caller: Caller<'_>,
+    tool: &Tool,
+    input: &Value,
+    context: ApprovalContext,
+    described: &Described,
+    defer: bool,
+) -> Judged {
+    let unguarded = |verdict| Judged { verdict, guards: Vec::new(), offers: Vec::new() };
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
         let Some(gate) = caller.gate else { return unguarded(verdict) };
         let call = DirectCall { tool_call_id: context.tool_call_id(), tool_name: tool.name(), input };
-        let offers = gate.grants(call.tool_call_id);
-        let lifted = match verdict.action {
-            GateAction::Ask if !offers.is_empty() => {
+        let (offers, later): (Vec<GrantOffer>, Vec<GrantOffer>) = match verdict.action {
+            GateAction::Ask => gate
+                .grants(call.tool_call_id)
+                .into_iter()
+                .filter(|offer| super::grant::may_lift(offer, &verdict, caller.principal))
+                .partition(|offer| offer.unlimited || !defer),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let lifted = match offers.is_empty() {
+            false => {
                 let decided = lift_described(ledger, &offers, verdict.clone(), call, caller.principal, described).await;
                 (decided.action == GateAction::Allow).then_some(decided)
             }
-            _ => None,
+            true => None,
         };
         let Some(ledger) = ledger else { return unguarded(lifted.unwrap_or(verdict)) };
         let (shadow, guards) = (gate.shadowed(call.tool_call_id), gate.guards(call.tool_call_id));
@@ -232,8 +269,13 @@ pub async fn judge_described(
             record_shadowed(ledger, call, &shadow, verdict.action).await;
             return unguarded(verdict);
         }
+        if !later.is_empty() {
+            // What a grant would decide; the issue spends its use, or asks when none is left.
+            record_shadowed(ledger, call, &shadow, GateAction::Allow).await;
+            return Judged { verdict, guards, offers: later };
+        }
         let admitted = match verdict.action {
-            GateAction::Ask => Some(Judged { verdict, guards }),
+            GateAction::Ask => Some(Judged { verdict, guards, offers: Vec::new() }),
             GateAction::Allow if !guards.is_empty() => {
                 let described = described.allowed_by(Some(gate), call.tool_call_id);
                 record_allowed(ledger, call, &guards, verdict, &described).await
@@ -266,7 +308,7 @@ async fn record_allowed(
             Verdict::ask().because(format!("the call could not be recorded with its history ({error})"))
         }
     };
-    Some(Judged { verdict, guards: Vec::new() })
+    Some(Judged { verdict, guards: Vec::new(), offers: Vec::new() })
 }
 
 /// The `shadowed` event of a rule in shadow mode that matched `call`: what it

@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_protocol::ToolResultOutput;
 
+use super::grant::GrantOffer;
 use super::route::Route;
 use super::{ApprovalState, Decision, transition};
 use crate::approval::{CanonicalError, canonical_digest, canonical_json};
@@ -52,7 +53,7 @@ use crate::ledger::{
     ApprovalRecord, AuditEvent, AuditKind, HistoryGuard, Ledger, Millis, StoreError, Transition, TransitionOutcome,
     millis,
 };
-use crate::tool::{ApprovalContext, Caller, GateAction, Tool};
+use crate::tool::{ApprovalContext, Caller, GateAction, Tool, Verdict};
 
 /// How many times [`attach`] reads again after losing an issue race.
 const MAX_ATTEMPTS: usize = 4;
@@ -302,37 +303,184 @@ pub async fn admit(
     caller: Caller<'_>,
     tool: &Tool,
     context: ApprovalContext,
-    mut call: HeldCall<'_>,
+    call: HeldCall<'_>,
     retry_window: Duration,
 ) -> Result<Attached, HeldError> {
-    // The grant uses and allowed events name what the call's issued event would.
-    let described = super::direct::Described {
-        tool_digest: call.tool_digest.map(str::to_owned),
-        config_digest: call.config_digest.map(str::to_owned),
-        rule: None,
-    };
+    let judging = Judging { caller, tool, context, issue_decided: true };
+    match admit_with(ledger, judging, call, retry_window, || std::future::ready(Ok(()))).await? {
+        Admitted::Held(attached) => Ok(*attached),
+        // Neither is returned when decided calls are issued and there is always room.
+        Admitted::Decided(_) | Admitted::Refused(_) => {
+            Err(StoreError::Unavailable("a decided call was not issued".to_owned()).into())
+        }
+    }
+}
+
+/// What [`admit_asked`] made of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admitted {
+    /// Decided without a person (a rule, the tool's policy, a grant): allowed
+    /// (a history term's `allowed` entry already recorded with the history it
+    /// read) or denied. Nothing was issued: the caller runs or refuses it, and
+    /// puts it on record ([`super::direct::ran`], [`super::direct::refused`]).
+    Decided(Verdict),
+    /// Asked: the approval of this call attached to, or one issued while the
+    /// history the question rested on stood.
+    Held(Box<Attached>),
+    /// Asked, but the caller's `room` refused to hold one more approval: why.
+    Refused(String),
+}
+
+/// Decides a call a gateway holds only when a person must answer (the MCP
+/// gateway's calls and permission prompts): as [`admit`] does, except that a
+/// call allowed or denied without a person is returned
+/// ([`Admitted::Decided`]) instead of issued, and that `room` is asked before
+/// a question is attached or issued (a gateway's cap on calls waiting; its
+/// refusal is [`Admitted::Refused`]). A question is issued only while the
+/// history it was judged on stands, atomically with that check, and judged
+/// again when it does not, as in [`admit`].
+pub async fn admit_asked<R, F>(
+    ledger: &Ledger,
+    caller: Caller<'_>,
+    tool: &Tool,
+    context: ApprovalContext,
+    call: HeldCall<'_>,
+    retry_window: Duration,
+    room: R,
+) -> Result<Admitted, HeldError>
+where
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let judging = Judging { caller, tool, context, issue_decided: false };
+    admit_with(ledger, judging, call, retry_window, room).await
+}
+
+/// What [`admit_with`] judges a call with.
+struct Judging<'a, 'c> {
+    caller: Caller<'c>,
+    tool: &'a Tool,
+    context: ApprovalContext,
+    /// Issue a call allowed or denied without a person decided ([`admit`]),
+    /// or hand its verdict back ([`admit_asked`]).
+    issue_decided: bool,
+}
+
+/// [`admit`] and [`admit_asked`]: judge, then attach or issue on the history judged.
+async fn admit_with<R, F>(
+    ledger: &Ledger,
+    judging: Judging<'_, '_>,
+    mut call: HeldCall<'_>,
+    retry_window: Duration,
+    mut room: R,
+) -> Result<Admitted, HeldError>
+where
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let Judging { caller, tool, context, issue_decided } = judging;
+    let described = described_of(call);
     for _ in 0..super::direct::MAX_ADMITS {
         let judged =
-            super::direct::judge_described(Some(ledger), caller, tool, call.input, context.clone(), &described).await;
+            super::direct::judge_held(Some(ledger), caller, tool, call.input, context.clone(), &described).await;
+        if !judged.offers.is_empty()
+            && let Some(attached) = attach_granted(ledger, call, &judged.offers, retry_window).await?
+        {
+            return Ok(Admitted::Held(Box::new(attached)));
+        }
         let verdict = judged.verdict;
         let decided = match verdict.action {
             GateAction::Allow => Some(Decision::APPROVE),
             GateAction::Deny => Some(Decision::Deny { reason: verdict.reason.clone() }),
             _ => None,
         };
+        match &decided {
+            Some(_) if !issue_decided => return Ok(Admitted::Decided(verdict)),
+            None => {
+                if let Err(refusal) = room().await {
+                    return Ok(Admitted::Refused(refusal));
+                }
+            }
+            Some(_) => {}
+        }
         let decided_call = HeldCall {
-            reason: verdict.reason.as_deref(),
+            reason: verdict.reason.as_deref().or(call.reason),
             route: verdict.route.as_ref(),
             decided: decided.as_ref(),
             ..call
         };
         if let Some(attached) = attach_if(ledger, decided_call, &judged.guards, retry_window).await? {
-            return Ok(attached);
+            return Ok(Admitted::Held(Box::new(attached)));
         }
     }
     call.reason = Some("the history kept changing while this call was judged; approval required");
     (call.route, call.decided) = (None, None);
-    attach(ledger, call, retry_window).await
+    if let Err(refusal) = room().await {
+        return Ok(Admitted::Refused(refusal));
+    }
+    Ok(Admitted::Held(Box::new(attach(ledger, call, retry_window).await?)))
+}
+
+/// Attaches to this call's approval as [`attach`] does, or issues it
+/// approved on a use of one of `offers` (grants that may lift its question,
+/// tried in order), the use spent and the record issued in one conditional
+/// write ([`crate::ledger::ConversationStore::use_decision_issuing`]): two
+/// requests for the same call race for the same next approval id, so one
+/// spends a use and the other attaches to its record. The record is decided
+/// by [`RULES_PRINCIPAL`] (its `approved` event by rule, then a `granted`
+/// event naming the grant). `None` when no offer has a use left (ask); a
+/// store that fails on an offer is logged and the next one tried (fail closed).
+async fn attach_granted(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    offers: &[GrantOffer],
+    retry_window: Duration,
+) -> Result<Option<Attached>, HeldError> {
+    let (canonical, digest, call_id) = identify(ledger, call)?;
+    let store = &ledger.config.store;
+    'attempts: for _ in 0..MAX_ATTEMPTS {
+        let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+        let now = ledger.config.clock.now();
+        let next = match attachable_among(&records, call, &digest, now, retry_window)? {
+            Ok(record) => return Ok(Some(Attached::Existing(record.clone()))),
+            Err(next) => next,
+        };
+        let input: Value = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
+        for offer in offers {
+            let granted_call = HeldCall { reason: Some(&offer.description), route: None, ..call };
+            let ids = (format!("{call_id}_{next}"), call_id.clone());
+            let mut record = pending_record(ledger, ids, granted_call, (input.clone(), digest.clone()), now);
+            let mut events = decided_by_rule_now(ledger, &mut record, &Decision::APPROVE, now);
+            if let Some(event) = events.first_mut() {
+                if let Some(note) = call.note {
+                    event.data["call"] = note.clone();
+                }
+                call.provenance(&mut event.data);
+            }
+            let direct = super::direct::DirectCall { tool_call_id: &call_id, tool_name: call.tool_name, input: &input };
+            let mut granted = described_of(call).described(super::direct::granted(ledger, direct, offer, now));
+            granted.approval_id.clone_from(&record.approval_id);
+            events.push(granted);
+            let records = std::slice::from_ref(&record);
+            match store.use_decision_issuing(&offer.id, now, records, &events).await {
+                Ok(Some(_)) => return Ok(Some(Attached::Issued(record))),
+                Ok(None) => {}
+                Err(StoreError::DuplicateApproval(_)) => continue 'attempts,
+                Err(error) => tracing::warn!(grant = %offer.id, %error, "cannot spend a grant; approval required"),
+            }
+        }
+        return Ok(None);
+    }
+    Err(StoreError::Unavailable(format!("call `{call_id}`: too many gateways issuing it at once; try again")).into())
+}
+
+/// What a held call's grant uses and allowed events name: what its issued event would.
+fn described_of(call: HeldCall<'_>) -> super::direct::Described {
+    super::direct::Described {
+        tool_digest: call.tool_digest.map(str::to_owned),
+        config_digest: call.config_digest.map(str::to_owned),
+        rule: None,
+    }
 }
 
 /// The approval [`attach`] would attach this call to now, if any, without

@@ -12,8 +12,9 @@
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
 //! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
-//! | (none) | `pending` | a rule asked about a call of the call-gating API on the history it read (issued only while that history stands) | the server | [`held::admit`] |
+//! | (none) | `pending` | a rule asked about a call of the call-gating API or the MCP gateway on the history it read (issued only while that history stands) | the server; the gateway | [`held::admit`]; [`held::admit_asked`] |
 //! | (none) | `approved` / `denied` | a rule decided a call of the call-gating API before anyone was asked (recorded so its claim and outcome take the moves below; nobody is notified) | the server, as [`held::RULES_PRINCIPAL`] | [`held::attach`] with [`held::HeldCall::decided`] |
+//! | (none) | `approved` | a grant with a use limit lifted the question of a held call (the call-gating API's, the gateway's): one use spent in the same write ([`crate::ledger::ConversationStore::use_decision_issuing`]) | the server; the gateway, as [`held::RULES_PRINCIPAL`] | [`held::admit`], [`held::admit_asked`] |
 //! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
 //! | `pending` | `pending` | a vote that does not reach the quorum | an approver ([`check_vote`]) | [`cast`] |
 //! | `pending` | `approved` / `denied` | the vote that reaches the quorum, or the first denial | an approver; the owner for an unrouted approval decided out of band | [`cast`] |
