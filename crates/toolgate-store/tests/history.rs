@@ -201,6 +201,108 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
     stores.finish().await;
 }
 
+/// The rules of the question races: ten transfers a day (everyone's), large
+/// ones asked, small ones allowed.
+const TEN_A_DAY_LARGE_ASKED: &str = r#"
+    [[rule]]
+    name = "ten-a-day"
+    action = "deny"
+    tool = "transfer_money"
+    history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+    [[rule]]
+    name = "large"
+    action = "ask"
+    tool = "transfer_money"
+    input = { "/amount" = { gt = 100 } }
+
+    [[rule]]
+    name = "small"
+    action = "allow"
+    tool = "transfer_money"
+"#;
+
+/// What one chat turn of [`chat_questions_are_issued_on_the_history_they_were_judged_on`] ended with.
+#[derive(Debug, PartialEq)]
+enum Turn {
+    Ran,
+    Asked,
+    Denied,
+}
+
+/// One chat turn through the engine: even turns transfer a small amount
+/// (allowed); odd ones first call a slow tool (so each question is judged
+/// well before the turn's other calls finished), then transfer a large one.
+async fn chat_turn(index: usize, store: Arc<dyn LedgerStore>, policy: Arc<Policy>) -> Turn {
+    use toolgate::protocol::{ModelMessage, ToolResultOutput};
+    use toolgate::{ScriptedModel, TextRequest, Toolkit, generate_text};
+    let transfer =
+        Tool::function::<Value>("transfer_money").handler(|_: Value, _| async { Ok::<_, ToolError>(json!(1)) });
+    let slow = Tool::function::<Value>("look_up").handler(|_: Value, _| async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok::<_, ToolError>(json!("found"))
+    });
+    let toolkit = Toolkit::new(vec![transfer, slow]).unwrap();
+    let call = |id: &str, tool: &str, input: Value| json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input});
+    let calls = if index.is_multiple_of(2) {
+        json!([call("t", "transfer_money", json!({"amount": 1}))])
+    } else {
+        json!([call("l", "look_up", json!({})), call("t", "transfer_money", json!({"amount": 1000}))])
+    };
+    let script = json!({"turns": [calls, [{"type": "text", "text": "done"}]]});
+    let model = ScriptedModel::from_json(&script.to_string()).unwrap();
+    let chat = format!("chat-{index}");
+    let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let ledger = config.owned(Some("alice"), &chat).principal("alice");
+    let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), Some("alice".into()), NOW)
+        .with_history(store, Arc::default());
+    let request = TextRequest::new(vec![ModelMessage::user("pay")])
+        .toolkit(toolkit)
+        .gate(Arc::new(gate))
+        .principal("alice")
+        .ledger(ledger);
+    let result = generate_text(&model, request).await.unwrap();
+    let step = &result.steps[0];
+    if !step.approval_requests.is_empty() {
+        return Turn::Asked;
+    }
+    let transfer = step.tool_results.iter().find(|result| result.tool_name == "transfer_money").unwrap();
+    match &transfer.output {
+        ToolResultOutput::ExecutionDenied { .. } => Turn::Denied,
+        _ => Turn::Ran,
+    }
+}
+
+/// 50 chat turns at once, alternating between the two handles: each
+/// question the engine issues is recorded only on the history it was judged
+/// on, so the questions match a sequential order (none after the tenth
+/// transfer that ran: from then on, every transfer is denied).
+async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
+    let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
+    let tasks: Vec<_> = (0..50)
+        .map(|index| {
+            let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            tokio::spawn(chat_turn(index, store, policy.clone()))
+        })
+        .collect();
+    let mut turns = Vec::new();
+    for task in tasks {
+        turns.push(task.await.unwrap());
+    }
+    let count = |turn: Turn| turns.iter().filter(|found| **found == turn).count();
+    assert_eq!(count(Turn::Ran), 10, "exactly ten transfers run");
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let allowed: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Allowed).map(|e| e.seq).collect();
+    let issued: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Issued).map(|e| e.seq).collect();
+    assert_eq!((allowed.len(), issued.len()), (10, count(Turn::Asked)));
+    let tenth = allowed.iter().max().copied().unwrap();
+    assert!(
+        issued.iter().all(|seq| *seq < tenth),
+        "a question was issued after the tenth transfer was recorded: {issued:?} after {tenth}"
+    );
+    stores.finish().await;
+}
+
 #[tokio::test]
 async fn memory_reads_the_calls_of_a_scope_and_window() {
     reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
@@ -249,5 +351,22 @@ async fn sqlite_issues_no_question_on_a_moved_history() {
 async fn postgres_replicas_issue_no_question_on_a_moved_history() {
     if let Some(stores) = Stores::postgres("history_issue_race").await {
         questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_chat_turns_issue_no_question_on_a_moved_history() {
+    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
+    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
+    if let Some(stores) = Stores::postgres("history_chat_race").await {
+        chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
     }
 }

@@ -323,7 +323,7 @@ pub async fn admit(
             return Ok(attached);
         }
     }
-    call.reason = Some("the history kept changing while this call was judged; approval required");
+    call.reason = Some(super::direct::HISTORY_CHURN_REASON);
     (call.route, call.decided) = (None, None);
     attach(ledger, call, retry_window).await
 }

@@ -11,7 +11,7 @@
 //!
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
-//! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
+//! | (none) | `pending` | the model called a gated tool (issued only while the history its verdict was judged on stands) | the engine, before running the step's calls and streaming the request | `engine::ledger::record_issued` |
 //! | (none) | `pending` | a rule asked about a call of the call-gating API on the history it read (issued only while that history stands) | the server | [`held::admit`] |
 //! | (none) | `approved` / `denied` | a rule decided a call of the call-gating API before anyone was asked (recorded so its claim and outcome take the moves below; nobody is notified) | the server, as [`held::RULES_PRINCIPAL`] | [`held::attach`] with [`held::HeldCall::decided`] |
 //! | `pending` | `executing` / `denied` | a [`Decision`] arrives in the chat before `expires_at` (an approval claims the call at once, under the process's lease) | the request's principal (unrouted approvals only); the engine denies on their behalf what nobody answered before the conversation moved on, and what a policy refuses | `claim` via `transition::decide` |
@@ -41,8 +41,10 @@
 //! the history it was judged on stands, in one conditional write with that
 //! check ([`crate::ledger::HistoryStore::append_if`], `issue_if`); on a miss
 //! nothing is written and the call is judged again ([`direct::judge`],
-//! [`held::admit`]). The chat engine's `record_issued` and the claim
-//! (`approved` → `executing`) do not hold the history they were judged on yet.
+//! [`held::admit`], and the chat engine's step, which records a step's
+//! questions in one such write and judges again each question whose history
+//! moved: it may now run, be refused or be asked differently; after
+//! [`direct::MAX_ADMITS`] misses it is asked without a guard).
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see
 //! [`crate::agent`]) takes the same moves, at the depth where it was made.
