@@ -14,11 +14,12 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use support::Stores;
 
+use toolgate::approval::lifecycle::counted;
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
 use toolgate::approval::lifecycle::held::{self, HeldCall};
 use toolgate::ledger::{
-    ApprovalState, AuditKind, AuditQuery, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock,
-    conversation_key,
+    ApprovalState, AuditKind, AuditQuery, Guard, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock,
+    Transition, TransitionOutcome, Update, conversation_key,
 };
 use toolgate::tool::{ApprovalContext, Caller, GateAction};
 use toolgate::{Tool, ToolError};
@@ -303,6 +304,205 @@ async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: St
     stores.finish().await;
 }
 
+/// 50 held calls a person approved, claimed at once (alternating between the
+/// two handles) against `count = { gte = 10 }`: each claim is judged again on
+/// the history as it starts, so exactly 10 start; the others are denied
+/// with the rule's reason, and none runs.
+async fn fifty_approved_calls_claimed_against_a_limit_of_ten(stores: Stores) {
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "asked"
+        action = "ask"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let config = LedgerConfig::new(stores.a.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let mut approved = Vec::new();
+    for index in 0..50 {
+        let ledger = config.owned(Some("alice"), &format!("chat-{index}")).principal("alice");
+        approved.push(approved_call(&ledger, index).await);
+    }
+    let tasks: Vec<_> = approved
+        .into_iter()
+        .enumerate()
+        .map(|(index, record)| {
+            let store: Arc<dyn LedgerStore> = if index.is_multiple_of(2) { stores.a.clone() } else { stores.b.clone() };
+            let policy = policy.clone();
+            tokio::spawn(async move {
+                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+                let ledger = config.owned(Some("alice"), &format!("chat-{index}")).principal("alice");
+                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+                    .with_history(store, Arc::default());
+                let tool = Tool::dynamic("transfer_money", json!({}));
+                let judge = counted::Rejudge {
+                    caller: Caller {
+                        gate: Some(&gate),
+                        conversation_id: Some(&ledger.conversation_id),
+                        principal: Some("alice"),
+                        groups: &[],
+                    },
+                    tool: &tool,
+                    context: ApprovalContext::new(record.tool_call_id.clone(), Vec::new()),
+                };
+                held::start(&ledger, &record, false, Some(&judge)).await.unwrap()
+            })
+        })
+        .collect();
+    let (mut started, mut denied) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            held::Started::Run(record) => {
+                assert_eq!(record.state, ApprovalState::Executing);
+                started += 1;
+            }
+            held::Started::Elsewhere(record) => {
+                assert_eq!(record.state, ApprovalState::Denied, "{record:?}");
+                let reason = record.decision.as_ref().and_then(|decision| decision.reason.clone()).unwrap();
+                assert!(reason.starts_with("rule `ten-a-day` matched"), "{reason}");
+                denied += 1;
+            }
+        }
+    }
+    assert_eq!((started, denied), (10, 40), "exactly ten approved calls start");
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let claimed = events.iter().filter(|event| event.kind == AuditKind::Allowed).count();
+    let refused = events.iter().filter(|event| event.kind == AuditKind::Denied && event.data["atClaim"] == true);
+    assert_eq!((claimed, refused.count()), (10, 40));
+    stores.finish().await;
+}
+
+/// One chat's request for a transfer of `amount`, with `history`.
+fn chat_request(
+    index: usize,
+    store: &Arc<dyn LedgerStore>,
+    policy: &Arc<Policy>,
+    history: Vec<toolgate::protocol::ModelMessage>,
+) -> toolgate::TextRequest {
+    let transfer =
+        Tool::function::<Value>("transfer_money").handler(|_: Value, _| async { Ok::<_, ToolError>(json!(1)) });
+    let chat = format!("chat-{index}");
+    let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let ledger = config.owned(Some("alice"), &chat).principal("alice");
+    let gate =
+        StoredGate::new(policy.clone(), store.clone(), Some(ledger.conversation_id.clone()), Some("alice".into()), NOW)
+            .with_history(store.clone(), Arc::default());
+    toolgate::TextRequest::new(history)
+        .toolkit(toolgate::Toolkit::new(vec![transfer]).unwrap())
+        .gate(Arc::new(gate))
+        .principal("alice")
+        .ledger(ledger)
+}
+
+/// 50 chats each asked about a transfer, then the 50 approvals answered in
+/// the chats at once (alternating between the two handles) against a
+/// limit of 10: each claim holds the history its call was judged on again,
+/// so exactly 10 transfers run; the others are denied by the rule.
+async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: Stores) {
+    use toolgate::protocol::ModelMessage;
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "asked"
+        action = "ask"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let call = json!({"type": "tool-call", "toolCallId": "t", "toolName": "transfer_money", "input": {"amount": 1}});
+    let script = json!({"turns": [[call], [{"type": "text", "text": "done"}]]});
+    let model = toolgate::ScriptedModel::from_json(&script.to_string()).unwrap();
+    let mut answered = Vec::new();
+    for index in 0..50 {
+        let store = stores.a.clone();
+        let mut history = vec![ModelMessage::user("pay")];
+        let asked =
+            toolgate::generate_text(&model, chat_request(index, &store, &policy, history.clone())).await.unwrap();
+        let approval_id = asked.steps[0].approval_requests[0].approval_id.clone();
+        history.extend(asked.response_messages);
+        let answer = json!([{"role": "tool", "content": [
+            {"type": "tool-approval-response", "approvalId": approval_id, "approved": true}
+        ]}]);
+        history.extend(toolgate::protocol::parse_messages(answer).unwrap());
+        answered.push(history);
+    }
+    let tasks: Vec<_> = answered
+        .into_iter()
+        .enumerate()
+        .map(|(index, history)| {
+            let store: Arc<dyn LedgerStore> = if index.is_multiple_of(2) { stores.a.clone() } else { stores.b.clone() };
+            let (policy, model) = (policy.clone(), model.clone());
+            tokio::spawn(async move {
+                toolgate::generate_text(&model, chat_request(index, &store, &policy, history)).await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let ran = events.iter().filter(|event| event.kind == AuditKind::Executed).count();
+    let denied: Vec<&str> = events
+        .iter()
+        .filter(|event| event.kind == AuditKind::Denied)
+        .filter_map(|event| event.data["reason"].as_str())
+        .collect();
+    assert_eq!(denied.len(), 40, "{denied:?}");
+    assert!(denied.iter().all(|reason| reason.starts_with("rule `ten-a-day` matched")), "{denied:?}");
+    assert_eq!(ran, 10, "exactly ten approved transfers run");
+    stores.finish().await;
+}
+
+/// A held call of `transfer_money` issued `pending` in `ledger`'s
+/// conversation, then approved by a person (alice).
+async fn approved_call(ledger: &toolgate::ledger::Ledger, index: usize) -> toolgate::ledger::ApprovalRecord {
+    let input = json!({"amount": index});
+    let call = HeldCall {
+        tool_name: "transfer_money",
+        input: &input,
+        reason: Some("asked"),
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        tool_digest: None,
+        config_digest: None,
+    };
+    let record = match held::attach(ledger, call, Duration::ZERO).await.unwrap() {
+        held::Attached::Issued(record) => record,
+        held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),
+    };
+    let data = json!({"toolName": "transfer_money", "input": input});
+    let event = ledger.event(AuditKind::Approved, &record.approval_id, &record.tool_call_id, NOW, data);
+    let mut decision = support::decision(true, "alice", NOW);
+    decision.edited_input = None;
+    let approve = Transition {
+        approval_id: record.approval_id.clone(),
+        from: ApprovalState::Pending,
+        to: ApprovalState::Approved,
+        guard: Guard::None,
+        update: Update { decision: Some(decision), ..Update::default() },
+        at: NOW,
+        events: vec![event],
+    };
+    match ledger.config.store.apply(&[approve], &[]).await.unwrap().pop() {
+        Some(TransitionOutcome::Moved(record)) => record,
+        other => panic!("not approved: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn memory_reads_the_calls_of_a_scope_and_window() {
     reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
@@ -368,5 +568,39 @@ async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
 async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
     if let Some(stores) = Stores::postgres("history_chat_race").await {
         chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_claims_exactly_ten_of_fifty_approved_calls() {
+    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_claims_exactly_ten_of_fifty_approved_calls() {
+    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_claim_exactly_ten_of_fifty_approved_calls() {
+    if let Some(stores) = Stores::postgres("history_claim_race").await {
+        fifty_approved_calls_claimed_against_a_limit_of_ten(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_runs_exactly_ten_of_fifty_chat_approvals() {
+    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_runs_exactly_ten_of_fifty_chat_approvals() {
+    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_run_exactly_ten_of_fifty_chat_approvals() {
+    if let Some(stores) = Stores::postgres("history_chat_claim_race").await {
+        fifty_chat_approvals_claimed_against_a_limit_of_ten(stores).await;
     }
 }

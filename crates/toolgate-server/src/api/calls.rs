@@ -429,7 +429,8 @@ pub(crate) async fn start(
     };
     let lease = body.lease.as_deref().map(parse_lease).transpose()?;
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
-    let record = calls::start(state.run_context(), config, requester, &id, lease).await?;
+    let settings = &state.config().calls;
+    let record = calls::start(state.run_context(), config, settings, requester, &id, lease).await?;
     Ok(Json(CallStatus::of(&id, &record)))
 }
 

@@ -23,7 +23,8 @@
 //! | `pending` | `withdrawn` | the requester takes the request back | the requester | [`withdraw`] |
 //! | `pending` | `superseded` | an approver's edit needs other approvers: a new `pending` approval of the edited input, routed as the rules say, takes its place (same call, linked both ways) | whoever approved with the edit | [`supersede`] |
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
-//! | `approved` | `executing` | the step of an approval decided out of band continues | whoever continues the step (the server, or the requester's next request), under its process's lease | `claim` via `transition::start_execution` |
+//! | `approved` | `executing` | the step of an approval decided out of band continues, or the call-gating API's start (judged again on the history, claimed only while it stands) | whoever continues the step (the server, or the requester's next request), or starts the call, under its process's lease | `claim` via `transition::start_execution`, [`counted`] |
+//! | `approved` | `denied` | a rule denies the approved call as it is claimed (a history term's limit reached meanwhile): it does not run | the claimer, as [`held::RULES_PRINCIPAL`] | [`counted`] |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
@@ -44,7 +45,14 @@
 //! [`held::admit`], and the chat engine's step, which records a step's
 //! questions in one such write and judges again each question whose history
 //! moved: it may now run, be refused or be asked differently; after
-//! [`direct::MAX_ADMITS`] misses it is asked without a guard).
+//! [`direct::MAX_ADMITS`] misses it is asked without a guard). The claim of
+//! a call a person approved holds its history too: in the chat, the answer's
+//! verdict (`approval::resolve`) and the claim (`pending`/`approved` →
+//! `executing`) are one conditional write with an `allowed` event naming the
+//! approval ([`crate::ledger::HistoryStore::apply_if`]), resolved again when
+//! the history moved; out of band and for the call-gating API, [`counted`]
+//! judges it again as it is claimed. A rule that now denies it refuses it
+//! (`denied`, the rule's reason); one that asks does not ask again.
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see
 //! [`crate::agent`]) takes the same moves, at the depth where it was made.
@@ -94,6 +102,7 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+pub mod counted;
 pub mod direct;
 mod edit;
 pub mod grant;
