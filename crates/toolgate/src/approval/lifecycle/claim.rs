@@ -10,11 +10,16 @@
 //!    straight to `executing` under this process's lease (approved and
 //!    claimed in one conditional update), or to `denied`; its audit events
 //!    commit with it. Only the first answer can move it. An approval routed
-//!    to named approvers is never claimed here: votes decide it.
+//!    to named approvers is never claimed here: votes decide it. When a
+//!    verdict the answers were resolved on read the history (a rule's history
+//!    term), the transaction is written only while that history stands, with
+//!    an `allowed` event for each such claim ([`super::counted`]); when it
+//!    moved, nothing is written and the answers are resolved again.
 //! 3. **Settle** what did not move from its record: an expired request moves to
 //!    `expired`, an execution whose lease lapsed to `interrupted` (or is claimed
 //!    again when the tool is idempotent), one approved out of band moves to
-//!    `executing` for this request, and a decided one gives back its stored
+//!    `executing` for this request (judged again on the history as it is
+//!    claimed, [`super::counted`]), and a decided one gives back its stored
 //!    outcome. A race lost to a contradicting answer after step 1 is not
 //!    an error (claims of this request already happened): the recorded
 //!    decision stands, with a warning.
