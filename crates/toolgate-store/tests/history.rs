@@ -4,7 +4,10 @@
 //! two handles (two replicas on Postgres), and exactly 10 run; and the
 //! same race with questions among the calls: no question is issued on a
 //! history that moved before it was recorded (one judged on 9 calls while
-//! the 10th was recorded is denied, not asked).
+//! the 10th was recorded is denied, not asked), held calls and chat turns
+//! alike; and 50 approved calls claimed at once (held calls started, and
+//! answers in chats): exactly 10 run, each claim judged again on the history
+//! in one conditional write with its entry.
 
 mod support;
 
@@ -459,6 +462,73 @@ async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: Stores) {
     assert_eq!(denied.len(), 40, "{denied:?}");
     assert!(denied.iter().all(|reason| reason.starts_with("rule `ten-a-day` matched")), "{denied:?}");
     assert_eq!(ran, 10, "exactly ten approved transfers run");
+    stores.finish().await;
+}
+
+/// A held call a rule let through as the 10th of a limit of 10 (judged and
+/// counted as it was issued) starts: its claim is not judged again on a
+/// history that already counts it.
+#[tokio::test]
+async fn a_call_the_rules_approved_is_not_judged_again_at_its_start() {
+    let stores = Stores::memory();
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "small"
+        action = "allow"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let config = LedgerConfig::new(stores.a.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let earlier: Vec<_> = (0..9)
+        .map(|n| {
+            let ledger = config.owned(Some("bob"), &format!("earlier-{n}")).principal("bob");
+            let input = json!({"amount": n});
+            let call = DirectCall { tool_call_id: "e", tool_name: "transfer_money", input: &input };
+            direct::ran(&ledger, call, Ok(&json!(1)), NOW - 1_000)
+        })
+        .collect();
+    stores.a.append(&earlier).await.unwrap();
+    let ledger = config.owned(Some("alice"), "chat").principal("alice");
+    let gate = StoredGate::new(policy, stores.a.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+        .with_history(stores.a.clone(), Arc::default());
+    let caller = Caller {
+        gate: Some(&gate),
+        conversation_id: Some(&ledger.conversation_id),
+        principal: Some("alice"),
+        groups: &[],
+    };
+    let tool = Tool::dynamic("transfer_money", json!({}));
+    let input = json!({"amount": 5});
+    let call = HeldCall {
+        tool_name: "transfer_money",
+        input: &input,
+        reason: None,
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        tool_digest: None,
+        config_digest: None,
+    };
+    let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
+    let context = ApprovalContext::new(call_id.clone(), Vec::new());
+    let record = match held::admit(&ledger, caller, &tool, context.clone(), call, Duration::ZERO).await.unwrap() {
+        held::Attached::Issued(record) => record,
+        held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),
+    };
+    assert_eq!(record.state, ApprovalState::Approved, "the 10th passes");
+    let judge = counted::Rejudge { caller, tool: &tool, context };
+    let started = held::start(&ledger, &record, false, Some(&judge)).await.unwrap();
+    assert!(matches!(started, held::Started::Run(_)), "{started:?}");
     stores.finish().await;
 }
 
