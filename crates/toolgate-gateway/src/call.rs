@@ -135,7 +135,7 @@ async fn hold(
     let ask = Ask { tool_name: &tool.info.name, reason: &reason };
     let idempotent = tool.tool.is_idempotent();
     let public_url = gateway.options().public_url.as_deref();
-    let result = match settle(gateway, session, request, attached, Some(ask), idempotent).await? {
+    let result = match settle(gateway, session, request, &tool.tool, attached, Some(ask), idempotent).await? {
         Settled::Run(record) => run(gateway, session, &ledger, request, tool, &record).await,
         Settled::Final(record) => {
             outcome::from_record(&record).unwrap_or_else(|| outcome::pending(&record, public_url))

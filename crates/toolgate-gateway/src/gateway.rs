@@ -51,7 +51,7 @@ impl Session {
 }
 
 /// The session's principal asking, under `gate`, in the conversation `key`.
-fn requester<'a>(session: &'a Session, gate: &'a StoredGate, key: &'a str) -> Caller<'a> {
+pub(crate) fn requester<'a>(session: &'a Session, gate: &'a StoredGate, key: &'a str) -> Caller<'a> {
     Caller {
         gate: Some(gate),
         conversation_id: Some(key),

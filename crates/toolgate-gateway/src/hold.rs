@@ -20,11 +20,12 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ProgressNotificationPa
 use rmcp::service::RoleServer;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use toolgate::approval::lifecycle::counted::Rejudge;
 use toolgate::approval::lifecycle::held::{self, Attached, HeldError, Hold};
 use toolgate::approval::lifecycle::{Decision, waiting_for};
-use toolgate::ledger::{ApprovalRecord, ApprovalState, Ledger, Millis};
+use toolgate::ledger::{ApprovalRecord, ApprovalState, Millis};
 
-use crate::gateway::{Gateway, Session};
+use crate::gateway::{Gateway, Session, requester};
 
 /// Where a held call ended up: the lifecycle's [`held::Driven`] (run it
 /// now, final, or still waiting when the hold ended).
@@ -57,11 +58,13 @@ pub struct Ask<'a> {
     pub reason: &'a str,
 }
 
-/// Drives an attached approval as far as it goes within the hold (see the module docs).
+/// Drives an attached approval of a call of `tool` as far as it goes within
+/// the hold (see the module docs).
 pub async fn settle(
     gateway: &Gateway,
     session: &Session,
     request: &Request<'_>,
+    tool: &toolgate::Tool,
     attached: Attached,
     ask: Option<Ask<'_>>,
     idempotent: bool,
@@ -94,24 +97,30 @@ pub async fn settle(
     let hold = gateway.options().hold;
     let deadline = ledger.config.clock.now().saturating_add(millis(hold));
     tokio::select! {
-        settled = drive(gateway, &ledger, request, record.clone(), deadline, idempotent) => settled,
+        settled = drive(gateway, session, request, tool, record.clone(), (deadline, idempotent)) => settled,
         () = request.cancel.cancelled() => Ok(Settled::Waiting(record)),
     }
 }
 
 /// The out-of-band hold: the lifecycle drives the record
-/// ([`held::drive`]); the gateway only reports progress to its client.
+/// ([`held::drive`]), and judges an approved call again on the history as
+/// it is claimed (the session's rules, `tool`); the gateway only reports
+/// progress to its client.
 async fn drive(
     gateway: &Gateway,
-    ledger: &Ledger,
+    session: &Session,
     request: &Request<'_>,
+    tool: &toolgate::Tool,
     record: ApprovalRecord,
-    deadline: Millis,
-    idempotent: bool,
+    (deadline, idempotent): (Millis, bool),
 ) -> Result<Settled, HeldError> {
     let options = gateway.options();
     let hold = Hold { deadline, idempotent, poll: options.poll, progress_every: options.progress_every };
-    held::drive(ledger, record, hold, |record, held_for| async move {
+    let ledger = gateway.ledger(session);
+    let (gate, key) = (gateway.gate(session), session.conversation_key());
+    let context = toolgate::tool::ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
+    let judge = Rejudge { caller: requester(session, &gate, &key), tool, context };
+    held::drive(&ledger, record, hold, Some(&judge), |record, held_for| async move {
         report(request, &record, held_for, options.hold).await;
     })
     .await

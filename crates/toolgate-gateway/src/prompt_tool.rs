@@ -112,7 +112,7 @@ pub async fn call(
         }
         Ok(Admitted::Decided(_)) => answer(&allow(&input)),
         Ok(Admitted::Refused(refusal)) => answer(&deny(refusal)),
-        Ok(Admitted::Held(attached)) => match hold(gateway, session, request, *attached).await {
+        Ok(Admitted::Held(attached)) => match hold(gateway, session, request, &stand_in, *attached).await {
             Ok(value) => answer(&value),
             Err(error) => answer(&deny(format!("the approval could not be recorded: {error}"))),
         },
@@ -125,10 +125,11 @@ async fn hold(
     gateway: &Gateway,
     session: &Session,
     request: &Request<'_>,
+    stand_in: &toolgate::Tool,
     attached: Attached,
 ) -> Result<Value, HeldError> {
     let ledger = gateway.ledger(session);
-    Ok(match settle(gateway, session, request, attached, None, true).await? {
+    Ok(match settle(gateway, session, request, stand_in, attached, None, true).await? {
         Settled::Run(record) => {
             let edited = record.decision.as_ref().and_then(|decision| decision.edited_input.clone());
             let checked = match &edited {

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{Client, Setup, call, connect, text};
-use toolgate::ledger::{AuditKind, AuditQuery, AuditStore};
+use toolgate::approval::lifecycle::{Decision, VoteOptions, Voter, cast};
+use toolgate::ledger::{AuditKind, AuditQuery, AuditStore, SystemClock};
 
 const RULES: &str = r#"
     [[rule]]
@@ -59,4 +60,37 @@ async fn concurrent_calls_against_a_count_rule_run_exactly_the_limit_and_ask_onl
     );
     let denials = events.iter().filter(|event| event.kind == AuditKind::Denied).count();
     assert_eq!(denials, denied, "each refusal is on record");
+}
+
+/// Approved out of band, then retried at once: a retry judged before the
+/// third call ran attaches to its approval, whose claim is judged again on
+/// the history as it starts (`held::drive` with the session's rules), so ten
+/// approved calls against a limit of three run exactly three; the others are
+/// denied by the rule and never reach the upstream server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approved_calls_claimed_at_once_run_exactly_the_limit() {
+    let setup = Setup::new(RULES, |options| options.hold = Duration::from_millis(50)).await;
+    let session = connect(&setup.gateway, Client::default(), "alice").await;
+    let labels: Vec<String> = (0..10).map(|index| format!("big-{index}")).collect();
+    let asked =
+        futures::future::join_all(labels.iter().map(|label| call(&session, "count__bump", json!({"label": label}))));
+    let ids: Vec<String> = asked
+        .await
+        .iter()
+        .map(|result| result["_meta"]["toolgate/approval"]["id"].as_str().expect("held for a person").to_owned())
+        .collect();
+    let voter = Voter::new(Some("alice".to_owned()));
+    for id in &ids {
+        cast(&*setup.store, &SystemClock, id, &voter, Decision::APPROVE, VoteOptions::default()).await.unwrap();
+    }
+    // Each retry attaches to its approved call and claims it.
+    let results =
+        futures::future::join_all(labels.iter().map(|label| call(&session, "count__bump", json!({"label": label}))))
+            .await;
+    assert_eq!(setup.counter.count(), 3, "exactly three approved calls run: {results:?}");
+    let denied = results.iter().filter(|result| text(result).contains("three-bumps")).count();
+    assert_eq!(denied, 7, "the others are refused by the rule as they are claimed: {results:?}");
+    // Each refusal is on record, as the retry was judged or, having passed that, as its claim was.
+    let events = setup.store.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(events.iter().filter(|event| event.kind == AuditKind::Denied).count(), 7);
 }

@@ -132,6 +132,14 @@ impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
     ) -> StoreFuture<'a, bool> {
         self.0.issue_if(guards, records, events)
     }
+
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        transitions: &'a [toolgate::ledger::Transition],
+    ) -> StoreFuture<'a, Option<Vec<toolgate::ledger::TransitionOutcome>>> {
+        self.0.apply_if(guards, transitions)
+    }
 }
 
 /// The decisions that apply to one request, as read from the store.

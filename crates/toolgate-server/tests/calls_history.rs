@@ -3,7 +3,9 @@
 //! Postgres replicas (one conditional write: the history read and the
 //! call's own entry); calls approved by a person and run are counted as a
 //! chat's are, a call a rule let through is counted once however it ends,
-//! and a denial by a history rule is `denied`, naming the figures.
+//! and a denial by a history rule is `denied`, naming the figures; 50
+//! approved calls started at once against a limit of 10: exactly 10 start
+//! (each claim judged again on the history, in one conditional write).
 //!
 //! Postgres runs when `TOOLGATE_TEST_POSTGRES_URL` is set:
 //! `bash scripts/with-postgres.sh cargo test -p toolgate-server --test calls_history`.
@@ -50,6 +52,18 @@ name = "one-payment"
 action = "deny"
 tool = "pay"
 history = { window = "24h", scope = "everyone", count = { gte = 1 } }
+
+[[rule]]
+name = "transfers"
+action = "ask"
+tool = "transfer"
+
+[[rule]]
+name = "ten-transfers"
+action = "deny"
+tool = "transfer"
+reason = "ten transfers a day"
+history = { window = "24h", scope = "everyone", count = { gte = 10 } }
 "#;
 
 /// 50 concurrent calls, spread over the replicas, against a limit of 10: exactly 10 pass.
@@ -146,4 +160,52 @@ async fn run_calls_are_counted_on_sqlite_replicas() {
 #[tokio::test]
 async fn run_calls_are_counted_on_postgres_replicas() {
     run_calls_are_counted(Backend::Postgres).await;
+}
+
+/// 50 calls asked, each approved by its owner, then started at once over the
+/// replicas against a limit of 10: exactly 10 start; the others are denied
+/// by the rule as they start (409 `call_not_approved`, the call `denied`
+/// with the rule's reason), and never run.
+async fn exactly_ten_of_fifty_approved_calls_start(backend: Backend) {
+    let Some(replicas) = replicas(backend, RULES, CallsDefault::Ask).await else { return };
+    let servers = replicas.all();
+    let mut ids = Vec::new();
+    for n in 0..50 {
+        let user = ["alice", "bob"][n % 2];
+        let asked = gate(servers[n % servers.len()], user, json!({"tool": "transfer", "input": {"n": n}})).await;
+        assert_eq!(asked.status, 202, "{}", asked.body);
+        let asked = asked.json();
+        let voted =
+            vote(servers[(n + 1) % servers.len()], text(&asked, "approvalId"), user, json!({"decision": "approve"}));
+        assert_eq!(voted.await.status, 200);
+        ids.push((user, text(&asked, "callId").to_owned()));
+    }
+    let starts = ids.iter().enumerate().map(|(n, (user, id))| start_call(servers[n % servers.len()], user, id));
+    let replies = futures::future::join_all(starts).await;
+    let started = replies.iter().filter(|reply| reply.status == 200).count();
+    let refused: Vec<_> = replies.iter().filter(|reply| reply.status == 409).collect();
+    assert_eq!((started, refused.len()), (10, 40), "{backend:?}");
+    assert!(refused.iter().all(|reply| code(reply) == "call_not_approved"), "{}", refused[0].body);
+    assert!(refused[0].body.contains("ten transfers a day"), "{}", refused[0].body);
+    let (n, _) = replies.iter().enumerate().find(|(_, reply)| reply.status == 409).unwrap();
+    let (user, id) = &ids[n];
+    let shown = status(&replicas.first, user, id).await.json();
+    assert_eq!(text(&shown, "state"), "denied", "{shown}");
+    let reason = text(&shown, "reason");
+    assert!(reason.contains("ten transfers a day") && reason.contains("10 earlier calls vs >= 10"), "{reason}");
+}
+
+#[tokio::test]
+async fn exactly_ten_of_fifty_approved_calls_start_in_memory() {
+    exactly_ten_of_fifty_approved_calls_start(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn exactly_ten_of_fifty_approved_calls_start_on_sqlite_replicas() {
+    exactly_ten_of_fifty_approved_calls_start(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn exactly_ten_of_fifty_approved_calls_start_on_postgres_replicas() {
+    exactly_ten_of_fifty_approved_calls_start(Backend::Postgres).await;
 }

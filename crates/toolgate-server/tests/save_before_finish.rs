@@ -99,6 +99,14 @@ impl toolgate::ledger::HistoryStore for SlowSaves {
     ) -> StoreFuture<'a, bool> {
         self.0.issue_if(guards, records, events)
     }
+
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        transitions: &'a [toolgate::ledger::Transition],
+    ) -> StoreFuture<'a, Option<Vec<toolgate::ledger::TransitionOutcome>>> {
+        self.0.apply_if(guards, transitions)
+    }
 }
 
 impl ConversationStore for SlowSaves {

@@ -5,16 +5,17 @@
 //! write transaction that holds the audit log's lock (SQLite's write lock;
 //! on Postgres the advisory lock every append takes), so no call is
 //! appended between a guard's read and this append. The guarded issue is
-//! the same transaction with an issue in place of the append.
+//! the same transaction with an issue in place of the append, and the
+//! guarded apply (a claim judged on the history) with transitions.
 
 use toolgate::ledger::{
     ApprovalRecord, AuditEvent, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, OWNER_SEPARATOR, StoreError,
-    entries_in,
+    Transition, TransitionOutcome, entries_in,
 };
 
 use crate::backend::SqlBackend;
 use crate::db;
-use crate::ops::{Operations, append_in, issue_in};
+use crate::ops::{Operations, append_in, apply_in, issue_in};
 use crate::sql::{EventRow, event_columns};
 
 /// The kinds of event that are calls (see [`entries_in`]).
@@ -42,6 +43,27 @@ impl<B: SqlBackend> Operations<B> {
         let data = (guards.to_vec(), records.to_vec(), events.to_vec());
         self.backend().write(data, |conn, data| Box::pin(issue_if_in::<B>(conn, data))).await
     }
+
+    pub(crate) async fn apply_if(
+        &self,
+        guards: &[HistoryGuard],
+        transitions: &[Transition],
+    ) -> Result<Option<Vec<TransitionOutcome>>, StoreError> {
+        let data = (guards.to_vec(), transitions.to_vec());
+        self.backend().write(data, |conn, data| Box::pin(apply_if_in::<B>(conn, data))).await
+    }
+}
+
+/// The guards' reads, then the transitions (with their events) if each guard still counts what it read.
+async fn apply_if_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (guards, transitions): &(Vec<HistoryGuard>, Vec<Transition>),
+) -> Result<Option<Vec<TransitionOutcome>>, StoreError> {
+    if !guards_hold_in::<B>(conn, guards).await? {
+        return Ok(None);
+    }
+    let apply = (transitions.clone(), Vec::new());
+    apply_in::<B>(conn, &apply).await.map(Some)
 }
 
 /// The guards' reads, then the append if each still counts what it read.

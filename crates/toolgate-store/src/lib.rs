@@ -298,6 +298,14 @@ impl toolgate::ledger::HistoryStore for SqlStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move { on_backend!(self, backend => backend.issue_if(guards, records, events)) })
     }
+
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [toolgate::ledger::HistoryGuard],
+        transitions: &'a [Transition],
+    ) -> StoreFuture<'a, Option<Vec<TransitionOutcome>>> {
+        Box::pin(async move { on_backend!(self, backend => backend.apply_if(guards, transitions)) })
+    }
 }
 
 impl ConversationStore for SqlStore {

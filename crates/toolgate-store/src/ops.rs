@@ -582,7 +582,7 @@ fn fused_issue_in<'c, C: Connection>(conn: &'c mut C, fused: &'c Fused<FusedIssu
     })
 }
 
-fn apply_in<'c, B: SqlBackend>(
+pub(crate) fn apply_in<'c, B: SqlBackend>(
     conn: &'c mut B::Conn,
     (transitions, events): &'c (Vec<Transition>, Vec<AuditEvent>),
 ) -> WriteFuture<'c, Vec<TransitionOutcome>> {

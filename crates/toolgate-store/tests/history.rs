@@ -4,7 +4,10 @@
 //! two handles (two replicas on Postgres), and exactly 10 run; and the
 //! same race with questions among the calls: no question is issued on a
 //! history that moved before it was recorded (one judged on 9 calls while
-//! the 10th was recorded is denied, not asked).
+//! the 10th was recorded is denied, not asked), held calls and chat turns
+//! alike; and 50 approved calls claimed at once (held calls started, and
+//! answers in chats): exactly 10 run, each claim judged again on the history
+//! in one conditional write with its entry.
 
 mod support;
 
@@ -14,11 +17,12 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use support::Stores;
 
+use toolgate::approval::lifecycle::counted;
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
 use toolgate::approval::lifecycle::held::{self, HeldCall};
 use toolgate::ledger::{
-    ApprovalState, AuditKind, AuditQuery, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock,
-    conversation_key,
+    ApprovalState, AuditKind, AuditQuery, Guard, HistoryQuery, HistoryScope, LedgerConfig, LedgerStore, ManualClock,
+    Transition, TransitionOutcome, Update, conversation_key,
 };
 use toolgate::tool::{ApprovalContext, Caller, GateAction};
 use toolgate::{Tool, ToolError};
@@ -201,6 +205,374 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
     stores.finish().await;
 }
 
+/// The rules of the question races: ten transfers a day (everyone's), large
+/// ones asked, small ones allowed.
+const TEN_A_DAY_LARGE_ASKED: &str = r#"
+    [[rule]]
+    name = "ten-a-day"
+    action = "deny"
+    tool = "transfer_money"
+    history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+    [[rule]]
+    name = "large"
+    action = "ask"
+    tool = "transfer_money"
+    input = { "/amount" = { gt = 100 } }
+
+    [[rule]]
+    name = "small"
+    action = "allow"
+    tool = "transfer_money"
+"#;
+
+/// What one chat turn of [`chat_questions_are_issued_on_the_history_they_were_judged_on`] ended with.
+#[derive(Debug, PartialEq)]
+enum Turn {
+    Ran,
+    Asked,
+    Denied,
+}
+
+/// One chat turn through the engine: even turns transfer a small amount
+/// (allowed); odd ones first call a slow tool (so each question is judged
+/// well before the turn's other calls finished), then transfer a large one.
+async fn chat_turn(index: usize, store: Arc<dyn LedgerStore>, policy: Arc<Policy>) -> Turn {
+    use toolgate::protocol::{ModelMessage, ToolResultOutput};
+    use toolgate::{ScriptedModel, TextRequest, Toolkit, generate_text};
+    let transfer =
+        Tool::function::<Value>("transfer_money").handler(|_: Value, _| async { Ok::<_, ToolError>(json!(1)) });
+    let slow = Tool::function::<Value>("look_up").handler(|_: Value, _| async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok::<_, ToolError>(json!("found"))
+    });
+    let toolkit = Toolkit::new(vec![transfer, slow]).unwrap();
+    let call = |id: &str, tool: &str, input: Value| json!({"type": "tool-call", "toolCallId": id, "toolName": tool, "input": input});
+    let calls = if index.is_multiple_of(2) {
+        json!([call("t", "transfer_money", json!({"amount": 1}))])
+    } else {
+        json!([call("l", "look_up", json!({})), call("t", "transfer_money", json!({"amount": 1000}))])
+    };
+    let script = json!({"turns": [calls, [{"type": "text", "text": "done"}]]});
+    let model = ScriptedModel::from_json(&script.to_string()).unwrap();
+    let chat = format!("chat-{index}");
+    let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let ledger = config.owned(Some("alice"), &chat).principal("alice");
+    let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), Some("alice".into()), NOW)
+        .with_history(store, Arc::default());
+    let request = TextRequest::new(vec![ModelMessage::user("pay")])
+        .toolkit(toolkit)
+        .gate(Arc::new(gate))
+        .principal("alice")
+        .ledger(ledger);
+    let result = generate_text(&model, request).await.unwrap();
+    let step = &result.steps[0];
+    if !step.approval_requests.is_empty() {
+        return Turn::Asked;
+    }
+    let transfer = step.tool_results.iter().find(|result| result.tool_name == "transfer_money").unwrap();
+    match &transfer.output {
+        ToolResultOutput::ExecutionDenied { .. } => Turn::Denied,
+        _ => Turn::Ran,
+    }
+}
+
+/// 50 chat turns at once, alternating between the two handles: each
+/// question the engine issues is recorded only on the history it was judged
+/// on, so the questions match a sequential order (none after the tenth
+/// transfer that ran: from then on, every transfer is denied).
+async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
+    let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
+    let tasks: Vec<_> = (0..50)
+        .map(|index| {
+            let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            tokio::spawn(chat_turn(index, store, policy.clone()))
+        })
+        .collect();
+    let mut turns = Vec::new();
+    for task in tasks {
+        turns.push(task.await.unwrap());
+    }
+    let count = |turn: Turn| turns.iter().filter(|found| **found == turn).count();
+    assert_eq!(count(Turn::Ran), 10, "exactly ten transfers run");
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let allowed: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Allowed).map(|e| e.seq).collect();
+    let issued: Vec<i64> = events.iter().filter(|event| event.kind == AuditKind::Issued).map(|e| e.seq).collect();
+    assert_eq!((allowed.len(), issued.len()), (10, count(Turn::Asked)));
+    let tenth = allowed.iter().max().copied().unwrap();
+    assert!(
+        issued.iter().all(|seq| *seq < tenth),
+        "a question was issued after the tenth transfer was recorded: {issued:?} after {tenth}"
+    );
+    stores.finish().await;
+}
+
+/// 50 held calls a person approved, claimed at once (alternating between the
+/// two handles) against `count = { gte = 10 }`: each claim is judged again on
+/// the history as it starts, so exactly 10 start; the others are denied
+/// with the rule's reason, and none runs.
+async fn fifty_approved_calls_claimed_against_a_limit_of_ten(stores: Stores) {
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "asked"
+        action = "ask"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let config = LedgerConfig::new(stores.a.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let mut approved = Vec::new();
+    for index in 0..50 {
+        let ledger = config.owned(Some("alice"), &format!("chat-{index}")).principal("alice");
+        approved.push(approved_call(&ledger, index).await);
+    }
+    let tasks: Vec<_> = approved
+        .into_iter()
+        .enumerate()
+        .map(|(index, record)| {
+            let store: Arc<dyn LedgerStore> = if index.is_multiple_of(2) { stores.a.clone() } else { stores.b.clone() };
+            let policy = policy.clone();
+            tokio::spawn(async move {
+                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+                let ledger = config.owned(Some("alice"), &format!("chat-{index}")).principal("alice");
+                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+                    .with_history(store, Arc::default());
+                let tool = Tool::dynamic("transfer_money", json!({}));
+                let judge = counted::Rejudge {
+                    caller: Caller {
+                        gate: Some(&gate),
+                        conversation_id: Some(&ledger.conversation_id),
+                        principal: Some("alice"),
+                        groups: &[],
+                    },
+                    tool: &tool,
+                    context: ApprovalContext::new(record.tool_call_id.clone(), Vec::new()),
+                };
+                held::start(&ledger, &record, false, Some(&judge)).await.unwrap()
+            })
+        })
+        .collect();
+    let (mut started, mut denied) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            held::Started::Run(record) => {
+                assert_eq!(record.state, ApprovalState::Executing);
+                started += 1;
+            }
+            held::Started::Elsewhere(record) => {
+                assert_eq!(record.state, ApprovalState::Denied, "{record:?}");
+                let reason = record.decision.as_ref().and_then(|decision| decision.reason.clone()).unwrap();
+                assert!(reason.starts_with("rule `ten-a-day` matched"), "{reason}");
+                denied += 1;
+            }
+        }
+    }
+    assert_eq!((started, denied), (10, 40), "exactly ten approved calls start");
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let claimed = events.iter().filter(|event| event.kind == AuditKind::Allowed).count();
+    let refused = events.iter().filter(|event| event.kind == AuditKind::Denied && event.data["atClaim"] == true);
+    assert_eq!((claimed, refused.count()), (10, 40));
+    stores.finish().await;
+}
+
+/// One chat's request for a transfer of `amount`, with `history`.
+fn chat_request(
+    index: usize,
+    store: &Arc<dyn LedgerStore>,
+    policy: &Arc<Policy>,
+    history: Vec<toolgate::protocol::ModelMessage>,
+) -> toolgate::TextRequest {
+    let transfer =
+        Tool::function::<Value>("transfer_money").handler(|_: Value, _| async { Ok::<_, ToolError>(json!(1)) });
+    let chat = format!("chat-{index}");
+    let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let ledger = config.owned(Some("alice"), &chat).principal("alice");
+    let gate =
+        StoredGate::new(policy.clone(), store.clone(), Some(ledger.conversation_id.clone()), Some("alice".into()), NOW)
+            .with_history(store.clone(), Arc::default());
+    toolgate::TextRequest::new(history)
+        .toolkit(toolgate::Toolkit::new(vec![transfer]).unwrap())
+        .gate(Arc::new(gate))
+        .principal("alice")
+        .ledger(ledger)
+}
+
+/// 50 chats each asked about a transfer, then the 50 approvals answered in
+/// the chats at once (alternating between the two handles) against a
+/// limit of 10: each claim holds the history its call was judged on again,
+/// so exactly 10 transfers run; the others are denied by the rule.
+async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: Stores) {
+    use toolgate::protocol::ModelMessage;
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "asked"
+        action = "ask"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let call = json!({"type": "tool-call", "toolCallId": "t", "toolName": "transfer_money", "input": {"amount": 1}});
+    let script = json!({"turns": [[call], [{"type": "text", "text": "done"}]]});
+    let model = toolgate::ScriptedModel::from_json(&script.to_string()).unwrap();
+    let mut answered = Vec::new();
+    for index in 0..50 {
+        let store = stores.a.clone();
+        let mut history = vec![ModelMessage::user("pay")];
+        let asked =
+            toolgate::generate_text(&model, chat_request(index, &store, &policy, history.clone())).await.unwrap();
+        let approval_id = asked.steps[0].approval_requests[0].approval_id.clone();
+        history.extend(asked.response_messages);
+        let answer = json!([{"role": "tool", "content": [
+            {"type": "tool-approval-response", "approvalId": approval_id, "approved": true}
+        ]}]);
+        history.extend(toolgate::protocol::parse_messages(answer).unwrap());
+        answered.push(history);
+    }
+    let tasks: Vec<_> = answered
+        .into_iter()
+        .enumerate()
+        .map(|(index, history)| {
+            let store: Arc<dyn LedgerStore> = if index.is_multiple_of(2) { stores.a.clone() } else { stores.b.clone() };
+            let (policy, model) = (policy.clone(), model.clone());
+            tokio::spawn(async move {
+                toolgate::generate_text(&model, chat_request(index, &store, &policy, history)).await.unwrap();
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    let ran = events.iter().filter(|event| event.kind == AuditKind::Executed).count();
+    let denied: Vec<&str> = events
+        .iter()
+        .filter(|event| event.kind == AuditKind::Denied)
+        .filter_map(|event| event.data["reason"].as_str())
+        .collect();
+    assert_eq!(denied.len(), 40, "{denied:?}");
+    assert!(denied.iter().all(|reason| reason.starts_with("rule `ten-a-day` matched")), "{denied:?}");
+    assert_eq!(ran, 10, "exactly ten approved transfers run");
+    stores.finish().await;
+}
+
+/// A held call a rule let through as the 10th of a limit of 10 (judged and
+/// counted as it was issued) starts: its claim is not judged again on a
+/// history that already counts it.
+#[tokio::test]
+async fn a_call_the_rules_approved_is_not_judged_again_at_its_start() {
+    let stores = Stores::memory();
+    let rules = r#"
+        [[rule]]
+        name = "ten-a-day"
+        action = "deny"
+        tool = "transfer_money"
+        history = { window = "24h", scope = "everyone", count = { gte = 10 } }
+
+        [[rule]]
+        name = "small"
+        action = "allow"
+        tool = "transfer_money"
+    "#;
+    let policy = Arc::new(Policy::from_toml_str(rules).unwrap());
+    let config = LedgerConfig::new(stores.a.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let earlier: Vec<_> = (0..9)
+        .map(|n| {
+            let ledger = config.owned(Some("bob"), &format!("earlier-{n}")).principal("bob");
+            let input = json!({"amount": n});
+            let call = DirectCall { tool_call_id: "e", tool_name: "transfer_money", input: &input };
+            direct::ran(&ledger, call, Ok(&json!(1)), NOW - 1_000)
+        })
+        .collect();
+    stores.a.append(&earlier).await.unwrap();
+    let ledger = config.owned(Some("alice"), "chat").principal("alice");
+    let gate = StoredGate::new(policy, stores.a.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+        .with_history(stores.a.clone(), Arc::default());
+    let caller = Caller {
+        gate: Some(&gate),
+        conversation_id: Some(&ledger.conversation_id),
+        principal: Some("alice"),
+        groups: &[],
+    };
+    let tool = Tool::dynamic("transfer_money", json!({}));
+    let input = json!({"amount": 5});
+    let call = HeldCall {
+        tool_name: "transfer_money",
+        input: &input,
+        reason: None,
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        tool_digest: None,
+        config_digest: None,
+    };
+    let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
+    let context = ApprovalContext::new(call_id.clone(), Vec::new());
+    let record = match held::admit(&ledger, caller, &tool, context.clone(), call, Duration::ZERO).await.unwrap() {
+        held::Attached::Issued(record) => record,
+        held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),
+    };
+    assert_eq!(record.state, ApprovalState::Approved, "the 10th passes");
+    let judge = counted::Rejudge { caller, tool: &tool, context };
+    let started = held::start(&ledger, &record, false, Some(&judge)).await.unwrap();
+    assert!(matches!(started, held::Started::Run(_)), "{started:?}");
+    stores.finish().await;
+}
+
+/// A held call of `transfer_money` issued `pending` in `ledger`'s
+/// conversation, then approved by a person (alice).
+async fn approved_call(ledger: &toolgate::ledger::Ledger, index: usize) -> toolgate::ledger::ApprovalRecord {
+    let input = json!({"amount": index});
+    let call = HeldCall {
+        tool_name: "transfer_money",
+        input: &input,
+        reason: Some("asked"),
+        route: None,
+        ttl: None,
+        single_use: false,
+        key: None,
+        decided: None,
+        note: None,
+        input_schema: None,
+        tool_digest: None,
+        config_digest: None,
+    };
+    let record = match held::attach(ledger, call, Duration::ZERO).await.unwrap() {
+        held::Attached::Issued(record) => record,
+        held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),
+    };
+    let data = json!({"toolName": "transfer_money", "input": input});
+    let event = ledger.event(AuditKind::Approved, &record.approval_id, &record.tool_call_id, NOW, data);
+    let mut decision = support::decision(true, "alice", NOW);
+    decision.edited_input = None;
+    let approve = Transition {
+        approval_id: record.approval_id.clone(),
+        from: ApprovalState::Pending,
+        to: ApprovalState::Approved,
+        guard: Guard::None,
+        update: Update { decision: Some(decision), ..Update::default() },
+        at: NOW,
+        events: vec![event],
+    };
+    match ledger.config.store.apply(&[approve], &[]).await.unwrap().pop() {
+        Some(TransitionOutcome::Moved(record)) => record,
+        other => panic!("not approved: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn memory_reads_the_calls_of_a_scope_and_window() {
     reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
@@ -249,5 +621,56 @@ async fn sqlite_issues_no_question_on_a_moved_history() {
 async fn postgres_replicas_issue_no_question_on_a_moved_history() {
     if let Some(stores) = Stores::postgres("history_issue_race").await {
         questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_chat_turns_issue_no_question_on_a_moved_history() {
+    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
+    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
+    if let Some(stores) = Stores::postgres("history_chat_race").await {
+        chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_claims_exactly_ten_of_fifty_approved_calls() {
+    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_claims_exactly_ten_of_fifty_approved_calls() {
+    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_claim_exactly_ten_of_fifty_approved_calls() {
+    if let Some(stores) = Stores::postgres("history_claim_race").await {
+        fifty_approved_calls_claimed_against_a_limit_of_ten(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_runs_exactly_ten_of_fifty_chat_approvals() {
+    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_runs_exactly_ten_of_fifty_chat_approvals() {
+    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_run_exactly_ten_of_fifty_chat_approvals() {
+    if let Some(stores) = Stores::postgres("history_chat_claim_race").await {
+        fifty_chat_approvals_claimed_against_a_limit_of_ten(stores).await;
     }
 }

@@ -395,7 +395,9 @@ pub(crate) struct StartRequest {
 ///
 /// Only the first start succeeds; the call must then finish within its
 /// lease (the body's `lease`, else the server's 30 seconds), else it is
-/// `interrupted`. The body is optional.
+/// `interrupted`. The body is optional. A call a person approved is judged
+/// again by the rules on the history as it starts: one a rule denies now
+/// is `denied` and does not start (409 `call_not_approved`, naming why).
 #[utoipa::path(
     post,
     path = "/api/calls/{id}/start",
@@ -410,7 +412,7 @@ pub(crate) struct StartRequest {
             extensions(("x-error-codes" = json!(["invalid_json", "invalid_body"])))),
         (status = 404, description = "No such call of the caller's, or no store.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["unknown_call", "no_store"])))),
-        (status = 409, description = "Started before, or not approved.", body = ErrorBody,
+        (status = 409, description = "Started before, or not approved (or denied by a rule as it starts).", body = ErrorBody,
             extensions(("x-error-codes" = json!(["call_already_started", "call_not_approved"])))),
         (status = 503, description = "The store failed.", body = ErrorBody,
             extensions(("x-error-codes" = json!(["store_unavailable"])))),
@@ -429,7 +431,8 @@ pub(crate) async fn start(
     };
     let lease = body.lease.as_deref().map(parse_lease).transpose()?;
     let requester = Requester { principal: caller.principal.as_deref(), groups: &caller.groups };
-    let record = calls::start(state.run_context(), config, requester, &id, lease).await?;
+    let settings = &state.config().calls;
+    let record = calls::start(state.run_context(), config, settings, requester, &id, lease).await?;
     Ok(Json(CallStatus::of(&id, &record)))
 }
 

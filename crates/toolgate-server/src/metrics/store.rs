@@ -167,6 +167,14 @@ impl HistoryStore for MeteredStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move { timed!(self, "issue_if", self.inner.issue_if(guards, records, events)) })
     }
+
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        transitions: &'a [Transition],
+    ) -> StoreFuture<'a, Option<Vec<TransitionOutcome>>> {
+        Box::pin(async move { timed!(self, "apply_if", self.inner.apply_if(guards, transitions)) })
+    }
 }
 
 impl ConversationStore for MeteredStore {

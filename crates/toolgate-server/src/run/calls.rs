@@ -45,6 +45,7 @@ use axum::http::StatusCode;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use toolgate::approval::lifecycle;
+use toolgate::approval::lifecycle::counted::Rejudge;
 use toolgate::approval::lifecycle::grant::GrantOffer;
 use toolgate::approval::lifecycle::held::{self, HeldCall, HeldError, Started};
 use toolgate::ledger::{
@@ -516,12 +517,16 @@ async fn read_current(config: &LedgerConfig, id: &str) -> Result<ApprovalRecord,
 }
 
 /// Claims the requester's approved call `id` before it runs (exactly once),
-/// for `lease` (default: the ledger's execution lease):
+/// for `lease` (default: the ledger's execution lease), judged again by the
+/// rules on the history as it starts
+/// ([`toolgate::approval::lifecycle::counted`]): one a rule now denies is
+/// `denied` and does not start (409 `call_not_approved`, naming the reason);
 /// 409 `call_already_started` when it was started before (or finished, or
 /// interrupted), 409 `call_not_approved` when it is not approved.
 pub(crate) async fn start(
     context: &RunContext,
     config: &LedgerConfig,
+    settings: &CallsConfig,
     requester: Requester<'_>,
     id: &str,
     lease: Option<Duration>,
@@ -534,7 +539,21 @@ pub(crate) async fn start(
     if let Some(lease) = lease {
         ledger.config.lease = lease;
     }
-    let started = held::start(&ledger, &record, false).await.map_err(held_error)?;
+    // Judged again on the history as it starts: claimed only while that stands, refused when a rule denies it now.
+    let gate =
+        CallsGate { rules: context.gate(&ledger.conversation_id, requester.principal), default: settings.default };
+    let tool = toolgate::Tool::dynamic(record.tool_name.clone(), json!({}));
+    let judge = Rejudge {
+        caller: Caller {
+            gate: Some(&gate),
+            conversation_id: Some(&ledger.conversation_id),
+            principal: requester.principal,
+            groups: requester.groups,
+        },
+        tool: &tool,
+        context: ApprovalContext::new(record.tool_call_id.clone(), SharedMessages::new(Arc::new(Vec::new()))),
+    };
+    let started = held::start(&ledger, &record, false, Some(&judge)).await.map_err(held_error)?;
     context.signals().approvals_changed();
     match started {
         Started::Run(record) => Ok(record),
@@ -551,11 +570,17 @@ fn not_startable(record: &ApprovalRecord) -> ApiError {
             "call_already_started",
             format!("call `{}` was already started (it is {})", record.approval_id, state.as_str()),
         ),
-        _ => ApiError::new(
-            StatusCode::CONFLICT,
-            "call_not_approved",
-            format!("call `{}` is {}, not approved: it may not run", record.approval_id, state.as_str()),
-        ),
+        _ => {
+            let why = match record.decision.as_ref().and_then(|decision| decision.reason.as_deref()) {
+                Some(reason) if record.state == ApprovalState::Denied => format!(" ({reason})"),
+                _ => String::new(),
+            };
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "call_not_approved",
+                format!("call `{}` is {}{why}, not approved: it may not run", record.approval_id, state.as_str()),
+            )
+        }
     }
 }
 

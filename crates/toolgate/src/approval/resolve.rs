@@ -84,6 +84,10 @@ pub(crate) struct Plan {
     /// satisfy, by approval id (with a ledger only): the claim runs them only
     /// on a successor those approvers decided ([`super::lifecycle::supersede`]).
     pub routed_edits: HashMap<String, EditRefusal>,
+    /// The history each approved call's verdict rested on, by approval id
+    /// (with a ledger, when a rule's history term read it): the claim holds
+    /// it ([`super::lifecycle::counted`]).
+    pub history_guards: HashMap<String, Vec<crate::ledger::HistoryGuard>>,
 }
 
 /// What the resolver needs besides the history.
@@ -139,6 +143,7 @@ struct PlanBuilder {
     entries: Vec<((usize, usize), Resolved)>,
     approvals: Vec<((usize, usize), ResolvedApproval)>,
     routed_edits: HashMap<String, EditRefusal>,
+    history_guards: HashMap<String, Vec<crate::ledger::HistoryGuard>>,
 }
 
 impl PlanBuilder {
@@ -205,6 +210,7 @@ impl PlanBuilder {
         let messages = history.prefix(at.message_index);
         let context = ApprovalContext::new(call.tool_call_id.clone(), messages.clone());
         let verdict = decide_call(options.caller, tool, &call.input, context).await;
+        let guards = options.caller.gate.map(|gate| gate.guards(&call.tool_call_id)).unwrap_or_default();
         let refusal = match (verdict.action, options.signer.is_some()) {
             (GateAction::Deny, _) => Some(verdict.reason.unwrap_or_default()),
             (GateAction::Allow, false) => Some(format!("Tool \"{}\" does not require approval", call.tool_name)),
@@ -214,6 +220,9 @@ impl PlanBuilder {
             self.entries.push(deny(at, Some(reason.clone())));
             self.approvals.push((position(at), record(request, call, ApprovalOutcome::Refused { reason })));
             return Ok(());
+        }
+        if options.ledger && !guards.is_empty() {
+            self.history_guards.insert(request.approval_id.clone(), guards);
         }
         let mut run = call.clone();
         if let Some(edited) = edited_input {
@@ -301,6 +310,7 @@ impl PlanBuilder {
             actions: self.entries.into_iter().map(|(_, resolved)| resolved).collect(),
             approvals: self.approvals.into_iter().map(|(_, record)| record).collect(),
             routed_edits: self.routed_edits,
+            history_guards: self.history_guards,
         }
     }
 }

@@ -12,17 +12,20 @@ use super::execute::ToolOutcome;
 use crate::EngineError;
 use crate::approval::lifecycle::direct::{Described, DirectCall};
 use crate::approval::{canonical_digest, canonical_json, lifecycle};
-use crate::ledger::{AuditEvent, AuditKind, Ledger, Transition, WARNING_NOT_RECORDED};
+use crate::ledger::{AuditEvent, AuditKind, HistoryGuard, Ledger, Transition, WARNING_NOT_RECORDED};
 use crate::tool::Toolkit;
 
-/// Records issued approval requests as `pending`, with their `issued` events, in one transaction.
+/// Records issued approval requests as `pending`, with their `issued` events, in one transaction,
+/// only if every guard (the history their verdicts rested on) still holds, atomically with that
+/// check ([`crate::ledger::HistoryStore::issue_if`]); returns whether it recorded them.
 /// `config_digest`: the request's gate's ([`crate::CallGate::config_digest`]).
 pub(crate) async fn record_issued(
     ledger: &Ledger,
     toolkit: Option<&Toolkit>,
     requests: &[ApprovalRequest],
     config_digest: Option<&str>,
-) -> Result<(), EngineError> {
+    guards: &[HistoryGuard],
+) -> Result<bool, EngineError> {
     let now = ledger.config.clock.now();
     let mut records = Vec::with_capacity(requests.len());
     let mut input_sizes = Vec::with_capacity(requests.len());
@@ -60,9 +63,15 @@ pub(crate) async fn record_issued(
         records.push(record);
         input_sizes.push(canonical.len());
     }
-    ledger.config.store.issue(&records, &events).await?;
-    ledger.config.issued.remember(records.into_iter().zip(input_sizes));
-    Ok(())
+    let store = &ledger.config.store;
+    let issued = match guards {
+        [] => store.issue(&records, &events).await.map(|()| true)?,
+        guards => store.issue_if(guards, &records, &events).await?,
+    };
+    if issued {
+        ledger.config.issued.remember(records.into_iter().zip(input_sizes));
+    }
+    Ok(issued)
 }
 
 /// Stores the outcomes of calls run under this request's claims

@@ -83,8 +83,29 @@ pub async fn stream_text<'a, M: LanguageModel + 'a>(
 async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
     let (history, resumes) = nested::split(normalize_approvals(std::mem::take(&mut request.messages))?)?;
     let history = Arc::new(history);
-    let plan = {
-        let collected = collect(&history)?;
+    let (plan, warnings) = settled_plan(&request, &history, &resumes).await?;
+    let resumed = resumed_calls(&history, &resumes, request.toolkit.as_ref())?;
+    let mut prepared_resumes = Vec::with_capacity(resumes.len());
+    for ((call, tool), resume) in resumed.into_iter().zip(resumes) {
+        let run = agent::prepare_resume(&request, tool, call, resume.answers).await?;
+        prepared_resumes.push(Resumed { call: call.clone(), tool: tool.clone(), run });
+    }
+    Ok(Prepared { request, history, plan, warnings, resumes: prepared_resumes })
+}
+
+/// The history's answers resolved ([`resolve`]) and, with a ledger, settled
+/// against it ([`lifecycle::claim::settle`]). A claim whose verdict rested on
+/// a history that moved before it was written is resolved (judged) again,
+/// at most [`lifecycle::direct::MAX_ADMITS`] times; then nothing runs and
+/// the request fails (`store_unavailable`: try again).
+async fn settled_plan(
+    request: &TextRequest,
+    history: &Arc<Vec<ModelMessage>>,
+    resumes: &[nested::Resume],
+) -> Result<(crate::approval::Plan, Vec<toolgate_protocol::StreamPart>), EngineError> {
+    let messages = SharedMessages::new(Arc::clone(history));
+    for _ in 0..lifecycle::direct::MAX_ADMITS {
+        let collected = collect(history)?;
         let options = ResolveOptions {
             toolkit: request.toolkit.as_ref(),
             signer: request.signer.as_ref(),
@@ -92,23 +113,18 @@ async fn prepare(mut request: TextRequest) -> Result<Prepared, EngineError> {
             caller: request.caller(),
             ledger: request.ledger.is_some(),
         };
-        resolve(collected, &SharedMessages::new(Arc::clone(&history)), options).await?
-    };
-    let resumed = resumed_calls(&history, &resumes, request.toolkit.as_ref())?;
-    check_prompt_after(&history, &plan.actions, resumed.iter().map(|(call, _)| *call))?;
-    let (plan, warnings) = match &request.ledger {
-        Some(ledger) => {
-            lifecycle::verify::verify_results(&history, ledger).await?;
-            lifecycle::claim::settle(plan, ledger, request.toolkit.as_ref()).await?
+        let plan = resolve(collected, &messages, options).await?;
+        let resumed = resumed_calls(history, resumes, request.toolkit.as_ref())?;
+        check_prompt_after(history, &plan.actions, resumed.iter().map(|(call, _)| *call))?;
+        let Some(ledger) = &request.ledger else { return Ok((plan, Vec::new())) };
+        lifecycle::verify::verify_results(history, ledger).await?;
+        let judge = lifecycle::claim::ClaimJudge { caller: request.caller(), messages: &messages };
+        if let Some(settled) = lifecycle::claim::settle(plan, ledger, request.toolkit.as_ref(), judge).await? {
+            return Ok(settled);
         }
-        None => (plan, Vec::new()),
-    };
-    let mut prepared_resumes = Vec::with_capacity(resumes.len());
-    for ((call, tool), resume) in resumed.into_iter().zip(resumes) {
-        let run = agent::prepare_resume(&request, tool, call, resume.answers).await?;
-        prepared_resumes.push(Resumed { call: call.clone(), tool: tool.clone(), run });
     }
-    Ok(Prepared { request, history, plan, warnings, resumes: prepared_resumes })
+    let detail = "the history kept changing while the approved calls were claimed; try again".to_owned();
+    Err(crate::ledger::StoreError::Unavailable(detail).into())
 }
 
 /// The agent calls of the history that `resumes` name, with their tools.

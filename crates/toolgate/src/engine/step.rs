@@ -12,10 +12,14 @@
 //!   no exact canonical form (see [`crate::approval::canonical_json`]) is
 //!   invalid: nothing could be bound to it.
 //!
-//! After the model finishes, automatic calls run (only when the finish reason
-//! is `stop` or `tool-calls`; otherwise they get a "not run" error result),
-//! unless the batch is held for a pending approval. Then every gated call gets
-//! an approval request (after the step's results), so a decision can still be
+//! After the model finishes, the gated calls' approval requests are settled
+//! first: with a ledger they are recorded `pending` only while the history
+//! their verdicts rested on stands (a call judged again when it moved may
+//! now run or be refused instead; see [`crate::approval::lifecycle::direct`]).
+//! Then automatic calls run (only when the finish reason is `stop` or
+//! `tool-calls`; otherwise they get a "not run" error result), unless the
+//! batch is held for a pending approval. Then every gated call's approval
+//! request is streamed (after the step's results), so a decision can still be
 //! made even when the stream was cut; with a signer, each request's signature
 //! also covers the calls held with it, so only those can run later.
 
@@ -35,8 +39,9 @@ use super::execute::{ToolOutcome, ToolRun, Work, error_part, execute_all, result
 use super::ledger::{direct_events, record_issued, record_outcomes};
 use super::stream::Emitter;
 use super::{ApprovalRequest, StepResult, TextRequest};
-use crate::approval::lifecycle::direct::admit;
+use crate::approval::lifecycle::direct::{HISTORY_CHURN_REASON, Judged, MAX_ADMITS, judge};
 use crate::approval::{HeldCalls, SignedCall, canonical_json, unsigned_approval_id};
+use crate::ledger::HistoryGuard;
 use crate::model::{LanguageModel, ModelError, ModelStream};
 use crate::tool::{ApprovalContext, GateAction, SharedMessages, Tool, Toolkit, Verdict};
 
@@ -77,6 +82,8 @@ enum CallClass {
         ask: Option<String>,
         /// Who must approve, when a rule named approvers.
         route: Option<crate::approval::lifecycle::Route>,
+        /// The history a question rested on ([`Judged::guards`]): it is issued only while that stands.
+        guards: Vec<HistoryGuard>,
     },
 }
 
@@ -385,23 +392,27 @@ async fn classify(call: ModelToolCall, context: &StepContext<'_>) -> Call {
                     Some(Err(error)) => {
                         CallClass::Invalid(format!("Invalid input for tool {}: {error}", part.tool_name))
                     }
-                    None | Some(Ok(_)) => {
-                        let approval = ApprovalContext::new(part.tool_call_id.clone(), context.messages.clone());
-                        let ledger = context.request.ledger.as_ref();
-                        let Verdict { action, reason, route } =
-                            admit(ledger, context.request.caller(), tool, &input, approval).await;
-                        match action {
-                            GateAction::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None },
-                            GateAction::Ask => CallClass::Local { tool: tool.clone(), ask: reason, route },
-                            GateAction::Deny => CallClass::Denied(reason.unwrap_or_default()),
-                        }
-                    }
+                    None | Some(Ok(_)) => gate_local(tool, &part.tool_call_id, &input, context).await,
                 },
             },
         }
     };
     let dynamic = is_dynamic(context.toolkit, &part.tool_name, part.is_provider_executed());
     Call { part, class, dynamic }
+}
+
+/// How the caller's gate decides a local call ([`judge`]): it runs, it is
+/// refused, or it is asked about (on the history the verdict rested on, if any).
+async fn gate_local(tool: &Tool, tool_call_id: &str, input: &Value, context: &StepContext<'_>) -> CallClass {
+    let approval = ApprovalContext::new(tool_call_id.to_owned(), context.messages.clone());
+    let ledger = context.request.ledger.as_ref();
+    let Judged { verdict: Verdict { action, reason, route }, guards, .. } =
+        judge(ledger, context.request.caller(), tool, input, approval).await;
+    match action {
+        GateAction::Allow => CallClass::Local { tool: tool.clone(), ask: None, route: None, guards: Vec::new() },
+        GateAction::Ask => CallClass::Local { tool: tool.clone(), ask: reason, route, guards },
+        GateAction::Deny => CallClass::Denied(reason.unwrap_or_default()),
+    }
 }
 
 /// Runs, refuses, holds or gates the step's calls, and assembles the step's messages.
@@ -413,8 +424,9 @@ async fn act_on_calls(
     out: &Emitter,
 ) -> StepOutput {
     let runnable = finish_reason.allows_tool_execution();
-    let any_gated = transcript.calls.iter().any(|call| matches!(call.class, CallClass::Local { ask: Some(_), .. }));
-    let hold = context.request.hold_batch_for_approval && any_gated;
+    // The questions are settled first: one judged again may run, or be refused, instead.
+    let (issued, failure) = issue_questions(&mut transcript, runnable, context).await;
+    let hold = context.request.hold_batch_for_approval && any_gated(&transcript.calls);
 
     let mut results: Vec<(usize, ToolResultPart)> = Vec::new();
     let mut runs = Vec::new();
@@ -432,7 +444,7 @@ async fn act_on_calls(
             }
             CallClass::Provider => {}
             CallClass::Client => client_tool_calls.push(call.part.clone()),
-            CallClass::Local { ask: Some(reason), route, .. } => gated.push((position, reason.clone(), route.clone())),
+            CallClass::Local { ask: Some(_), .. } => gated.push(position),
             CallClass::Local { .. } if runnable && hold => held_tool_calls.push(call.part.clone()),
             CallClass::Local { tool, .. } if runnable => {
                 run_positions.push(position);
@@ -481,27 +493,8 @@ async fn act_on_calls(
     let tool_results: Vec<ToolResultPart> = results.into_iter().map(|(_, part)| part).collect();
 
     let mut approval_requests = std::mem::take(&mut transcript.provider_approvals);
-    let held_calls: Vec<SignedCall<'_>> = held_tool_calls.iter().map(signed_call).collect();
-    // Classification made every local input canonical when a signer is set.
-    let held = HeldCalls::of(&held_calls).unwrap_or_default();
-    let issued: Vec<ApprovalRequest> = gated
-        .iter()
-        .map(|(position, reason, route)| {
-            let mut request =
-                issue_approval(&transcript.calls[*position].part, &held, context.request, Some(reason.clone()));
-            request.route = route.clone();
-            request
-        })
-        .collect();
-    let failure = match &context.request.ledger {
-        Some(ledger) if !issued.is_empty() => {
-            let config_digest = context.request.gate.as_ref().and_then(|gate| gate.config_digest());
-            record_issued(ledger, context.toolkit, &issued, config_digest.as_deref()).await.err()
-        }
-        _ => None,
-    };
     if failure.is_none() {
-        for ((position, _, _), request) in gated.into_iter().zip(issued) {
+        for (position, request) in gated.into_iter().zip(issued) {
             let call = &transcript.calls[position].part;
             tracing::info!(tool = %call.tool_name, tool_call_id = %call.tool_call_id, approval_id = %request.approval_id, "approval requested");
             out.emit(StreamPart::ToolApprovalRequest {
@@ -559,6 +552,103 @@ async fn act_on_calls(
         error: None,
         failure,
     }
+}
+
+/// Whether any of the calls asks a person.
+fn any_gated(calls: &[Call]) -> bool {
+    calls.iter().any(|call| matches!(call.class, CallClass::Local { ask: Some(_), .. }))
+}
+
+/// The approval requests of the step's gated calls, in their order, and
+/// (with a ledger) recorded `pending` ([`record_issued`]) only while the
+/// history each verdict rested on stands, in one conditional write with that
+/// check ([`crate::ledger::HistoryStore::issue_if`]). When it moved, nothing
+/// is written and every call asked on the history is judged again (it may
+/// now run, be refused, or be asked differently), at most [`MAX_ADMITS`]
+/// times; then those calls are asked without a guard (a person decides).
+/// A store that fails is the step's failure, and nothing is asked.
+async fn issue_questions(
+    transcript: &mut Transcript,
+    runnable: bool,
+    context: &StepContext<'_>,
+) -> (Vec<ApprovalRequest>, Option<crate::EngineError>) {
+    let config_digest = context.request.gate.as_ref().and_then(|gate| gate.config_digest());
+    let mut round = 0;
+    loop {
+        // Unguarded, the write below cannot miss: the loop ends.
+        if round == MAX_ADMITS {
+            unguard(&mut transcript.calls);
+        }
+        let requests = questions(&transcript.calls, runnable, context.request);
+        let Some(ledger) = context.request.ledger.as_ref().filter(|_| !requests.is_empty()) else {
+            return (requests, None);
+        };
+        let guards: Vec<HistoryGuard> = transcript
+            .calls
+            .iter()
+            .filter_map(|call| match &call.class {
+                CallClass::Local { ask: Some(_), guards, .. } => Some(guards.iter().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        match record_issued(ledger, context.toolkit, &requests, config_digest.as_deref(), &guards).await {
+            Ok(true) => return (requests, None),
+            Ok(false) => {
+                round += 1;
+                rejudge(&mut transcript.calls, context).await;
+            }
+            Err(error) => return (requests, Some(error)),
+        }
+    }
+}
+
+/// Asks every call asked on the history without a guard, saying why.
+fn unguard(calls: &mut [Call]) {
+    for call in calls {
+        if let CallClass::Local { ask: ask @ Some(_), guards, .. } = &mut call.class
+            && !guards.is_empty()
+        {
+            guards.clear();
+            *ask = Some(HISTORY_CHURN_REASON.to_owned());
+        }
+    }
+}
+
+/// Judges again every call that was asked about on the history.
+async fn rejudge(calls: &mut [Call], context: &StepContext<'_>) {
+    for call in calls {
+        if let CallClass::Local { tool, ask: Some(_), guards, .. } = &call.class
+            && !guards.is_empty()
+        {
+            let tool = tool.clone();
+            call.class = gate_local(&tool, &call.part.tool_call_id, &call.part.input, context).await;
+        }
+    }
+}
+
+/// An approval request for each gated call, in order, signed (with a signer)
+/// over the calls held with it when the batch is held.
+fn questions(calls: &[Call], runnable: bool, request: &TextRequest) -> Vec<ApprovalRequest> {
+    let hold = request.hold_batch_for_approval && any_gated(calls);
+    let held_calls: Vec<SignedCall<'_>> = calls
+        .iter()
+        .filter(|call| runnable && hold && matches!(call.class, CallClass::Local { ask: None, .. }))
+        .map(|call| signed_call(&call.part))
+        .collect();
+    // Classification made every local input canonical when a signer is set.
+    let held = HeldCalls::of(&held_calls).unwrap_or_default();
+    calls
+        .iter()
+        .filter_map(|call| match &call.class {
+            CallClass::Local { ask: Some(reason), route, .. } => {
+                let mut approval = issue_approval(&call.part, &held, request, Some(reason.clone()));
+                approval.route = route.clone();
+                Some(approval)
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// An approval request for `call`; signed (covering the calls `held` with it) when a signer is set.

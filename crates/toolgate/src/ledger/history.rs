@@ -121,6 +121,16 @@ pub trait HistoryStore: Send + Sync {
         records: &'a [super::ApprovalRecord],
         events: &'a [AuditEvent],
     ) -> StoreFuture<'a, bool>;
+
+    /// Applies `transitions` as [`super::ApprovalStore::apply`] does if every
+    /// guard still holds, atomically with that check (as [`Self::append_if`]):
+    /// a call claimed on the history it was judged on again. Returns the
+    /// outcomes, or `None` (nothing written) when a guard no longer holds.
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [HistoryGuard],
+        transitions: &'a [super::Transition],
+    ) -> StoreFuture<'a, Option<Vec<super::TransitionOutcome>>>;
 }
 
 /// The calls of `query` among every event at or after its start, read
@@ -149,7 +159,18 @@ pub const BY_RULE: &str = "byRule";
 /// approval, which takes over the announcement of its call id); and with
 /// `include_pending` each `approved` event whose approval has no outcome
 /// event yet and no `allowed` event counted already.
+///
+/// An `allowed` event that names an approval is the claim of a call a
+/// person approved, judged again on the history as it started
+/// ([`crate::approval::lifecycle::counted`]): it counts the call from then
+/// on, and neither that approval's `approved` event (pending) nor its
+/// outcome counts again.
 pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEntry> {
+    let claimed: HashSet<&str> = events
+        .iter()
+        .filter(|event| event.kind == AuditKind::Allowed && !event.approval_id.is_empty())
+        .map(|event| event.approval_id.as_str())
+        .collect();
     let finished: HashSet<&str> = if query.include_pending {
         events
             .iter()
@@ -169,6 +190,8 @@ pub fn entries_in(events: &[AuditEvent], query: &HistoryQuery) -> Vec<HistoryEnt
     for event in events.iter().filter(|event| event.at >= query.since) {
         let direct = event.approval_id.is_empty();
         let pending = match event.kind {
+            AuditKind::Allowed if !direct => false,
+            _ if !direct && claimed.contains(event.approval_id.as_str()) => continue,
             AuditKind::Allowed => {
                 *announced.entry((call_key(event), &event.tool_call_id)).or_default() += 1;
                 false
@@ -277,6 +300,22 @@ mod tests {
         assert_eq!(counted(&all, false), 2);
         assert_eq!(counted(&all[..4], true), 2, "approved, not run: pending");
         assert_eq!(counted(&all[..4], false), 1);
+    }
+
+    #[test]
+    fn a_claimed_call_counts_once_from_its_claim() {
+        let approved = event(AuditKind::Approved, "ap_1", "c1", json!({}));
+        let claimed = event(AuditKind::Allowed, "ap_1", "c1", json!({}));
+        let executed = event(AuditKind::Executed, "ap_1", "c1", json!({"result": 1}));
+        for include_pending in [false, true] {
+            assert_eq!(counted(std::slice::from_ref(&approved), include_pending), usize::from(include_pending));
+            assert_eq!(counted(&[approved.clone(), claimed.clone()], include_pending), 1, "{include_pending}");
+            let all = [approved.clone(), claimed.clone(), executed.clone()];
+            assert_eq!(counted(&all, include_pending), 1, "{include_pending}");
+        }
+        // A direct call of the same id in the same conversation is its own call.
+        let direct = event(AuditKind::Executed, "", "c1", json!({"result": 2}));
+        assert_eq!(counted(&[approved, claimed, executed, direct], false), 2);
     }
 
     #[test]

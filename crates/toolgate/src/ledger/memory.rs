@@ -112,29 +112,7 @@ impl ApprovalStore for MemoryStore {
         transitions: &'a [Transition],
         events: &'a [AuditEvent],
     ) -> StoreFuture<'a, Vec<TransitionOutcome>> {
-        Box::pin(async move {
-            let mut inner = self.lock();
-            let mut outcomes = Vec::with_capacity(transitions.len());
-            for transition in transitions {
-                let outcome = match inner.approvals.get_mut(&transition.approval_id) {
-                    None => TransitionOutcome::Missing,
-                    Some(record) if transition.applies_to(record) => {
-                        transition.write_into(record);
-                        TransitionOutcome::Moved(record.clone())
-                    }
-                    Some(record) => TransitionOutcome::Unmoved(record.clone()),
-                };
-                if let TransitionOutcome::Moved(record) = &outcome {
-                    if transition.update.continuation {
-                        inner.mark_due(&record.conversation_id);
-                    }
-                    inner.append(&transition.events);
-                }
-                outcomes.push(outcome);
-            }
-            inner.append(events);
-            Ok(outcomes)
-        })
+        Box::pin(async move { Ok(apply_in(&mut self.lock(), transitions, events)) })
     }
 
     fn append<'a>(&'a self, events: &'a [AuditEvent]) -> StoreFuture<'a, ()> {
@@ -273,6 +251,30 @@ fn issue_in(inner: &mut Inner, records: &[ApprovalRecord], events: &[AuditEvent]
     Ok(())
 }
 
+/// Applies the transitions, each with its events if it moved, then `events`.
+fn apply_in(inner: &mut Inner, transitions: &[Transition], events: &[AuditEvent]) -> Vec<TransitionOutcome> {
+    let mut outcomes = Vec::with_capacity(transitions.len());
+    for transition in transitions {
+        let outcome = match inner.approvals.get_mut(&transition.approval_id) {
+            None => TransitionOutcome::Missing,
+            Some(record) if transition.applies_to(record) => {
+                transition.write_into(record);
+                TransitionOutcome::Moved(record.clone())
+            }
+            Some(record) => TransitionOutcome::Unmoved(record.clone()),
+        };
+        if let TransitionOutcome::Moved(record) = &outcome {
+            if transition.update.continuation {
+                inner.mark_due(&record.conversation_id);
+            }
+            inner.append(&transition.events);
+        }
+        outcomes.push(outcome);
+    }
+    inner.append(events);
+    outcomes
+}
+
 impl super::HistoryStore for MemoryStore {
     fn history<'a>(&'a self, query: &'a super::HistoryQuery) -> StoreFuture<'a, Vec<super::HistoryEntry>> {
         Box::pin(super::history_from_audit(self, query))
@@ -302,6 +304,20 @@ impl super::HistoryStore for MemoryStore {
                 return Ok(false);
             }
             issue_in(&mut inner, records, events).map(|()| true)
+        })
+    }
+
+    fn apply_if<'a>(
+        &'a self,
+        guards: &'a [super::HistoryGuard],
+        transitions: &'a [Transition],
+    ) -> StoreFuture<'a, Option<Vec<TransitionOutcome>>> {
+        Box::pin(async move {
+            let mut inner = self.lock();
+            if !super::guards_hold(guards, &inner.audit) {
+                return Ok(None);
+            }
+            Ok(Some(apply_in(&mut inner, transitions, &[])))
         })
     }
 }

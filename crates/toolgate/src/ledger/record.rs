@@ -340,6 +340,9 @@ pub enum AuditKind {
     /// A rule or the tool's policy let a call run without asking, judged on
     /// the history (a rule's history term): recorded, atomically with that
     /// history, just before it runs (see [`crate::ledger::HistoryStore::append_if`]).
+    /// With an approval id: the claim of a call a person approved, judged
+    /// again on the history as it started
+    /// ([`crate::approval::lifecycle::counted`], `decidedBy`: `approval`).
     Allowed,
     /// A rule in shadow mode matched a call: the data names the rule and what
     /// it would have decided (it was not enforced).

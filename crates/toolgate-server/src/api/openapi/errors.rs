@@ -122,7 +122,10 @@ pub const CODES: &[(&str, &str)] = &[
     ("invalid_input_schema", "The `inputSchema` sent with a call is not a JSON Schema the server can check."),
     ("idempotency_key_reused", "The `idempotencyKey` already names a call of another tool or input."),
     ("call_already_started", "The call was started before (it is started, finished or interrupted): it runs once."),
-    ("call_not_approved", "The call is not approved (pending, denied or expired): it may not start."),
+    (
+        "call_not_approved",
+        "The call is not approved (pending, denied or expired, or denied by a rule as it starts): it may not start.",
+    ),
     ("call_not_started", "The call is not started (or its lease lapsed and it is interrupted): it cannot finish."),
     ("call_already_finished", "The call's outcome was recorded before."),
     // The audit log.

@@ -10,11 +10,16 @@
 //!    straight to `executing` under this process's lease (approved and
 //!    claimed in one conditional update), or to `denied`; its audit events
 //!    commit with it. Only the first answer can move it. An approval routed
-//!    to named approvers is never claimed here: votes decide it.
+//!    to named approvers is never claimed here: votes decide it. When a
+//!    verdict the answers were resolved on read the history (a rule's history
+//!    term), the transaction is written only while that history stands, with
+//!    an `allowed` event for each such claim ([`super::counted`]); when it
+//!    moved, nothing is written and the answers are resolved again.
 //! 3. **Settle** what did not move from its record: an expired request moves to
 //!    `expired`, an execution whose lease lapsed to `interrupted` (or is claimed
 //!    again when the tool is idempotent), one approved out of band moves to
-//!    `executing` for this request, and a decided one gives back its stored
+//!    `executing` for this request (judged again on the history as it is
+//!    claimed, [`super::counted`]), and a decided one gives back its stored
 //!    outcome. A race lost to a contradicting answer after step 1 is not
 //!    an error (claims of this request already happened): the recorded
 //!    decision stands, with a warning.
@@ -37,10 +42,10 @@ use super::{ApprovalState, Decision, EditRefusal, transition};
 use crate::EngineError;
 use crate::approval::{ApprovalOutcome, NO_ANSWER_REASON, Plan, Resolved, input_digest};
 use crate::ledger::{
-    ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, INTERRUPTED_TEXT, Ledger, Millis, RecordedDecision,
-    Transition, TransitionOutcome, WARNING_ALREADY_DECIDED, WARNING_EXPIRED, WARNING_INTERRUPTED,
+    ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, HistoryGuard, INTERRUPTED_TEXT, Ledger, Millis,
+    RecordedDecision, Transition, TransitionOutcome, WARNING_ALREADY_DECIDED, WARNING_EXPIRED, WARNING_INTERRUPTED,
 };
-use crate::tool::Toolkit;
+use crate::tool::{ApprovalContext, Caller, SharedMessages, Toolkit};
 
 /// Who made an entry's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +69,9 @@ struct Entry {
     /// The edit needs approvers the original approval does not have: it may
     /// run only on a successor they decided.
     needs_route: Option<EditRefusal>,
+    /// Its verdict rested on the history: its claim is counted there (an
+    /// `allowed` event naming the approval, see [`super::counted`]).
+    counted: bool,
 }
 
 impl Entry {
@@ -121,15 +129,24 @@ enum Checked {
 /// `approval_in_progress`), and one that loses every race it ran reads the
 /// winners' records again: a duplicate answer always gets the real outcome,
 /// never a placeholder.
+///
+/// A claim whose verdict rested on the history (`Plan::history_guards`) is
+/// written only while that history stands, in one conditional write with
+/// the check ([`crate::ledger::HistoryStore::apply_if`]), with an `allowed`
+/// event that counts it from then on; when it moved, nothing is written and
+/// `None` comes back: the answers are to be resolved (judged) again. A call
+/// approved out of band is judged again as it is claimed ([`super::counted`]).
 pub(crate) async fn settle(
     mut plan: Plan,
     ledger: &Ledger,
     toolkit: Option<&Toolkit>,
-) -> Result<(Plan, Vec<StreamPart>), EngineError> {
+    judge: ClaimJudge<'_>,
+) -> Result<Option<(Plan, Vec<StreamPart>)>, EngineError> {
     let entries = entries(&plan, toolkit);
     if entries.is_empty() {
-        return Ok((plan, Vec::new()));
+        return Ok(Some((plan, Vec::new())));
     }
+    let guards: Vec<HistoryGuard> = plan.history_guards.values().flatten().cloned().collect();
     let store = &ledger.config.store;
     let ids: Vec<String> = entries.iter().map(|entry| entry.approval_id.clone()).collect();
     let deadline = tokio::time::Instant::now() + ledger.config.settle_wait;
@@ -174,7 +191,14 @@ pub(crate) async fn settle(
         //    (the rest of its transitions run in the same transaction, on a row it holds).
         let mut settled: Vec<Option<Effect>> = entries.iter().map(|_| None).collect();
         let mut won = vec![false; entries.len()];
-        let outcomes = store.apply(&claims, &[]).await?;
+        let outcomes = match guards.is_empty() || claims.is_empty() {
+            true => store.apply(&claims, &[]).await?,
+            false => match store.apply_if(&guards, &claims).await? {
+                Some(outcomes) => outcomes,
+                // The history moved since the calls were judged: nothing was written.
+                None => return Ok(None),
+            },
+        };
         let mut previous = None;
         for (position, outcome) in claimants.iter().copied().zip(outcomes) {
             let first = previous != Some(position);
@@ -203,12 +227,29 @@ pub(crate) async fn settle(
             lost_rounds += 1;
             continue;
         }
+        let unclaimed = Unclaimed { ledger, now, toolkit, judge };
         let (warnings, settled) =
-            settle_unclaimed(&entries, settled, &mut won, &mut records, ledger, now, &mut rejected).await?;
+            settle_unclaimed(&entries, settled, &mut won, &mut records, unclaimed, &mut rejected).await?;
         let round = Round { effects: settled, won, records, rejected, warnings };
         let warnings = apply_round(&mut plan, &entries, round, ledger, now).await?;
-        return Ok((plan, warnings));
+        return Ok(Some((plan, warnings)));
     }
+}
+
+/// What judges a call approved out of band again as it is claimed: the
+/// request's gate and identity, and the conversation so far.
+#[derive(Clone, Copy)]
+pub(crate) struct ClaimJudge<'a> {
+    pub caller: Caller<'a>,
+    pub messages: &'a SharedMessages,
+}
+
+/// What settling the unclaimed entries needs besides them.
+struct Unclaimed<'a> {
+    ledger: &'a Ledger,
+    now: Millis,
+    toolkit: Option<&'a Toolkit>,
+    judge: ClaimJudge<'a>,
 }
 
 /// What a claim round ended with, entry by entry.
@@ -324,20 +365,33 @@ async fn settle_unclaimed(
     mut settled: Vec<Option<Effect>>,
     won: &mut [bool],
     records: &mut HashMap<String, ApprovalRecord>,
-    ledger: &Ledger,
-    now: Millis,
+    unclaimed: Unclaimed<'_>,
     rejected: &mut Vec<AuditEvent>,
 ) -> Result<(Vec<StreamPart>, Vec<Effect>), EngineError> {
+    let Unclaimed { ledger, now, toolkit, judge } = unclaimed;
     let mut warnings = Vec::new();
     let mut moves = Vec::new();
     let mut moving = Vec::new();
+    let mut rejudged = Vec::new();
     for (position, entry) in entries.iter().enumerate() {
         if settled[position].is_some() {
             continue;
         }
         let record = &records[&entry.approval_id];
+        let tool = toolkit.and_then(|toolkit| toolkit.get(&record.tool_name));
         match reading(record, entry, ledger, now) {
             Reading::Settled(effect) => settled[position] = Some(effect),
+            // Approved out of band: judged again on the history as it is claimed.
+            Reading::Move(transition)
+                if transition.from == ApprovalState::Approved
+                    && judge.caller.gate.is_some()
+                    && !super::counted::decided_by_rules(record)
+                    && let Some(tool) = tool =>
+            {
+                let context = ApprovalContext::new(record.tool_call_id.clone(), judge.messages.clone());
+                let rejudge = super::counted::Rejudge { caller: judge.caller, tool, context };
+                rejudged.push((position, super::counted::start(ledger, record, &rejudge).await?));
+            }
             Reading::Move(transition) => {
                 moving.push(position);
                 moves.push(*transition);
@@ -355,9 +409,14 @@ async fn settle_unclaimed(
             Reading::InProgress => settled[position] = Some(busy(entry, record.state)),
         }
     }
-    if !moves.is_empty() {
-        let outcomes = ledger.config.store.apply(&moves, &[]).await?;
-        for (position, outcome) in moving.into_iter().zip(outcomes) {
+    if !moves.is_empty() || !rejudged.is_empty() {
+        let outcomes = match moves.is_empty() {
+            true => Vec::new(),
+            false => ledger.config.store.apply(&moves, &[]).await?,
+        };
+        let (judged, outcomes_judged): (Vec<usize>, Vec<TransitionOutcome>) = rejudged.into_iter().unzip();
+        let moving = moving.into_iter().chain(judged);
+        for (position, outcome) in moving.zip(outcomes.into_iter().chain(outcomes_judged)) {
             let entry = &entries[position];
             settled[position] = Some(match &outcome {
                 TransitionOutcome::Moved(record) => {
@@ -422,6 +481,7 @@ fn entries(plan: &Plan, toolkit: Option<&Toolkit>) -> Vec<Entry> {
                 source,
                 idempotent,
                 needs_route: plan.routed_edits.get(&approval.approval_id).cloned(),
+                counted: plan.history_guards.contains_key(&approval.approval_id),
             })
         })
         .collect()
@@ -496,6 +556,10 @@ fn claim(record: &ApprovalRecord, entry: &Entry, ledger: &Ledger, now: Millis) -
             if let Some(edit) = edited_input {
                 let data = json!({"originalInput": record.input, "editedInput": edit});
                 events.push(noted(ledger, record, AuditKind::Edited, now, data));
+            }
+            if entry.counted {
+                let input = edited_input.as_ref().unwrap_or(&record.input);
+                events.push(super::counted::claimed(ledger, record, input, now));
             }
             events
         }

@@ -60,6 +60,10 @@ use crate::tool::{ApprovalContext, Caller, GateAction, Shadowed, Tool, Verdict, 
 /// How often [`admit`] decides a call again when the history moved under it.
 pub const MAX_ADMITS: usize = 64;
 
+/// Why a call is asked without a guard after [`MAX_ADMITS`] judgements on a
+/// history that kept moving: a person decides (fail closed).
+pub const HISTORY_CHURN_REASON: &str = "the history kept changing while this call was judged; approval required";
+
 /// The `decidedBy` of an event recorded here: no person decided, a rule or the tool's policy did.
 pub const DECIDED_BY_POLICY: &str = "policy";
 
@@ -287,7 +291,7 @@ async fn judge_with(
             return judged;
         }
     }
-    unguarded(Verdict::ask().because("the history kept changing while this call was judged; approval required"))
+    unguarded(Verdict::ask().because(HISTORY_CHURN_REASON))
 }
 
 /// Records an allowed call's `allowed` event if `guards` hold: `None` when

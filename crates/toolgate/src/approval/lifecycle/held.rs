@@ -125,7 +125,7 @@ impl HeldCall<'_> {
 /// ([`HeldCall::decided`]), as its recorded decision names it. A name only:
 /// a person may be called so too, so whether a rule decided is read from the
 /// event's [`BY_RULE`] field ([`decided_by_rule`]), never from this name.
-pub const RULES_PRINCIPAL: &str = super::TIMER_PRINCIPAL;
+pub const RULES_PRINCIPAL: &str = super::counted::RULES;
 
 /// The field (`true`) of the one event of a call a rule decided as it was
 /// issued ([`HeldCall::decided`]); history terms read it too
@@ -413,7 +413,7 @@ where
             return Ok(Admitted::Held(Box::new(attached)));
         }
     }
-    call.reason = Some("the history kept changing while this call was judged; approval required");
+    call.reason = Some(super::direct::HISTORY_CHURN_REASON);
     (call.route, call.decided) = (None, None);
     if let Err(refusal) = room().await {
         return Ok(Admitted::Refused(refusal));
@@ -576,7 +576,7 @@ pub async fn observe(ledger: &Ledger, record: ApprovalRecord) -> Result<Approval
     let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
     match record.state {
         ApprovalState::Pending if record.expires_at <= now => expire(ledger, &record).await,
-        ApprovalState::Executing if lapsed => match start(ledger, &record, false).await? {
+        ApprovalState::Executing if lapsed => match start(ledger, &record, false, None).await? {
             Started::Run(record) | Started::Elsewhere(record) => Ok(record),
         },
         _ => Ok(record),
@@ -698,12 +698,23 @@ pub async fn decide(
 
 /// Claims an `approved` held call for this process (see the module docs),
 /// or settles one whose executor died. `idempotent`: a lapsed execution runs
-/// again instead of resolving as `interrupted`.
-pub async fn start(ledger: &Ledger, record: &ApprovalRecord, idempotent: bool) -> Result<Started, HeldError> {
+/// again instead of resolving as `interrupted`. With `judge`, a call a
+/// person approved is judged again on the history as it is claimed
+/// ([`super::counted`]): claimed only while that history stands, and
+/// `denied` (returned as [`Started::Elsewhere`]) when a rule refuses it now.
+pub async fn start(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    idempotent: bool,
+    judge: Option<&super::counted::Rejudge<'_>>,
+) -> Result<Started, HeldError> {
     let now = ledger.config.clock.now();
     let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
     let moved = match record.state {
-        ApprovalState::Approved => transition::start_execution(record, ledger, now, ApprovalState::Approved, vec![]),
+        ApprovalState::Approved => match judge.filter(|_| !super::counted::decided_by_rules(record)) {
+            Some(judge) => return started(super::counted::start(ledger, record, judge).await?, record),
+            None => transition::start_execution(record, ledger, now, ApprovalState::Approved, vec![]),
+        },
         ApprovalState::Executing if lapsed && idempotent => {
             transition::start_execution(record, ledger, now, ApprovalState::Executing, vec![])
         }
@@ -719,9 +730,14 @@ pub async fn start(ledger: &Ledger, record: &ApprovalRecord, idempotent: bool) -
         }
         _ => return Ok(Started::Elsewhere(record.clone())),
     };
-    match apply(ledger, moved).await? {
-        TransitionOutcome::Moved(record) => Ok(Started::Run(record)),
-        TransitionOutcome::Unmoved(record) => Ok(Started::Elsewhere(record)),
+    started(apply(ledger, moved).await?, record)
+}
+
+/// What a claim's outcome means: run it when it moved to `executing`.
+fn started(outcome: TransitionOutcome, record: &ApprovalRecord) -> Result<Started, HeldError> {
+    match outcome {
+        TransitionOutcome::Moved(record) if record.state == ApprovalState::Executing => Ok(Started::Run(record)),
+        TransitionOutcome::Moved(record) | TransitionOutcome::Unmoved(record) => Ok(Started::Elsewhere(record)),
         TransitionOutcome::Missing => Err(HeldError::Missing(record.approval_id.clone())),
     }
 }
@@ -811,11 +827,13 @@ pub struct Hold {
 /// lapsed lease frees it), settles a pending one whose time is up as
 /// `expired`, and stops at a final state or the hold's deadline. While it
 /// waits, `progress` hears the record and how long it has waited, every
-/// [`Hold::progress_every`].
+/// [`Hold::progress_every`]. With `judge`, a call a person approved is
+/// judged again on the history as it is claimed, as [`start`] does.
 pub async fn drive<P, F>(
     ledger: &Ledger,
     mut record: ApprovalRecord,
     hold: Hold,
+    judge: Option<&super::counted::Rejudge<'_>>,
     mut progress: P,
 ) -> Result<Driven, HeldError>
 where
@@ -829,11 +847,11 @@ where
         let lapsed = record.lease.as_ref().is_none_or(|lease| lease.until <= now);
         match record.state {
             ApprovalState::Pending if record.expires_at <= now => record = expire(ledger, &record).await?,
-            ApprovalState::Approved => match start(ledger, &record, hold.idempotent).await? {
+            ApprovalState::Approved => match start(ledger, &record, hold.idempotent, judge).await? {
                 Started::Run(claimed) => return Ok(Driven::Run(claimed)),
                 Started::Elsewhere(current) => record = current,
             },
-            ApprovalState::Executing if lapsed => match start(ledger, &record, hold.idempotent).await? {
+            ApprovalState::Executing if lapsed => match start(ledger, &record, hold.idempotent, None).await? {
                 Started::Run(claimed) => return Ok(Driven::Run(claimed)),
                 Started::Elsewhere(current) if current == record => return Ok(Driven::Waiting(current)),
                 Started::Elsewhere(current) => record = current,

@@ -11,7 +11,7 @@
 //!
 //! | from | to | when | who | built by |
 //! |---|---|---|---|---|
-//! | (none) | `pending` | the model called a gated tool | the engine, before streaming the request | `engine::ledger::record_issued` |
+//! | (none) | `pending` | the model called a gated tool (issued only while the history its verdict was judged on stands) | the engine, before running the step's calls and streaming the request | `engine::ledger::record_issued` |
 //! | (none) | `pending` | a rule asked about a call of the call-gating API or the MCP gateway on the history it read (issued only while that history stands) | the server; the gateway | [`held::admit`]; [`held::admit_asked`] |
 //! | (none) | `approved` / `denied` | a rule decided a call of the call-gating API before anyone was asked (recorded so its claim and outcome take the moves below; nobody is notified) | the server, as [`held::RULES_PRINCIPAL`] | [`held::attach`] with [`held::HeldCall::decided`] |
 //! | (none) | `approved` | a grant with a use limit lifted the question of a held call (the call-gating API's, the gateway's): one use spent in the same write ([`crate::ledger::ConversationStore::use_decision_issuing`]) | the server; the gateway, as [`held::RULES_PRINCIPAL`] | [`held::admit`], [`held::admit_asked`] |
@@ -24,7 +24,8 @@
 //! | `pending` | `withdrawn` | the requester takes the request back | the requester | [`withdraw`] |
 //! | `pending` | `superseded` | an approver's edit needs other approvers: a new `pending` approval of the edited input, routed as the rules say, takes its place (same call, linked both ways) | whoever approved with the edit | [`supersede`] |
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
-//! | `approved` | `executing` | the step of an approval decided out of band continues | whoever continues the step (the server, or the requester's next request), under its process's lease | `claim` via `transition::start_execution` |
+//! | `approved` | `executing` | the step of an approval decided out of band continues, or the call-gating API's start (judged again on the history, claimed only while it stands) | whoever continues the step (the server, or the requester's next request), or starts the call, under its process's lease | `claim` via `transition::start_execution`, [`counted`] |
+//! | `approved` | `denied` | a rule denies the approved call as it is claimed (a history term's limit reached meanwhile): it does not run | the claimer, as [`held::RULES_PRINCIPAL`] | [`counted`] |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
@@ -42,8 +43,17 @@
 //! the history it was judged on stands, in one conditional write with that
 //! check ([`crate::ledger::HistoryStore::append_if`], `issue_if`); on a miss
 //! nothing is written and the call is judged again ([`direct::judge`],
-//! [`held::admit`]). The chat engine's `record_issued` and the claim
-//! (`approved` → `executing`) do not hold the history they were judged on yet.
+//! [`held::admit`], and the chat engine's step, which records a step's
+//! questions in one such write and judges again each question whose history
+//! moved: it may now run, be refused or be asked differently; after
+//! [`direct::MAX_ADMITS`] misses it is asked without a guard). The claim of
+//! a call a person approved holds its history too: in the chat, the answer's
+//! verdict (`approval::resolve`) and the claim (`pending`/`approved` →
+//! `executing`) are one conditional write with an `allowed` event naming the
+//! approval ([`crate::ledger::HistoryStore::apply_if`]), resolved again when
+//! the history moved; out of band and for the call-gating API, [`counted`]
+//! judges it again as it is claimed. A rule that now denies it refuses it
+//! (`denied`, the rule's reason); one that asks does not ask again.
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see
 //! [`crate::agent`]) takes the same moves, at the depth where it was made.
@@ -93,6 +103,7 @@
 //! as single-use claims, before anything runs.
 
 pub(crate) mod claim;
+pub mod counted;
 pub mod direct;
 mod edit;
 pub mod grant;

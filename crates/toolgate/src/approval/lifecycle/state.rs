@@ -80,7 +80,7 @@ impl ApprovalState {
         matches!(
             (self, to),
             (Pending, Pending | Approved | Denied | Expired | Withdrawn | Superseded | Executing)
-                | (Approved, Executing)
+                | (Approved, Executing | Denied)
                 | (Executing, Executing | Executed | Failed | Interrupted)
         )
     }
@@ -163,7 +163,8 @@ mod tests {
             "only a pending one is superseded"
         );
         assert!(Executing.can_move_to(Executing), "an idempotent call's lapsed lease is claimed again");
-        assert!(!Approved.can_move_to(Denied) && !Denied.can_move_to(Approved), "a decision stands");
+        assert!(!Denied.can_move_to(Approved), "a decision stands");
+        assert!(Approved.can_move_to(Denied), "a rule may refuse an approved call as it is claimed (`counted`)");
     }
 
     #[test]
