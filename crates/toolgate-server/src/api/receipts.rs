@@ -8,7 +8,7 @@
 //!   The chain is sealed first, so an approval decided a moment ago has its
 //!   receipt.
 //!
-//! A server without a receipt key (no store) answers 404 `receipts_off`.
+//! A server without a receipt key (no store, or `--no-receipts`) answers 404 `receipts_off`.
 
 use std::sync::Arc;
 
@@ -57,7 +57,11 @@ pub(crate) struct SignedReceiptDoc {
 
 fn receipts(state: &AppState) -> Result<&Arc<dyn ReceiptStore>, ApiError> {
     state.config().receipts.as_ref().ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "receipts_off", "this server signs no receipts (it runs without a store)")
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "receipts_off",
+            "this server signs no receipts (it runs without a store, or with --no-receipts)",
+        )
     })
 }
 
