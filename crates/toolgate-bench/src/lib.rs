@@ -11,6 +11,8 @@
 //! - [`soak`]: the sustained-load memory check (`--soak`).
 //! - [`inbox`]: the inbox at scale (the `inbox_bench` binary, `scripts/bench-inbox.sh`).
 //! - [`subagents`]: the sub-agent approval round trip over HTTP (`subagents_bench --http`).
+//! - [`stored`]: the stored round trip over HTTP, server configurations compared in alternating blocks
+//!   (`history_bench --http`, `receipts_bench --http`).
 //!
 //! `scripts/bench-vs-ai-sdk.sh` builds everything, starts the servers and runs
 //! the `toolgate-bench` binary; see its usage line.
@@ -23,4 +25,5 @@ pub mod process;
 pub mod report;
 pub mod soak;
 pub mod sse;
+pub mod stored;
 pub mod subagents;

@@ -89,6 +89,7 @@ pub fn serve(toolgate: &Path, work: &Path, name: &str, depth: usize) -> anyhow::
         config: &config,
         script: &script,
         log: &log,
+        flags: &[],
     };
     Server::start(&options)
 }

@@ -64,8 +64,13 @@ pub struct ServeArgs {
     /// The Ed25519 key receipts and audit checkpoints are signed with: a private JWK (OKP, Ed25519). Default:
     /// `receipt-key.jwk` in the data directory, created (0600) on first use. To rotate, point this at a new
     /// key: the old one stays in the store's key set (GET /.well-known/toolgate/receipt-keys), verify-only.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_receipts")]
     receipt_key: Option<PathBuf>,
+    /// Sign no receipts and run no receipts worker: the audit events are written unchained (a later start
+    /// without this flag chains and seals them). For measuring what receipts cost; `GET
+    /// /api/approvals/{id}/receipt` and the published keys answer as with a store that keeps no chain.
+    #[arg(long)]
+    no_receipts: bool,
     /// Record the value of this header (set by a trusted proxy) as the principal of each answer.
     #[arg(long, conflicts_with = "tokens_file")]
     principal_header: Option<String>,
@@ -145,7 +150,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let model = model_or_default(args.model.as_deref())?;
     let data_dir = args.store.data_dir();
     let secret = ApprovalSecret::resolve(args.approval_secret.as_deref(), &data_dir)?;
-    let (store, receipts) = args.store.open_signed(args.receipt_key.as_deref()).await?;
+    let (store, receipts) = match args.no_receipts {
+        true => (args.store.open().await?, None),
+        false => args.store.open_signed(args.receipt_key.as_deref()).await?,
+    };
     let jwt = match args.jwt_jwks {
         Some(_) => Some(jwt_verifier(&args).await?),
         None => None,

@@ -1,7 +1,8 @@
 //! `toolgate audit keys | export | verify`: a sealed SQLite log's keys and
 //! export, verified offline from the file and from the store; an edited line
 //! and an untrusted key set are refused with the first break and exit 1; a
-//! receipt verifies alone.
+//! receipt verifies alone. `serve --no-receipts` loads no key and signs
+//! nothing; `serve` without it does.
 
 mod support;
 
@@ -128,4 +129,34 @@ async fn an_export_verifies_offline_and_an_edited_line_or_an_unknown_key_is_refu
 
     let neither = toolgate(&["audit", "verify", "--keys", &jwks_arg]);
     assert_eq!(neither.status.code(), Some(2), "clap asks for --store, --file or --receipt");
+}
+
+/// `GET /.well-known/toolgate/receipt-keys` of a server: its status and error code.
+async fn receipt_keys(served: &support::Served) -> (u16, serde_json::Value) {
+    let answer = reqwest::get(format!("{}/.well-known/toolgate/receipt-keys", served.url)).await.unwrap();
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.unwrap();
+    (status, body["error"]["code"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_no_receipts_signs_nothing_and_the_default_signs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().display().to_string();
+    let key_file = dir.path().join("receipt-key.jwk");
+    let script = format!("script:{}", support::examples().join("request-approval/script.json").display());
+    let args = ["--model", &script, "--data-dir", &data_dir, "--no-receipts"];
+    let served = tokio::task::block_in_place(|| support::Served::start(&args));
+    assert_eq!(receipt_keys(&served).await, (404, json!("receipts_off")));
+    served.stop();
+    assert!(!key_file.exists(), "--no-receipts loads no key, so none is created");
+
+    let served = tokio::task::block_in_place(|| support::Served::start(&args[..4]));
+    assert_eq!(receipt_keys(&served).await.0, 200);
+    served.stop();
+    assert!(key_file.exists(), "by default the server creates its key and signs");
+
+    let both = toolgate(&["serve", "--no-receipts", "--receipt-key", &key_file.display().to_string()]);
+    assert!(!both.status.success());
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"), "{both:?}");
 }

@@ -119,6 +119,7 @@ fn serve(args: &Args, work: &Path, name: &str, store: &str) -> anyhow::Result<Se
         config: &work.join("toolgate.toml"),
         script: &work.join("script.json"),
         log: &log,
+        flags: &[],
     };
     let server = Server::start(&options)?;
     std::fs::write(work.join(format!("{name}.pid")), server.process.pid.to_string())?;

@@ -7,7 +7,16 @@
 //! time, as a request does): a `count` and a `sum` over the caller's last
 //! 24 hours, for random principals. Then times an engine round trip of an
 //! allowed call (in process, the model scripted) on that store with one
-//! history rule and without. Prints markdown tables.
+//! history rule and without. Prints markdown tables. On Postgres the bench
+//! runs `ANALYZE` after the fill (as autovacuum would soon after a bulk load).
+//!
+//! `--http` times the stored round trip over HTTP instead (no fill): four
+//! release `toolgate serve` (`--store`: a fresh SQLite file each, or one
+//! shared Postgres URL), a call of `transfer_money` that runs without
+//! approval and one that is approved, each with no rule and with one
+//! history rule (`count` over the caller's last 24 hours, a limit never
+//! reached, so the rule is evaluated and guards the call's `allowed` event
+//! but never fires), in alternating blocks (`toolgate_bench::stored`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +29,8 @@ use toolgate::ledger::{LedgerConfig, LedgerStore};
 use toolgate::protocol::ModelMessage;
 use toolgate::tool::GateCall;
 use toolgate::{ScriptedModel, TextRequest, Tool, ToolError, Toolkit, generate_text};
+use toolgate_bench::process::machine_summary;
+use toolgate_bench::stored::{self, Kind, Plan, Variant};
 use toolgate_policy::{Policy, StoredGate, now_ms};
 use toolgate_store::{StoreSpec, open_store};
 
@@ -51,17 +62,39 @@ struct Args {
     /// Timed round trips with and without the rule.
     #[arg(long, default_value_t = 2_000)]
     round_trips: usize,
+    /// Over HTTP: the stored round trips against release servers, with and without the rule (no fill).
+    #[arg(long)]
+    http: bool,
+    /// With `--http`: the `toolgate` binary (default: the one beside this bench).
+    #[arg(long)]
+    toolgate: Option<std::path::PathBuf>,
+    /// With `--http`: alternating blocks per server.
+    #[arg(long, default_value_t = 10)]
+    blocks: usize,
+    /// With `--http`: round trips per block.
+    #[arg(long, default_value_t = 200)]
+    block: usize,
+    /// With `--http`: principals the round trips rotate over.
+    #[arg(long, default_value_t = 100)]
+    http_principals: usize,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.http {
+        return http(&args).await;
+    }
     let dir = tempfile::tempdir()?;
     let spec = StoreSpec::parse(&args.store, dir.path()).context("--store")?;
     let store = open_store(&spec).await?.context("the store keeps no history")?;
     let filled = Instant::now();
     fill(&store, &args).await?;
     eprintln!("filled {} events in {:.1} s", args.events, filled.elapsed().as_secs_f64());
+    if let StoreSpec::Postgres(url) = &spec {
+        eprintln!("ANALYZE took {:.1} s", analyze(url).await?.as_secs_f64());
+    }
+    println!("{}\n", machine_summary());
 
     println!("| store | rule | evaluations | p50 | p99 | max |");
     println!("|---|---|---:|---:|---:|---:|");
@@ -83,6 +116,50 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", row(&spec, name, &timed));
     }
     Ok(())
+}
+
+/// `--http`: the four servers, the round trips alternated, one table.
+async fn http(args: &Args) -> anyhow::Result<()> {
+    let toolgate = match &args.toolgate {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("toolgate"),
+    };
+    anyhow::ensure!(toolgate.exists(), "no {} (build it: cargo build --release -p toolgate-cli)", toolgate.display());
+    let rule = "[[rule]]\nname = \"daily-limit\"\naction = \"deny\"\ntool = \"transfer_money\"\n\
+                history = { window = \"24h\", scope = \"principal\", count = { gte = 1000000000 } }\n";
+    let variant =
+        |name: &str, kind, config: &str| Variant { name: name.into(), kind, config: config.into(), flags: vec![] };
+    let variants = [
+        variant("allowed-no-rule", Kind::Allowed, ""),
+        variant("allowed-count-rule", Kind::Allowed, rule),
+        variant("approval-no-rule", Kind::Approval, ""),
+        variant("approval-count-rule", Kind::Approval, rule),
+    ];
+    let plan = Plan {
+        toolgate,
+        store: args.store.clone(),
+        blocks: args.blocks,
+        block: args.block,
+        warmup: args.block.min(100),
+        principals: args.http_principals,
+    };
+    println!("{}\n", machine_summary());
+    let started = stored::utc_now();
+    let comparison = stored::compare(&plan, &variants).await?;
+    let store = if args.store.starts_with("postgres") { "postgres" } else { "sqlite" };
+    println!("stored round trip over HTTP on {store}, started {started}, one connection per server\n");
+    println!("{}", stored::table(&comparison, &[(1, 0), (3, 2)]));
+    Ok(())
+}
+
+/// Runs `ANALYZE` on the Postgres database at `url`, as autovacuum does soon after a bulk load.
+async fn analyze(url: &str) -> anyhow::Result<Duration> {
+    use sqlx::Connection as _;
+    let started = Instant::now();
+    let mut connection = sqlx::postgres::PgConnection::connect(url).await.context("connecting to run ANALYZE")?;
+    sqlx::raw_sql("ANALYZE").execute(&mut connection).await.context("ANALYZE")?;
+    connection.close().await?;
+    Ok(started.elapsed())
 }
 
 fn rule(term: &str) -> String {

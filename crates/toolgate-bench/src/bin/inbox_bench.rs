@@ -182,6 +182,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         config: &files[1],
         script: &files[2],
         log: &files[3],
+        flags: &[],
     };
     let mut server = Server::start(&options)?;
     eprintln!("inbox_bench: toolgate serve on {} (pid {})", server.addr, server.process.pid);

@@ -11,6 +11,12 @@
 //!    receipts and with them (the store signing, and a sealer chaining every
 //!    second and signing a checkpoint every minute, as the server's worker
 //!    does), in alternating blocks of the same run. Prints markdown tables.
+//!
+//! `--http` times the round trip over HTTP instead (no export): two release
+//! `toolgate serve --store sqlite` (`--toolgate`, default the binary beside
+//! this bench), one signing receipts with its receipts worker sealing (the
+//! default), one with `--no-receipts`, the approval round trip of
+//! `toolgate_bench::stored` in alternating blocks of `--requests / --blocks`.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::sync::Arc;
@@ -51,11 +57,17 @@ struct Args {
     /// Alternating blocks the round trips are split into.
     #[arg(long, default_value_t = 4)]
     blocks: usize,
+    /// The round trip over HTTP against two release servers, with receipts and with `--no-receipts`.
+    #[arg(long)]
+    http: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.http {
+        return http(&args).await;
+    }
     let dir = tempfile::tempdir()?;
     if args.events > 0 {
         verification(&args, dir.path())?;
@@ -214,6 +226,32 @@ fn event(seq: i64, kind: AuditKind, id: &str, principal: &str, data: serde_json:
         principal: Some(principal.into()),
         data,
     }
+}
+
+/// `--http`: the approval round trip over HTTP, with receipts and without, in alternating blocks.
+async fn http(args: &Args) -> anyhow::Result<()> {
+    use toolgate_bench::stored::{self, Kind, Plan, Variant};
+    let toolgate = match &args.toolgate {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("toolgate"),
+    };
+    anyhow::ensure!(toolgate.exists(), "no {} (build it: cargo build --release -p toolgate-cli)", toolgate.display());
+    let variant = |name: &str, flags: &[&str]| Variant {
+        name: name.into(),
+        kind: Kind::Approval,
+        config: String::new(),
+        flags: flags.iter().map(|flag| (*flag).to_owned()).collect(),
+    };
+    let variants = [variant("without-receipts", &["--no-receipts"]), variant("with-receipts", &[])];
+    let block = args.requests / args.blocks.max(1);
+    let plan =
+        Plan { toolgate, store: "sqlite".into(), blocks: args.blocks, block, warmup: block.min(100), principals: 100 };
+    println!("{}\n", toolgate_bench::process::machine_summary());
+    let started = stored::utc_now();
+    let comparison = stored::compare(&plan, &variants).await?;
+    println!("approval round trip over HTTP on SQLite, started {started}, one connection per server\n");
+    println!("{}", stored::table(&comparison, &[(1, 0)]));
+    Ok(())
 }
 
 /// The round trip without and with receipts, in alternating blocks.

@@ -64,6 +64,12 @@ impl Client {
         })
     }
 
+    /// Sends the requests from now on with this bearer token (another principal, the same connection).
+    pub fn set_token(&mut self, token: &str) -> anyhow::Result<()> {
+        self.authorization = HeaderValue::from_str(&format!("Bearer {token}"))?;
+        Ok(())
+    }
+
     async fn sender(&mut self) -> anyhow::Result<&mut SendRequest<Full<Bytes>>> {
         if self.sender.as_ref().is_none_or(SendRequest::is_closed) {
             let (sender, _) = handshake(self.addr).await?;

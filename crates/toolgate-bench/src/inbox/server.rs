@@ -30,6 +30,8 @@ pub struct ServeOptions<'a> {
     pub script: &'a Path,
     /// Where its output goes.
     pub log: &'a Path,
+    /// More `toolgate serve` flags (e.g. `--no-receipts`).
+    pub flags: &'a [String],
 }
 
 /// A running `toolgate serve`.
@@ -61,6 +63,7 @@ impl Server {
             .arg("--config")
             .arg(options.config)
             .args(["--approval-secret", &secret])
+            .args(options.flags)
             .env("TOOLGATE_LOG", format!("{filter},toolgate_server::launch=info"))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

@@ -16,7 +16,7 @@
 //!   caller's call-gating API calls (its approval's), 404 `unknown_call` for
 //!   anybody else's.
 //!
-//! A server without a receipt key (no store) answers 404 `receipts_off`.
+//! A server without a receipt key (no store, or `--no-receipts`) answers 404 `receipts_off`.
 
 use std::sync::Arc;
 
@@ -67,7 +67,11 @@ pub(crate) struct SignedReceiptDoc {
 
 fn receipts(state: &AppState) -> Result<&Arc<dyn ReceiptStore>, ApiError> {
     state.config().receipts.as_ref().ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "receipts_off", "this server signs no receipts (it runs without a store)")
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "receipts_off",
+            "this server signs no receipts (it runs without a store, or with --no-receipts)",
+        )
     })
 }
 

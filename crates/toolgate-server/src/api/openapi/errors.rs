@@ -46,7 +46,7 @@ pub const CODES: &[(&str, &str)] = &[
         "With a store every request needs a conversation id (the chat `id`, the AG-UI `threadId`).",
     ),
     ("no_store", "The server runs without a store (`--store none`), which this endpoint needs."),
-    ("receipts_off", "The server signs no receipts (it runs without a store)."),
+    ("receipts_off", "The server signs no receipts (it runs without a store, or with `--no-receipts`)."),
     (
         "no_receipt",
         "No receipt yet: nothing has decided, moved or ended the approval or call, or the audit event is of a kind that gets none.",
