@@ -129,12 +129,25 @@ impl Log {
     }
 }
 
-/// Verifies line by line, and a chunk at a time on every core (`texts`);
-/// both must find the same.
+/// Verifies line by line, a chunk at a time on every core (`texts`), as
+/// lines read already (`lines`) and as a stream (`read`); all must find the same.
 fn verify(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
     let one_by_one = one_by_one(lines, keys.clone());
-    assert_eq!(one_by_one, chunked(lines, keys, 7), "both paths agree");
+    assert_eq!(one_by_one, chunked(lines, keys.clone(), 7), "texts agrees");
+    assert_eq!(one_by_one, streamed(lines, keys.clone()), "read agrees");
+    if let Some(parsed) = lines.iter().map(|line| LogLine::parse(line).ok()).collect::<Option<Vec<_>>>() {
+        let mut verifier = Verifier::new(keys);
+        let typed = verifier.lines(parsed).and_then(|()| verifier.finish());
+        assert_eq!(one_by_one, typed, "lines agrees");
+    }
     one_by_one
+}
+
+fn streamed(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
+    let text = lines.join("\n");
+    let mut verifier = Verifier::new(keys);
+    verifier.read(text.as_bytes()).unwrap()?;
+    verifier.finish()
 }
 
 fn one_by_one(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
@@ -160,7 +173,8 @@ fn a_large_log_verifies_on_every_core_and_a_bad_receipt_among_many_is_named() {
     let lines = log.lines();
     let report = chunked(&lines, keys(&[&key]), 4096).unwrap();
     assert_eq!((report.events, report.receipts, report.unsealed), (1600, 800, 0));
-    assert_eq!(Ok(report), one_by_one(&lines, keys(&[&key])));
+    assert_eq!(Ok(report.clone()), one_by_one(&lines, keys(&[&key])));
+    assert_eq!(Ok(report), streamed(&lines, keys(&[&key])));
     // One receipt in the middle of a batch made to name another approval: its batch fails, and it is named.
     let mut moved = Log { signed: log.signed.clone(), events: log.events.clone() };
     let index = moved.signed.iter().rposition(|signed| signed.payload["approvalId"] == json!("apr_200")).unwrap();
@@ -168,6 +182,7 @@ fn a_large_log_verifies_on_every_core_and_a_bad_receipt_among_many_is_named() {
     let found = chunked(&moved.lines(), keys(&[&key]), 4096).unwrap_err();
     assert_eq!(found.kind, BreakKind::BadSignature, "{found}");
     assert!(found.detail.contains("apr_9999"), "{found}");
+    assert_eq!(Err(found.clone()), streamed(&moved.lines(), keys(&[&key])));
     assert_eq!(Err(found), one_by_one(&moved.lines(), keys(&[&key])));
 }
 

@@ -24,8 +24,10 @@
 pub mod chain;
 mod deferred;
 mod export;
+mod json;
 mod keys;
 mod parallel;
+mod prepare;
 mod seal;
 mod sealer;
 mod verify;
