@@ -501,3 +501,32 @@ async fn a_chat_approval_records_its_tools_definition_and_config_digests_and_its
     assert_eq!(sealed.receipts[0].2.payload["toolDigest"], json!(digest));
     assert_eq!(sealed.receipts[0].2.payload["configDigest"], json!("cfg-1"));
 }
+
+#[test]
+fn lines_the_fast_reader_cannot_vouch_for_are_judged_as_a_value_judges_them() {
+    let key = key(1);
+    let log = Log::new(3, &key);
+    let mut lines = log.lines();
+    // A key twice in an event: a `Value` keeps the last (the one chained), so it still verifies.
+    let last = lines.len() - 1;
+    lines[last] = lines[last].replacen("\"event\":{", "\"event\":{\"approvalId\":\"apr_other\",", 1);
+    assert!(lines[last].contains("apr_other"));
+    // Line ends of another system, and blank lines.
+    lines[0].push('\r');
+    lines.insert(1, "  ".to_owned());
+    let report = verify(&lines, keys(&[&key])).unwrap();
+    assert_eq!((report.events, report.receipts), (12, 6));
+    // The same key twice with the forged value last is an edit, on every path.
+    lines[last] = log.lines()[log.lines().len() - 1].replacen(
+        "\"approvalId\":\"apr_3\"",
+        "\"approvalId\":\"apr_3\",\"approvalId\":\"apr_9\"",
+        1,
+    );
+    let (seq, kind, _) = broken(&lines, keys(&[&key]));
+    assert_eq!((seq, kind), (Some(12), BreakKind::Edited));
+    // A line that is not UTF-8 text is malformed.
+    let mut bytes = log.lines().join("\n").into_bytes();
+    bytes.extend(b"\n\xff\xfe{}\n");
+    let found = Verifier::new(keys(&[&key])).read(&bytes[..]).unwrap().unwrap_err();
+    assert_eq!(found.kind, BreakKind::Malformed, "{found}");
+}
