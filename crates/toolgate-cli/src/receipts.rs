@@ -9,7 +9,7 @@
 //!   signature and the chain; prints the first break and exits 1;
 //! - `verify --receipt FILE --keys JWKS_FILE`: one receipt alone.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -137,26 +137,13 @@ async fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Lines of an export verified together (a few MiB).
-const LINES_PER_CHUNK: usize = 8192;
-
 fn verify_file(path: &std::path::Path, keys: Jwks) -> anyhow::Result<Result<Report, Break>> {
     let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut verifier = Verifier::new(keys);
-    // Lines a chunk at a time: each chunk is parsed, digested and its signatures checked on every core.
-    let mut chunk = Vec::with_capacity(LINES_PER_CHUNK);
-    let mut lines = BufReader::with_capacity(1 << 20, file).lines();
-    loop {
-        chunk.clear();
-        for line in lines.by_ref().take(LINES_PER_CHUNK) {
-            chunk.push(line.with_context(|| format!("cannot read {}", path.display()))?);
-        }
-        if chunk.is_empty() {
-            return Ok(verifier.finish());
-        }
-        if let Err(broken) = verifier.texts(&chunk) {
-            return Ok(Err(broken));
-        }
+    // Blocks of lines are parsed, digested and their signatures checked on every core while the chain is walked.
+    match verifier.read(file).with_context(|| format!("cannot read {}", path.display()))? {
+        Ok(()) => Ok(verifier.finish()),
+        Err(broken) => Ok(Err(broken)),
     }
 }
 

@@ -129,12 +129,25 @@ impl Log {
     }
 }
 
-/// Verifies line by line, and a chunk at a time on every core (`texts`);
-/// both must find the same.
+/// Verifies line by line, a chunk at a time on every core (`texts`), as
+/// lines read already (`lines`) and as a stream (`read`); all must find the same.
 fn verify(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
     let one_by_one = one_by_one(lines, keys.clone());
-    assert_eq!(one_by_one, chunked(lines, keys, 7), "both paths agree");
+    assert_eq!(one_by_one, chunked(lines, keys.clone(), 7), "texts agrees");
+    assert_eq!(one_by_one, streamed(lines, keys.clone()), "read agrees");
+    if let Some(parsed) = lines.iter().map(|line| LogLine::parse(line).ok()).collect::<Option<Vec<_>>>() {
+        let mut verifier = Verifier::new(keys);
+        let typed = verifier.lines(parsed).and_then(|()| verifier.finish());
+        assert_eq!(one_by_one, typed, "lines agrees");
+    }
     one_by_one
+}
+
+fn streamed(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
+    let text = lines.join("\n");
+    let mut verifier = Verifier::new(keys);
+    verifier.read(text.as_bytes()).unwrap()?;
+    verifier.finish()
 }
 
 fn one_by_one(lines: &[String], keys: Jwks) -> Result<toolgate::receipt::Report, toolgate::receipt::Break> {
@@ -160,7 +173,8 @@ fn a_large_log_verifies_on_every_core_and_a_bad_receipt_among_many_is_named() {
     let lines = log.lines();
     let report = chunked(&lines, keys(&[&key]), 4096).unwrap();
     assert_eq!((report.events, report.receipts, report.unsealed), (1600, 800, 0));
-    assert_eq!(Ok(report), one_by_one(&lines, keys(&[&key])));
+    assert_eq!(Ok(report.clone()), one_by_one(&lines, keys(&[&key])));
+    assert_eq!(Ok(report), streamed(&lines, keys(&[&key])));
     // One receipt in the middle of a batch made to name another approval: its batch fails, and it is named.
     let mut moved = Log { signed: log.signed.clone(), events: log.events.clone() };
     let index = moved.signed.iter().rposition(|signed| signed.payload["approvalId"] == json!("apr_200")).unwrap();
@@ -168,6 +182,7 @@ fn a_large_log_verifies_on_every_core_and_a_bad_receipt_among_many_is_named() {
     let found = chunked(&moved.lines(), keys(&[&key]), 4096).unwrap_err();
     assert_eq!(found.kind, BreakKind::BadSignature, "{found}");
     assert!(found.detail.contains("apr_9999"), "{found}");
+    assert_eq!(Err(found.clone()), streamed(&moved.lines(), keys(&[&key])));
     assert_eq!(Err(found), one_by_one(&moved.lines(), keys(&[&key])));
 }
 
@@ -485,4 +500,33 @@ async fn a_chat_approval_records_its_tools_definition_and_config_digests_and_its
     let sealed = seal_events(GENESIS, &[approved], &records, &issued_data, &key(1), 9).unwrap();
     assert_eq!(sealed.receipts[0].2.payload["toolDigest"], json!(digest));
     assert_eq!(sealed.receipts[0].2.payload["configDigest"], json!("cfg-1"));
+}
+
+#[test]
+fn lines_the_fast_reader_cannot_vouch_for_are_judged_as_a_value_judges_them() {
+    let key = key(1);
+    let log = Log::new(3, &key);
+    let mut lines = log.lines();
+    // A key twice in an event: a `Value` keeps the last (the one chained), so it still verifies.
+    let last = lines.len() - 1;
+    lines[last] = lines[last].replacen("\"event\":{", "\"event\":{\"approvalId\":\"apr_other\",", 1);
+    assert!(lines[last].contains("apr_other"));
+    // Line ends of another system, and blank lines.
+    lines[0].push('\r');
+    lines.insert(1, "  ".to_owned());
+    let report = verify(&lines, keys(&[&key])).unwrap();
+    assert_eq!((report.events, report.receipts), (12, 6));
+    // The same key twice with the forged value last is an edit, on every path.
+    lines[last] = log.lines()[log.lines().len() - 1].replacen(
+        "\"approvalId\":\"apr_3\"",
+        "\"approvalId\":\"apr_3\",\"approvalId\":\"apr_9\"",
+        1,
+    );
+    let (seq, kind, _) = broken(&lines, keys(&[&key]));
+    assert_eq!((seq, kind), (Some(12), BreakKind::Edited));
+    // A line that is not UTF-8 text is malformed.
+    let mut bytes = log.lines().join("\n").into_bytes();
+    bytes.extend(b"\n\xff\xfe{}\n");
+    let found = Verifier::new(keys(&[&key])).read(&bytes[..]).unwrap().unwrap_err();
+    assert_eq!(found.kind, BreakKind::Malformed, "{found}");
 }

@@ -60,6 +60,10 @@ struct Args {
     /// The round trip over HTTP against two release servers, with receipts and with `--no-receipts`.
     #[arg(long)]
     http: bool,
+    /// Write the export (`log.jsonl`) and its keys (`keys.json`) here and keep them
+    /// (for timing `toolgate audit verify --file` by hand); reused when there already.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let dir = tempfile::tempdir()?;
     if args.events > 0 {
-        verification(&args, dir.path())?;
+        verification(&args, args.dir.as_deref().unwrap_or(dir.path()))?;
     }
     if args.requests > 0 {
         round_trips(&args, dir.path()).await?;
@@ -83,7 +87,11 @@ fn verification(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     let (log, keys) = (dir.join("log.jsonl"), dir.join("keys.json"));
     std::fs::write(&keys, serde_json::to_string(&Jwks { keys: vec![key.public().clone()] })?)?;
     let started = Instant::now();
-    let receipts = write_export(&log, args.events, &key, !args.without_receipts)?;
+    let receipts = if args.dir.is_some() && log.exists() {
+        count_receipts(&log)?
+    } else {
+        write_export(&log, args.events, &key, !args.without_receipts)?
+    };
     let written = started.elapsed();
     let size = std::fs::metadata(&log)?.len();
     let started = Instant::now();
@@ -125,6 +133,19 @@ fn verification(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     );
     println!("\n{summary}\n");
     Ok(())
+}
+
+/// The receipts in an export written before.
+fn count_receipts(path: &std::path::Path) -> anyhow::Result<usize> {
+    let mut receipts = 0;
+    for line in std::io::BufReader::new(std::fs::File::open(path)?).lines() {
+        let line = line?;
+        if !line.starts_with("{\"type\":") {
+            break; // The events, after the signed records.
+        }
+        receipts += usize::from(line.starts_with("{\"type\":\"receipt\""));
+    }
+    Ok(receipts)
 }
 
 /// Writes an export of `events` sealed events (signed records first); the receipts written.

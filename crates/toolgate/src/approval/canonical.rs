@@ -19,6 +19,8 @@
 //!
 //! The work is linear in the size of the input.
 
+use std::fmt::Write as _;
+
 use serde_json::{Number, Value};
 
 /// 2^53: above this, doubles no longer hold every integer.
@@ -44,16 +46,17 @@ pub enum CanonicalError {
 /// The canonical JSON text of `value` (see the module docs).
 pub fn canonical_json(value: &Value) -> Result<String, CanonicalError> {
     let mut out = String::new();
-    let mut pointer = String::new();
-    write_value(value, &mut out, &mut pointer)?;
+    write_canonical(value, None, &mut out)?;
     Ok(out)
 }
 
-fn write_value(value: &Value, out: &mut String, pointer: &mut String) -> Result<(), CanonicalError> {
+/// Appends the canonical text of `value` to `out`, leaving out the member
+/// named `skip` when `value` is an object (an audit event without its `seq`).
+pub(crate) fn write_canonical(value: &Value, skip: Option<&str>, out: &mut String) -> Result<(), CanonicalError> {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(flag) => out.push_str(if *flag { "true" } else { "false" }),
-        Value::Number(number) => write_number(number, out, pointer)?,
+        Value::Number(number) => write_number(number, out)?,
         Value::String(text) => write_string(text, out),
         Value::Array(items) => {
             out.push('[');
@@ -61,17 +64,15 @@ fn write_value(value: &Value, out: &mut String, pointer: &mut String) -> Result<
                 if index > 0 {
                     out.push(',');
                 }
-                let restore = pointer.len();
-                pointer.push('/');
-                pointer.push_str(&index.to_string());
-                write_value(item, out, pointer)?;
-                pointer.truncate(restore);
+                write_canonical(item, None, out).map_err(|error| error.within(&index.to_string()))?;
             }
             out.push(']');
         }
         Value::Object(fields) => {
-            let mut entries: Vec<(&String, &Value)> = fields.iter().collect();
-            entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            // A map's keys are distinct: the order is total without a tie-break.
+            let mut entries: Vec<(&str, &Value)> =
+                fields.iter().map(|(key, item)| (key.as_str(), item)).filter(|(key, _)| Some(*key) != skip).collect();
+            entries.sort_unstable_by(|(a, _), (b, _)| utf16_order(a, b));
             out.push('{');
             for (index, (key, item)) in entries.into_iter().enumerate() {
                 if index > 0 {
@@ -79,11 +80,7 @@ fn write_value(value: &Value, out: &mut String, pointer: &mut String) -> Result<
                 }
                 write_string(key, out);
                 out.push(':');
-                let restore = pointer.len();
-                pointer.push('/');
-                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                write_value(item, out, pointer)?;
-                pointer.truncate(restore);
+                write_canonical(item, None, out).map_err(|error| error.within(key))?;
             }
             out.push('}');
         }
@@ -91,26 +88,87 @@ fn write_value(value: &Value, out: &mut String, pointer: &mut String) -> Result<
     Ok(())
 }
 
-fn write_number(number: &Number, out: &mut String, pointer: &str) -> Result<(), CanonicalError> {
+impl CanonicalError {
+    /// The same error seen from the parent: `segment` (a key or an index) put before its pointer.
+    pub(crate) fn within(self, segment: &str) -> Self {
+        match self {
+            Self::AmbiguousNumber { pointer, value } => Self::AmbiguousNumber {
+                pointer: format!("/{}{pointer}", segment.replace('~', "~0").replace('/', "~1")),
+                value,
+            },
+        }
+    }
+}
+
+/// The order of object keys: by UTF-16 code units (RFC 8785), computed on
+/// the UTF-8 bytes. Byte order is code point order, which differs from
+/// UTF-16 order only between a supplementary character (lead byte `F0`–`F4`,
+/// a surrogate pair in UTF-16, `D800`–`DBFF`) and one from `U+E000` to `U+FFFF`
+/// (lead byte `EE` or `EF`); the first differing byte starts a character in
+/// exactly that case.
+pub(crate) fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let (left, right) = (a.as_bytes(), b.as_bytes());
+    let Some(at) = left.iter().zip(right).position(|(x, y)| x != y) else {
+        return left.len().cmp(&right.len());
+    };
+    let (x, y) = (left[at], right[at]);
+    let supplementary = |byte: u8| byte >= 0xF0;
+    let upper_bmp = |byte: u8| byte == 0xEE || byte == 0xEF;
+    if supplementary(x) && upper_bmp(y) {
+        std::cmp::Ordering::Less
+    } else if upper_bmp(x) && supplementary(y) {
+        std::cmp::Ordering::Greater
+    } else {
+        x.cmp(&y)
+    }
+}
+
+/// Appends a number's canonical text; the error's pointer is filled in by the callers above it.
+pub(crate) fn write_number(number: &Number, out: &mut String) -> Result<(), CanonicalError> {
     if number.is_i64() || number.is_u64() {
         // serde_json writes integers exactly.
-        out.push_str(&number.to_string());
+        let _ = write!(out, "{number}");
         return Ok(());
     }
     // Without `arbitrary_precision` every other number is a finite double.
     let value = number.as_f64().unwrap_or(f64::NAN);
     let magnitude = value.abs();
     if value.fract() == 0.0 && (EXACT_DOUBLE_LIMIT..EXPONENT_FORM_START).contains(&magnitude) {
-        return Err(CanonicalError::AmbiguousNumber { pointer: pointer.to_owned(), value });
+        return Err(CanonicalError::AmbiguousNumber { pointer: String::new(), value });
     }
     out.push_str(ryu_js::Buffer::new().format(value));
     Ok(())
 }
 
-fn write_string(text: &str, out: &mut String) {
-    // serde_json escapes exactly as JSON.stringify does: `"`, `\`, \b \f \n \r \t
-    // by name, other control characters as lowercase \u00xx, nothing else.
-    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+/// Appends a string as `JSON.stringify` writes it: `"` and `\` escaped, and
+/// \b \f \n \r \t by name, other control characters as lowercase `\u00xx`,
+/// nothing else (as serde_json escapes).
+pub(crate) fn write_string(text: &str, out: &mut String) {
+    out.push('"');
+    let mut start = 0;
+    for (at, byte) in text.bytes().enumerate() {
+        let named = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0C => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        // An ASCII byte: `at` is a character boundary.
+        out.push_str(&text[start..at]);
+        if named.is_empty() {
+            let _ = write!(out, "\\u{byte:04x}");
+        } else {
+            out.push_str(named);
+        }
+        start = at + 1;
+    }
+    out.push_str(&text[start..]);
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -153,6 +211,16 @@ mod tests {
     }
 
     #[test]
+    fn keys_order_by_utf16_where_it_differs_from_code_points() {
+        for (a, b) in [("\u{1F600}", "\u{E000}"), ("a\u{10000}", "a\u{FFFF}"), ("\u{10FFFF}", "\u{EFFF}"), ("x", "xy")]
+        {
+            assert_eq!(utf16_order(a, b), a.encode_utf16().cmp(b.encode_utf16()), "{a:?} {b:?}");
+            assert_eq!(utf16_order(b, a), b.encode_utf16().cmp(a.encode_utf16()), "{b:?} {a:?}");
+        }
+        assert_eq!(utf16_order("\u{D7FF}", "\u{10000}"), std::cmp::Ordering::Less);
+    }
+
+    #[test]
     fn keys_sort_by_utf16_code_units() {
         // U+E000 sorts after U+1F600 in UTF-8 order but before it in UTF-16.
         let value = json!({"\u{1F600}": 1, "\u{E000}": 2, "a": 3});
@@ -184,6 +252,18 @@ mod tests {
             prop_assert_eq!(&ours, &serde_json_canonicalizer::to_string(&value).unwrap());
             let reparsed: Value = serde_json::from_str(&ours).unwrap();
             prop_assert_eq!(canonical_json(&reparsed).unwrap(), ours);
+        }
+
+        #[test]
+        fn keys_order_as_their_utf16_code_units(a in "\\PC{0,6}", b in "\\PC{0,6}") {
+            prop_assert_eq!(utf16_order(&a, &b), a.encode_utf16().cmp(b.encode_utf16()));
+        }
+
+        #[test]
+        fn strings_are_escaped_as_serde_json_escapes_them(text in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\])*") {
+            let mut out = String::new();
+            write_string(&text, &mut out);
+            prop_assert_eq!(out, serde_json::to_string(&text).unwrap());
         }
 
         #[test]

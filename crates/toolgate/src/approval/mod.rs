@@ -1,7 +1,7 @@
 //! Approvals: signing them, finding the answers in a history, and deciding
 //! what runs before the model is called.
 
-mod canonical;
+pub(crate) mod canonical;
 mod collect;
 pub mod lifecycle;
 mod resolve;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::ReceiptError;
-use crate::approval::canonical_json;
+use crate::approval::canonical::write_canonical;
 use crate::ledger::AuditEvent;
 
 /// A 32-byte hash.
@@ -53,15 +53,8 @@ pub fn decode(text: &str) -> Option<Hash> {
 
 /// The digest of an event given as JSON (an [`AuditEvent`]'s fields; `seq` is left out).
 pub fn value_digest(event: &Value) -> Result<Hash, ReceiptError> {
-    let text = match event {
-        Value::Object(fields) if fields.contains_key("seq") => {
-            let mut fields = fields.clone();
-            fields.remove("seq");
-            canonical_json(&Value::Object(fields))
-        }
-        other => canonical_json(other),
-    };
-    let text = text.map_err(|error| ReceiptError::Canonical(error.to_string()))?;
+    let mut text = String::with_capacity(512);
+    write_canonical(event, Some("seq"), &mut text).map_err(|error| ReceiptError::Canonical(error.to_string()))?;
     Ok(Sha256::digest(text.as_bytes()).into())
 }
 

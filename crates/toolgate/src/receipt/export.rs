@@ -7,6 +7,8 @@ use crate::ledger::{Millis, StoreError};
 
 /// Events read per page.
 const PAGE: usize = 2000;
+/// Events read per page to verify (split between the cores).
+const VERIFY_PAGE: usize = 8192;
 
 /// Hands every line of `store`'s export to `sink`, in order: a header when
 /// `since` starts after a checkpoint (the export then starts right after the
@@ -47,22 +49,24 @@ pub async fn export<E: From<StoreError>>(
     }
 }
 
-/// Verifies `store`'s whole chain and every receipt under `keys`: the
-/// report, or the first break (the outer error: the store could not be read).
+/// Verifies `store`'s whole chain and every receipt under `keys`, a page
+/// at a time on every core as [`Verifier::lines`] reads it: the report, or
+/// the first break (the outer error: the store could not be read).
 pub async fn verify_store(store: &dyn ReceiptStore, keys: Jwks) -> Result<Result<Report, Break>, StoreError> {
     let mut verifier = Verifier::new(keys);
-    let mut found: Option<Break> = None;
-    export::<StoreError>(store, None, true, |line| {
-        if found.is_none()
-            && let Err(broken) = verifier.line(line)
-        {
-            found = Some(broken);
+    let signed = store.signed_records(i64::MIN).await?;
+    if let Err(broken) = verifier.lines(signed.into_iter().map(LogLine::Signed).collect()) {
+        return Ok(Err(broken));
+    }
+    let mut cursor = i64::MIN;
+    loop {
+        let page = store.chained_events(cursor, VERIFY_PAGE).await?;
+        let Some(last) = page.last() else {
+            return Ok(verifier.finish());
+        };
+        cursor = last.link.seq;
+        if let Err(broken) = verifier.lines(page.into_iter().map(LogLine::Event).collect()) {
+            return Ok(Err(broken));
         }
-        Ok(())
-    })
-    .await?;
-    Ok(match found {
-        Some(broken) => Err(broken),
-        None => verifier.finish(),
-    })
+    }
 }

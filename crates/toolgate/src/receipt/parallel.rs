@@ -1,25 +1,27 @@
-//! What each line of an export costs on its own, done on every core: a
-//! chunk of lines is parsed, each event's digest computed and each receipt's
-//! signature checked in parallel, and the results handed back in order for
-//! the walk, which stays sequential ([`Verifier::texts`]).
+//! The verifier on every core: lines are prepared ([`super::prepare`]:
+//! parsed, digested, signatures checked) on worker threads and handed back
+//! in order to the walk, which stays sequential and only compares.
 //!
-//! Receipt signatures are checked in batches ([`ed25519_dalek::verify_batch`]:
-//! one multi-scalar check per batch, about half the cost of checking each);
-//! a batch that fails is checked again one by one (`verify_strict`), which
-//! names the receipt that does not hold. Whether a receipt's key is known is
-//! left to the walk, which reports it in order.
+//! [`Verifier::read`] is a pipeline: one thread reads the export in blocks
+//! of a few MiB cut at line ends, a worker per core prepares whole blocks,
+//! and the calling thread walks each block as soon as it and those before it
+//! are ready, so reading and walking overlap the parallel work. The blocks
+//! in flight are bounded (a few per worker), and so is the memory.
+//! [`Verifier::texts`] and [`Verifier::lines`] prepare a slice of lines on
+//! every core and then walk it.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ed25519_dalek::{Signature, VerifyingKey};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 
-use super::chain::Hash;
 use super::keys::KeyRing;
-use super::seal::{SealKind, Signed, message};
-use super::verify::{Break, BreakKind, EventLine, LogLine, Verifier, event_digest};
+use super::prepare::{Prepared, Preparer};
+use super::verify::{Break, BreakKind, LogLine, Verifier};
 
-/// Receipts checked in one batch equation.
-const BATCH: usize = 256;
+/// Bytes read per block (cut at the last line end).
+const BLOCK: usize = 4 << 20;
 /// Fewer lines than this per thread are not worth a thread.
 const MIN_PER_THREAD: usize = 256;
 
@@ -29,10 +31,91 @@ impl Verifier {
     /// receipt's signature) done on every core first; the chain is walked in
     /// order after. Give it thousands of lines at a time.
     pub fn texts(&mut self, lines: &[String]) -> Result<(), Break> {
-        for prepared in prepare(lines, &self.ring) {
+        let parts = lines.chunks(lines.len().div_ceil(threads(lines.len())).max(1)).collect();
+        let prepared = in_parts(parts, |part: &[String]| {
+            let mut preparer = Preparer::new(&self.ring);
+            part.iter().for_each(|text| preparer.text(text));
+            preparer.finish()
+        });
+        self.walk(prepared)
+    }
+
+    /// Reads lines read already, in order, as [`Self::line`] one at a time
+    /// would, with each line's own checks done on every core first.
+    pub fn lines(&mut self, lines: Vec<LogLine>) -> Result<(), Break> {
+        let per_thread = lines.len().div_ceil(threads(lines.len())).max(1);
+        let mut parts = Vec::new();
+        let mut rest = lines;
+        while rest.len() > per_thread {
+            let tail = rest.split_off(per_thread);
+            parts.push(std::mem::replace(&mut rest, tail));
+        }
+        parts.push(rest);
+        let prepared = in_parts(parts, |part: Vec<LogLine>| {
+            let mut preparer = Preparer::new(&self.ring);
+            part.into_iter().for_each(|line| preparer.line(line));
+            preparer.finish()
+        });
+        self.walk(prepared)
+    }
+
+    /// Reads an export from `reader` to its end, as [`Self::text`] line by
+    /// line would: blocks of lines are prepared on every core while the
+    /// walk goes on in order (see the module docs). The outer error: the
+    /// export could not be read; the inner one: the first break.
+    pub fn read(&mut self, reader: impl Read + Send) -> std::io::Result<Result<(), Break>> {
+        let workers = threads(usize::MAX);
+        let stop = AtomicBool::new(false);
+        let ring = &self.ring.clone();
+        std::thread::scope(|scope| {
+            let (blocks, for_workers) = sync_channel::<(usize, Vec<u8>)>(workers);
+            let for_workers = Arc::new(Mutex::new(for_workers));
+            let (done, prepared) = sync_channel::<(usize, Vec<Prepared>)>(workers);
+            let stop = &stop;
+            let reading = scope.spawn(move || read_blocks(reader, &blocks, stop));
+            let working: Vec<_> = (0..workers)
+                .map(|_| {
+                    let (for_workers, done) = (Arc::clone(&for_workers), done.clone());
+                    scope.spawn(move || work(&for_workers, &done, ring, stop))
+                })
+                .collect();
+            drop((for_workers, done));
+            let (walked, found) = self.walk_in_order(&prepared);
+            stop.store(true, Ordering::Relaxed);
+            drop(prepared);
+            let failed = working.into_iter().map(|worker| worker.join()).any(|joined| joined.is_err());
+            let read = reading.join().unwrap_or_else(|_| Err(std::io::Error::other("the reading thread failed")));
+            Ok(match found {
+                Some(broken) => Err(broken),
+                None if failed || walked != read? => Err(thread_failed()),
+                None => Ok(()),
+            })
+        })
+    }
+
+    /// Walks blocks as they arrive, each once it and those before it are
+    /// ready; the blocks walked, and the first break.
+    fn walk_in_order(&mut self, prepared: &Receiver<(usize, Vec<Prepared>)>) -> (usize, Option<Break>) {
+        let mut waiting = BTreeMap::new();
+        let mut next = 0;
+        for (index, block) in prepared {
+            waiting.insert(index, block);
+            while let Some(block) = waiting.remove(&next) {
+                next += 1;
+                if let Err(broken) = self.walk(block) {
+                    return (next, Some(broken));
+                }
+            }
+        }
+        (next, None)
+    }
+
+    /// Reads prepared lines in order.
+    fn walk(&mut self, prepared: Vec<Prepared>) -> Result<(), Break> {
+        for prepared in prepared {
             match prepared {
-                Prepared::Event(line, digest) => self.digested(line, digest?)?,
-                Prepared::Receipt(signed, checked) => self.receipt(signed, Some(checked))?,
+                Prepared::Event(event) => self.linked(event)?,
+                Prepared::Receipt(receipt) => self.receipt(receipt)?,
                 Prepared::Other(line) => self.line(line)?,
                 Prepared::Bad(broken) => return Err(broken),
             }
@@ -41,40 +124,27 @@ impl Verifier {
     }
 }
 
-/// One line, its costly part done.
-#[derive(Debug)]
-pub(super) enum Prepared {
-    /// An event and its digest (or why it has none).
-    Event(EventLine, Result<Hash, Break>),
-    /// A receipt and whether its signature holds (`Err`: why not), when its key is known.
-    Receipt(Signed, Result<(), String>),
-    /// Any other line, to be read as it is.
-    Other(LogLine),
-    /// A line that is not what an export holds.
-    Bad(Break),
+/// Threads worth starting for `lines` lines: every core, at least `MIN_PER_THREAD` lines each.
+fn threads(lines: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    cores.min(lines / MIN_PER_THREAD).max(1)
 }
 
-/// Prepares `lines` on every core (blank lines left out), in their order.
-pub(super) fn prepare(lines: &[String], ring: &KeyRing) -> Vec<Prepared> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let threads = cores.min(lines.len() / MIN_PER_THREAD).max(1);
-    if threads == 1 {
-        return prepare_part(lines, ring);
+/// `prepare` run on each part on a thread of its own (on this one if there
+/// is one part), the results in order.
+fn in_parts<P: Send>(parts: Vec<P>, prepare: impl Fn(P) -> Vec<Prepared> + Sync) -> Vec<Prepared> {
+    if parts.len() <= 1 {
+        return parts.into_iter().flat_map(&prepare).collect();
     }
-    let per_thread = lines.len().div_ceil(threads);
+    let prepare = &prepare;
     std::thread::scope(|scope| {
-        let parts: Vec<_> =
-            lines.chunks(per_thread).map(|part| scope.spawn(move || prepare_part(part, ring))).collect();
-        let mut prepared = Vec::with_capacity(lines.len());
+        let parts: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || prepare(part))).collect();
+        let mut prepared = Vec::new();
         for part in parts {
             match part.join() {
                 Ok(part) => prepared.extend(part),
                 Err(_) => {
-                    prepared.push(Prepared::Bad(Break {
-                        seq: None,
-                        kind: BreakKind::Malformed,
-                        detail: "a verifying thread failed".to_owned(),
-                    }));
+                    prepared.push(Prepared::Bad(thread_failed()));
                     break;
                 }
             }
@@ -83,65 +153,85 @@ pub(super) fn prepare(lines: &[String], ring: &KeyRing) -> Vec<Prepared> {
     })
 }
 
-fn prepare_part(lines: &[String], ring: &KeyRing) -> Vec<Prepared> {
-    let mut prepared = Vec::with_capacity(lines.len());
-    for text in lines.iter().filter(|text| !text.trim().is_empty()) {
-        prepared.push(match LogLine::parse(text) {
-            Err(why) => Prepared::Bad(Break { seq: None, kind: BreakKind::Malformed, detail: why }),
-            Ok(LogLine::Event(mut line)) => {
-                let digest = event_digest(&mut line);
-                Prepared::Event(line, digest)
-            }
-            Ok(LogLine::Signed(signed)) if signed.kind == SealKind::Receipt => Prepared::Receipt(signed, Ok(())),
-            Ok(other) => Prepared::Other(other),
-        });
-    }
-    check_receipts(&mut prepared, ring);
-    prepared
+fn thread_failed() -> Break {
+    Break { seq: None, kind: BreakKind::Malformed, detail: "a verifying thread failed".to_owned() }
 }
 
-/// Checks the signatures of the receipts among `prepared` whose key is known, a batch at a time.
-fn check_receipts(prepared: &mut [Prepared], ring: &KeyRing) {
-    let mut batch: Vec<(usize, String, Signature, VerifyingKey)> = Vec::with_capacity(BATCH);
-    for index in 0..prepared.len() {
-        let Prepared::Receipt(signed, checked) = &mut prepared[index] else { continue };
-        let Some(key) = ring.get(&signed.kid) else { continue };
-        let parts = message(signed.kind, &signed.kid, &signed.payload).ok().zip(signature(&signed.sig));
-        match parts {
-            Some((message, signature)) => batch.push((index, message, signature, *key)),
-            None => {
-                *checked = Err(format!(
-                    "the signature does not match (edited, or signed by another key than `{}`)",
-                    signed.kid
-                ))
+/// Reads `reader` in blocks cut after a line end and sends them, numbered;
+/// the blocks sent. Stops early when told or when nobody takes them.
+fn read_blocks(
+    mut reader: impl Read,
+    blocks: &SyncSender<(usize, Vec<u8>)>,
+    stop: &AtomicBool,
+) -> std::io::Result<usize> {
+    let mut sent = 0;
+    let mut carried = Vec::new();
+    loop {
+        let mut block = std::mem::take(&mut carried);
+        block.reserve(BLOCK);
+        let full = fill(&mut reader, &mut block, BLOCK)?;
+        if full {
+            // The part after the last line end goes with the next block (a
+            // line longer than a block grows this one until it ends).
+            match block.iter().rposition(|byte| *byte == b'\n') {
+                Some(end) => carried = block.split_off(end + 1),
+                None => {
+                    carried = block;
+                    continue;
+                }
             }
         }
-        if batch.len() == BATCH {
-            check_batch(prepared, &mut batch);
+        if block.is_empty() && !full {
+            return Ok(sent);
+        }
+        if stop.load(Ordering::Relaxed) || blocks.send((sent, block)).is_err() {
+            return Ok(sent);
+        }
+        sent += 1;
+        if !full {
+            return Ok(sent);
         }
     }
-    check_batch(prepared, &mut batch);
 }
 
-/// One batch equation; when it fails, each receipt of the batch alone.
-fn check_batch(prepared: &mut [Prepared], batch: &mut Vec<(usize, String, Signature, VerifyingKey)>) {
-    if batch.is_empty() {
-        return;
-    }
-    let messages: Vec<&[u8]> = batch.iter().map(|(_, message, ..)| message.as_bytes()).collect();
-    let signatures: Vec<Signature> = batch.iter().map(|(_, _, signature, _)| *signature).collect();
-    let keys: Vec<VerifyingKey> = batch.iter().map(|(.., key)| *key).collect();
-    if ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_err() {
-        for (index, _, _, key) in batch.iter() {
-            if let Prepared::Receipt(signed, checked) = &mut prepared[*index] {
-                *checked = signed.verify_under(key).map_err(|error| error.to_string());
+/// Reads into `block` until it holds `more` bytes more, or the reader ends
+/// (`false`: it ended).
+fn fill(reader: &mut impl Read, block: &mut Vec<u8>, more: usize) -> std::io::Result<bool> {
+    let target = block.len() + more;
+    let mut taken = reader.take(more as u64);
+    taken.read_to_end(block)?;
+    Ok(block.len() == target)
+}
+
+/// A worker: prepares blocks until there are none or nobody waits for them.
+fn work(
+    blocks: &Mutex<Receiver<(usize, Vec<u8>)>>,
+    done: &SyncSender<(usize, Vec<Prepared>)>,
+    ring: &KeyRing,
+    stop: &AtomicBool,
+) {
+    loop {
+        let next = match blocks.lock() {
+            Ok(blocks) => blocks.recv(),
+            Err(_) => return,
+        };
+        let Ok((index, block)) = next else { return };
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut preparer = Preparer::new(ring);
+        for line in block.split(|byte| *byte == b'\n') {
+            match std::str::from_utf8(line) {
+                Ok(text) => preparer.text(text),
+                Err(_) => preparer.bad(Break {
+                    seq: None,
+                    kind: BreakKind::Malformed,
+                    detail: "a line that is not UTF-8 text".to_owned(),
+                }),
             }
         }
+        if done.send((index, preparer.finish())).is_err() {
+            return;
+        }
     }
-    batch.clear();
-}
-
-fn signature(text: &str) -> Option<Signature> {
-    let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
-    Some(Signature::from_bytes(&<[u8; 64]>::try_from(bytes).ok()?))
 }

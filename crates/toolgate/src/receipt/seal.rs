@@ -7,12 +7,12 @@
 //! checkpoint cannot pass for a receipt, nor a signature move to another key.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::chain::ChainLink;
 use super::keys::{Jwks, KeyRing, ReceiptKey, verify};
 use super::{ReceiptError, digest_of};
-use crate::approval::canonical_json;
+use crate::approval::canonical::{CanonicalError, write_canonical, write_string};
 use crate::approval::lifecycle::ApprovalState;
 use crate::ledger::{ApprovalRecord, AuditEvent, Millis};
 
@@ -100,15 +100,43 @@ impl Signed {
 /// written member by member in canonical order (`kid`, `payload`, `type`)
 /// rather than the payload copied into a new object.
 pub(crate) fn message(kind: SealKind, kid: &str, payload: &Value) -> Result<String, ReceiptError> {
-    let canonical = |value: &Value| canonical_json(value).map_err(|error| ReceiptError::Canonical(error.to_string()));
-    let kind = serde_json::to_value(kind).map_err(|error| ReceiptError::Canonical(error.to_string()))?;
-    let (kid, payload, kind) = (canonical(&json!(kid))?, canonical(payload)?, canonical(&kind)?);
-    Ok(format!("{{\"kid\":{kid},\"payload\":{payload},\"type\":{kind}}}"))
+    framed(kind, kid, |out| write_canonical(payload, None, out))
+        .map_err(|error: CanonicalError| ReceiptError::Canonical(error.to_string()))
+}
+
+/// The signed message around a payload that `payload` writes in its canonical form.
+pub(crate) fn framed<E>(
+    kind: SealKind,
+    kid: &str,
+    payload: impl FnOnce(&mut String) -> Result<(), E>,
+) -> Result<String, E> {
+    let mut out = String::with_capacity(1024);
+    out.push_str("{\"kid\":");
+    write_string(kid, &mut out);
+    out.push_str(",\"payload\":");
+    payload(&mut out)?;
+    out.push_str(",\"type\":");
+    write_string(kind.name(), &mut out);
+    out.push('}');
+    Ok(out)
+}
+
+impl SealKind {
+    /// Its name in a [`Signed`] envelope's `type`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "checkpoint",
+            Self::Prune => "prune",
+            Self::Receipt => "receipt",
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::canonical_json;
+    use serde_json::json;
 
     #[test]
     fn the_message_is_the_canonical_json_of_type_kid_and_payload() {
@@ -116,6 +144,7 @@ mod tests {
         for kind in [SealKind::Checkpoint, SealKind::Prune, SealKind::Receipt] {
             let whole = canonical_json(&json!({"type": kind, "kid": "k\"1", "payload": payload})).unwrap();
             assert_eq!(message(kind, "k\"1", &payload).unwrap(), whole);
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
         }
     }
 }

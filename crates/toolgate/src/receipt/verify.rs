@@ -28,8 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::chain::{ChainLink, GENESIS, Hash, decode, encode, link, value_digest};
+use super::chain::{self, ChainLink, GENESIS, Hash, decode, encode, value_digest};
 use super::deferred::Deferred;
+use super::json::Fields;
 use super::keys::{Jwks, KeyRing};
 use super::seal::{Checkpoint, PruneSeal, PrunedRange, Receipt, SealError, SealKind, Signed};
 
@@ -174,7 +175,7 @@ pub struct Verifier {
     /// The first receipt checked already (`texts`) whose signature does not hold: whose it is, and why.
     bad_receipt: Option<(String, String)>,
     /// The event read but not yet checked (checked when the next arrives).
-    pending: Option<(EventLine, Hash)>,
+    pending: Option<Linked>,
     running: Hash,
     before_last: Option<Hash>,
     last_seq: Option<i64>,
@@ -244,7 +245,9 @@ impl Verifier {
             ));
         }
         if signed.kind == SealKind::Receipt {
-            return self.receipt(signed, None);
+            let at = ReceiptRef::of(&signed.payload);
+            let kid = signed.kid.clone();
+            return self.receipt(Placed { kid, at, check: Check::Queued(Box::new(signed)) });
         }
         let label = format!("{:?}", signed.kind).to_lowercase();
         if self.ring.get(&signed.kid).is_none() {
@@ -272,24 +275,24 @@ impl Verifier {
         Ok(())
     }
 
-    fn event(&mut self, mut line: EventLine) -> Result<(), Break> {
-        let digest = event_digest(&mut line)?;
-        self.digested(line, digest)
+    fn event(&mut self, line: EventLine) -> Result<(), Break> {
+        let linked = Linked::of_line(&line)?;
+        self.linked(linked)
     }
 
-    /// Reads an event whose digest is known.
-    pub(super) fn digested(&mut self, line: EventLine, digest: Hash) -> Result<(), Break> {
-        if let Some((pending, pending_digest)) = self.pending.take() {
-            self.check(pending, pending_digest, Some(&line))?;
+    /// Reads an event whose own link was checked already.
+    pub(super) fn linked(&mut self, event: Linked) -> Result<(), Break> {
+        if let Some(pending) = self.pending.take() {
+            self.check(&pending, Some(&event))?;
         }
-        self.pending = Some((line, digest));
+        self.pending = Some(event);
         Ok(())
     }
 
     /// Checks every line read; the report, or the first break.
     pub fn finish(mut self) -> Result<Report, Break> {
-        if let Some((pending, digest)) = self.pending.take() {
-            self.check(pending, digest, None)?;
+        if let Some(pending) = self.pending.take() {
+            self.check(&pending, None)?;
         }
         self.check_deferred()?;
         if let Some((seq, checkpoint)) = self.checkpoints.iter().next() {
@@ -316,15 +319,15 @@ impl Verifier {
     }
 
     /// Checks one event, knowing the next one's link (for telling a reorder from an edit).
-    fn check(&mut self, line: EventLine, digest: Hash, next: Option<&EventLine>) -> Result<(), Break> {
-        let seq = line.link.seq;
+    fn check(&mut self, event: &Linked, next: Option<&Linked>) -> Result<(), Break> {
+        let seq = event.seq;
         let at = Some(seq);
         if let Some(last) = self.last_seq.max(self.unlinked_last)
             && seq <= last
         {
             return Err(broke(at, BreakKind::Reordered, format!("comes after event {last}")));
         }
-        if line.link.hash.is_empty() {
+        if event.unlinked {
             // Not chained yet: only the log's tail may be.
             self.unlinked_first.get_or_insert(seq);
             self.unlinked_last = Some(seq);
@@ -339,18 +342,17 @@ impl Verifier {
                 format!("it is not part of the chain, yet event {seq} after it is"),
             ));
         }
-        if line.event.get("seq").and_then(Value::as_i64).is_some_and(|inner| inner != seq) {
+        if event.inner_seq.is_some_and(|inner| inner != seq) {
             return Err(broke(at, BreakKind::Edited, "its event names another `seq` than its link"));
         }
-        let stored_digest = decode(&line.link.digest);
-        let prev = decode(&line.link.prev).ok_or_else(|| broke(at, BreakKind::Malformed, "`prev` is not a hash"))?;
-        if stored_digest != Some(digest) || decode(&line.link.hash) != Some(link(&prev, &digest)) {
-            let moved = next.is_some_and(|next| decode(&next.link.digest) == Some(digest));
+        let prev = event.prev.ok_or_else(|| broke(at, BreakKind::Malformed, "`prev` is not a hash"))?;
+        if !event.intact {
+            let moved = next.is_some_and(|next| next.digest == Some(event.content));
             return Err(if moved {
                 broke(
                     at,
                     BreakKind::Reordered,
-                    format!("its content is the event chained after it ({})", next.map_or(0, |n| n.link.seq)),
+                    format!("its content is the event chained after it ({})", next.map_or(0, |n| n.seq)),
                 )
             } else {
                 broke(at, BreakKind::Edited, "its content does not match the hash it was chained with")
@@ -359,8 +361,8 @@ impl Verifier {
         let expected = self.running;
         if let Err(found) = self.follow(seq, prev) {
             // The event that belongs here comes next: the two traded places.
-            if found.kind == BreakKind::Missing && next.is_some_and(|next| decode(&next.link.prev) == Some(expected)) {
-                let next = next.map_or(0, |next| next.link.seq);
+            if found.kind == BreakKind::Missing && next.is_some_and(|next| next.prev == Some(expected)) {
+                let next = next.map_or(0, |next| next.seq);
                 return Err(broke(
                     at,
                     BreakKind::Reordered,
@@ -371,12 +373,12 @@ impl Verifier {
         }
         self.check_checkpoints_before(seq)?;
         self.before_last = Some(self.running);
-        self.running = link(&prev, &digest);
+        self.running = event.hash;
         self.count += 1;
         self.report.events += 1;
         self.last_seq = Some(seq);
         self.check_checkpoint_at(seq)?;
-        self.check_receipts(seq, &line)
+        self.check_receipts(event)
     }
 
     /// Moves the running hash to `prev`: across signed prunes, or from a
@@ -429,7 +431,7 @@ impl Verifier {
 
     /// A checkpoint naming an event before `seq` that was never seen: it is missing.
     fn check_checkpoints_before(&mut self, seq: i64) -> Result<(), Break> {
-        match self.checkpoints.range(..seq).next() {
+        match self.checkpoints.first_key_value().filter(|(head, _)| **head < seq) {
             Some((head, _)) => Err(broke(
                 Some(*head),
                 BreakKind::Missing,
@@ -465,20 +467,19 @@ impl Verifier {
         Ok(())
     }
 
-    fn check_receipts(&mut self, seq: i64, line: &EventLine) -> Result<(), Break> {
-        let Some(receipts) = self.receipts.remove(&seq) else {
+    fn check_receipts(&mut self, event: &Linked) -> Result<(), Break> {
+        let Some(receipts) = self.receipts.remove(&event.seq) else {
             return Ok(());
         };
-        let field = |name: &str| line.event.get(name).and_then(Value::as_str).unwrap_or_default();
-        let (approval, kind, call) = (field("approvalId"), field("kind"), field("toolCallId"));
+        let (approval, kind, call) = (event.approval.as_str(), event.kind.as_str(), event.call.as_str());
         for receipt in receipts {
             let other_call = receipt.approval.is_empty() && receipt.call.as_deref() != Some(call);
-            if receipt.hash != line.link.hash || receipt.approval != approval || receipt.kind != kind || other_call {
+            if receipt.hash != Some(event.hash) || receipt.approval != approval || receipt.kind != kind || other_call {
                 // A receipt whose signature fails is that, before anything else.
                 self.check_deferred()?;
                 let this = if approval.is_empty() { format!("call {call}") } else { format!("approval {approval}") };
                 return Err(broke(
-                    Some(seq),
+                    Some(event.seq),
                     BreakKind::Edited,
                     format!("the receipt of {} was not signed for this event (of {this})", receipt.label()),
                 ));
@@ -488,10 +489,9 @@ impl Verifier {
         Ok(())
     }
 
-    /// The receipts' signatures checked so far and the rest: a break at the first bad one.
-    /// Places a receipt for the walk; `checked`: its signature's check, done
-    /// already (`texts`), else it is queued for the workers.
-    pub(super) fn receipt(&mut self, signed: Signed, checked: Option<Result<(), String>>) -> Result<(), Break> {
+    /// Places a receipt for the walk: the event it names, and its signature's
+    /// check (done already, or queued for the workers).
+    pub(super) fn receipt(&mut self, receipt: Placed) -> Result<(), Break> {
         if self.pending.is_some() || self.last_seq.is_some() {
             return Err(broke(
                 None,
@@ -499,17 +499,18 @@ impl Verifier {
                 "a signed record after the events (an export lists them first)",
             ));
         }
-        if self.ring.get(&signed.kid).is_none() {
-            return Err(broke(None, BreakKind::UnknownKey, format!("a receipt signed by `{}`", signed.kid)));
+        if self.ring.get(&receipt.kid).is_none() {
+            return Err(broke(None, BreakKind::UnknownKey, format!("a receipt signed by `{}`", receipt.kid)));
         }
-        let placed = ReceiptRef::of(&signed.payload)
+        let (seq, placed) = receipt
+            .at
             .ok_or_else(|| broke(None, BreakKind::Malformed, "a receipt without its approval (or call) and event"))?;
-        match checked {
-            None => self.deferred.push(signed, &self.ring),
-            Some(Err(why)) if self.bad_receipt.is_none() => self.bad_receipt = Some((placed.1.label(), why)),
-            Some(_) => {}
+        match receipt.check {
+            Check::Queued(signed) => self.deferred.push(*signed, &self.ring),
+            Check::Done(Err(why)) if self.bad_receipt.is_none() => self.bad_receipt = Some((placed.label(), why)),
+            Check::Done(_) => {}
         }
-        self.receipts.entry(placed.0).or_default().push(placed.1);
+        self.receipts.entry(seq).or_default().push(placed);
         Ok(())
     }
 
@@ -527,40 +528,108 @@ impl Verifier {
     }
 }
 
-/// An event's digest: its canonical JSON without `seq` (taken out and put
-/// back rather than the event copied).
-pub(super) fn event_digest(line: &mut EventLine) -> Result<Hash, Break> {
-    let inner = line.event.as_object_mut().and_then(|fields| fields.remove("seq"));
-    let digest =
-        value_digest(&line.event).map_err(|error| broke(Some(line.link.seq), BreakKind::Malformed, error.to_string()));
-    if let (Some(inner), Some(fields)) = (inner, line.event.as_object_mut()) {
-        fields.insert("seq".to_owned(), inner);
+/// An event as the walk reads it: its place, and its own link checked
+/// against its content already (the part that needs no other line).
+#[derive(Debug)]
+pub(super) struct Linked {
+    pub(super) seq: i64,
+    /// Its link is empty: not chained yet.
+    pub(super) unlinked: bool,
+    /// The `seq` inside the event, when it is an integer.
+    pub(super) inner_seq: Option<i64>,
+    /// Its link's `prev` and `digest` (`None`: not a hash).
+    pub(super) prev: Option<Hash>,
+    pub(super) digest: Option<Hash>,
+    /// The digest of its content.
+    pub(super) content: Hash,
+    /// `SHA-256(prev ‖ content)`: its hash, when intact.
+    pub(super) hash: Hash,
+    /// Whether its link's digest is `content` and its hash is `hash`.
+    pub(super) intact: bool,
+    /// Its approval and kind (empty if it names none), for the receipts naming it.
+    pub(super) approval: String,
+    pub(super) kind: String,
+    /// Its call, when it names no approval (a call receipt is bound to it); empty otherwise.
+    pub(super) call: String,
+}
+
+impl Linked {
+    /// An event's link (its four fields as exported) checked against its content's digest.
+    pub(super) fn new(link: [&str; 3], seq: i64, content: Hash, event: &impl Fields) -> Self {
+        let [prev, digest, hash] = link;
+        let (prev_hash, digest_hash) = (decode(prev), decode(digest));
+        let own = prev_hash.map(|prev| chain::link(&prev, &content));
+        let text = |key: &str| event.member(key).and_then(Fields::text).unwrap_or_default().to_owned();
+        let approval = text("approvalId");
+        let call = if approval.is_empty() { text("toolCallId") } else { String::new() };
+        Self {
+            seq,
+            unlinked: hash.is_empty(),
+            inner_seq: event.member("seq").and_then(Fields::integer),
+            prev: prev_hash,
+            digest: digest_hash,
+            content,
+            hash: own.unwrap_or_default(),
+            intact: digest_hash == Some(content) && own.is_some() && decode(hash) == own,
+            approval,
+            kind: text("kind"),
+            call,
+        }
     }
-    digest
+
+    /// An event line read as a `Value`.
+    pub(super) fn of_line(line: &EventLine) -> Result<Self, Break> {
+        let content = value_digest(&line.event)
+            .map_err(|error| broke(Some(line.link.seq), BreakKind::Malformed, error.to_string()))?;
+        let link = &line.link;
+        Ok(Self::new([&link.prev, &link.digest, &link.hash], link.seq, content, &line.event))
+    }
+}
+
+/// A receipt as the walk reads it.
+#[derive(Debug)]
+pub(super) struct Placed {
+    /// The key that signed it.
+    pub(super) kid: String,
+    /// The event it names, and what must match it (`None`: it names none).
+    pub(super) at: Option<(i64, ReceiptRef)>,
+    /// Its signature's check.
+    pub(super) check: Check,
+}
+
+/// Where a receipt's signature check stands.
+#[derive(Debug)]
+pub(super) enum Check {
+    /// Not done: the verifier queues it for its workers.
+    Queued(Box<Signed>),
+    /// Done (`Err`: why it does not hold).
+    Done(Result<(), String>),
 }
 
 /// What the walk checks of a receipt: the event it names (and the approval,
 /// or for a call receipt, which has none, the call).
 #[derive(Debug)]
-struct ReceiptRef {
+pub(super) struct ReceiptRef {
     approval: String,
     call: Option<String>,
     kind: String,
-    hash: String,
+    /// The event's hash as the receipt names it (`None`: not a hash).
+    hash: Option<Hash>,
 }
 
 impl ReceiptRef {
     /// The event's `seq` and what must match it, from a receipt's payload.
-    fn of(payload: &Value) -> Option<(i64, Self)> {
-        let text = |value: &Value| value.as_str().map(str::to_owned);
-        let event = payload.get("event")?;
+    pub(super) fn of<F: Fields>(payload: &F) -> Option<(i64, Self)> {
+        let text = |value: &F| value.text().map(str::to_owned);
+        let event = payload.member("event")?;
         // A call receipt (no approval) is bound to its call too; an approval's, to its approval.
-        let (approval, call) = match payload.get("approvalId") {
+        let (approval, call) = match payload.member("approvalId") {
             Some(approval) => (text(approval)?, None),
-            None => (String::new(), Some(text(payload.get("toolCallId")?)?)),
+            None => (String::new(), Some(text(payload.member("toolCallId")?)?)),
         };
-        let placed = Self { approval, call, kind: text(event.get("kind")?)?, hash: text(event.get("hash")?)? };
-        Some((event.get("seq")?.as_i64()?, placed))
+        let placed =
+            Self { approval, call, kind: text(event.member("kind")?)?, hash: decode(event.member("hash")?.text()?) };
+        Some((event.member("seq")?.integer()?, placed))
     }
 
     /// Whose receipt it is, in words.
