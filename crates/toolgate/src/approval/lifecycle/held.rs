@@ -256,10 +256,8 @@ pub async fn attach_if(
     let (canonical, digest, call_id) = identify(ledger, call)?;
     let store = &ledger.config.store;
     for _ in 0..MAX_ATTEMPTS {
-        let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
-        let now = ledger.config.clock.now();
-        let next = match attachable_among(&records, call, &digest, now, retry_window)? {
-            Ok(record) => return Ok(Some(Attached::Existing(record.clone()))),
+        let (next, now) = match existing_or_next(ledger, call, (&call_id, &digest), retry_window).await? {
+            Ok(record) => return Ok(Some(Attached::Existing(record))),
             Err(next) => next,
         };
         let input = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
@@ -439,10 +437,8 @@ async fn attach_granted(
     let (canonical, digest, call_id) = identify(ledger, call)?;
     let store = &ledger.config.store;
     'attempts: for _ in 0..MAX_ATTEMPTS {
-        let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
-        let now = ledger.config.clock.now();
-        let next = match attachable_among(&records, call, &digest, now, retry_window)? {
-            Ok(record) => return Ok(Some(Attached::Existing(record.clone()))),
+        let (next, now) = match existing_or_next(ledger, call, (&call_id, &digest), retry_window).await? {
+            Ok(record) => return Ok(Some(Attached::Existing(record))),
             Err(next) => next,
         };
         let input: Value = serde_json::from_str(&canonical).unwrap_or_else(|_| call.input.clone());
@@ -492,10 +488,20 @@ pub async fn attachable(
     retry_window: Duration,
 ) -> Result<Option<ApprovalRecord>, HeldError> {
     let (_, digest, call_id) = identify(ledger, call)?;
-    let store = &ledger.config.store;
-    let records = store.approvals_for_calls(&ledger.conversation_id, std::slice::from_ref(&call_id)).await?;
+    Ok(existing_or_next(ledger, call, (&call_id, &digest), retry_window).await?.ok())
+}
+
+/// The approval of this call to attach to now, or the number of the next
+/// one to issue and the time it was read at (`(call id, input digest)`).
+async fn existing_or_next(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    (call_id, digest): (&str, &str),
+    retry_window: Duration,
+) -> Result<Result<ApprovalRecord, (u64, Millis)>, HeldError> {
+    let records = ledger.config.store.approvals_for_calls(&ledger.conversation_id, &[call_id.to_owned()]).await?;
     let now = ledger.config.clock.now();
-    Ok(attachable_among(&records, call, &digest, now, retry_window)?.ok().cloned())
+    Ok(attachable_among(&records, call, digest, now, retry_window)?.cloned().map_err(|next| (next, now)))
 }
 
 /// A call's canonical input, its digest and its held call id.
