@@ -274,6 +274,21 @@ async fn visible(
     params: &HashMap<String, String>,
     principal: Option<&str>,
 ) -> Result<Vec<StickyDecision>, ApiError> {
+    let conversation_id = conversation_param(state, params, principal)?;
+    let query = DecisionQuery { conversation_id, principal: principal.map(str::to_owned), now: state.now() };
+    let stored = state.decision_store().decisions(&query).await?;
+    let decisions = toolgate_policy::decode_stored(stored).map_err(ApiError::from)?;
+    Ok(decisions.into_iter().filter(|decision| visible_to(decision, principal)).collect())
+}
+
+/// The `conversation` query parameter of a listing or revocation (of sticky
+/// decisions and of grants), as the caller's conversation key; any other
+/// parameter is 400 `invalid_query`.
+pub(super) fn conversation_param(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    principal: Option<&str>,
+) -> Result<Option<String>, ApiError> {
     if let Some(unknown) = params.keys().find(|key| !QUERY_PARAMS.contains(&key.as_str())) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -281,14 +296,7 @@ async fn visible(
             format!("unknown parameter `{unknown}` (use conversation)"),
         ));
     }
-    let conversation_id = match params.get("conversation") {
-        Some(id) => Some(state.conversation_key(principal, id)?),
-        None => None,
-    };
-    let query = DecisionQuery { conversation_id, principal: principal.map(str::to_owned), now: state.now() };
-    let stored = state.decision_store().decisions(&query).await?;
-    let decisions = toolgate_policy::decode_stored(stored).map_err(ApiError::from)?;
-    Ok(decisions.into_iter().filter(|decision| visible_to(decision, principal)).collect())
+    params.get("conversation").map(|id| state.conversation_key(principal, id)).transpose()
 }
 
 /// The scope a new decision gets, checked against who is asking (module docs).

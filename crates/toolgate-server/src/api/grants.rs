@@ -29,9 +29,6 @@ use crate::app::AppState;
 use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 
-/// The query parameters `GET` and `DELETE` take (others are 400 `invalid_query`).
-pub(crate) const QUERY_PARAMS: [&str; 1] = ["conversation"];
-
 /// One grant as listed: the decision, and the uses it has left.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,17 +111,7 @@ async fn visible(
     params: &HashMap<String, String>,
     principal: Option<&str>,
 ) -> Result<Vec<(StickyDecision, Option<i64>)>, ApiError> {
-    if let Some(unknown) = params.keys().find(|key| !QUERY_PARAMS.contains(&key.as_str())) {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!("unknown parameter `{unknown}` (use conversation)"),
-        ));
-    }
-    let conversation_id = match params.get("conversation") {
-        Some(id) => Some(state.conversation_key(principal, id)?),
-        None => None,
-    };
+    let conversation_id = super::decisions::conversation_param(state, params, principal)?;
     if principal.is_none() && state.config().principals.is_configured() {
         return Ok(Vec::new());
     }

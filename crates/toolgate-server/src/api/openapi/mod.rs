@@ -185,8 +185,8 @@ mod tests {
             ("/api/approvals", "get", &crate::api::approvals::LIST_PARAMS),
             ("/api/decisions", "get", &crate::api::decisions::QUERY_PARAMS),
             ("/api/decisions/{id}", "delete", &crate::api::decisions::QUERY_PARAMS),
-            ("/api/grants", "get", &crate::api::grants::QUERY_PARAMS),
-            ("/api/grants/{id}", "delete", &crate::api::grants::QUERY_PARAMS),
+            ("/api/grants", "get", &crate::api::decisions::QUERY_PARAMS),
+            ("/api/grants/{id}", "delete", &crate::api::decisions::QUERY_PARAMS),
         ];
         for (path, method, names) in taken {
             let mut names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
