@@ -112,7 +112,7 @@ impl<S: DecisionSource + ?Sized> DecisionSource for Shared<S> {
 struct SharedHistory<S: ?Sized>(Arc<S>);
 
 impl<S: HistoryStore + ?Sized> HistoryStore for SharedHistory<S> {
-    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, toolgate::ledger::HistoryRead> {
         self.0.history(query)
     }
 
@@ -337,11 +337,10 @@ impl StoredGate {
             include_pending: queries.iter().any(|query| query.include_pending),
         };
         let entries = match source.store.history(&read).await {
-            Ok(entries) => {
+            Ok(found) => {
                 // The one read every term judged from: a call recorded in it later moves them all.
-                let guard = HistoryGuard { count: entries.len(), query: read.clone() };
-                lock(&self.judged).insert(call.tool_call_id.to_owned(), vec![guard]);
-                entries
+                lock(&self.judged).insert(call.tool_call_id.to_owned(), vec![found.guard(read)]);
+                found.entries
             }
             Err(error) => {
                 tracing::warn!(tool = call.tool_name, %error, "history unreadable; approval required");

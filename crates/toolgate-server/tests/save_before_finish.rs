@@ -79,7 +79,7 @@ impl toolgate::ledger::HistoryStore for SlowSaves {
     fn history<'a>(
         &'a self,
         query: &'a toolgate::ledger::HistoryQuery,
-    ) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+    ) -> StoreFuture<'a, toolgate::ledger::HistoryRead> {
         self.0.history(query)
     }
 

@@ -53,10 +53,11 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// counter row on SQLite), so [`Self::MARK_AND_CLAIM`] needs a
     /// transaction; a sequence (Postgres) draws it within the one statement.
     const GENERATION_NEEDS_TRANSACTION: bool;
-    /// A statement that takes the audit log's append lock until commit, when
-    /// a write transaction does not hold it already (Postgres's advisory
-    /// lock; none on SQLite, whose write transaction holds the database's).
-    const LOCK_AUDIT_LOG: Option<&'static str>;
+    /// An audit event's conversation key ([`toolgate::ledger::conversation_key`]
+    /// of its `owner` and `conversation_id`) as an expression, written as the
+    /// index `audit_events_calls_key` (migration 0014) writes it, so a history
+    /// read of one conversation is one range of that index.
+    const CONVERSATION_KEY: &'static str;
     /// A statement that takes the audit chain's sealing lock until commit
     /// (Postgres's advisory lock; none on SQLite), so two replicas sealing at
     /// once extend the chain one after the other (`seal_ops.rs`).
@@ -68,6 +69,20 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
 
     /// The read connections (a read sees the last committed state).
     fn reader(&self) -> &Self::Reader;
+
+    /// Runs `run` over `data` as [`write`](Self::write) does, in a
+    /// transaction that holds the audit log's append lock from its start, so
+    /// no event is appended between its reads and its own appends (SQLite's
+    /// write transaction holds the database's lock; Postgres takes the
+    /// advisory lock of every append with its `BEGIN`, in one round trip).
+    fn write_log_locked<D, R>(
+        &self,
+        data: D,
+        run: WriteFn<Self::Conn, D, R>,
+    ) -> impl Future<Output = Result<R, StoreError>> + Send
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static;
 
     /// Runs `run` over `data` in a transaction that holds the write lock it
     /// needs (on SQLite shared with the writes queued with it, see `batch.rs`).

@@ -278,7 +278,7 @@ impl toolgate::ledger::HistoryStore for SqlStore {
     fn history<'a>(
         &'a self,
         query: &'a toolgate::ledger::HistoryQuery,
-    ) -> StoreFuture<'a, Vec<toolgate::ledger::HistoryEntry>> {
+    ) -> StoreFuture<'a, toolgate::ledger::HistoryRead> {
         Box::pin(async move { on_backend!(self, backend => backend.history(query)) })
     }
 

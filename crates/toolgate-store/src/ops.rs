@@ -94,6 +94,7 @@ macro_rules! bind_event {
             .bind(sql::event_data(event)?)
     }};
 }
+pub(crate) use bind_event;
 
 impl<B: SqlBackend> Operations<B> {
     /// The operations on `backend`.

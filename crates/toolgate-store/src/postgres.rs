@@ -38,8 +38,11 @@ const MAX_POOL: u32 = 1000;
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The advisory lock key that orders audit appends ("toolgate" in ASCII).
 const AUDIT_LOCK_KEY: i64 = 0x746f_6f6c_6761_7465;
-/// Takes the log's advisory lock ([`AUDIT_LOCK_KEY`], in decimal) until commit (the guarded appends of history terms).
-const LOCK_AUDIT_LOG: &str = "SELECT pg_advisory_xact_lock(8390047142196114533)::text";
+/// Begins a READ COMMITTED transaction and takes the log's advisory lock
+/// ([`AUDIT_LOCK_KEY`], in decimal) until commit, in one simple query (the
+/// guarded appends of history terms).
+const BEGIN_LOG_LOCKED: &str =
+    "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(8390047142196114533)::text";
 
 /// Takes the audit chain's sealing lock until commit (the key is "tg-chain" in ASCII).
 const LOCK_CHAIN: &str = "SELECT pg_advisory_xact_lock(8387722735977064814)::text";
@@ -149,7 +152,7 @@ impl SqlBackend for Backend {
     type Reader = PgPool;
 
     const MARK_DUE: &'static str = MARK_DUE;
-    const LOCK_AUDIT_LOG: Option<&'static str> = Some(LOCK_AUDIT_LOG);
+    const CONVERSATION_KEY: &'static str = "(COALESCE(owner || chr(31), '') || conversation_id)";
     const LOCK_CHAIN: Option<&'static str> = Some(LOCK_CHAIN);
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
     /// A sequence draws a generation within the one statement that uses it.
@@ -165,17 +168,17 @@ impl SqlBackend for Backend {
         D: Send + Sync + 'static,
         R: Send + 'static,
     {
-        let mut transaction = self.pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED").await.map_err(db_error)?;
-        match run(&mut transaction, &data).await {
-            Ok(result) => {
-                transaction.commit().await.map_err(db_error)?;
-                Ok(result)
-            }
-            Err(error) => {
-                let _ = transaction.rollback().await;
-                Err(error)
-            }
-        }
+        self.transaction("BEGIN ISOLATION LEVEL READ COMMITTED", data, run).await
+    }
+
+    /// [`write`](SqlBackend::write) with the log's advisory lock taken by the
+    /// `BEGIN`'s own round trip ([`BEGIN_LOG_LOCKED`]).
+    async fn write_log_locked<D, R>(&self, data: D, run: WriteFn<PgConnection, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        self.transaction(BEGIN_LOG_LOCKED, data, run).await
     }
 
     /// Runs one statement's `run` on a pooled connection: one statement is
@@ -297,6 +300,33 @@ impl SqlBackend for Backend {
     }
 }
 
+impl Backend {
+    /// Runs `run` over `data` in a transaction that `begin` (a simple query)
+    /// opens: committed when it succeeds, rolled back when it fails.
+    async fn transaction<D, R>(
+        &self,
+        begin: &'static str,
+        data: D,
+        run: WriteFn<PgConnection, D, R>,
+    ) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        let mut transaction = self.pool.begin_with(begin).await.map_err(db_error)?;
+        match run(&mut transaction, &data).await {
+            Ok(result) => {
+                transaction.commit().await.map_err(db_error)?;
+                Ok(result)
+            }
+            Err(error) => {
+                let _ = transaction.rollback().await;
+                Err(error)
+            }
+        }
+    }
+}
+
 /// A one-time filter that takes the log's advisory lock.
 fn log_locked() -> String {
     format!("(SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text) IS NOT NULL")
@@ -351,7 +381,8 @@ mod tests {
 
     #[test]
     fn the_history_lock_is_the_log_lock() {
-        assert_eq!(LOCK_AUDIT_LOG, format!("SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text"));
+        let lock = format!("; SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text");
+        assert!(BEGIN_LOG_LOCKED.ends_with(&lock), "{BEGIN_LOG_LOCKED}");
     }
 
     fn settings(url: &str) -> Result<(String, u32), OpenError> {

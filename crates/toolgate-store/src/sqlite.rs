@@ -138,7 +138,7 @@ impl SqlBackend for Backend {
     type Reader = Readers;
 
     const MARK_DUE: &'static str = MARK_DUE;
-    const LOCK_AUDIT_LOG: Option<&'static str> = None;
+    const CONVERSATION_KEY: &'static str = "COALESCE(owner || char(31), '') || conversation_id";
     const LOCK_CHAIN: Option<&'static str> = None;
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
     /// Drawing a generation and using it are two statements: they need a transaction.
@@ -146,6 +146,16 @@ impl SqlBackend for Backend {
 
     fn newest_migration() -> i64 {
         MIGRATOR.iter().map(|migration| migration.version).max().unwrap_or_default()
+    }
+
+    /// [`write`](SqlBackend::write): its transaction holds the database's
+    /// write lock, which orders every append.
+    async fn write_log_locked<D, R>(&self, data: D, run: WriteFn<Conn, D, R>) -> Result<R, StoreError>
+    where
+        D: Send + Sync + 'static,
+        R: Send + 'static,
+    {
+        self.writer.write(data, run).await
     }
 
     /// Runs `run` over `data` in a transaction holding the write lock

@@ -52,8 +52,8 @@ async fn reads_the_calls_of_a_scope_and_window(stores: Stores) {
         let store = stores.a.clone();
         async move {
             let query = HistoryQuery { since: NOW - 1_000, scope, include_pending: false };
-            let entries = store.history(&query).await.unwrap();
-            entries.into_iter().map(|entry| entry.input["n"].as_i64().unwrap()).collect::<Vec<_>>()
+            let read = store.history(&query).await.unwrap();
+            read.entries.into_iter().map(|entry| entry.input["n"].as_i64().unwrap()).collect::<Vec<_>>()
         }
     };
     assert_eq!(read(HistoryScope::Principal(Some("alice".into()))).await, [10, 20]);
@@ -63,6 +63,37 @@ async fn reads_the_calls_of_a_scope_and_window(stores: Stores) {
     assert_eq!(read(HistoryScope::Everyone).await, [10, 20, 30, 40]);
     assert_eq!(read(HistoryScope::Principals(vec!["bob".into(), "alice".into()])).await, [10, 20, 30]);
     assert_eq!(read(HistoryScope::Principals(Vec::new())).await, Vec::<i64>::new());
+    stores.finish().await;
+}
+
+/// A guard made from a read holds while no call of its window and scope is
+/// recorded: an event of another scope, or one that does not change what it
+/// counts (the `executed` event of a call its `allowed` event counted
+/// already), leaves it holding; a call of its scope moves it.
+async fn a_guard_holds_until_a_call_of_its_scope_is_recorded(stores: Stores) {
+    let config = LedgerConfig::new(stores.a.clone());
+    let alice = config.owned(Some("alice"), "c1").principal("alice");
+    let bob = config.owned(Some("bob"), "c1").principal("bob");
+    let input = json!({"n": 1});
+    let call = |id| DirectCall { tool_call_id: id, tool_name: "t", input: &input };
+    stores.b.append(&[direct::allowed(&alice, call("a1"), NOW - 10)]).await.unwrap();
+    let scope = HistoryScope::Principal(Some("alice".into()));
+    let query = HistoryQuery { since: NOW - 1_000, scope, include_pending: false };
+    let read = stores.a.history(&query).await.unwrap();
+    assert_eq!(read.entries.len(), 1);
+    assert!(read.through > 0, "the read names the last event it saw");
+    let guard = read.guard(query.clone());
+    let mark = |id| [direct::allowed(&alice, call(id), NOW)];
+    // Another principal's call, and alice's first call running: nothing alice's read counts changed.
+    let others = [direct::allowed(&bob, call("b1"), NOW - 5), direct::ran(&alice, call("a1"), Ok(&json!(1)), NOW - 5)];
+    stores.b.append(&others).await.unwrap();
+    assert!(stores.a.append_if(std::slice::from_ref(&guard), &mark("a2")).await.unwrap());
+    // alice's second call is recorded now: the same guard no longer holds, on either handle.
+    assert!(!stores.b.append_if(std::slice::from_ref(&guard), &mark("a3")).await.unwrap());
+    assert!(!stores.a.append_if(&[guard], &mark("a3")).await.unwrap());
+    let again = stores.a.history(&query).await.unwrap();
+    assert_eq!(again.entries.len(), 2, "a1 once (allowed, then executed), a2");
+    assert!(stores.a.append_if(&[again.guard(query)], &mark("a3")).await.unwrap());
     stores.finish().await;
 }
 
@@ -638,6 +669,23 @@ async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
 async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
     if let Some(stores) = Stores::postgres("history_chat_race").await {
         chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test]
+async fn memory_guards_hold_until_a_call_of_their_scope_is_recorded() {
+    a_guard_holds_until_a_call_of_its_scope_is_recorded(Stores::memory()).await;
+}
+
+#[tokio::test]
+async fn sqlite_guards_hold_until_a_call_of_their_scope_is_recorded() {
+    a_guard_holds_until_a_call_of_its_scope_is_recorded(Stores::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn postgres_replicas_guards_hold_until_a_call_of_their_scope_is_recorded() {
+    if let Some(stores) = Stores::postgres("history_guards").await {
+        a_guard_holds_until_a_call_of_its_scope_is_recorded(stores).await;
     }
 }
 

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use toolgate::approval::lifecycle::TimerAdvance;
 use toolgate::ledger::{
     ApprovalQuery, ApprovalRecord, ApprovalState, ApprovalStore, AttemptEnd, AuditEvent, AuditQuery, AuditStore,
-    ContinuationClaim, ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, HistoryEntry,
-    HistoryGuard, HistoryQuery, HistoryStore, InboxStore, LedgerStore, LinkStore, Millis, Outbound, OutboxQuery,
+    ContinuationClaim, ContinuationStore, ConversationRead, ConversationStore, DecisionQuery, Delivery, HistoryGuard,
+    HistoryQuery, HistoryRead, HistoryStore, InboxStore, LedgerStore, LinkStore, Millis, Outbound, OutboxQuery,
     OutboxStore, Pruned, StoreFuture, StoredConversation, StoredDecision, Transition, TransitionOutcome,
 };
 
@@ -151,7 +151,7 @@ impl AuditStore for MeteredStore {
 }
 
 impl HistoryStore for MeteredStore {
-    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>> {
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, HistoryRead> {
         Box::pin(async move { timed!(self, "history", self.inner.history(query)) })
     }
 

@@ -88,22 +88,49 @@ impl HistoryScope {
     }
 }
 
+/// What one history read found: the calls, and how far into the log it read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistoryRead {
+    /// The calls, oldest first ([`entries_in`] of the events read).
+    pub entries: Vec<HistoryEntry>,
+    /// The highest `seq` among the events read (0 when it read none). A store
+    /// appends events in `seq` order and makes them visible in that order, so
+    /// an event of the window and scope recorded after the read has a higher one.
+    pub through: i64,
+}
+
+impl HistoryRead {
+    /// The guard of this read of `query`: nothing added to what it found.
+    pub fn guard(&self, query: HistoryQuery) -> HistoryGuard {
+        HistoryGuard { query, count: self.entries.len(), through: Some(self.through) }
+    }
+}
+
 /// A condition on the history: the calls `query` reads are exactly `count`
 /// (what a gate read when it judged a call: nothing was added since).
+///
+/// With `through` (the read's [`HistoryRead::through`]) a store may first
+/// check the cheap sufficient condition, that no event of the query's
+/// window and scope came after it, and count again only when one did. An
+/// event removed from the window meanwhile (a prune that reaches into it)
+/// is not seen by that check: the call stays judged on the history as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryGuard {
     /// The calls read.
     pub query: HistoryQuery,
     /// How many there were.
     pub count: usize,
+    /// The highest `seq` the read saw, when known ([`HistoryRead::through`]).
+    pub through: Option<i64>,
 }
 
 /// Reads the calls of a window and scope, and appends a call's own entry
 /// only while the history it was judged on still stands: the read and the
 /// write are one transaction, so parallel calls cannot all slip under a limit.
 pub trait HistoryStore: Send + Sync {
-    /// The calls the query asks for, oldest first ([`entries_in`] of the events in its window).
-    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, Vec<HistoryEntry>>;
+    /// The calls the query asks for, oldest first ([`entries_in`] of the
+    /// events in its window), and the last event read ([`HistoryRead::through`]).
+    fn history<'a>(&'a self, query: &'a HistoryQuery) -> StoreFuture<'a, HistoryRead>;
 
     /// Appends `events` if every guard still holds (the calls its query reads
     /// number its `count`), atomically with that check: on SQL stores in one
@@ -138,9 +165,16 @@ pub trait HistoryStore: Send + Sync {
 pub async fn history_from_audit<S: AuditStore + ?Sized>(
     store: &S,
     query: &HistoryQuery,
-) -> Result<Vec<HistoryEntry>, super::StoreError> {
+) -> Result<HistoryRead, super::StoreError> {
     let audit = AuditQuery { since: Some(query.since), view: AuditView::All, ..AuditQuery::default() };
-    Ok(entries_in(&store.audit(&audit).await?, query))
+    Ok(read_of(&store.audit(&audit).await?, query))
+}
+
+/// The read of `query` over `events` (those of its window, oldest first):
+/// its calls, and the highest `seq` among `events`.
+pub fn read_of(events: &[AuditEvent], query: &HistoryQuery) -> HistoryRead {
+    let through = events.iter().map(|event| event.seq).max().unwrap_or(0);
+    HistoryRead { entries: entries_in(events, query), through }
 }
 
 /// Whether every guard holds over `events` (each guard's window of them).

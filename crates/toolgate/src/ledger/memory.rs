@@ -276,7 +276,7 @@ fn apply_in(inner: &mut Inner, transitions: &[Transition], events: &[AuditEvent]
 }
 
 impl super::HistoryStore for MemoryStore {
-    fn history<'a>(&'a self, query: &'a super::HistoryQuery) -> StoreFuture<'a, Vec<super::HistoryEntry>> {
+    fn history<'a>(&'a self, query: &'a super::HistoryQuery) -> StoreFuture<'a, super::HistoryRead> {
         Box::pin(super::history_from_audit(self, query))
     }
 

@@ -48,8 +48,8 @@ pub(crate) use clock::millis;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{ConversationRead, ConversationStore, DecisionQuery, DecisionScope, StoredDecision};
 pub use history::{
-    BY_RULE, HistoryEntry, HistoryGuard, HistoryQuery, HistoryScope, HistoryStore, entries_in, guards_hold,
-    history_from_audit,
+    BY_RULE, HistoryEntry, HistoryGuard, HistoryQuery, HistoryRead, HistoryScope, HistoryStore, entries_in,
+    guards_hold, history_from_audit, read_of,
 };
 pub use identity::{
     LINK_PREFIX, MAX_CLIENT_NAME_LEN, MAX_CONVERSATION_ID_LEN, MAX_PRINCIPAL_LEN, NameError, NameKind,
