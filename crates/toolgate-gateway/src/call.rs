@@ -56,17 +56,25 @@ pub async fn call(
         config_digest: config_digest.as_deref(),
     };
     let attached = match gateway.admit(session, &tool.tool, held_call, &call_id).await {
-        Ok(Admitted::Held(attached)) => *attached,
-        Ok(Admitted::Decided(verdict)) => {
-            return decided(gateway, session, request, tool, input, &call_id, verdict).await;
+        Ok((Admitted::Held(attached), _)) => *attached,
+        Ok((Admitted::Decided(verdict), rule)) => {
+            let call = Decided { call_id: &call_id, verdict, rule };
+            return decided(gateway, session, request, tool, input, call).await;
         }
-        Ok(Admitted::Refused(refusal)) => return outcome::error_text(refusal).into(),
+        Ok((Admitted::Refused(refusal), _)) => return outcome::error_text(refusal).into(),
         Err(error) => return not_held(tool, &error),
     };
     match hold(gateway, session, request, tool, attached).await {
         Ok(result) => result,
         Err(error) => not_held(tool, &error),
     }
+}
+
+/// A call decided without a person: its id, the verdict, and the rule that allowed it, when one did.
+struct Decided<'a> {
+    call_id: &'a str,
+    verdict: Verdict,
+    rule: Option<String>,
 }
 
 /// Answers a call decided without a person: a denial at once, an allowed
@@ -77,8 +85,7 @@ async fn decided(
     request: &Request<'_>,
     tool: &RelayedTool,
     input: Value,
-    call_id: &str,
-    verdict: Verdict,
+    Decided { call_id, verdict, rule }: Decided<'_>,
 ) -> CallToolResponse {
     let ledger = gateway.ledger(session);
     let direct = DirectCall { tool_call_id: call_id, tool_name: &tool.info.name, input: &input };
@@ -86,7 +93,7 @@ async fn decided(
     let described = direct::Described {
         tool_digest: toolgate::receipt::tool_digest(&tool.tool),
         config_digest: gateway.config_digest(),
-        rule: None,
+        rule,
     };
     if verdict.action == GateAction::Deny {
         let reason = verdict.reason.as_deref().unwrap_or("denied");

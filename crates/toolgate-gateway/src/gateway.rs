@@ -8,7 +8,7 @@ use toolgate::ApprovalContext;
 use toolgate::approval::lifecycle::held::{self, Admitted, HeldCall, HeldError};
 use toolgate::approval::lifecycle::{EditCheck, EditRefusal, Voter, check_edit};
 use toolgate::ledger::{ApprovalQuery, ApprovalRecord, Ledger, LedgerConfig, Origin, StateFilter, conversation_key};
-use toolgate::tool::Caller;
+use toolgate::tool::{CallGate, Caller, GateAction};
 use toolgate_mcp::{McpTools, RelayedTool};
 use toolgate_policy::{DecisionScope, PolicyHandle, StickyAction, StickyDecision, StoredGate, to_stored};
 
@@ -134,20 +134,28 @@ impl Gateway {
     /// term let through is recorded with that history before it runs, and a
     /// question is issued only while the history it was judged on stands. A
     /// new question is refused when the principal has too many waiting
-    /// ([`Self::check_held_capacity`]). Fails closed.
+    /// ([`Self::check_held_capacity`]). Fails closed. With what was admitted,
+    /// the rule that allowed the call when one did (`CallGate::allowed_by`,
+    /// which its `executed` event and receipt name).
     pub async fn admit(
         &self,
         session: &Session,
         tool: &toolgate::Tool,
         held_call: HeldCall<'_>,
         call_id: &str,
-    ) -> Result<Admitted, HeldError> {
+    ) -> Result<(Admitted, Option<String>), HeldError> {
         let (gate, key) = (self.gate(session), session.conversation_key());
         let caller = requester(session, &gate, &key);
         let ledger = self.ledger(session);
         let context = ApprovalContext::new(call_id, Vec::new());
         let room = || self.check_held_capacity(session, call_id);
-        held::admit_asked(&ledger, caller, tool, context, held_call, self.options.retry_window, room).await
+        let admitted =
+            held::admit_asked(&ledger, caller, tool, context, held_call, self.options.retry_window, room).await?;
+        let rule = match &admitted {
+            Admitted::Decided(verdict) if verdict.action == GateAction::Allow => gate.allowed_by(call_id),
+            _ => None,
+        };
+        Ok((admitted, rule))
     }
 
     /// Whether a decided edit of `record` may run: the lifecycle's one edit

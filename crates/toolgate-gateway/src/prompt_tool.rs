@@ -106,7 +106,7 @@ pub async fn call(
     // A stand-in for a tool the gateway does not offer: no policy of its own, so
     // a prompt nothing speaks to asks.
     let stand_in = toolgate::Tool::dynamic(tool_name, json!({})).needs_approval(true).approval_reason(DEFAULT_REASON);
-    match gateway.admit(session, &stand_in, held_call, &call_id).await {
+    match gateway.admit(session, &stand_in, held_call, &call_id).await.map(|(admitted, _)| admitted) {
         Ok(Admitted::Decided(verdict)) if verdict.action == GateAction::Deny => {
             answer(&deny(format!("{}: {}", outcome::DENIED_BY_POLICY, verdict.reason.unwrap_or_default())))
         }

@@ -299,6 +299,26 @@ async fn a_stateless_client_gets_input_required_with_the_approval_page() {
 }
 
 #[tokio::test]
+async fn a_call_a_rule_allows_is_recorded_naming_the_rule() {
+    let rules = r#"
+        [[rule]]
+        name = "bumps-are-fine"
+        action = "allow"
+        tool = "count__bump"
+    "#;
+    let setup = Setup::new(rules, |_| {}).await;
+    let client = Client::eliciting([]);
+    let session = connect(&setup.gateway, client.clone(), "alice").await;
+    assert_eq!(text(&call(&session, "count__bump", json!({"label": "a"})).await), "bumped a #1");
+    assert!(client.asked().is_empty());
+    let events = toolgate::ledger::AuditStore::audit(&*setup.store, &AuditQuery::default()).await.unwrap();
+    let kinds: Vec<AuditKind> = events.iter().map(|event| event.kind).collect();
+    assert_eq!(kinds, [AuditKind::Executed]);
+    let rule = events[0].data["rule"].as_str().unwrap_or_default();
+    assert!(rule.contains("bumps-are-fine"), "the executed event names the rule that allowed it: {}", events[0].data);
+}
+
+#[tokio::test]
 async fn an_upstream_tool_list_change_reaches_the_client() {
     let rules = r#"
         [[rule]]
