@@ -236,6 +236,64 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
     stores.finish().await;
 }
 
+/// Ten identical keyed requests for one held call at once (alternating
+/// between the two handles), under a history term that lets it through:
+/// one record is issued, every request attaches to it, and the call counts
+/// once (one `allowed` event), not once per request that judged it.
+async fn identical_requests_for_one_call_count_it_once(stores: Stores) {
+    let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
+    let tool = Tool::dynamic("transfer_money", json!({}));
+    let tasks: Vec<_> = (0..10)
+        .map(|index| {
+            let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
+            let (policy, tool) = (policy.clone(), tool.clone());
+            tokio::spawn(async move {
+                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+                let ledger = config.owned(Some("alice"), "chat-twins").principal("alice");
+                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+                    .with_history(store, Arc::default());
+                let caller = Caller {
+                    gate: Some(&gate),
+                    conversation_id: Some(&ledger.conversation_id),
+                    principal: Some("alice"),
+                    groups: &[],
+                };
+                let input = json!({"amount": 1});
+                let call = HeldCall {
+                    tool_name: "transfer_money",
+                    input: &input,
+                    reason: None,
+                    route: None,
+                    ttl: None,
+                    single_use: false,
+                    key: Some("pay-once"),
+                    decided: None,
+                    note: None,
+                    input_schema: None,
+                    tool_digest: None,
+                    config_digest: None,
+                };
+                let context = ApprovalContext::new(held::keyed_call_id(&ledger.conversation_id, "pay-once"), vec![]);
+                match held::admit(&ledger, caller, &tool, context, call, Duration::ZERO).await.unwrap() {
+                    held::Attached::Issued(record) => (true, record.approval_id, record.state),
+                    held::Attached::Existing(record) => (false, record.approval_id, record.state),
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    assert_eq!(answers.iter().filter(|(issued, ..)| *issued).count(), 1, "one request issues the call: {answers:?}");
+    assert!(answers.iter().all(|(_, id, state)| *id == answers[0].1 && *state == ApprovalState::Approved));
+    let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
+    assert_eq!(events.iter().filter(|event| event.kind == AuditKind::Allowed).count(), 1, "{events:#?}");
+    let query = HistoryQuery { since: NOW - 1_000, scope: HistoryScope::Everyone, include_pending: true };
+    assert_eq!(stores.b.history(&query).await.unwrap().entries.len(), 1, "the call counts once");
+    stores.finish().await;
+}
+
 /// The rules of the question races: ten transfers a day (everyone's), large
 /// ones asked, small ones allowed.
 const TEN_A_DAY_LARGE_ASKED: &str = r#"
@@ -669,6 +727,23 @@ async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
 async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
     if let Some(stores) = Stores::postgres("history_chat_race").await {
         chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_identical_requests_for_one_call_count_it_once() {
+    identical_requests_for_one_call_count_it_once(Stores::memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_identical_requests_for_one_call_count_it_once() {
+    identical_requests_for_one_call_count_it_once(Stores::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_identical_requests_for_one_call_count_it_once() {
+    if let Some(stores) = Stores::postgres("history_twins").await {
+        identical_requests_for_one_call_count_it_once(stores).await;
     }
 }
 

@@ -16,13 +16,14 @@
 //!   sticky decisions ([`toolgate_policy::StoredGate`]) under the
 //!   requester's principal and groups, a call nothing speaks to by
 //!   `[calls] default` ([`CallsDefault`]), through [`held::admit`]: a call
-//!   the rules let through on the history they read is recorded in one
-//!   conditional write with that history (its `allowed` event), and one they
+//!   the rules let through on the history they read is issued in one
+//!   conditional write with that history (its record, led by its `allowed`
+//!   event), and one they
 //!   ask about on it is issued so (its record and `issued` event), else
 //!   judged again, so concurrent calls cannot all slip under a history
-//!   term's limit. (Two identical requests racing may both be judged; the second
-//!   then attaches to the first's call, and its `allowed` event stays: one
-//!   count too many, never one too few.) An allowed or denied call is
+//!   term's limit. (Two identical requests racing may both be judged; the
+//!   `allowed` event is written with the call's record, so the second
+//!   attaches to the first's call and counts nothing.) An allowed or denied call is
 //!   recorded decided ([`held::HeldCall::decided`]); an asked one is a
 //!   pending approval in the inbox, routed, notified, escalated and expired
 //!   as any other, and decided by the same votes.

@@ -32,7 +32,8 @@
 //! call-gating API's, the gateway's) is judged by [`judge_held`] instead: a
 //! grant with a use limit is spent by the issue of the call's record, in the
 //! same write ([`super::held::admit`]), so concurrent requests for one call
-//! spend one use.
+//! spend one use; and the `allowed` event of a held call a history term let
+//! through is written with its record, so they count it once.
 //!
 //! A rule in shadow mode decides nothing; when one matches a call that
 //! [`admit`] decides, what it would have decided is a `shadowed` event
@@ -202,6 +203,13 @@ pub struct Judged {
     /// [`super::held::admit`]), so a use is bound to the call. Empty
     /// otherwise.
     pub offers: Vec<GrantOffer>,
+    /// When the verdict allows a held call that a rule's history term let
+    /// through, judged for an issue ([`judge_held`] with `issued`): its
+    /// `allowed` event, not yet recorded. The call's record is issued with
+    /// it while [`Self::guards`] stand, in one conditional write
+    /// ([`super::held::admit`]), so a request that attaches to a racing
+    /// twin's record instead counts nothing. `None` otherwise.
+    pub allowed: Option<AuditEvent>,
 }
 
 /// [`admit`], keeping the history an `ask` verdict rested on ([`Judged::guards`]).
@@ -215,29 +223,41 @@ pub async fn judge(
     context: ApprovalContext,
 ) -> Judged {
     let described = Described::of(Some(tool), caller.gate);
-    judge_with(ledger, caller, tool, input, context, &described, false).await
+    judge_with(ledger, caller, tool, input, context, &described, Deferred::default()).await
 }
 
 /// [`judge`] for a held call, whose approval record a grant's use is bound
 /// to: a question that a grant with a use limit may lift is handed back
 /// with those grants ([`Judged::offers`]) instead of spending one here (an
-/// unlimited grant, which has no use to spend, lifts it here). With a
-/// ledger only; without one, as [`judge`]. Its events name the digests in
-/// `described` (the definition the call's caller offered, not the stand-in
-/// `tool` it is judged as).
+/// unlimited grant, which has no use to spend, lifts it here). With
+/// `issued` (the caller issues the call's record decided, as
+/// [`super::held::admit`] does), a call a history term let through is
+/// handed back with its `allowed` event ([`Judged::allowed`]) instead of
+/// recorded here. With a ledger only; without one, as [`judge`]. Its events
+/// name the digests in `described` (the definition the call's caller
+/// offered, not the stand-in `tool` it is judged as).
 pub async fn judge_held(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
     tool: &Tool,
     input: &Value,
     context: ApprovalContext,
-    described: &Described,
+    (described, issued): (&Described, bool),
 ) -> Judged {
-    let defer = ledger.is_some();
-    judge_with(ledger, caller, tool, input, context, described, defer).await
+    let deferred = Deferred { grants: ledger.is_some(), allowed: ledger.is_some() && issued };
+    judge_with(ledger, caller, tool, input, context, described, deferred).await
 }
 
-/// [`judge`] and [`judge_held`] (`defer`: limited grants are handed back, not spent).
+/// What [`judge_with`] leaves to the issue of a held call's record.
+#[derive(Debug, Clone, Copy, Default)]
+struct Deferred {
+    /// Limited grants are handed back, not spent.
+    grants: bool,
+    /// A call a history term let through is handed back with its `allowed` event, not recorded.
+    allowed: bool,
+}
+
+/// [`judge`] and [`judge_held`] (`deferred`: what is handed back to the issue).
 async fn judge_with(
     ledger: Option<&Ledger>,
     caller: Caller<'_>,
@@ -245,9 +265,9 @@ async fn judge_with(
     input: &Value,
     context: ApprovalContext,
     described: &Described,
-    defer: bool,
+    deferred: Deferred,
 ) -> Judged {
-    let unguarded = |verdict| Judged { verdict, guards: Vec::new(), offers: Vec::new() };
+    let unguarded = |verdict| Judged { verdict, guards: Vec::new(), offers: Vec::new(), allowed: None };
     for _ in 0..MAX_ADMITS {
         let verdict = decide_call(caller, tool, input, context.clone()).await;
         let Some(gate) = caller.gate else { return unguarded(verdict) };
@@ -257,7 +277,7 @@ async fn judge_with(
                 .grants(call.tool_call_id)
                 .into_iter()
                 .filter(|offer| super::grant::may_lift(offer, &verdict, caller.principal))
-                .partition(|offer| offer.unlimited || !defer),
+                .partition(|offer| offer.unlimited || !deferred.grants),
             _ => (Vec::new(), Vec::new()),
         };
         let lifted = match offers.is_empty() {
@@ -276,13 +296,17 @@ async fn judge_with(
         if !later.is_empty() {
             // What a grant would decide; the issue spends its use, or asks when none is left.
             record_shadowed(ledger, call, &shadow, GateAction::Allow).await;
-            return Judged { verdict, guards, offers: later };
+            return Judged { verdict, guards, offers: later, allowed: None };
         }
         let admitted = match verdict.action {
-            GateAction::Ask => Some(Judged { verdict, guards, offers: Vec::new() }),
+            GateAction::Ask => Some(Judged { verdict, guards, offers: Vec::new(), allowed: None }),
             GateAction::Allow if !guards.is_empty() => {
                 let described = described.allowed_by(Some(gate), call.tool_call_id);
-                record_allowed(ledger, call, &guards, verdict, &described).await
+                let event = described.described(allowed(ledger, call, ledger.config.clock.now()));
+                match deferred.allowed {
+                    true => Some(Judged { verdict, guards, offers: Vec::new(), allowed: Some(event) }),
+                    false => record_allowed(ledger, call.tool_name, &guards, verdict, event).await,
+                }
             }
             _ => Some(unguarded(verdict)),
         };
@@ -294,25 +318,24 @@ async fn judge_with(
     unguarded(Verdict::ask().because(HISTORY_CHURN_REASON))
 }
 
-/// Records an allowed call's `allowed` event if `guards` hold: `None` when
-/// they do not (decide again); a store that fails asks.
+/// Records an allowed call's `allowed` event (`event`) if `guards` hold:
+/// `None` when they do not (decide again); a store that fails asks.
 async fn record_allowed(
     ledger: &Ledger,
-    call: DirectCall<'_>,
+    tool_name: &str,
     guards: &[HistoryGuard],
     verdict: Verdict,
-    described: &Described,
+    event: AuditEvent,
 ) -> Option<Judged> {
-    let event = described.described(allowed(ledger, call, ledger.config.clock.now()));
     let verdict = match ledger.config.store.append_if(guards, std::slice::from_ref(&event)).await {
         Ok(true) => verdict,
         Ok(false) => return None,
         Err(error) => {
-            tracing::warn!(tool = call.tool_name, %error, "cannot record the call with its history; approval required");
+            tracing::warn!(tool = tool_name, %error, "cannot record the call with its history; approval required");
             Verdict::ask().because(format!("the call could not be recorded with its history ({error})"))
         }
     };
-    Some(Judged { verdict, guards: Vec::new(), offers: Vec::new() })
+    Some(Judged { verdict, guards: Vec::new(), offers: Vec::new(), allowed: None })
 }
 
 /// The `shadowed` event of a rule in shadow mode that matched `call`: what it

@@ -253,6 +253,26 @@ pub async fn attach_if(
     guards: &[HistoryGuard],
     retry_window: Duration,
 ) -> Result<Option<Attached>, HeldError> {
+    attach_guarded(ledger, call, Guarded { guards, allowed: None }, retry_window).await
+}
+
+/// The history a new approval is issued on, and the `allowed` event of a
+/// call a history term let through ([`super::direct::Judged::allowed`]).
+#[derive(Debug, Clone, Copy)]
+struct Guarded<'a> {
+    guards: &'a [HistoryGuard],
+    allowed: Option<&'a AuditEvent>,
+}
+
+/// [`attach_if`], the new approval's events led by `allowed` when there is
+/// one: it is written with the record or not at all (a request that
+/// attaches to its racing twin's record counts nothing).
+async fn attach_guarded(
+    ledger: &Ledger,
+    call: HeldCall<'_>,
+    Guarded { guards, allowed }: Guarded<'_>,
+    retry_window: Duration,
+) -> Result<Option<Attached>, HeldError> {
     let (canonical, digest, call_id) = identify(ledger, call)?;
     let store = &ledger.config.store;
     for _ in 0..MAX_ATTEMPTS {
@@ -272,6 +292,9 @@ pub async fn attach_if(
                 event.data["call"] = note.clone();
             }
             call.provenance(&mut event.data);
+        }
+        if let Some(allowed) = allowed {
+            events.insert(0, allowed.clone());
         }
         let records = std::slice::from_ref(&record);
         let issued = match guards {
@@ -379,8 +402,15 @@ where
     let Judging { caller, tool, context, issue_decided } = judging;
     let described = described_of(call);
     for _ in 0..super::direct::MAX_ADMITS {
-        let judged =
-            super::direct::judge_held(Some(ledger), caller, tool, call.input, context.clone(), &described).await;
+        let judged = super::direct::judge_held(
+            Some(ledger),
+            caller,
+            tool,
+            call.input,
+            context.clone(),
+            (&described, issue_decided),
+        )
+        .await;
         if !judged.offers.is_empty()
             && let Some(attached) = attach_granted(ledger, call, &judged.offers, retry_window).await?
         {
@@ -407,7 +437,8 @@ where
             decided: decided.as_ref(),
             ..call
         };
-        if let Some(attached) = attach_if(ledger, decided_call, &judged.guards, retry_window).await? {
+        let guarded = Guarded { guards: &judged.guards, allowed: judged.allowed.as_ref() };
+        if let Some(attached) = attach_guarded(ledger, decided_call, guarded, retry_window).await? {
             return Ok(Admitted::Held(Box::new(attached)));
         }
     }
