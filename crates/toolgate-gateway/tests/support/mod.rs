@@ -169,7 +169,8 @@ impl Setup {
         Self::gateway(&self.mcp, Arc::clone(&self.store) as Arc<dyn LedgerStore>, rules, tune)
     }
 
-    fn gateway(
+    /// A gateway over `store` in front of the upstream `mcp` reaches (another replica).
+    pub fn gateway(
         mcp: &Arc<McpTools>,
         store: Arc<dyn LedgerStore>,
         rules: &str,
