@@ -8,7 +8,9 @@
 //! judged on stands. So a retry of a held call
 //! (after the pending result, a reconnect, or a gateway restart) attaches to
 //! its approval instead of asking again, and a call already run gets its
-//! stored outcome. [`settle`] asks the client when it can, and otherwise lets
+//! stored outcome. [`settle`] asks the client when it can (the answer's
+//! approval claims the call judged again on the history as it is then, as
+//! every claim is: [`held::decide`] with the session's rules), and otherwise lets
 //! the lifecycle drive the record ([`held::drive`]) until this process may
 //! run the call ([`Settled::Run`], the claim is held), it is final, or the
 //! hold is over; the gateway never walks the approval states itself.
@@ -71,13 +73,17 @@ pub async fn settle(
 ) -> Result<Settled, HeldError> {
     let ledger = gateway.ledger(session);
     let mut record = attached.into_record();
+    // An approved call is judged again on the history as it is claimed (the session's rules, `tool`).
+    let (gate, key) = (gateway.gate(session), session.conversation_key());
+    let context = toolgate::tool::ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
+    let judge = Rejudge { caller: requester(session, &gate, &key), tool, context };
     if let Some(ask) = ask
         && record.state == ApprovalState::Pending
         && record.routing.is_none()
         && request.form
         && let Some((decision, always)) = elicit(request, &ask, &record).await
     {
-        match held::decide(&ledger, &record, decision).await? {
+        match held::decide(&ledger, &record, decision, Some(&judge)).await? {
             toolgate::ledger::TransitionOutcome::Moved(moved) => {
                 if always
                     && moved.state == ApprovalState::Executing
@@ -97,30 +103,26 @@ pub async fn settle(
     let hold = gateway.options().hold;
     let deadline = ledger.config.clock.now().saturating_add(millis(hold));
     tokio::select! {
-        settled = drive(gateway, session, request, tool, record.clone(), (deadline, idempotent)) => settled,
+        settled = drive(gateway, session, request, &judge, record.clone(), (deadline, idempotent)) => settled,
         () = request.cancel.cancelled() => Ok(Settled::Waiting(record)),
     }
 }
 
 /// The out-of-band hold: the lifecycle drives the record
 /// ([`held::drive`]), and judges an approved call again on the history as
-/// it is claimed (the session's rules, `tool`); the gateway only reports
-/// progress to its client.
+/// it is claimed (`judge`); the gateway only reports progress to its client.
 async fn drive(
     gateway: &Gateway,
     session: &Session,
     request: &Request<'_>,
-    tool: &toolgate::Tool,
+    judge: &Rejudge<'_>,
     record: ApprovalRecord,
     (deadline, idempotent): (Millis, bool),
 ) -> Result<Settled, HeldError> {
     let options = gateway.options();
     let hold = Hold { deadline, idempotent, poll: options.poll, progress_every: options.progress_every };
     let ledger = gateway.ledger(session);
-    let (gate, key) = (gateway.gate(session), session.conversation_key());
-    let context = toolgate::tool::ApprovalContext::new(record.tool_call_id.clone(), Vec::new());
-    let judge = Rejudge { caller: requester(session, &gate, &key), tool, context };
-    held::drive(&ledger, record, hold, Some(&judge), |record, held_for| async move {
+    held::drive(&ledger, record, hold, Some(judge), |record, held_for| async move {
         report(request, &record, held_for, options.hold).await;
     })
     .await

@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ClientHandler, ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use toolgate::ledger::{LedgerConfig, MemoryStore};
+use toolgate::ledger::{LedgerConfig, LedgerStore, MemoryStore};
 use toolgate_gateway::{Gateway, GatewayHandler, GatewayOptions, Identity};
 use toolgate_mcp::{McpServerConfig, McpTools};
 use toolgate_policy::{Policy, PolicyHandle};
@@ -146,27 +146,38 @@ pub struct Setup {
 
 impl Setup {
     pub async fn new(rules: &str, tune: impl FnOnce(&mut GatewayOptions)) -> Self {
+        let store = Arc::new(MemoryStore::default());
+        let (counter, gateway, mcp) = Self::on(Arc::clone(&store) as Arc<dyn LedgerStore>, rules, tune).await;
+        Self { counter, store, gateway, mcp }
+    }
+
+    /// A gateway over `store` with these rules, in front of a fresh counter.
+    pub async fn on(
+        store: Arc<dyn LedgerStore>,
+        rules: &str,
+        tune: impl FnOnce(&mut GatewayOptions),
+    ) -> (Counter, Arc<Gateway>, Arc<McpTools>) {
         let counter = Counter::default();
         let url = upstream(counter.clone()).await;
-        let store = Arc::new(MemoryStore::default());
         let mcp = Arc::new(McpTools::connect(vec![McpServerConfig::http("count", url).trusted(true)]).await.unwrap());
-        let gateway = Self::gateway(&mcp, &store, rules, tune);
-        Self { counter, store, gateway, mcp }
+        let gateway = Self::gateway(&mcp, store, rules, tune);
+        (counter, gateway, mcp)
     }
 
     /// Another gateway on the same store and upstream (a restarted process).
     pub fn restarted(&self, rules: &str, tune: impl FnOnce(&mut GatewayOptions)) -> Arc<Gateway> {
-        Self::gateway(&self.mcp, &self.store, rules, tune)
+        Self::gateway(&self.mcp, Arc::clone(&self.store) as Arc<dyn LedgerStore>, rules, tune)
     }
 
-    fn gateway(
+    /// A gateway over `store` in front of the upstream `mcp` reaches (another replica).
+    pub fn gateway(
         mcp: &Arc<McpTools>,
-        store: &Arc<MemoryStore>,
+        store: Arc<dyn LedgerStore>,
         rules: &str,
         tune: impl FnOnce(&mut GatewayOptions),
     ) -> Arc<Gateway> {
         let policy = PolicyHandle::new(Policy::from_toml_str(rules).unwrap());
-        let ledger = LedgerConfig::new(Arc::clone(store) as Arc<dyn toolgate::ledger::LedgerStore>);
+        let ledger = LedgerConfig::new(store);
         let mut options = GatewayOptions::new("alice");
         options.hold = Duration::from_millis(400);
         options.poll = Duration::from_millis(20);
@@ -190,6 +201,9 @@ pub struct Client {
     pub list_changes: Arc<AtomicUsize>,
     /// The `clientInfo.name` sent (`test-client` when unset).
     pub name: Option<String>,
+    /// When set, each elicitation is answered only once a permit is added
+    /// here (the form stays open until the test lets the person answer).
+    pub release: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Client {
@@ -199,6 +213,27 @@ impl Client {
 
     pub fn asked(&self) -> Vec<Value> {
         self.asked.lock().unwrap().clone()
+    }
+
+    /// Like [`Client::eliciting`], but each form stays open until [`Client::answer`] lets it be answered.
+    pub fn eliciting_later(answers: impl IntoIterator<Item = Answer>) -> Self {
+        Self { release: Some(Arc::new(tokio::sync::Semaphore::new(0))), ..Self::eliciting(answers) }
+    }
+
+    /// Waits until `forms` elicitations have been asked (at most ten seconds).
+    pub async fn wait_asked(&self, forms: usize) {
+        for _ in 0..1000 {
+            if self.asked().len() >= forms {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{} forms asked, not {forms}", self.asked().len());
+    }
+
+    /// Lets the next `forms` open elicitations be answered.
+    pub fn answer(&self, forms: usize) {
+        self.release.as_ref().expect("a client that answers later").add_permits(forms);
     }
 }
 
@@ -223,6 +258,9 @@ impl ClientHandler for Client {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         self.asked.lock().unwrap().push(serde_json::to_value(&request).unwrap());
+        if let Some(release) = &self.release {
+            release.acquire().await.unwrap().forget();
+        }
         let answer = self.answers.lock().unwrap().pop_front().unwrap_or(json!({"action": "cancel"}));
         Ok(serde_json::from_value(answer).unwrap())
     }

@@ -1,14 +1,16 @@
 //! The claim of a call a person approved, on the history as it starts.
 //!
 //! A call asked about was judged on the history when it was asked; by the
-//! time it is approved and claimed (`approved → executing`), other calls may
-//! have run. So the claim judges it again, with the same gate, on the
-//! history as it is now, and acts on the verdict:
+//! time it is approved and claimed (`approved → executing`, or `pending →
+//! executing` for an approval that claims it as it is given: the answer of
+//! a held call's client, `held::decide`), other calls may have run. So the
+//! claim judges it again, with the same gate, on the history as it is now,
+//! and acts on the verdict:
 //!
 //! | verdict now | what happens |
 //! |---|---|
 //! | allow, or ask | it is claimed: a person already approved it, so an `ask` is not asked again (the approval stands) |
-//! | deny (a limit reached meanwhile) | it does not run (fail closed): `approved → denied`, decided by the rules (`held::RULES_PRINCIPAL`), with a `denied` event holding the rule's explained reason (`reason`, `atClaim`: true); the client sees a denial |
+//! | deny (a limit reached meanwhile) | it does not run (fail closed): `approved → denied` (`pending → denied` after the person's `approved` event, for an answer), decided by the rules (`held::RULES_PRINCIPAL`), with a `denied` event holding the rule's explained reason (`reason`, `atClaim`: true); the client sees a denial |
 //!
 //! When the verdict read the history (a rule's history term, with a ledger:
 //! [`crate::tool::CallGate::guards`]), the claim carries an `allowed` event
@@ -31,8 +33,8 @@ use toolgate_protocol::ToolResultOutput;
 
 use super::{ApprovalState, Decision, transition};
 use crate::ledger::{
-    ApprovalRecord, AuditEvent, AuditKind, Guard, HistoryGuard, Ledger, Millis, RecordedDecision, StoreError,
-    Transition, TransitionOutcome, Update,
+    ApprovalRecord, AuditEvent, AuditKind, HistoryGuard, Ledger, Millis, RecordedDecision, StoreError, Transition,
+    TransitionOutcome, Update,
 };
 use crate::tool::{ApprovalContext, Caller, GateAction, Tool, decide_call};
 
@@ -61,18 +63,61 @@ pub(crate) async fn start(
     record: &ApprovalRecord,
     judge: &Rejudge<'_>,
 ) -> Result<TransitionOutcome, StoreError> {
+    claim(ledger, record, judge, None).await
+}
+
+/// The `pending` held record's claim for this process on the approval of
+/// the ledger's principal (the answer the gateway's client gave in its form,
+/// with their edit, if any), judged again by `judge` as [`start`] judges an
+/// approval decided out of band: `pending → executing` with the person's
+/// `approved` event, or, when a rule refuses it now, `pending → denied`
+/// with that `approved` event and the rules' `denied` one (`atClaim`).
+/// Returns the outcome of the move it made, or the record as it is when it
+/// did not move (decided meanwhile, or expired).
+pub(crate) async fn answer(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    edited_input: Option<Value>,
+    judge: &Rejudge<'_>,
+) -> Result<TransitionOutcome, StoreError> {
+    claim(ledger, record, judge, Some(&Decision::Approve { edited_input })).await
+}
+
+/// The claim of an approved call, judged again: of an `approved` record
+/// (`answer` `None`), or of a `pending` one on the principal's `answer`.
+async fn claim(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    judge: &Rejudge<'_>,
+    answer: Option<&Decision>,
+) -> Result<TransitionOutcome, StoreError> {
     let store = &ledger.config.store;
     // The input that runs: the person's edit, if they made one.
-    let input = record.decision.as_ref().and_then(|decision| decision.edited_input.as_ref()).unwrap_or(&record.input);
+    let edit = match answer {
+        Some(Decision::Approve { edited_input }) => edited_input.as_ref(),
+        Some(Decision::Deny { .. }) => None,
+        None => record.decision.as_ref().and_then(|decision| decision.edited_input.as_ref()),
+    };
+    let input = edit.unwrap_or(&record.input);
     for _ in 0..super::direct::MAX_ADMITS {
         let (verdict, guards) = judged(record, input, judge).await;
         let now = ledger.config.clock.now();
+        // The person's answer, on record whatever the rules say now.
+        let mut events = answer
+            .map(|decision| transition::decision_events(ledger, record, decision, false, now))
+            .unwrap_or_default();
         if verdict.action == GateAction::Deny {
-            let refused = deny(ledger, record, verdict.reason.unwrap_or_default(), now);
+            let from = if answer.is_some() { ApprovalState::Pending } else { ApprovalState::Approved };
+            let refused = deny(ledger, (record, from), verdict.reason.unwrap_or_default(), now, events);
             return Ok(one(store.apply(&[refused], &[]).await?));
         }
-        let events = if guards.is_empty() { Vec::new() } else { vec![claimed(ledger, record, input, now)] };
-        let claim = transition::start_execution(record, ledger, now, ApprovalState::Approved, events);
+        if !guards.is_empty() {
+            events.push(claimed(ledger, record, input, now));
+        }
+        let claim = match answer {
+            Some(decision) => transition::decide(record, decision.clone(), ledger, now, events),
+            None => transition::start_execution(record, ledger, now, ApprovalState::Approved, events),
+        };
         if guards.is_empty() {
             return Ok(one(store.apply(&[claim], &[]).await?));
         }
@@ -107,8 +152,15 @@ pub(crate) fn claimed(ledger: &Ledger, record: &ApprovalRecord, input: &Value, n
     ledger.event(AuditKind::Allowed, &record.approval_id, &record.tool_call_id, now, data)
 }
 
-/// `approved → denied`: a rule refuses the approved call at its claim.
-fn deny(ledger: &Ledger, record: &ApprovalRecord, reason: String, now: Millis) -> Transition {
+/// `approved → denied`, or `pending → denied` after `events` (the person's
+/// answer, claiming it): a rule refuses the approved call at its claim.
+fn deny(
+    ledger: &Ledger,
+    (record, from): (&ApprovalRecord, ApprovalState),
+    reason: String,
+    now: Millis,
+    events: Vec<AuditEvent>,
+) -> Transition {
     let data = json!({
         "toolName": record.tool_name,
         "input": record.input,
@@ -116,20 +168,13 @@ fn deny(ledger: &Ledger, record: &ApprovalRecord, reason: String, now: Millis) -
         "decidedBy": super::direct::DECIDED_BY_POLICY,
         "atClaim": true,
     });
-    let events = vec![ledger.event(AuditKind::Denied, &record.approval_id, &record.tool_call_id, now, data)];
+    let mut events = events;
+    events.push(ledger.event(AuditKind::Denied, &record.approval_id, &record.tool_call_id, now, data));
     let decision = Decision::Deny { reason: Some(reason.clone()) };
     let recorded = RecordedDecision::new(decision, Some(RULES.to_owned()), now);
     let update =
         Update { decision: Some(recorded), output: Some(ToolResultOutput::error_text(reason)), ..Update::default() };
-    Transition {
-        approval_id: record.approval_id.clone(),
-        from: ApprovalState::Approved,
-        to: ApprovalState::Denied,
-        guard: Guard::None,
-        update,
-        at: now,
-        events,
-    }
+    transition::refuse(record, from, now, update, events)
 }
 
 /// Whether a rule decided the record as it was issued (judged and counted

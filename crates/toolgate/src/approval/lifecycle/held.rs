@@ -24,7 +24,8 @@
 //!    second insert fails and reads the first.
 //! 2. A person decides, either through the gateway's client
 //!    ([`decide`]: `pending → executing | denied` by the ledger's principal,
-//!    claiming the call at once, like an answer in a chat) or out of band
+//!    claiming the call at once, like an answer in a chat, judged again on
+//!    the history as it claims it) or out of band
 //!    (votes through the inbox, the CLI, links: [`super::cast`]), which
 //!    leaves it `approved`. [`wait`] polls the store until it leaves a state.
 //! 3. [`start`] claims an `approved` call (`approved → executing`, under this
@@ -693,42 +694,25 @@ fn issued_event(ledger: &Ledger, record: &ApprovalRecord, now: Millis) -> AuditE
     ledger.event(AuditKind::Issued, &record.approval_id, &record.tool_call_id, now, data)
 }
 
-/// The events of a decision by the ledger's principal (`approved` and
-/// `edited`, or `denied`), as an answer in a chat writes them.
-pub(crate) fn decision_events(
-    ledger: &Ledger,
-    record: &ApprovalRecord,
-    decision: &Decision,
-    unanswered: bool,
-    now: Millis,
-) -> Vec<AuditEvent> {
-    let event = |kind, data| ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data);
-    match decision {
-        Decision::Approve { edited_input } => {
-            let mut events =
-                vec![event(AuditKind::Approved, json!({"toolName": record.tool_name, "input": record.input}))];
-            if let Some(edit) = edited_input {
-                events.push(event(AuditKind::Edited, json!({"originalInput": record.input, "editedInput": edit})));
-            }
-            events
-        }
-        Decision::Deny { reason } => {
-            vec![event(AuditKind::Denied, json!({"reason": reason, "unanswered": unanswered}))]
-        }
-    }
-}
-
 /// The ledger's principal decides a pending held call (the answer the
 /// gateway's client gave): an approval claims it at once (`executing`, under
-/// this process's lease), a denial ends it. Returns the record as it is
-/// after: when it did not move (decided meanwhile, or expired), as it is.
+/// this process's lease), a denial ends it. With `judge`, an approval is
+/// judged again on the history as it claims the call, as [`start`] judges
+/// one decided out of band ([`super::counted`]): claimed only while that
+/// history stands, and `denied` by the rules (after the person's `approved`
+/// event) when a rule refuses it now. Returns the record as it is after:
+/// when it did not move (decided meanwhile, or expired), as it is.
 pub async fn decide(
     ledger: &Ledger,
     record: &ApprovalRecord,
     decision: Decision,
+    judge: Option<&super::counted::Rejudge<'_>>,
 ) -> Result<TransitionOutcome, HeldError> {
+    if let (Some(judge), Decision::Approve { edited_input }) = (judge, &decision) {
+        return Ok(super::counted::answer(ledger, record, edited_input.clone(), judge).await?);
+    }
     let now = ledger.config.clock.now();
-    let events = decision_events(ledger, record, &decision, false, now);
+    let events = transition::decision_events(ledger, record, &decision, false, now);
     let moved = transition::decide(record, decision, ledger, now, events);
     apply(ledger, moved).await
 }

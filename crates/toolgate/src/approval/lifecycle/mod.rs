@@ -26,6 +26,7 @@
 //! | `pending` | `expired` | an answer arrives after `expires_at` | whoever answers late | `claim` via `transition::expire` |
 //! | `approved` | `executing` | the step of an approval decided out of band continues, or the call-gating API's start (judged again on the history, claimed only while it stands) | whoever continues the step (the server, or the requester's next request), or starts the call, under its process's lease | `claim` via `transition::start_execution`, [`counted`] |
 //! | `approved` | `denied` | a rule denies the approved call as it is claimed (a history term's limit reached meanwhile): it does not run | the claimer, as [`held::RULES_PRINCIPAL`] | [`counted`] |
+//! | `pending` | `executing` / `denied` | the gateway's client approves a held call (judged again on the history as it claims it, in one conditional write; a rule that now denies it refuses it after the person's `approved` event), or denies it | the ledger's principal; [`held::RULES_PRINCIPAL`] for a refusal at the claim | [`held::decide`] via [`counted`] |
 //! | `executing` | `executed` / `failed` | the call finished | the executor | `engine::ledger::record_outcomes` via `transition::finish` |
 //! | `executing` | `interrupted` | the executor's lease lapsed with no outcome | the next request that reads it | `claim` via `transition::interrupt` |
 //! | `executing` | `executing` | the lease lapsed and the tool is idempotent | the next approving request | `claim` via `transition::start_execution` |
@@ -51,8 +52,9 @@
 //! verdict (`approval::resolve`) and the claim (`pending`/`approved` →
 //! `executing`) are one conditional write with an `allowed` event naming the
 //! approval ([`crate::ledger::HistoryStore::apply_if`]), resolved again when
-//! the history moved; out of band and for the call-gating API, [`counted`]
-//! judges it again as it is claimed. A rule that now denies it refuses it
+//! the history moved; out of band, for the call-gating API and for the
+//! answer of a held call's client (the MCP gateway's form, [`held::decide`]),
+//! [`counted`] judges it again as it is claimed. A rule that now denies it refuses it
 //! (`denied`, the rule's reason); one that asks does not ask again.
 //!
 //! **A call made by a sub-agent** (an agent used as a tool, see

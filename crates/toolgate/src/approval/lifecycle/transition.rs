@@ -1,12 +1,14 @@
 //! Every transition the engine asks a store to apply, built in one place so
-//! that each follows the table of [`ApprovalState::can_move_to`].
+//! that each follows the table of [`ApprovalState::can_move_to`] (and the
+//! events of a principal's decision, which [`decide`] carries).
 
+use serde_json::json;
 use toolgate_protocol::ToolResultOutput;
 
 use super::{ApprovalState, Decision};
 use crate::ledger::{
-    ApprovalRecord, AuditEvent, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease, Ledger, Millis, RecordedDecision,
-    Transition, Update, millis,
+    ApprovalRecord, AuditEvent, AuditKind, EXPIRED_TEXT, Guard, INTERRUPTED_TEXT, Lease, Ledger, Millis,
+    RecordedDecision, Transition, Update, millis,
 };
 
 /// A transition of `approval_id` (checked against the table in debug builds).
@@ -46,6 +48,31 @@ pub(crate) fn decide(
     transition(&record.approval_id, (ApprovalState::Pending, to), Guard::NotExpiredAt(now), update, now, events)
 }
 
+/// The events of a decision by the ledger's principal (`approved` and
+/// `edited`, or `denied`), as an answer in a chat writes them.
+pub(crate) fn decision_events(
+    ledger: &Ledger,
+    record: &ApprovalRecord,
+    decision: &Decision,
+    unanswered: bool,
+    now: Millis,
+) -> Vec<AuditEvent> {
+    let event = |kind, data| ledger.event(kind, &record.approval_id, &record.tool_call_id, now, data);
+    match decision {
+        Decision::Approve { edited_input } => {
+            let mut events =
+                vec![event(AuditKind::Approved, json!({"toolName": record.tool_name, "input": record.input}))];
+            if let Some(edit) = edited_input {
+                events.push(event(AuditKind::Edited, json!({"originalInput": record.input, "editedInput": edit})));
+            }
+            events
+        }
+        Decision::Deny { reason } => {
+            vec![event(AuditKind::Denied, json!({"reason": reason, "unanswered": unanswered}))]
+        }
+    }
+}
+
 /// `approved → executing` (an approval decided by votes, when its step
 /// continues), or `executing → executing`
 /// (an idempotent call whose lease lapsed), under this process's lease.
@@ -60,6 +87,23 @@ pub(crate) fn start_execution(
     let guard = if from == ApprovalState::Executing { Guard::LeaseLapsedAt(now) } else { Guard::None };
     let update = Update { lease: Some(Lease { executor: ledger.config.executor.clone(), until }), ..Update::default() };
     transition(&record.approval_id, (from, ApprovalState::Executing), guard, update, now, events)
+}
+
+/// `approved → denied`, or `pending → denied` if the request has not
+/// expired: the rules refuse an approved call as it is claimed
+/// ([`super::counted`]), with `update` (their decision and the call's output).
+pub(crate) fn refuse(
+    record: &ApprovalRecord,
+    from: ApprovalState,
+    now: Millis,
+    update: Update,
+    events: Vec<AuditEvent>,
+) -> Transition {
+    let guard = match from {
+        ApprovalState::Pending => Guard::NotExpiredAt(now),
+        _ => Guard::None,
+    };
+    transition(&record.approval_id, (from, ApprovalState::Denied), guard, update, now, events)
 }
 
 /// `pending → expired`, once the request's time is up.
