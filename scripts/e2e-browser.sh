@@ -9,10 +9,12 @@
 # `--tokens-file NAME.tokens`, and one with a sibling NAME.oidc signs people in with OpenID Connect at a
 # mock provider (e2e/browser/oidc-provider.mjs, oauth2-mock-server) this script starts on loopback
 # first; a NAME.toml naming `@SMTP_PORT@` mails an SMTP sink this script starts, see below, and one naming
-# `@FIXTURES@` gets this fixtures directory's path there, for the scripts of its [[agent]] models), plus one
+# `@FIXTURES@` gets this fixtures directory's path there, for the scripts of its [[agent]] models; a sibling
+# NAME.args holds more `toolgate serve` arguments, one a line, e.g. `--no-receipts`), plus one
 # with the local default model when
 # it has been pulled (`toolgate model pull`; TOOLGATE_E2E_REQUIRE_LOCAL=1 makes its absence
-# an error, as in CI), runs the tests with `node --test`, and always stops the servers.
+# an error, as in CI), runs the tests with `node --test` (TOOLGATE_E2E_BIN: the command, for the tests
+# that run `toolgate audit verify`), and always stops the servers.
 # Screenshots go to ci-artifacts/screenshots/.
 #
 # Usage: scripts/e2e-browser.sh [--update-docs-screenshot]
@@ -160,6 +162,13 @@ for i in "${!fixtures[@]}"; do
     config+=(--oidc-issuer "$ISSUER" --oidc-client-id "$client_id" --public-url "http://127.0.0.1:$port")
     provider="$ISSUER"
   fi
+  # A sibling NAME.args: more serve arguments, one a line.
+  args="${fixture%.json}.args"
+  if [ -f "$args" ]; then
+    while IFS= read -r arg; do
+      [ -n "$arg" ] && config+=("$arg")
+    done <"$args"
+  fi
   "$BIN" serve --model "script:$fixture" --addr "127.0.0.1:$port" \
     --trace-prompts "$WORK/$name.prompts.jsonl" --data-dir "$WORK/$name-data" \
     ${config[@]+"${config[@]}"} >"$WORK/$name.log" 2>&1 &
@@ -190,6 +199,8 @@ TOOLGATE_E2E_SERVERS="$(node -e '
   }
   console.log(JSON.stringify(servers));' "${entries[@]}")"
 export TOOLGATE_E2E_SERVERS
+TOOLGATE_E2E_BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")" # absolute: the tests run in e2e/browser
+export TOOLGATE_E2E_BIN
 
 # 5. Wait (bounded) until every server answers /healthz.
 if ! node -e '

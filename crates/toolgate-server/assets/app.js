@@ -463,7 +463,15 @@ async function restoreConversation() {
   }
 }
 
-const audit = { open: false, events: [], note: '', toggle: '#audit-toggle', panel: '#audit-panel', refresh: refreshAudit };
+const audit = {
+  open: false,
+  events: [],
+  note: '',
+  errors: new Map(), // seq -> why its receipt could not be downloaded, shown on its row
+  toggle: '#audit-toggle',
+  panel: '#audit-panel',
+  refresh: refreshAudit,
+};
 
 // The side panels (audit log, sticky decisions) share one place: opening one closes the other.
 const panels = () => [audit, decisions, inbox];
@@ -521,7 +529,30 @@ const AUDIT_LABEL = {
   reminded: 'Reminded',
   notified: 'Notified',
   notification_failed: 'Notification failed',
+  allowed: 'Allowed',
+  granted: 'Ran on a grant',
+  superseded: 'Superseded',
+  shadowed: 'Shadow rule matched',
 };
+
+// Which events get a signed receipt, as the server signs them (`toolgate::receipt::has_receipt` and
+// `has_call_receipt`): an approval's event unless it only tells (these kinds), so a kind added later gets
+// one; an event without an approval when it decides a call or records how it ran.
+const RECEIPTLESS_KINDS = new Set([
+  'issued',
+  'voted',
+  'edited',
+  'notified',
+  'notification_failed',
+  'reminded',
+  'escalated',
+  'continued',
+  'shadowed',
+  'rejected',
+]);
+const CALL_RECEIPT_KINDS = new Set(['allowed', 'denied', 'granted', 'executed', 'failed']);
+const hasReceipt = (event) =>
+  Number.isInteger(event.seq) && (event.approvalId ? !RECEIPTLESS_KINDS.has(event.kind) : CALL_RECEIPT_KINDS.has(event.kind));
 
 function auditDetail(event) {
   const data = event.data ?? {};
@@ -551,19 +582,53 @@ function auditDetail(event) {
   }
 }
 
+// The tool of each approval and call in the log: `issued` events and those without an approval name it.
+function auditTools(events) {
+  const tools = new Map();
+  for (const event of events) {
+    const tool = event.data?.toolName;
+    if (typeof tool !== 'string') continue;
+    if (event.approvalId) tools.set(`approval:${event.approvalId}`, tool);
+    tools.set(`call:${event.toolCallId}`, tool);
+  }
+  return (event) =>
+    event.data?.toolName ?? tools.get(`approval:${event.approvalId}`) ?? tools.get(`call:${event.toolCallId}`) ?? 'a tool';
+}
+
+// One event's signed receipt (`GET /api/audit/{seq}/receipt`), saved as `receipt-{seq}.json`; a refusal
+// (receipts off, not sealed yet) is shown on the event's row.
+async function downloadEventReceipt(event) {
+  const error = await saveReceipt(`api/audit/${event.seq}/receipt`, `receipt-${event.seq}.json`);
+  if (error) audit.errors.set(event.seq, error);
+  else audit.errors.delete(event.seq);
+  renderAudit();
+}
+
+function auditReceiptButton(event, tool) {
+  const download = () => downloadEventReceipt(event);
+  return button('Download receipt', 'audit-receipt-button', download, 'btn-secondary btn-small audit-receipt', {
+    'aria-label': `Download the signed receipt of the ${event.kind} event of ${tool}`,
+  });
+}
+
 function renderAudit() {
   const list = $('#audit-events');
-  const items = audit.events.map((event) =>
-    el(
+  const toolOf = auditTools(audit.events);
+  const items = audit.events.map((event) => {
+    const label = AUDIT_LABEL[event.kind] ?? event.kind;
+    const error = audit.errors.get(event.seq);
+    return el(
       'li',
-      { class: 'audit-event', 'data-testid': 'audit-event', 'data-kind': event.kind },
+      { class: 'audit-event', 'data-testid': 'audit-event', 'data-kind': event.kind, 'data-seq': String(event.seq) },
       el('span', { class: 'audit-time' }, new Date(event.at).toLocaleTimeString()),
-      el('span', { class: `audit-kind audit-kind-${event.kind}` }, AUDIT_LABEL[event.kind] ?? event.kind),
+      el('span', { class: `audit-kind audit-kind-${event.kind}` }, label),
       el('span', { class: 'audit-who' }, event.principal ?? ''),
       el('code', { class: 'audit-call' }, event.toolCallId),
       el('span', { class: 'audit-detail' }, auditDetail(event)),
-    ),
-  );
+      hasReceipt(event) ? auditReceiptButton(event, toolOf(event)) : null,
+      error ? el('p', { class: 'field-error audit-receipt-error', role: 'alert', 'data-testid': 'audit-receipt-error' }, error) : null,
+    );
+  });
   list.replaceChildren(...items);
   $('#audit-note').textContent = audit.note;
 }
@@ -2365,22 +2430,35 @@ function inboxItem(item) {
 
 const inboxDraftMode = (item) => (canVote(item) ? inbox.drafts.get(item.id)?.mode : undefined);
 
-// A decided approval's signed receipt, saved as a file (`GET /api/approvals/{id}/receipt`):
-// `toolgate audit verify --receipt FILE --keys JWKS_FILE` checks it offline.
-async function downloadReceipt(item) {
-  const response = await authFetch(`${APPROVALS_API}/${encodeURIComponent(item.id)}/receipt`);
+// Fetches a signed receipt (with the page's auth) and saves it as the file `name`:
+// `toolgate audit verify --receipt FILE --keys JWKS_FILE` checks it offline. Returns why there is
+// none (a line to show), or null once saved.
+async function saveReceipt(path, name) {
+  let response;
+  try {
+    response = await authFetch(path);
+  } catch (error) {
+    return `No receipt: ${error.message}`;
+  }
   if (!response.ok) {
     const body = await response.json().catch(() => null);
-    inbox.errors.set(item.id, `No receipt: ${body?.error?.message ?? `HTTP ${response.status}`}`);
-    renderInbox();
-    return;
+    return `No receipt: ${body?.error?.message ?? `HTTP ${response.status}`}`;
   }
   const url = URL.createObjectURL(await response.blob());
-  const link = el('a', { href: url, download: `receipt-${item.id}.json`, hidden: true });
+  const link = el('a', { href: url, download: name, hidden: true });
   document.body.append(link);
   link.click();
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
+  return null;
+}
+
+// A decided approval's signed receipt (`GET /api/approvals/{id}/receipt`), saved as `receipt-{id}.json`.
+async function downloadReceipt(item) {
+  const error = await saveReceipt(`${APPROVALS_API}/${encodeURIComponent(item.id)}/receipt`, `receipt-${item.id}.json`);
+  if (!error) return;
+  inbox.errors.set(item.id, error);
+  renderInbox();
 }
 
 function inboxActions(item) {

@@ -170,3 +170,43 @@ async fn calls_without_an_approval_have_receipts_their_owner_can_fetch() {
     let report = verify_store(store.as_ref(), keys).await.unwrap().expect("the log verifies");
     assert!(report.receipts >= 4, "{report:?}");
 }
+
+/// The names in the web page's `const NAME = new Set([...]);` list.
+fn page_set(script: &str, name: &str) -> std::collections::BTreeSet<String> {
+    let start = script.find(&format!("const {name} = new Set([")).unwrap_or_else(|| panic!("no {name} in app.js"));
+    let list = &script[start..];
+    let list = &list[list.find('[').unwrap() + 1..list.find("]);").unwrap()];
+    list.split(',').map(|item| item.trim().trim_matches('\'').to_owned()).filter(|item| !item.is_empty()).collect()
+}
+
+/// The web page's audit panel offers a receipt download on exactly the events
+/// the sealer signs one for (`has_receipt` with an approval, `has_call_receipt`
+/// without one).
+#[test]
+fn the_page_offers_a_receipt_for_every_kind_that_gets_one() {
+    use toolgate::ledger::{AuditEvent, AuditKind};
+    use toolgate::receipt::{has_call_receipt, has_receipt};
+    let script = include_str!("../assets/app.js");
+    let receiptless = page_set(script, "RECEIPTLESS_KINDS");
+    let call_kinds = page_set(script, "CALL_RECEIPT_KINDS");
+    let names: Vec<String> =
+        AuditKind::ALL.iter().map(|kind| serde_json::to_value(kind).unwrap().as_str().unwrap().to_owned()).collect();
+    for name in receiptless.iter().chain(&call_kinds) {
+        assert!(names.contains(name), "the page names `{name}`, which is no audit kind");
+    }
+    for (kind, name) in AuditKind::ALL.into_iter().zip(&names) {
+        assert_eq!(!receiptless.contains(name), has_receipt(kind), "an approval's `{name}` event");
+        let event = AuditEvent {
+            seq: 1,
+            at: 0,
+            kind,
+            approval_id: String::new(),
+            tool_call_id: "call-1".to_owned(),
+            conversation_id: "chat-1".to_owned(),
+            owner: None,
+            principal: None,
+            data: json!({}),
+        };
+        assert_eq!(call_kinds.contains(name), has_call_receipt(&event), "a `{name}` event without an approval");
+    }
+}
