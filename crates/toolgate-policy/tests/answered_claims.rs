@@ -77,20 +77,7 @@ impl World {
     /// A pending question about a transfer to bob, answerable for `ttl`.
     async fn asked(&self, ttl: Option<Duration>) -> ApprovalRecord {
         let input = json!({"to": "bob", "amount": 5});
-        let call = HeldCall {
-            tool_name: "transfer_money",
-            input: &input,
-            reason: Some("asked"),
-            route: None,
-            ttl,
-            single_use: false,
-            key: None,
-            decided: None,
-            note: None,
-            input_schema: None,
-            tool_digest: None,
-            config_digest: None,
-        };
+        let call = HeldCall { reason: Some("asked"), ttl, ..HeldCall::new("transfer_money", &input) };
         match held::attach(&self.ledger, call, Duration::ZERO).await.unwrap() {
             held::Attached::Issued(record) => record,
             held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),

@@ -30,20 +30,7 @@ async fn held_by(store: Arc<dyn LedgerStore>, clock: Arc<ManualClock>, origin: O
     let config = LedgerConfig::new(store).clock(clock);
     let ledger = config.owned(Some("alice"), name).principal("alice").origin(origin);
     let input = json!({"path": "a.txt"});
-    let call = HeldCall {
-        tool_name: "read_file",
-        input: &input,
-        reason: None,
-        route: None,
-        ttl: None,
-        single_use: false,
-        key: None,
-        decided: None,
-        note: None,
-        input_schema: None,
-        tool_digest: None,
-        config_digest: None,
-    };
+    let call = HeldCall::new("read_file", &input);
     let attached = held::attach(&ledger, call, Duration::from_secs(600)).await.unwrap();
     attached.into_record().approval_id
 }

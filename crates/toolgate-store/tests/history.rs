@@ -152,65 +152,14 @@ async fn fifty_calls_against_a_limit_of_ten(stores: Stores) {
 /// small (allowed), the odd ones large (asked), all denied from the 10th call
 /// that ran. Each question is issued only on the history it was judged on.
 async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
-    let policy = Arc::new(
-        Policy::from_toml_str(
-            r#"
-            [[rule]]
-            name = "ten-a-day"
-            action = "deny"
-            tool = "transfer_money"
-            history = { window = "24h", scope = "everyone", count = { gte = 10 } }
-
-            [[rule]]
-            name = "large"
-            action = "ask"
-            tool = "transfer_money"
-            input = { "/amount" = { gt = 100 } }
-
-            [[rule]]
-            name = "small"
-            action = "allow"
-            tool = "transfer_money"
-            "#,
-        )
-        .unwrap(),
-    );
-    let tool = Tool::dynamic("transfer_money", json!({}));
+    let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
     let tasks: Vec<_> = (0..50)
         .map(|index| {
             let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
-            let (policy, tool) = (policy.clone(), tool.clone());
+            let policy = policy.clone();
             tokio::spawn(async move {
-                let chat = format!("chat-{index}");
-                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
-                let ledger = config.owned(Some("alice"), &chat).principal("alice");
-                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
-                    .with_history(store, Arc::default());
-                let caller = Caller {
-                    gate: Some(&gate),
-                    conversation_id: Some(&ledger.conversation_id),
-                    principal: Some("alice"),
-                    groups: &[],
-                };
                 let input = json!({"amount": if index % 2 == 0 { 1 } else { 1000 }});
-                let call = HeldCall {
-                    tool_name: "transfer_money",
-                    input: &input,
-                    reason: None,
-                    route: None,
-                    ttl: None,
-                    single_use: false,
-                    key: None,
-                    decided: None,
-                    note: None,
-                    input_schema: None,
-                    tool_digest: None,
-                    config_digest: None,
-                };
-                let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
-                let context = ApprovalContext::new(call_id, Vec::new());
-                let attached = held::admit(&ledger, caller, &tool, context, call, Duration::ZERO).await.unwrap();
-                match attached {
+                match admit_held(store, policy, &format!("chat-{index}"), &input, None).await {
                     held::Attached::Issued(record) => record.state,
                     held::Attached::Existing(record) => panic!("a new call attached to {}", record.approval_id),
                 }
@@ -242,39 +191,12 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
 /// once (one `allowed` event), not once per request that judged it.
 async fn identical_requests_for_one_call_count_it_once(stores: Stores) {
     let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
-    let tool = Tool::dynamic("transfer_money", json!({}));
     let tasks: Vec<_> = (0..10)
         .map(|index| {
             let store: Arc<dyn LedgerStore> = if index % 2 == 0 { stores.a.clone() } else { stores.b.clone() };
-            let (policy, tool) = (policy.clone(), tool.clone());
+            let policy = policy.clone();
             tokio::spawn(async move {
-                let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
-                let ledger = config.owned(Some("alice"), "chat-twins").principal("alice");
-                let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
-                    .with_history(store, Arc::default());
-                let caller = Caller {
-                    gate: Some(&gate),
-                    conversation_id: Some(&ledger.conversation_id),
-                    principal: Some("alice"),
-                    groups: &[],
-                };
-                let input = json!({"amount": 1});
-                let call = HeldCall {
-                    tool_name: "transfer_money",
-                    input: &input,
-                    reason: None,
-                    route: None,
-                    ttl: None,
-                    single_use: false,
-                    key: Some("pay-once"),
-                    decided: None,
-                    note: None,
-                    input_schema: None,
-                    tool_digest: None,
-                    config_digest: None,
-                };
-                let context = ApprovalContext::new(held::keyed_call_id(&ledger.conversation_id, "pay-once"), vec![]);
-                match held::admit(&ledger, caller, &tool, context, call, Duration::ZERO).await.unwrap() {
+                match admit_held(store, policy, "chat-twins", &json!({"amount": 1}), Some("pay-once")).await {
                     held::Attached::Issued(record) => (true, record.approval_id, record.state),
                     held::Attached::Existing(record) => (false, record.approval_id, record.state),
                 }
@@ -292,6 +214,36 @@ async fn identical_requests_for_one_call_count_it_once(stores: Stores) {
     let query = HistoryQuery { since: NOW - 1_000, scope: HistoryScope::Everyone, include_pending: true };
     assert_eq!(stores.b.history(&query).await.unwrap().entries.len(), 1, "the call counts once");
     stores.finish().await;
+}
+
+/// alice's held call of `transfer_money` with `input` in `chat` (keyed when
+/// `key` names one), admitted on `store` as the call-gating API admits it,
+/// judged by `policy` at [`NOW`].
+async fn admit_held(
+    store: Arc<dyn LedgerStore>,
+    policy: Arc<Policy>,
+    chat: &str,
+    input: &Value,
+    key: Option<&str>,
+) -> held::Attached {
+    let config = LedgerConfig::new(store.clone()).clock(Arc::new(ManualClock::new(NOW)));
+    let ledger = config.owned(Some("alice"), chat).principal("alice");
+    let gate = StoredGate::new(policy, store.clone(), Some(ledger.conversation_id.clone()), None, NOW)
+        .with_history(store, Arc::default());
+    let caller = Caller {
+        gate: Some(&gate),
+        conversation_id: Some(&ledger.conversation_id),
+        principal: Some("alice"),
+        groups: &[],
+    };
+    let call = HeldCall { key, ..HeldCall::new("transfer_money", input) };
+    let call_id = match key {
+        Some(key) => held::keyed_call_id(&ledger.conversation_id, key),
+        None => held::call_id_of(&ledger.conversation_id, "transfer_money", input).unwrap(),
+    };
+    let context = ApprovalContext::new(call_id, Vec::new());
+    let tool = Tool::dynamic("transfer_money", json!({}));
+    held::admit(&ledger, caller, &tool, context, call, Duration::ZERO).await.unwrap()
 }
 
 /// The rules of the question races: ten transfers a day (everyone's), large
@@ -594,20 +546,7 @@ async fn a_call_the_rules_approved_is_not_judged_again_at_its_start() {
     };
     let tool = Tool::dynamic("transfer_money", json!({}));
     let input = json!({"amount": 5});
-    let call = HeldCall {
-        tool_name: "transfer_money",
-        input: &input,
-        reason: None,
-        route: None,
-        ttl: None,
-        single_use: false,
-        key: None,
-        decided: None,
-        note: None,
-        input_schema: None,
-        tool_digest: None,
-        config_digest: None,
-    };
+    let call = HeldCall::new("transfer_money", &input);
     let call_id = held::call_id_of(&ledger.conversation_id, "transfer_money", &input).unwrap();
     let context = ApprovalContext::new(call_id.clone(), Vec::new());
     let record = match held::admit(&ledger, caller, &tool, context.clone(), call, Duration::ZERO).await.unwrap() {
@@ -625,20 +564,7 @@ async fn a_call_the_rules_approved_is_not_judged_again_at_its_start() {
 /// conversation, then approved by a person (alice).
 async fn approved_call(ledger: &toolgate::ledger::Ledger, index: usize) -> toolgate::ledger::ApprovalRecord {
     let input = json!({"amount": index});
-    let call = HeldCall {
-        tool_name: "transfer_money",
-        input: &input,
-        reason: Some("asked"),
-        route: None,
-        ttl: None,
-        single_use: false,
-        key: None,
-        decided: None,
-        note: None,
-        input_schema: None,
-        tool_digest: None,
-        config_digest: None,
-    };
+    let call = HeldCall { reason: Some("asked"), ..HeldCall::new("transfer_money", &input) };
     let record = match held::attach(ledger, call, Duration::ZERO).await.unwrap() {
         held::Attached::Issued(record) => record,
         held::Attached::Existing(record) => panic!("attached to {}", record.approval_id),

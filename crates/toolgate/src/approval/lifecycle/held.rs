@@ -109,7 +109,26 @@ pub struct HeldCall<'a> {
     pub config_digest: Option<&'a str>,
 }
 
-impl HeldCall<'_> {
+impl<'a> HeldCall<'a> {
+    /// A call of `tool_name` with `input` and nothing else said of it: no
+    /// reason, route, TTL, key, decision, note, schema or digests, not single-use.
+    pub fn new(tool_name: &'a str, input: &'a Value) -> Self {
+        Self {
+            tool_name,
+            input,
+            reason: None,
+            route: None,
+            ttl: None,
+            single_use: false,
+            key: None,
+            decided: None,
+            note: None,
+            input_schema: None,
+            tool_digest: None,
+            config_digest: None,
+        }
+    }
+
     /// Writes what the call's receipts name (`toolDigest`, `configDigest`)
     /// into the data of its first audit event.
     fn provenance(&self, data: &mut Value) {
