@@ -5,7 +5,8 @@
 //! `ApprovalStore::append`, as the engine records them), then times a rule
 //! evaluation with a history term (`StoredGate::decide` on a fresh gate each
 //! time, as a request does): a `count` and a `sum` over the caller's last
-//! 24 hours, for random principals. Then times an engine round trip of an
+//! 24 hours, and a `count` over one of their conversations' last 24 hours,
+//! for random principals. Then times an engine round trip of an
 //! allowed call (in process, the model scripted) on that store with one
 //! history rule and without. Prints markdown tables. On Postgres the bench
 //! runs `ANALYZE` after the fill (as autovacuum would soon after a bulk load).
@@ -25,7 +26,7 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::json;
 use toolgate::approval::lifecycle::direct::{self, DirectCall};
-use toolgate::ledger::{LedgerConfig, LedgerStore};
+use toolgate::ledger::{LedgerConfig, LedgerStore, conversation_key};
 use toolgate::protocol::ModelMessage;
 use toolgate::tool::GateCall;
 use toolgate::{ScriptedModel, TextRequest, Tool, ToolError, Toolkit, generate_text};
@@ -101,6 +102,7 @@ async fn main() -> anyhow::Result<()> {
     for (name, term) in [
         ("count", "count = { gte = 100 }"),
         ("sum", "sum = { path = \"/amount\", plus_this_call = true, gt = 1000000 }"),
+        ("count, conversation", "scope = \"conversation\", count = { gte = 100 }"),
     ] {
         let policy = Arc::new(Policy::from_toml_str(&rule(term))?);
         let timed = evaluate(&store, &policy, &args).await;
@@ -202,14 +204,16 @@ async fn evaluate(store: &Arc<dyn LedgerStore>, policy: &Arc<Policy>, args: &Arg
     let mut timed = Vec::with_capacity(args.evaluations);
     for index in 0..args.evaluations + 100 {
         let who = principal(index * 104_729 % args.principals);
+        // One of the fill's conversation ids, as this principal's conversation (its key).
+        let chat = conversation_key(Some(&who), &format!("chat-{}", index % 1_000));
         let gate =
-            StoredGate::new(Arc::clone(policy), Arc::clone(store), Some("c".into()), Some(who.clone()), now_ms())
+            StoredGate::new(Arc::clone(policy), Arc::clone(store), Some(chat.clone()), Some(who.clone()), now_ms())
                 .with_history(Arc::clone(store), Arc::default());
         let call = GateCall {
             tool_name: "transfer_money",
             input: &input,
             tool_call_id: "now",
-            conversation_id: Some("c"),
+            conversation_id: Some(&chat),
             principal: Some(&who),
             groups: &[],
         };
