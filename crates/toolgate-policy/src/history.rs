@@ -146,21 +146,20 @@ impl HistoryTerm {
     }
 
     /// Whether the term holds for `call` over `entries` (read with
-    /// [`Self::query`], possibly wider), at `_now`. `rule_tool` counts the
-    /// calls when the term names no `tools`. Every entry read from the
-    /// window's start on counts, even one stamped after `_now` (recorded by
-    /// a replica whose clock runs ahead, or by a claim that read its clock
-    /// after this one): it is on record before this call, and the guard of
-    /// the read ([`toolgate::ledger::HistoryGuard`]) counts it too, so a
-    /// verdict that left it out would pass a limit the guarded write then
-    /// lets through.
+    /// [`Self::query`], possibly wider). `rule_tool` counts the calls when
+    /// the term names no `tools`. Every entry read from the window's start
+    /// (`query.since`) on counts, even one stamped after the time the call
+    /// is judged at (recorded by a replica whose clock runs ahead, or by a
+    /// claim that read its clock after this one): it is on record before
+    /// this call, and the guard of the read
+    /// ([`toolgate::ledger::HistoryGuard`]) counts it too, so a verdict that
+    /// left it out would pass a limit the guarded write then lets through.
     pub fn evaluate(
         &self,
         rule_tool: &GlobMatcher,
         call: &GateCall<'_>,
         query: &HistoryQuery,
         entries: &[HistoryEntry],
-        _now: Millis,
     ) -> Fact {
         let tools = self.tools.as_ref().unwrap_or(rule_tool);
         let counted: Vec<&HistoryEntry> = entries

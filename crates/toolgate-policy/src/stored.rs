@@ -349,7 +349,7 @@ impl StoredGate {
         };
         let mut facts = vec![None; rules.len()];
         for ((index, term), query) in wanted.into_iter().zip(&queries) {
-            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries, now));
+            facts[index] = Some(term.evaluate(rules[index].tool_matcher(), call, query, &entries));
         }
         Facts::new(facts)
     }
