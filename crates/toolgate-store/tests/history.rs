@@ -7,7 +7,10 @@
 //! the 10th was recorded is denied, not asked), held calls and chat turns
 //! alike; and 50 approved calls claimed at once (held calls started, and
 //! answers in chats): exactly 10 run, each claim judged again on the history
-//! in one conditional write with its entry.
+//! in one conditional write with its entry. And the guard itself: it holds
+//! until a call of its scope is recorded, identical requests for one call
+//! count it once, and on Postgres it is checked after the log's lock, on
+//! what the lock's holder committed.
 
 mod support;
 
@@ -722,4 +725,57 @@ async fn postgres_replicas_run_exactly_ten_of_fifty_chat_approvals() {
     if let Some(stores) = Stores::postgres("history_chat_claim_race").await {
         fifty_chat_approvals_claimed_against_a_limit_of_ten(stores).await;
     }
+}
+
+/// On Postgres a guarded append checks its guard after it holds the log's
+/// lock, on what was committed before it got it: a call that another writer
+/// appended while holding the lock, committed while the guarded append
+/// waited, moves the guard (a check on a snapshot taken before the lock
+/// would miss it and let both calls through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_guarded_append_sees_the_call_committed_while_it_waited_for_the_lock() {
+    use sqlx::Connection;
+    use toolgate::ledger::HistoryStore;
+    let Some((url, name, database)) = support::fresh_postgres_database("history_lock_order").await else {
+        return;
+    };
+    let spec = toolgate_store::StoreSpec::Postgres(database.clone());
+    let store = Arc::new(toolgate_store::SqlStore::open(&spec).await.unwrap());
+    let config = LedgerConfig::new(store.clone());
+    let alice = config.owned(Some("alice"), "c1").principal("alice");
+    let query = HistoryQuery {
+        since: NOW - 1_000,
+        scope: HistoryScope::Principal(Some("alice".into())),
+        include_pending: false,
+    };
+    let guard = store.history(&query).await.unwrap().guard(query.clone());
+    // Another writer takes the log's lock (the advisory lock every append
+    // takes, "toolgate" in ASCII) and appends alice's call, not committed yet.
+    let mut other = sqlx::PgConnection::connect(&database).await.unwrap();
+    let mut open = other.begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock(8390047142196114533)::text").execute(&mut *open).await.unwrap();
+    sqlx::query(
+        "INSERT INTO audit_events (at, kind, approval_id, tool_call_id, conversation_id, owner, principal, data) \
+         VALUES ($1, 'allowed', '', 'a1', 'c1', 'alice', 'alice', $2)",
+    )
+    .bind(NOW - 10)
+    .bind(json!({"toolName": "t", "input": {"n": 1}}).to_string())
+    .execute(&mut *open)
+    .await
+    .unwrap();
+    let input = json!({"n": 2});
+    let event = direct::allowed(&alice, DirectCall { tool_call_id: "a2", tool_name: "t", input: &input }, NOW);
+    let waiting = {
+        let store = store.clone();
+        tokio::spawn(async move { store.append_if(&[guard], &[event]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the guarded append waits for the log's lock");
+    open.commit().await.unwrap();
+    assert!(!waiting.await.unwrap().unwrap(), "the call committed meanwhile moved the guard");
+    let read = store.history(&query).await.unwrap();
+    assert_eq!(read.entries.len(), 1, "only the other writer's call is on record");
+    other.close().await.ok();
+    store.close().await;
+    support::drop_postgres_database(&url, &name).await;
 }
