@@ -53,6 +53,14 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
     /// counter row on SQLite), so [`Self::MARK_AND_CLAIM`] needs a
     /// transaction; a sequence (Postgres) draws it within the one statement.
     const GENERATION_NEEDS_TRANSACTION: bool;
+    /// What a guarded append written as one statement on its own (no
+    /// transaction) must also check, in its `WHERE`, for its other checks to
+    /// see every append before it: on Postgres, that it takes the log's
+    /// append lock and that no `seq` was drawn after the newest its snapshot
+    /// sees (the snapshot is taken before the lock, so an append committed
+    /// while it waited would be missed); an empty text on SQLite, whose
+    /// statement takes the write lock before it reads.
+    const CURRENT_UNDER_LOCK: &'static str;
     /// An audit event's conversation key ([`toolgate::ledger::conversation_key`]
     /// of its `owner` and `conversation_id`) as an expression, written as the
     /// index `audit_events_calls_key` (migration 0014) writes it, so a history

@@ -12,7 +12,11 @@
 //! A guard is checked cheaply first: when no call of its window and scope
 //! came after the last event its read saw (`seq > through`, a short range
 //! of the primary key), it holds; otherwise its calls are read and counted
-//! again, as the read that judged them counted them.
+//! again, as the read that judged them counted them. A guarded append tries
+//! that cheap check first as one statement on its own, outside a
+//! transaction (on Postgres it takes the lock itself and checks that it saw
+//! every append before it: [`SqlBackend::CURRENT_UNDER_LOCK`]), then in the
+//! transaction above when that statement appended nothing.
 
 use toolgate::ledger::{
     ApprovalRecord, AuditEvent, HistoryGuard, HistoryQuery, HistoryRead, HistoryScope, StoreError, Transition,
@@ -35,9 +39,12 @@ impl<B: SqlBackend> Operations<B> {
     }
 
     pub(crate) async fn append_if(&self, guards: &[HistoryGuard], events: &[AuditEvent]) -> Result<bool, StoreError> {
-        self.backend()
-            .write_log_locked((guards.to_vec(), events.to_vec()), |conn, data| Box::pin(append_if_in::<B>(conn, data)))
-            .await
+        let data = (guards.to_vec(), events.to_vec());
+        let backend = self.backend();
+        if backend.write_statement(data.clone(), |conn, data| Box::pin(append_alone_in::<B>(conn, data))).await? {
+            return Ok(true);
+        }
+        backend.write_log_locked(data, |conn, data| Box::pin(append_if_in::<B>(conn, data))).await
     }
 
     pub(crate) async fn issue_if(
@@ -72,13 +79,24 @@ async fn apply_if_in<B: SqlBackend>(
     apply_in::<B>(conn, &apply).await.map(Some)
 }
 
-/// The append if each guard still counts what it read: in one statement
-/// when no call came after any guard's read, else after counting again.
+/// The append, in one statement on its own, when no call came after any
+/// guard's read and (the backend's [`SqlBackend::CURRENT_UNDER_LOCK`]) the
+/// statement saw every append before it; whether it appended.
+async fn append_alone_in<B: SqlBackend>(
+    conn: &mut B::Conn,
+    (guards, events): &(Vec<HistoryGuard>, Vec<AuditEvent>),
+) -> Result<bool, StoreError> {
+    append_unmoved::<B>(conn, guards, events, B::CURRENT_UNDER_LOCK).await
+}
+
+/// The append if each guard still counts what it read, in a transaction
+/// that holds the log's lock: in one statement when no call came after any
+/// guard's read, else after counting again.
 async fn append_if_in<B: SqlBackend>(
     conn: &mut B::Conn,
     (guards, events): &(Vec<HistoryGuard>, Vec<AuditEvent>),
 ) -> Result<bool, StoreError> {
-    if append_unmoved::<B>(conn, guards, events).await? {
+    if append_unmoved::<B>(conn, guards, events, "").await? {
         return Ok(true);
     }
     if !guards_hold_in::<B>(conn, guards).await? {
@@ -89,18 +107,25 @@ async fn append_if_in<B: SqlBackend>(
 }
 
 /// Appends `events` in one statement when every guard names its read's last
-/// event and no call of its window and scope came after it; whether it did
-/// (never when a guard does not name it, or the events need several statements).
+/// event and no call of its window and scope came after it, and `current`
+/// (a condition without parameters, or empty) holds; whether it did (never
+/// without guards, when a guard does not name it, or when the events need
+/// several statements).
 async fn append_unmoved<B: SqlBackend>(
     conn: &mut B::Conn,
     guards: &[HistoryGuard],
     events: &[AuditEvent],
+    current: &str,
 ) -> Result<bool, StoreError> {
-    if events.is_empty() || events.len() > sql::EVENTS_PER_INSERT || guards.iter().any(|g| g.through.is_none()) {
+    let unnamed = guards.iter().any(|guard| guard.through.is_none());
+    if guards.is_empty() || unnamed || events.is_empty() || events.len() > sql::EVENTS_PER_INSERT {
         return Ok(false);
     }
     let mut next = sql::EVENT_PARAMS * events.len() + 1;
-    let mut conditions = Vec::with_capacity(guards.len());
+    let mut conditions = Vec::with_capacity(guards.len() + 1);
+    if !current.is_empty() {
+        conditions.push(format!("({current})"));
+    }
     let mut scopes = Vec::with_capacity(guards.len());
     for guard in guards {
         let (condition, values) = later::<B>(&guard.query, next)?;

@@ -44,6 +44,17 @@ const AUDIT_LOCK_KEY: i64 = 0x746f_6f6c_6761_7465;
 const BEGIN_LOG_LOCKED: &str =
     "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(8390047142196114533)::text";
 
+/// The condition of a guarded append written as one statement on its own
+/// (`SqlBackend::CURRENT_UNDER_LOCK`): it takes the log's advisory lock, then
+/// (a `CASE` orders the two) holds only when the sequence of `seq` has drawn
+/// nothing beyond the newest event the statement's snapshot sees. An append
+/// that committed while it waited for the lock drew one, so the statement
+/// appends nothing and the caller checks again in a transaction that took the
+/// lock first; so does one that rolled back, which is only a wasted try.
+const CURRENT_UNDER_LOCK: &str = "CASE WHEN (SELECT pg_advisory_xact_lock(8390047142196114533)::text) IS NULL \
+     THEN false ELSE (SELECT pg_sequence_last_value(pg_get_serial_sequence('audit_events', 'seq')::regclass)) \
+     <= (SELECT COALESCE(max(seq), 0) FROM audit_events) END";
+
 /// Takes the audit chain's sealing lock until commit (the key is "tg-chain" in ASCII).
 const LOCK_CHAIN: &str = "SELECT pg_advisory_xact_lock(8387722735977064814)::text";
 
@@ -152,6 +163,7 @@ impl SqlBackend for Backend {
     type Reader = PgPool;
 
     const MARK_DUE: &'static str = MARK_DUE;
+    const CURRENT_UNDER_LOCK: &'static str = CURRENT_UNDER_LOCK;
     const CONVERSATION_KEY: &'static str = "(COALESCE(owner || chr(31), '') || conversation_id)";
     const LOCK_CHAIN: Option<&'static str> = Some(LOCK_CHAIN);
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
@@ -383,6 +395,8 @@ mod tests {
     fn the_history_lock_is_the_log_lock() {
         let lock = format!("; SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text");
         assert!(BEGIN_LOG_LOCKED.ends_with(&lock), "{BEGIN_LOG_LOCKED}");
+        let lock = format!("(SELECT pg_advisory_xact_lock({AUDIT_LOCK_KEY})::text)");
+        assert!(CURRENT_UNDER_LOCK.starts_with(&format!("CASE WHEN {lock} IS NULL")), "{CURRENT_UNDER_LOCK}");
     }
 
     fn settings(url: &str) -> Result<(String, u32), OpenError> {

@@ -138,6 +138,7 @@ impl SqlBackend for Backend {
     type Reader = Readers;
 
     const MARK_DUE: &'static str = MARK_DUE;
+    const CURRENT_UNDER_LOCK: &'static str = "";
     const CONVERSATION_KEY: &'static str = "COALESCE(owner || char(31), '') || conversation_id";
     const LOCK_CHAIN: Option<&'static str> = None;
     const MARK_AND_CLAIM: &'static str = MARK_AND_CLAIM;
