@@ -12,6 +12,7 @@
 //! count it once, and on Postgres it is checked after the log's lock, on
 //! what the lock's holder committed.
 
+#[macro_use]
 mod support;
 
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use toolgate_policy::{Policy, StoredGate};
 
 const NOW: i64 = 1_700_000_000_000;
 
-async fn reads_the_calls_of_a_scope_and_window(stores: Stores) {
+async fn reads_the_calls_of_a_scope_and_window(stores: &Stores) {
     let config = LedgerConfig::new(stores.a.clone());
     let ran = |who: Option<&str>, chat: &str, tool: &str, ago: i64| {
         let ledger = match who {
@@ -66,14 +67,13 @@ async fn reads_the_calls_of_a_scope_and_window(stores: Stores) {
     assert_eq!(read(HistoryScope::Everyone).await, [10, 20, 30, 40]);
     assert_eq!(read(HistoryScope::Principals(vec!["bob".into(), "alice".into()])).await, [10, 20, 30]);
     assert_eq!(read(HistoryScope::Principals(Vec::new())).await, Vec::<i64>::new());
-    stores.finish().await;
 }
 
 /// A guard made from a read holds while no call of its window and scope is
 /// recorded: an event of another scope, or one that does not change what it
 /// counts (the `executed` event of a call its `allowed` event counted
 /// already), leaves it holding; a call of its scope moves it.
-async fn a_guard_holds_until_a_call_of_its_scope_is_recorded(stores: Stores) {
+async fn a_guard_holds_until_a_call_of_its_scope_is_recorded(stores: &Stores) {
     let config = LedgerConfig::new(stores.a.clone());
     let alice = config.owned(Some("alice"), "c1").principal("alice");
     let bob = config.owned(Some("bob"), "c1").principal("bob");
@@ -97,11 +97,10 @@ async fn a_guard_holds_until_a_call_of_its_scope_is_recorded(stores: Stores) {
     let again = stores.a.history(&query).await.unwrap();
     assert_eq!(again.entries.len(), 2, "a1 once (allowed, then executed), a2");
     assert!(stores.a.append_if(&[again.guard(query)], &mark("a3")).await.unwrap());
-    stores.finish().await;
 }
 
 /// 50 calls at once, alternating between the two handles, against `count = { gte = 10 }`.
-async fn fifty_calls_against_a_limit_of_ten(stores: Stores) {
+async fn fifty_calls_against_a_limit_of_ten(stores: &Stores) {
     let policy = Arc::new(
         Policy::from_toml_str(
             r#"
@@ -148,13 +147,12 @@ async fn fifty_calls_against_a_limit_of_ten(stores: Stores) {
     assert_eq!(allowed, 10, "exactly ten calls pass");
     let events = stores.a.audit(&AuditQuery::default()).await.unwrap();
     assert_eq!(events.iter().filter(|event| event.kind == AuditKind::Allowed).count(), 10);
-    stores.finish().await;
 }
 
 /// 50 held calls at once, alternating between the two handles: the even ones
 /// small (allowed), the odd ones large (asked), all denied from the 10th call
 /// that ran. Each question is issued only on the history it was judged on.
-async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
+async fn questions_are_issued_on_the_history_they_were_judged_on(stores: &Stores) {
     let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
     let tasks: Vec<_> = (0..50)
         .map(|index| {
@@ -185,14 +183,13 @@ async fn questions_are_issued_on_the_history_they_were_judged_on(stores: Stores)
         issued.iter().all(|seq| *seq < tenth),
         "a question was issued after the tenth call was recorded: {issued:?} after {tenth}"
     );
-    stores.finish().await;
 }
 
 /// Ten identical keyed requests for one held call at once (alternating
 /// between the two handles), under a history term that lets it through:
 /// one record is issued, every request attaches to it, and the call counts
 /// once (one `allowed` event), not once per request that judged it.
-async fn identical_requests_for_one_call_count_it_once(stores: Stores) {
+async fn identical_requests_for_one_call_count_it_once(stores: &Stores) {
     let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
     let tasks: Vec<_> = (0..10)
         .map(|index| {
@@ -216,7 +213,6 @@ async fn identical_requests_for_one_call_count_it_once(stores: Stores) {
     assert_eq!(events.iter().filter(|event| event.kind == AuditKind::Allowed).count(), 1, "{events:#?}");
     let query = HistoryQuery { since: NOW - 1_000, scope: HistoryScope::Everyone, include_pending: true };
     assert_eq!(stores.b.history(&query).await.unwrap().entries.len(), 1, "the call counts once");
-    stores.finish().await;
 }
 
 /// alice's held call of `transfer_money` with `input` in `chat` (keyed when
@@ -325,7 +321,7 @@ async fn chat_turn(index: usize, store: Arc<dyn LedgerStore>, policy: Arc<Policy
 /// question the engine issues is recorded only on the history it was judged
 /// on, so the questions match a sequential order (none after the tenth
 /// transfer that ran: from then on, every transfer is denied).
-async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: Stores) {
+async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: &Stores) {
     let policy = Arc::new(Policy::from_toml_str(TEN_A_DAY_LARGE_ASKED).unwrap());
     let tasks: Vec<_> = (0..50)
         .map(|index| {
@@ -348,14 +344,13 @@ async fn chat_questions_are_issued_on_the_history_they_were_judged_on(stores: St
         issued.iter().all(|seq| *seq < tenth),
         "a question was issued after the tenth transfer was recorded: {issued:?} after {tenth}"
     );
-    stores.finish().await;
 }
 
 /// 50 held calls a person approved, claimed at once (alternating between the
 /// two handles) against `count = { gte = 10 }`: each claim is judged again on
 /// the history as it starts, so exactly 10 start; the others are denied
 /// with the rule's reason, and none runs.
-async fn fifty_approved_calls_claimed_against_a_limit_of_ten(stores: Stores) {
+async fn fifty_approved_calls_claimed_against_a_limit_of_ten(stores: &Stores) {
     let rules = r#"
         [[rule]]
         name = "ten-a-day"
@@ -421,7 +416,6 @@ async fn fifty_approved_calls_claimed_against_a_limit_of_ten(stores: Stores) {
     let claimed = events.iter().filter(|event| event.kind == AuditKind::Allowed).count();
     let refused = events.iter().filter(|event| event.kind == AuditKind::Denied && event.data["atClaim"] == true);
     assert_eq!((claimed, refused.count()), (10, 40));
-    stores.finish().await;
 }
 
 /// One chat's request for a transfer of `amount`, with `history`.
@@ -450,7 +444,7 @@ fn chat_request(
 /// the chats at once (alternating between the two handles) against a
 /// limit of 10: each claim holds the history its call was judged on again,
 /// so exactly 10 transfers run; the others are denied by the rule.
-async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: Stores) {
+async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: &Stores) {
     use toolgate::protocol::ModelMessage;
     let rules = r#"
         [[rule]]
@@ -506,7 +500,6 @@ async fn fifty_chat_approvals_claimed_against_a_limit_of_ten(stores: Stores) {
     assert_eq!(denied.len(), 40, "{denied:?}");
     assert!(denied.iter().all(|reason| reason.starts_with("rule `ten-a-day` matched")), "{denied:?}");
     assert_eq!(ran, 10, "exactly ten approved transfers run");
-    stores.finish().await;
 }
 
 /// A held call a rule let through as the 10th of a limit of 10 (judged and
@@ -591,141 +584,16 @@ async fn approved_call(ledger: &toolgate::ledger::Ledger, index: usize) -> toolg
     }
 }
 
-#[tokio::test]
-async fn memory_reads_the_calls_of_a_scope_and_window() {
-    reads_the_calls_of_a_scope_and_window(Stores::memory()).await;
-}
-
-#[tokio::test]
-async fn sqlite_reads_the_calls_of_a_scope_and_window() {
-    reads_the_calls_of_a_scope_and_window(Stores::sqlite().await).await;
-}
-
-#[tokio::test]
-async fn postgres_reads_the_calls_of_a_scope_and_window() {
-    if let Some(stores) = Stores::postgres("history_reads").await {
-        reads_the_calls_of_a_scope_and_window(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_lets_exactly_ten_of_fifty_through() {
-    fifty_calls_against_a_limit_of_ten(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_lets_exactly_ten_of_fifty_through() {
-    fifty_calls_against_a_limit_of_ten(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_let_exactly_ten_of_fifty_through() {
-    if let Some(stores) = Stores::postgres("history_race").await {
-        fifty_calls_against_a_limit_of_ten(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_issues_no_question_on_a_moved_history() {
-    questions_are_issued_on_the_history_they_were_judged_on(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_issues_no_question_on_a_moved_history() {
-    questions_are_issued_on_the_history_they_were_judged_on(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_issue_no_question_on_a_moved_history() {
-    if let Some(stores) = Stores::postgres("history_issue_race").await {
-        questions_are_issued_on_the_history_they_were_judged_on(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_chat_turns_issue_no_question_on_a_moved_history() {
-    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_chat_turns_issue_no_question_on_a_moved_history() {
-    chat_questions_are_issued_on_the_history_they_were_judged_on(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_chat_turns_issue_no_question_on_a_moved_history() {
-    if let Some(stores) = Stores::postgres("history_chat_race").await {
-        chat_questions_are_issued_on_the_history_they_were_judged_on(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_identical_requests_for_one_call_count_it_once() {
-    identical_requests_for_one_call_count_it_once(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_identical_requests_for_one_call_count_it_once() {
-    identical_requests_for_one_call_count_it_once(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_identical_requests_for_one_call_count_it_once() {
-    if let Some(stores) = Stores::postgres("history_twins").await {
-        identical_requests_for_one_call_count_it_once(stores).await;
-    }
-}
-
-#[tokio::test]
-async fn memory_guards_hold_until_a_call_of_their_scope_is_recorded() {
-    a_guard_holds_until_a_call_of_its_scope_is_recorded(Stores::memory()).await;
-}
-
-#[tokio::test]
-async fn sqlite_guards_hold_until_a_call_of_their_scope_is_recorded() {
-    a_guard_holds_until_a_call_of_its_scope_is_recorded(Stores::sqlite().await).await;
-}
-
-#[tokio::test]
-async fn postgres_replicas_guards_hold_until_a_call_of_their_scope_is_recorded() {
-    if let Some(stores) = Stores::postgres("history_guards").await {
-        a_guard_holds_until_a_call_of_its_scope_is_recorded(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_claims_exactly_ten_of_fifty_approved_calls() {
-    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_claims_exactly_ten_of_fifty_approved_calls() {
-    fifty_approved_calls_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_claim_exactly_ten_of_fifty_approved_calls() {
-    if let Some(stores) = Stores::postgres("history_claim_race").await {
-        fifty_approved_calls_claimed_against_a_limit_of_ten(stores).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_runs_exactly_ten_of_fifty_chat_approvals() {
-    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_runs_exactly_ten_of_fifty_chat_approvals() {
-    fifty_chat_approvals_claimed_against_a_limit_of_ten(Stores::sqlite().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_replicas_run_exactly_ten_of_fifty_chat_approvals() {
-    if let Some(stores) = Stores::postgres("history_chat_claim_race").await {
-        fifty_chat_approvals_claimed_against_a_limit_of_ten(stores).await;
-    }
-}
+suite!(
+    reads_the_calls_of_a_scope_and_window,
+    a_guard_holds_until_a_call_of_its_scope_is_recorded,
+    fifty_calls_against_a_limit_of_ten,
+    questions_are_issued_on_the_history_they_were_judged_on,
+    identical_requests_for_one_call_count_it_once,
+    chat_questions_are_issued_on_the_history_they_were_judged_on,
+    fifty_approved_calls_claimed_against_a_limit_of_ten,
+    fifty_chat_approvals_claimed_against_a_limit_of_ten,
+);
 
 /// On Postgres a guarded append checks its guard after it holds the log's
 /// lock, on what was committed before it got it: a call that another writer
