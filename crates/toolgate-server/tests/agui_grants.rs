@@ -123,3 +123,23 @@ async fn an_invalid_grant_or_one_with_a_denial_is_refused_and_nothing_runs() {
         assert_eq!(thread.uses_left().await, Vec::<Option<i64>>::new(), "{payload}: no grant kept");
     }
 }
+
+#[tokio::test]
+async fn a_resume_that_does_not_answer_its_interrupts_exactly_once_keeps_no_grant() {
+    let grant = json!({"uses": 5, "within": "1h", "scope": "conversation"});
+    let approving = json!({"approved": true, "grant": grant});
+    for case in ["the same interrupt answered twice", "an interrupt that is not pending"] {
+        let thread = Thread::start().await;
+        let mut resume = thread.asked(approving.clone()).await;
+        let entry = resume["resume"][0].clone();
+        let second = match case {
+            "the same interrupt answered twice" => entry.clone(),
+            _ => json!({"interruptId": "not-pending", "status": "resolved", "payload": approving}),
+        };
+        resume["resume"] = json!([entry, second]);
+        let events = thread.run(resume).await;
+        assert!(events.iter().any(|event| event["type"] == "RUN_ERROR"), "{case}: {events:#?}");
+        assert_eq!(thread.runs.load(Ordering::SeqCst), 0, "{case}: nothing ran");
+        assert_eq!(thread.uses_left().await, Vec::<Option<i64>>::new(), "{case}: no grant kept");
+    }
+}

@@ -38,7 +38,7 @@ use crate::caller::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::http::{JsonBody, detached_sse, sse_response};
 use crate::run::agui::{
-    CatchUp, StoredThread, ThreadRun, carried_grants, caught_up_events, keep_resumed_grants, stored_frames,
+    CatchUp, StoredThread, ThreadRun, carries_grant, caught_up_events, keep_resumed_grants, stored_frames,
     supersede_resumed_edits, thread_key,
 };
 
@@ -98,7 +98,7 @@ pub(crate) async fn run(
     tracing::info!(thread = %input.thread_id, run = %input.run_id, resumes = input.resume.as_ref().map_or(0, Vec::len), "ag-ui run");
     let request_state = state.clone();
     let Some(ledger) = ledger else {
-        if carried_grants(&input).is_ok_and(|carried| !carried.is_empty()) {
+        if carries_grant(&input) {
             let refusal =
                 GrantRefusal::Invalid("a grant is kept in the server's store, and it runs without one".into());
             return Ok(refused(&input, &crate::run::vote::grant_refused(refusal)));
@@ -121,7 +121,7 @@ pub(crate) async fn run(
         return Ok(event_response(events));
     }
     // A grant the resume carries is checked and kept first: one that does not check runs nothing.
-    if let Err(refusal) = keep_resumed_grants(&ledger, &voter, &input).await {
+    if let Err(refusal) = keep_resumed_grants(&ledger, &voter, &input, &thread.pending()).await {
         tracing::info!(thread = %input.thread_id, code = refusal.code, "ag-ui resume's grant refused");
         return Ok(refused(&input, &refusal));
     }

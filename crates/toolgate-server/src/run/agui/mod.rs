@@ -19,7 +19,7 @@ use toolgate_agui::{EncoderOptions, Event, PENDING_FIELD, RunAgentInput, STATE_K
 use super::context::RunContext;
 pub(crate) use continuation::continue_thread;
 pub(crate) use edits::supersede_resumed_edits;
-pub(crate) use grants::{carried_grants, keep_resumed_grants};
+pub(crate) use grants::{carries_grant, keep_resumed_grants};
 pub(crate) use thread::{CatchUp, StoredThread};
 
 /// The prefix of AG-UI thread ids in the store and the ledger (chat ids may not use it).
